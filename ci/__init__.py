@@ -1,0 +1,1 @@
+"""Nightly CI entry points (issue: reports and CI). Not implemented yet."""

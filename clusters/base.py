@@ -1,0 +1,289 @@
+"""The cluster contract every backend implements.
+
+A :class:`Cluster` owns its nodes (ducktape's service model): ``start()`` first stops and cleans
+whatever it had, then starts; ``stop()`` is idempotent and never raises for nodes already gone.
+Optional abilities are explicit :class:`Capability` values; asking a backend for one it lacks
+raises :class:`~harness.errors.CapabilityError` naming the backend and the capability.
+
+Role look-ups (transaction/group/share coordinator, partition leader, active controller) are
+answered from the brokers' own metadata at the moment of the call, so a fault that resolves
+its target just before injection hits the node that holds the role *now*.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from harness.errors import CapabilityError, ClusterError
+
+
+class Capability(str, enum.Enum):
+    KILL = "kill"            # SIGKILL a node
+    TERMINATE = "terminate"  # graceful stop
+    PAUSE = "pause"          # SIGSTOP / SIGCONT
+    RESTART = "restart"
+    NETWORK = "network"      # per-link faults through proxies (client and inter-node)
+    LOGS = "logs"            # node log files on this machine
+
+
+class Role(str, enum.Enum):
+    BROKER = "broker"
+    CONTROLLER = "controller"
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A node as ``cluster status --json`` shows it."""
+
+    node_id: int
+    roles: tuple[str, ...]
+    pid: int | None
+    state: str  # running | paused | stopped | unknown
+    client_address: str | None
+    proxy_address: str | None
+    log_dir: str | None
+
+
+class Node(abc.ABC):
+    """One Kafka process (or container). Lifecycle methods raise CapabilityError when unsupported."""
+
+    node_id: int
+    roles: frozenset[Role]
+
+    @property
+    def is_broker(self) -> bool:
+        return Role.BROKER in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return Role.CONTROLLER in self.roles
+
+    def kill(self) -> None:
+        raise CapabilityError(f"node {self.node_id} cannot be killed by this backend")
+
+    def terminate(self) -> None:
+        raise CapabilityError(f"node {self.node_id} cannot be stopped by this backend")
+
+    def pause(self) -> None:
+        raise CapabilityError(f"node {self.node_id} cannot be paused by this backend")
+
+    def resume(self) -> None:
+        raise CapabilityError(f"node {self.node_id} cannot be resumed by this backend")
+
+    def restart(self) -> None:
+        raise CapabilityError(f"node {self.node_id} cannot be restarted by this backend")
+
+    def start(self) -> None:
+        raise CapabilityError(f"node {self.node_id} cannot be started by this backend")
+
+    @property
+    def log_paths(self) -> list[Path]:
+        return []
+
+    @abc.abstractmethod
+    def info(self) -> NodeInfo: ...
+
+
+class Cluster(abc.ABC):
+    """A Kafka cluster under test."""
+
+    backend_name: str = "abstract"
+    capabilities: frozenset[Capability] = frozenset()
+
+    def __init__(self) -> None:
+        self._admin: Any = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @abc.abstractmethod
+    def start(self) -> None: ...
+
+    @abc.abstractmethod
+    def stop(self) -> None: ...
+
+    def __enter__(self) -> "Cluster":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- topology --------------------------------------------------------------------------
+    @property
+    @abc.abstractmethod
+    def nodes(self) -> list[Node]: ...
+
+    @property
+    @abc.abstractmethod
+    def bootstrap_servers(self) -> str: ...
+
+    def client_config(self) -> dict[str, str]:
+        """Settings every client of this cluster needs (bootstrap, security)."""
+        return {"bootstrap.servers": self.bootstrap_servers}
+
+    def node(self, node_id: int) -> Node:
+        for node in self.nodes:
+            if node.node_id == node_id:
+                return node
+        raise ClusterError(f"no node {node_id}; nodes are {[n.node_id for n in self.nodes]}")
+
+    @property
+    def brokers(self) -> list[Node]:
+        return [n for n in self.nodes if n.is_broker]
+
+    @property
+    def controllers(self) -> list[Node]:
+        return [n for n in self.nodes if n.is_controller]
+
+    def has(self, capability: Capability) -> bool:
+        return capability in self.capabilities
+
+    def require(self, capability: Capability, what: str = "") -> None:
+        if capability not in self.capabilities:
+            have = ", ".join(sorted(c.value for c in self.capabilities)) or "none"
+            raise CapabilityError(
+                f"the {self.backend_name} backend cannot {capability.value}{' for ' + what if what else ''} "
+                f"(its capabilities: {have})",
+                "use the local or docker backend for node and network faults",
+            )
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend_name,
+            "bootstrap_servers": self.bootstrap_servers,
+            "capabilities": sorted(c.value for c in self.capabilities),
+            "nodes": [n.info().__dict__ for n in self.nodes],
+        }
+
+    # -- role look-ups ---------------------------------------------------------------------
+    def admin(self) -> Any:
+        """A cached confluent-kafka AdminClient for this cluster."""
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            conf = {"log_level": 3, **self.client_config()}
+            conf.setdefault("socket.timeout.ms", "10000")
+            self._admin = AdminClient(conf)
+        return self._admin
+
+    def _close_admin(self) -> None:
+        self._admin = None
+
+    def partition_metadata(self, topic: str, timeout_s: float = 10.0) -> dict[int, Any]:
+        md = self.admin().list_topics(topic=topic, timeout=timeout_s)
+        tmd = md.topics.get(topic)
+        if tmd is None or tmd.error is not None:
+            raise ClusterError(f"topic {topic} is not known to the cluster ({tmd.error if tmd else 'missing'})")
+        return dict(tmd.partitions)
+
+    def leader(self, topic: str, partition: int) -> int:
+        """Current leader node id of ``topic``-``partition`` (-1 when it has none)."""
+        pmd = self.partition_metadata(topic).get(partition)
+        if pmd is None:
+            raise ClusterError(f"{topic} has no partition {partition}")
+        return int(pmd.leader)
+
+    def isr(self, topic: str, partition: int) -> list[int]:
+        pmd = self.partition_metadata(topic)[partition]
+        return sorted(int(r) for r in pmd.isrs)
+
+    def replicas(self, topic: str, partition: int) -> list[int]:
+        return [int(r) for r in self.partition_metadata(topic)[partition].replicas]
+
+    def under_replicated_partitions(self) -> list[tuple[str, int]]:
+        md = self.admin().list_topics(timeout=10)
+        out = []
+        for name, tmd in md.topics.items():
+            for p, pmd in tmd.partitions.items():
+                if len(pmd.isrs) < len(pmd.replicas):
+                    out.append((name, p))
+        return sorted(out)
+
+    def _coordinator_by_key(self, internal_topic: str, key: str) -> int:
+        parts = self.partition_metadata(internal_topic)
+        partition = coordinator_partition(key, len(parts))
+        return int(parts[partition].leader)
+
+    def transaction_coordinator(self, transactional_id: str) -> int:
+        """The broker coordinating ``transactional_id`` (leader of its __transaction_state partition)."""
+        return self._coordinator_by_key("__transaction_state", transactional_id)
+
+    def group_coordinator(self, group_id: str) -> int:
+        """The broker coordinating consumer group ``group_id`` (leader of its __consumer_offsets partition)."""
+        return self._coordinator_by_key("__consumer_offsets", group_id)
+
+    def share_coordinator(self, group_id: str, topic: str, partition: int) -> int:
+        """The share coordinator of one share-partition (group, topic id, partition)."""
+        topic_id = self.topic_id(topic)
+        return self._coordinator_by_key("__share_group_state", f"{group_id}:{topic_id}:{partition}")
+
+    def share_coordinators(self, group_id: str, topic: str) -> dict[int, int]:
+        """Share coordinator per partition of ``topic`` for share group ``group_id``."""
+        return {p: self.share_coordinator(group_id, topic, p) for p in self.partition_metadata(topic)}
+
+    def topic_id(self, topic: str) -> str:
+        from confluent_kafka import TopicCollection
+
+        futures = self.admin().describe_topics(TopicCollection([topic]), request_timeout=10)
+        desc = futures[topic].result()
+        return str(desc.topic_id)
+
+    def active_controller(self) -> int:
+        """The KRaft quorum leader. Backends override with cheaper sources."""
+        from clusters.kafka_tools import describe_quorum_leader
+
+        return describe_quorum_leader(self)
+
+    def wait_healthy(self, timeout_s: float = 60.0) -> None:
+        """Wait until every broker is registered and no partition is under-replicated."""
+        from harness.waiting import WaitTimeout, wait_until
+
+        expected = {n.node_id for n in self.brokers}
+
+        def healthy() -> bool:
+            md = self.admin().list_topics(timeout=5)
+            return set(md.brokers) >= expected and not self.under_replicated_partitions()
+
+        try:
+            wait_until(healthy, timeout_s, 0.5, "cluster did not become healthy", retry_on=(Exception,))
+        except WaitTimeout as exc:
+            raise ClusterError(str(exc)) from None
+
+
+def java_string_hash(value: str) -> int:
+    """``java.lang.String.hashCode`` (over UTF-16 code units, 32-bit wrap-around)."""
+    h = 0
+    for unit in _utf16_units(value):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= (1 << 31) else h
+
+
+def _utf16_units(value: str) -> Iterator[int]:
+    data = value.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        yield (data[i] << 8) | data[i + 1]
+
+
+def coordinator_partition(key: str, partitions: int) -> int:
+    """Kafka's ``Utils.abs(key.hashCode()) % partitions`` (abs(MIN_VALUE) is 0 there)."""
+    h = java_string_hash(key)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def wait_for_process_exit(pids: list[int], timeout_s: float) -> bool:
+    from clusters.processes import is_alive
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not any(is_alive(p) for p in pids):
+            return True
+        time.sleep(0.1)
+    return not any(is_alive(p) for p in pids)

@@ -1,0 +1,103 @@
+"""Kafka's own command-line tools, run from the resolved jars (no tarball, no shell scripts).
+
+Main classes move between releases (``DumpLogSegments`` moved to ``org.apache.kafka.tools`` in
+4.3); :func:`tool_main_class` picks the right one for a version.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from clusters.artifacts import JarSet, require_java, resolve_kafka
+from harness.errors import ClusterError
+
+if TYPE_CHECKING:
+    from clusters.base import Cluster
+
+_TOOL_JVM_OPTS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
+
+
+def _version_tuple(version: str) -> tuple[int, int, int]:
+    a, b, c = (int(x) for x in version.split("."))
+    return a, b, c
+
+
+def tool_main_class(tool: str, version: str) -> str:
+    v = _version_tuple(version)
+    classes = {
+        "storage": "kafka.tools.StorageTool",
+        "features": "org.apache.kafka.tools.FeatureCommand",
+        "quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
+        "transactions": "org.apache.kafka.tools.TransactionsCommand",
+        "configs": "kafka.admin.ConfigCommand" if v < (4, 2, 0) else "org.apache.kafka.tools.ConfigCommand",
+        "dump-log": "org.apache.kafka.tools.DumpLogSegments" if v >= (4, 3, 0) else "kafka.tools.DumpLogSegments",
+    }
+    if tool not in classes:
+        raise ValueError(f"unknown tool {tool!r}; known: {', '.join(classes)}")
+    return classes[tool]
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    argv: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_tool(tool: str, args: list[str], version: str, jars: JarSet | None = None,
+             timeout_s: float = 120.0, check: bool = True, log4j_config: Path | None = None) -> ToolResult:
+    jars = jars or resolve_kafka(version)
+    argv = [require_java(), *_TOOL_JVM_OPTS, "-cp", jars.classpath]
+    if log4j_config is not None:
+        argv += [f"-Dlog4j2.configurationFile={log4j_config}", f"-Dlog4j.configuration=file:{log4j_config.with_suffix('.properties')}"]
+    argv += [tool_main_class(tool, version), *args]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as exc:
+        raise ClusterError(f"kafka tool {tool} {' '.join(args[:3])} timed out after {timeout_s:.0f}s") from exc
+    result = ToolResult(argv, proc.returncode, proc.stdout, proc.stderr)
+    if check and proc.returncode != 0:
+        raise ClusterError(f"kafka tool {tool} {' '.join(args)} failed with exit code {proc.returncode}",
+                           detail=(proc.stdout + proc.stderr)[-3000:])
+    return result
+
+
+def _tool_args(cluster: "Cluster") -> tuple[list[str], str]:
+    version = getattr(cluster, "kafka_version", None)
+    if version is None:
+        raise ClusterError("this cluster does not say which Kafka version its tools should come from")
+    return ["--bootstrap-server", cluster.bootstrap_servers], version
+
+
+def describe_quorum_leader(cluster: "Cluster") -> int:
+    args, version = _tool_args(cluster)
+    out = run_tool("quorum", [*args, "describe", "--status"], version).stdout
+    match = re.search(r"^LeaderId:\s+(-?\d+)", out, re.M)
+    if not match:
+        raise ClusterError("MetadataQuorumCommand printed no LeaderId", detail=out[-2000:])
+    return int(match.group(1))
+
+
+def describe_features(cluster: "Cluster") -> dict[str, int]:
+    """Finalized feature levels, e.g. ``{"metadata.version": 27, "transaction.version": 2}``."""
+    args, version = _tool_args(cluster)
+    out = run_tool("features", [*args, "describe"], version).stdout
+    levels = {}
+    for match in re.finditer(r"Feature:\s*(\S+)\s+SupportedMinVersion:.*?FinalizedVersionLevel:\s*(\S+)", out):
+        name, level = match.group(1), match.group(2)
+        if level.isdigit():
+            levels[name] = int(level)
+        else:  # metadata.version prints as e.g. 4.2-IV1
+            levels[name] = level  # type: ignore[assignment]
+    return levels
+
+
+def upgrade_feature(cluster: "Cluster", feature: str, level: int, downgrade: bool = False) -> None:
+    args, version = _tool_args(cluster)
+    verb = "downgrade" if downgrade else "upgrade"
+    run_tool("features", [*args, verb, "--feature", f"{feature}={level}"], version)

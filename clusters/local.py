@@ -1,0 +1,697 @@
+"""The default backend: KRaft nodes as local JVM processes, with Toxiproxy in front of every link.
+
+Topology (N brokers, combined mode unless ``dedicated_controllers`` > 0):
+
+* Each broker has a ``CLIENT`` listener. It advertises the address of its client proxy
+  (``client-n<i>``), so every client connection goes through Toxiproxy.
+* Replication: broker *i* sets ``inter.broker.listener.name=REPL<i>``, and every broker *k*
+  has one listener ``REPL<i>`` per broker *i*, advertised as the proxy ``repl-n<i>-to-n<k>``.
+  Every ordered pair of brokers therefore has its own proxy, so one broker can be cut off from
+  the others, a majority from a minority, or a ring formed, without touching client traffic.
+* Quorum: each node's ``controller.quorum.voters`` names, for every other controller *c*, the
+  proxy ``quorum-n<i>-to-n<c>`` (static voters are a per-node setting), so controller traffic
+  can be partitioned pair by pair as well.
+
+Every process (JVMs and Toxiproxy) runs in its own process group with a pid file under
+``<work_dir>/pids``; :func:`clusters.processes.reap` finds them even after the harness crashed.
+"""
+
+from __future__ import annotations
+
+import base64
+import concurrent.futures
+import json
+import shutil
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clusters.artifacts import JarSet, require_java, resolve_kafka
+from clusters.base import Capability, Cluster, Node, NodeInfo, Role
+from clusters.kafka_tools import run_tool
+from clusters.processes import ManagedProcess, reap
+from clusters.spec import ClusterSpec
+from clusters.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary
+from harness.errors import ClusterError, ConfigError
+from harness.waiting import WaitTimeout, wait_until
+
+HOST = "127.0.0.1"
+READY_TOPIC = "__kchaos_ready"
+
+LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<Configuration status="WARN">
+  <Appenders>
+    <File name="server" fileName="${sys:kafka.logs.dir}/server.log">
+      <PatternLayout pattern="[%d{ISO8601}] %p %m (%c)%n"/>
+    </File>
+    <File name="controller" fileName="${sys:kafka.logs.dir}/controller.log">
+      <PatternLayout pattern="[%d{ISO8601}] %p %m (%c)%n"/>
+    </File>
+    <File name="stateChange" fileName="${sys:kafka.logs.dir}/state-change.log">
+      <PatternLayout pattern="[%d{ISO8601}] %p %m (%c)%n"/>
+    </File>
+  </Appenders>
+  <Loggers>
+    <Root level="INFO"><AppenderRef ref="server"/></Root>
+    <Logger name="kafka.controller" level="INFO" additivity="false"><AppenderRef ref="controller"/></Logger>
+    <Logger name="org.apache.kafka.controller" level="INFO" additivity="true"><AppenderRef ref="controller"/></Logger>
+    <Logger name="state.change.logger" level="INFO" additivity="false"><AppenderRef ref="stateChange"/></Logger>
+    <Logger name="kafka.request.logger" level="WARN"/>
+    <Logger name="org.apache.kafka.storage.internals.log.LogCleaner" level="WARN"/>
+  </Loggers>
+</Configuration>
+"""
+
+# Kafka 3.x logs through reload4j (log4j 1 syntax).
+LOG4J1_PROPERTIES = """log4j.rootLogger=INFO, server
+log4j.appender.server=org.apache.log4j.FileAppender
+log4j.appender.server.File=${kafka.logs.dir}/server.log
+log4j.appender.server.layout=org.apache.log4j.PatternLayout
+log4j.appender.server.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.appender.controller=org.apache.log4j.FileAppender
+log4j.appender.controller.File=${kafka.logs.dir}/controller.log
+log4j.appender.controller.layout=org.apache.log4j.PatternLayout
+log4j.appender.controller.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.appender.stateChange=org.apache.log4j.FileAppender
+log4j.appender.stateChange.File=${kafka.logs.dir}/state-change.log
+log4j.appender.stateChange.layout=org.apache.log4j.PatternLayout
+log4j.appender.stateChange.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.controller=INFO, controller
+log4j.additivity.kafka.controller=false
+log4j.logger.state.change.logger=INFO, stateChange
+log4j.additivity.state.change.logger=false
+log4j.logger.kafka.request.logger=WARN
+"""
+
+# Sized for three JVMs, Toxiproxy, a workload and Spark sharing two cores.
+SMALL_MACHINE_DEFAULTS = {
+    "num.network.threads": "2",
+    "num.io.threads": "2",
+    "num.replica.fetchers": "1",
+    "num.recovery.threads.per.data.dir": "1",
+    "background.threads": "4",
+    "log.cleaner.threads": "1",
+    "log.cleaner.dedupe.buffer.size": "8388608",
+    "group.initial.rebalance.delay.ms": "0",
+    "auto.create.topics.enable": "false",
+    "num.partitions": "3",
+    "log.segment.bytes": "16777216",
+    "log.retention.hours": "168",
+    # Slow-machine timeouts: GC pauses and CPU starvation must not look like failures.
+    "controller.quorum.election.timeout.ms": "3000",
+    "controller.quorum.fetch.timeout.ms": "6000",
+    "broker.session.timeout.ms": "12000",
+    "broker.heartbeat.interval.ms": "1000",
+    "replica.lag.time.max.ms": "15000",
+    "transaction.max.timeout.ms": "300000",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "5000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "60000",
+    "share.coordinator.state.topic.segment.bytes": "16777216",
+}
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 characters)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def allocate_ports(count: int, base_port: int | None) -> list[int]:
+    """``count`` distinct free TCP ports on 127.0.0.1.
+
+    With ``base_port`` the ports are ``base_port .. base_port+count-1`` and each must be free;
+    otherwise the kernel picks them (all bound at once, so they are distinct).
+    """
+    if base_port is not None:
+        ports = list(range(base_port, base_port + count))
+        for port in ports:
+            with socket.socket() as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    sock.bind((HOST, port))
+                except OSError:
+                    raise ConfigError(
+                        f"port {port} is already in use (cluster.base_port={base_port} needs {count} free ports "
+                        f"from {base_port} to {base_port + count - 1})",
+                        "choose another cluster.base_port, or leave it unset to pick free ports",
+                    ) from None
+        return ports
+    socks = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind((HOST, 0))
+            socks.append(sock)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+@dataclass
+class PortPlan:
+    """Every port of the cluster, chosen once at start and kept in ``cluster.json``."""
+
+    toxiproxy_api: int
+    client: dict[int, int]                 # broker -> CLIENT listener port
+    repl: dict[str, int]                   # "i>k": port of listener REPL<i> on broker k
+    controller: dict[int, int]             # controller -> CONTROLLER listener port
+    proxy_client: dict[int, int]           # broker -> client proxy port
+    proxy_repl: dict[str, int]             # "i>k": proxy for broker i fetching from broker k
+    proxy_quorum: dict[str, int]           # "i>c": proxy for node i talking to controller c
+
+    @classmethod
+    def build(cls, spec: ClusterSpec, broker_ids: list[int], controller_ids: list[int],
+              node_ids: list[int]) -> "PortPlan":
+        pairs = [f"{i}>{k}" for i in broker_ids for k in broker_ids]
+        proxied_pairs = [p for p in pairs if p.split(">")[0] != p.split(">")[1]] if spec.proxy_internal else []
+        quorum_pairs = ([f"{i}>{c}" for i in node_ids for c in controller_ids if i != c]
+                        if spec.proxy_internal else [])
+        client_proxies = broker_ids if spec.proxy_clients else []
+        count = (1 + len(broker_ids) + len(pairs) + len(controller_ids) + len(client_proxies)
+                 + len(proxied_pairs) + len(quorum_pairs))
+        it = iter(allocate_ports(count, spec.base_port))
+        return cls(
+            toxiproxy_api=next(it),
+            client={b: next(it) for b in broker_ids},
+            repl={p: next(it) for p in pairs},
+            controller={c: next(it) for c in controller_ids},
+            proxy_client={b: next(it) for b in client_proxies},
+            proxy_repl={p: next(it) for p in proxied_pairs},
+            proxy_quorum={p: next(it) for p in quorum_pairs},
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: ({str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) else v) for k, v in self.__dict__.items()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "PortPlan":
+        intkeys = ("client", "controller", "proxy_client")
+        return cls(**{k: ({int(kk) if k in intkeys else kk: vv for kk, vv in v.items()} if isinstance(v, dict) else v)
+                      for k, v in data.items()})
+
+
+def proxy_name_client(broker: int) -> str:
+    return f"client-n{broker}"
+
+
+def proxy_name_repl(src: int, dst: int) -> str:
+    return f"repl-n{src}-to-n{dst}"
+
+
+def proxy_name_quorum(src: int, dst: int) -> str:
+    return f"quorum-n{src}-to-n{dst}"
+
+
+class LocalNode(Node):
+    def __init__(self, cluster: "LocalJvmCluster", node_id: int, roles: frozenset[Role]):
+        self.cluster = cluster
+        self.node_id = node_id
+        self.roles = roles
+        self.dir = cluster.work_dir / f"node-{node_id}"
+        self.data_dir = self.dir / "data"
+        self.logs_dir = self.dir / "logs"
+        self.config_path = self.dir / "server.properties"
+        self.process: ManagedProcess | None = None
+
+    # -- process ---------------------------------------------------------------------------
+    def _argv(self) -> list[str]:
+        spec = self.cluster.spec
+        jars = self.cluster.jars
+        assert jars is not None
+        return [
+            require_java(), f"-Xms{spec.heap_mb // 2}m", f"-Xmx{spec.heap_mb}m", *spec.jvm_opts,
+            "-Djava.awt.headless=true", f"-Dkafka.logs.dir={self.logs_dir}",
+            f"-Dlog4j2.configurationFile={self.cluster.work_dir / 'log4j2.xml'}",
+            f"-Dlog4j.configuration=file:{self.cluster.work_dir / 'log4j.properties'}",
+            "-cp", jars.classpath, "kafka.Kafka", str(self.config_path),
+        ]
+
+    def _make_process(self) -> ManagedProcess:
+        return ManagedProcess(f"node-{self.node_id}", self._argv(), self.logs_dir / "stdout.log",
+                              self.cluster.pid_dir, marker=str(self.cluster.work_dir))
+
+    def start(self) -> None:
+        if self.process is None:
+            self.process = self._make_process()
+        if not self.process.is_running():
+            self.process.start()
+
+    def kill(self) -> None:
+        if self.process:
+            self.process.kill()
+
+    def terminate(self, timeout_s: float = 60.0) -> None:
+        if self.process:
+            self.process.terminate(timeout_s)
+
+    def pause(self) -> None:
+        if not self.is_running:
+            raise ClusterError(f"node {self.node_id} is not running; it cannot be paused")
+        assert self.process is not None
+        self.process.pause()
+
+    def resume(self) -> None:
+        if self.process:
+            self.process.resume()
+
+    def restart(self) -> None:
+        self.terminate()
+        self.start()
+
+    @property
+    def is_running(self) -> bool:
+        return self.process is not None and self.process.is_running()
+
+    @property
+    def is_paused(self) -> bool:
+        return self.process is not None and self.process.is_paused()
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    @property
+    def log_paths(self) -> list[Path]:
+        return sorted(self.logs_dir.glob("*.log")) if self.logs_dir.exists() else []
+
+    # -- addresses -------------------------------------------------------------------------
+    @property
+    def direct_client_address(self) -> str | None:
+        port = self.cluster.ports.client.get(self.node_id) if self.cluster.ports else None
+        return f"{HOST}:{port}" if port else None
+
+    @property
+    def client_address(self) -> str | None:
+        """What clients use (the proxy when client traffic is proxied)."""
+        ports = self.cluster.ports
+        if ports is None or not self.is_broker:
+            return None
+        port = ports.proxy_client.get(self.node_id, ports.client[self.node_id])
+        return f"{HOST}:{port}"
+
+    def info(self) -> NodeInfo:
+        state = "stopped"
+        if self.is_running:
+            state = "paused" if self.is_paused else "running"
+        proxy = None
+        if self.cluster.ports and self.node_id in self.cluster.ports.proxy_client:
+            proxy = f"{HOST}:{self.cluster.ports.proxy_client[self.node_id]}"
+        return NodeInfo(self.node_id, tuple(sorted(r.value for r in self.roles)), self.pid, state,
+                        self.direct_client_address, proxy, str(self.logs_dir))
+
+    # -- configuration ---------------------------------------------------------------------
+    def properties(self) -> dict[str, str]:
+        c = self.cluster
+        spec, ports = c.spec, c.ports
+        assert ports is not None
+        i = self.node_id
+        listeners, advertised, protocols = [], [], {}
+        if self.is_broker:
+            listeners.append(f"CLIENT://{HOST}:{ports.client[i]}")
+            advertised.append(f"CLIENT://{HOST}:{ports.proxy_client.get(i, ports.client[i])}")
+            protocols["CLIENT"] = "PLAINTEXT"
+            for src in c.broker_ids:
+                name = f"REPL{src}"
+                listeners.append(f"{name}://{HOST}:{ports.repl[f'{src}>{i}']}")
+                adv = ports.proxy_repl.get(f"{src}>{i}", ports.repl[f"{src}>{i}"])
+                advertised.append(f"{name}://{HOST}:{adv}")
+                protocols[name] = "PLAINTEXT"
+        if self.is_controller:
+            listeners.append(f"CONTROLLER://{HOST}:{ports.controller[i]}")
+        protocols["CONTROLLER"] = "PLAINTEXT"
+        voters = ",".join(
+            f"{ctl}@{HOST}:{ports.proxy_quorum.get(f'{i}>{ctl}', ports.controller[ctl])}"
+            for ctl in c.controller_ids
+        )
+        rf, min_isr, parts = str(spec.replication_factor), str(spec.min_insync_replicas), str(spec.internal_topic_partitions)
+        props = {
+            "node.id": str(i),
+            "process.roles": ",".join(r.value for r in sorted(self.roles, key=lambda r: r.value)),
+            "controller.quorum.voters": voters,
+            "controller.listener.names": "CONTROLLER",
+            "listeners": ",".join(listeners),
+            "listener.security.protocol.map": ",".join(f"{k}:{v}" for k, v in protocols.items()),
+            "log.dirs": str(self.data_dir),
+        }
+        if self.is_broker:
+            props["advertised.listeners"] = ",".join(advertised)
+            props["inter.broker.listener.name"] = f"REPL{i}"
+        props.update(SMALL_MACHINE_DEFAULTS)
+        props.update({
+            "default.replication.factor": rf,
+            "min.insync.replicas": min_isr,
+            "offsets.topic.replication.factor": rf,
+            "offsets.topic.num.partitions": parts,
+            "transaction.state.log.replication.factor": rf,
+            "transaction.state.log.min.isr": min_isr,
+            "transaction.state.log.num.partitions": parts,
+            "share.coordinator.state.topic.replication.factor": rf,
+            "share.coordinator.state.topic.min.isr": min_isr,
+            "share.coordinator.state.topic.num.partitions": parts,
+        })
+        props.update(spec.broker)
+        return props
+
+    def write_config(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        lines = [f"# written by kchaos for node {self.node_id}"]
+        lines += [f"{k}={v}" for k, v in self.properties().items()]
+        self.config_path.write_text("\n".join(lines) + "\n")
+
+
+class LocalJvmCluster(Cluster):
+    """KRaft nodes as JVM processes on this machine, from Maven-resolved jars."""
+
+    backend_name = "local"
+
+    def __init__(self, spec: ClusterSpec, work_dir: Path):
+        super().__init__()
+        if spec.backend != "local":
+            raise ConfigError(f"LocalJvmCluster needs backend = 'local', not {spec.backend!r}")
+        self.spec = spec
+        self.work_dir = Path(work_dir).resolve()
+        self.pid_dir = self.work_dir / "pids"
+        self.kafka_version = spec.kafka_version
+        self.jars: JarSet | None = None
+        self.cluster_id: str | None = None
+        self.ports: PortPlan | None = None
+        self.toxiproxy: ToxiproxyClient | None = None
+        self._toxiproxy_process: ManagedProcess | None = None
+        ctl = spec.dedicated_controllers
+        if ctl:
+            self.controller_ids = list(range(1, ctl + 1))
+            self.broker_ids = list(range(ctl + 1, ctl + spec.nodes + 1))
+        else:
+            self.controller_ids = list(range(1, spec.nodes + 1))
+            self.broker_ids = list(self.controller_ids)
+        self._nodes: list[LocalNode] = []
+        for nid in sorted(set(self.controller_ids) | set(self.broker_ids)):
+            roles = set()
+            if nid in self.broker_ids:
+                roles.add(Role.BROKER)
+            if nid in self.controller_ids:
+                roles.add(Role.CONTROLLER)
+            self._nodes.append(LocalNode(self, nid, frozenset(roles)))
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:  # type: ignore[override]
+        caps = {Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.RESTART, Capability.LOGS}
+        if self.spec.proxy_internal or self.spec.proxy_clients:
+            caps.add(Capability.NETWORK)
+        return frozenset(caps)
+
+    @property
+    def nodes(self) -> list[LocalNode]:  # type: ignore[override]
+        return list(self._nodes)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        addrs = [n.client_address for n in self._nodes if n.is_broker and n.client_address]
+        if not addrs:
+            raise ClusterError("the cluster has not been started (no client addresses yet)")
+        return ",".join(addrs)
+
+    @property
+    def state_file(self) -> Path:
+        return self.work_dir / "cluster.json"
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Everything that can fail before a process starts: tools, jars, binary, ports."""
+        require_java()
+        self.jars = resolve_kafka(self.spec.kafka_version)
+        if self.spec.proxy_clients or self.spec.proxy_internal:
+            self._toxiproxy_binary = ensure_toxiproxy_binary()
+
+    def start(self) -> None:
+        self.stop()  # ducktape: start() first stops and cleans whatever is there
+        self.prepare()
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
+        started = time.monotonic()
+        self._clean()
+        self.cluster_id = new_cluster_id()
+        self.ports = PortPlan.build(self.spec, self.broker_ids, self.controller_ids,
+                                    [n.node_id for n in self._nodes])
+        (self.work_dir / "log4j2.xml").write_text(LOG4J2_XML)
+        (self.work_dir / "log4j.properties").write_text(LOG4J1_PROPERTIES)
+        for node in self._nodes:
+            node.write_config()
+        self._save_state()
+        self._format_storage()
+        self._start_toxiproxy()
+        for node in self._nodes:
+            node.start()
+        self._wait_ready(started)
+        self._save_state()
+
+    def _clean(self) -> None:
+        for node in self._nodes:
+            shutil.rmtree(node.dir, ignore_errors=True)
+        shutil.rmtree(self.work_dir / "toxiproxy", ignore_errors=True)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.pid_dir.mkdir(parents=True, exist_ok=True)
+
+    def _format_storage(self) -> None:
+        features = []
+        if self.spec.transaction_version is not None:
+            features += ["--feature", f"transaction.version={self.spec.transaction_version}"]
+        if self.spec.share_version is not None:
+            features += ["--feature", f"share.version={self.spec.share_version}"]
+
+        def fmt(node: LocalNode) -> None:
+            run_tool("storage", ["format", "-t", self.cluster_id or "", "-c", str(node.config_path), *features],
+                     self.spec.kafka_version, self.jars, log4j_config=self.work_dir / "log4j2.xml")
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(self._nodes)) as pool:
+            for future in [pool.submit(fmt, n) for n in self._nodes]:
+                future.result()
+
+    def _start_toxiproxy(self) -> None:
+        ports = self.ports
+        assert ports is not None
+        if not (self.spec.proxy_clients or self.spec.proxy_internal):
+            return
+        argv = [str(self._toxiproxy_binary), "-host", HOST, "-port", str(ports.toxiproxy_api)]
+        # The marker must be in the command line: pass the work dir as the (unused) config path.
+        argv += ["-config", str(self.work_dir / "toxiproxy" / "proxies.json")]
+        (self.work_dir / "toxiproxy").mkdir(parents=True, exist_ok=True)
+        (self.work_dir / "toxiproxy" / "proxies.json").write_text("[]")
+        self._toxiproxy_process = ManagedProcess("toxiproxy", argv, self.work_dir / "toxiproxy" / "toxiproxy.log",
+                                                 self.pid_dir, marker=str(self.work_dir))
+        self._toxiproxy_process.start()
+        self.toxiproxy = ToxiproxyClient(f"http://{HOST}:{ports.toxiproxy_api}")
+        try:
+            wait_until(self.toxiproxy.version, 20, 0.1, "toxiproxy did not answer", retry_on=(OSError,))
+        except WaitTimeout as exc:
+            raise ClusterError(str(exc), detail=self._tail(self.work_dir / "toxiproxy" / "toxiproxy.log")) from None
+        self.toxiproxy.populate(self.planned_proxies())
+
+    def planned_proxies(self) -> list[Proxy]:
+        ports = self.ports
+        assert ports is not None
+        proxies = [Proxy(proxy_name_client(b), f"{HOST}:{p}", f"{HOST}:{ports.client[b]}")
+                   for b, p in ports.proxy_client.items()]
+        for pair, port in ports.proxy_repl.items():
+            src, dst = (int(x) for x in pair.split(">"))
+            proxies.append(Proxy(proxy_name_repl(src, dst), f"{HOST}:{port}", f"{HOST}:{ports.repl[pair]}"))
+        for pair, port in ports.proxy_quorum.items():
+            src, dst = (int(x) for x in pair.split(">"))
+            proxies.append(Proxy(proxy_name_quorum(src, dst), f"{HOST}:{port}", f"{HOST}:{ports.controller[dst]}"))
+        return proxies
+
+    def _wait_ready(self, started: float) -> None:
+        """Ready: every broker registered and a topic with the full replication factor is writable."""
+        from confluent_kafka import Producer
+        from confluent_kafka.admin import NewTopic
+
+        deadline = started + self.spec.ready_timeout_s
+        expected = set(self.broker_ids)
+
+        def check_alive() -> None:
+            for node in self._nodes:
+                if not node.is_running:
+                    raise ClusterError(f"node {node.node_id} exited during start-up",
+                                       "read its log for the cause", detail=self._node_log_tail(node))
+
+        def registered() -> bool:
+            check_alive()
+            md = self.admin().list_topics(timeout=5)
+            return expected <= set(md.brokers)
+
+        def topic_ready() -> bool:
+            check_alive()
+            md = self.admin().list_topics(timeout=5)
+            if READY_TOPIC not in md.topics:
+                fut = self.admin().create_topics(
+                    [NewTopic(READY_TOPIC, 1, self.spec.replication_factor)], request_timeout=15)[READY_TOPIC]
+                try:
+                    fut.result()
+                except Exception as exc:  # already exists is fine; anything else: retry
+                    if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                        raise
+            return True
+
+        delivered: list[Any] = []
+
+        def writable() -> bool:
+            check_alive()
+            producer = Producer({"log_level": 3, **self.client_config(), "acks": "all", "message.timeout.ms": "10000",
+                                 "enable.idempotence": "true"})
+            producer.produce(READY_TOPIC, b"ready", callback=lambda err, msg: delivered.append(err))
+            producer.flush(12)
+            return bool(delivered) and delivered[-1] is None
+
+        try:
+            for step, err in ((registered, "not every broker registered"),
+                              (topic_ready, f"could not create {READY_TOPIC}"),
+                              (writable, f"{READY_TOPIC} was not writable with acks=all")):
+                remaining = max(1.0, deadline - time.monotonic())
+                wait_until(step, remaining, 0.5, err, retry_on=(Exception,))
+        except (WaitTimeout, ClusterError) as exc:
+            if isinstance(exc, WaitTimeout) and isinstance(exc.last_error, ClusterError):
+                exc = exc.last_error
+            if isinstance(exc, ClusterError):
+                raise
+            details = "\n".join(self._node_log_tail(n) for n in self._nodes)
+            raise ClusterError(f"cluster not ready: {exc}",
+                               f"read the node logs under {self.work_dir}; raise cluster.ready_timeout_s on a slow machine",
+                               detail=details) from None
+
+    def _node_log_tail(self, node: LocalNode) -> str:
+        return "\n".join(self._tail(p) for p in [node.logs_dir / "stdout.log", node.logs_dir / "server.log"])
+
+    @staticmethod
+    def _tail(path: Path, lines: int = 25) -> str:
+        try:
+            text = path.read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            return f"(no {path})"
+        return f"--- {path} ---\n" + "\n".join(text)
+
+    def stop(self, graceful: bool = False) -> None:
+        """Stop every node and Toxiproxy. Idempotent; anything left over is reaped by pid file."""
+        self._close_admin()
+        if graceful:
+            for node in [n for n in self._nodes if not n.is_controller] + [n for n in self._nodes if n.is_controller]:
+                node.terminate()
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(self._nodes))) as pool:
+            list(pool.map(lambda n: n.kill(), self._nodes))
+        if self._toxiproxy_process is not None:
+            self._toxiproxy_process.kill()
+            self._toxiproxy_process = None
+        if self.pid_dir.exists():
+            reap(self.pid_dir)
+        self.toxiproxy = None
+
+    # -- persistence for `kchaos cluster up/status/down` -----------------------------------
+    def _save_state(self) -> None:
+        state = {
+            "backend": "local",
+            "spec": self.spec.model_dump(mode="json"),
+            "cluster_id": self.cluster_id,
+            "ports": self.ports.to_json() if self.ports else None,
+            "jars": str(self.jars.directory) if self.jars else None,
+        }
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self.state_file)
+
+    @classmethod
+    def attach(cls, work_dir: Path) -> "LocalJvmCluster":
+        """Re-open a cluster started by another process (``kchaos cluster up``)."""
+        state_file = Path(work_dir) / "cluster.json"
+        try:
+            state = json.loads(state_file.read_text())
+        except (OSError, ValueError) as exc:
+            raise ClusterError(f"no cluster state at {state_file} ({exc})", "run `kchaos cluster up` first") from None
+        cluster = cls(ClusterSpec.model_validate(state["spec"]), Path(work_dir))
+        cluster.cluster_id = state.get("cluster_id")
+        cluster.ports = PortPlan.from_json(state["ports"]) if state.get("ports") else None
+        if state.get("jars"):
+            cluster.jars = JarSet(f"kafka-{cluster.spec.kafka_version}", Path(state["jars"]))
+        for node in cluster._nodes:
+            node.process = node._make_process() if cluster.jars else None
+            if node.process is not None:
+                node.process.adopt()
+        if cluster.ports is not None and (cluster.spec.proxy_clients or cluster.spec.proxy_internal):
+            cluster.toxiproxy = ToxiproxyClient(f"http://{HOST}:{cluster.ports.toxiproxy_api}")
+            proc = ManagedProcess("toxiproxy", [str(cluster.work_dir)], cluster.work_dir / "toxiproxy" / "toxiproxy.log",
+                                  cluster.pid_dir, marker=str(cluster.work_dir))
+            if proc.adopt():
+                cluster._toxiproxy_process = proc
+        return cluster
+
+    # -- role look-ups ---------------------------------------------------------------------
+    def active_controller(self) -> int:
+        """The quorum leader, from the voters' ``quorum-state`` files (highest epoch wins)."""
+        best: tuple[int, int] | None = None
+        for node in self._nodes:
+            if not node.is_controller or not node.is_running or node.is_paused:
+                continue
+            path = node.data_dir / "__cluster_metadata-0" / "quorum-state"
+            try:
+                state = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            leader, epoch = int(state.get("leaderId", -1)), int(state.get("leaderEpoch", -1))
+            if leader >= 0 and (best is None or epoch > best[1]):
+                best = (leader, epoch)
+        if best is None:
+            return super().active_controller()
+        return best[0]
+
+    # -- network ---------------------------------------------------------------------------
+    @property
+    def network(self) -> "ProxyNetwork":
+        self.require(Capability.NETWORK)
+        if self.toxiproxy is None or self.ports is None:
+            raise ClusterError("the cluster is not running; its network cannot be changed")
+        return ProxyNetwork(self)
+
+
+class ProxyNetwork:
+    """Links of a local cluster, by proxy name; every change is undone by :meth:`heal`."""
+
+    def __init__(self, cluster: LocalJvmCluster):
+        self.cluster = cluster
+        assert cluster.toxiproxy is not None
+        self.client = cluster.toxiproxy
+
+    def links_between(self, side_a: list[int], side_b: list[int]) -> list[str]:
+        """Proxy names of every replication and quorum link between the two sides, both directions."""
+        names = set(self.client.proxies())
+        out = []
+        for a in side_a:
+            for b in side_b:
+                for src, dst in ((a, b), (b, a)):
+                    for name in (proxy_name_repl(src, dst), proxy_name_quorum(src, dst)):
+                        if name in names:
+                            out.append(name)
+        return sorted(set(out))
+
+    def partition(self, side_a: list[int], side_b: list[int]) -> list[str]:
+        """Cut every inter-node link between the two sides; returns the proxies disabled."""
+        cut = self.links_between(side_a, side_b)
+        for name in cut:
+            self.client.set_enabled(name, False)
+        return cut
+
+    def isolate(self, node_id: int, include_clients: bool = False) -> list[str]:
+        others = [n.node_id for n in self.cluster.nodes if n.node_id != node_id]
+        cut = self.partition([node_id], others)
+        if include_clients and node_id in (self.cluster.ports.proxy_client if self.cluster.ports else {}):
+            self.client.set_enabled(proxy_name_client(node_id), False)
+            cut.append(proxy_name_client(node_id))
+        return cut
+
+    def heal(self) -> None:
+        self.client.reset()

@@ -1,0 +1,256 @@
+"""Processes the harness starts, tracked so that nothing leaks.
+
+Every process runs in its own process group (``start_new_session``) and gets a pid file
+``<name>.pid`` holding ``pid``, ``pgid`` and a *marker* string that must appear in the
+process's command line. The marker (a directory path unique to the cluster) protects against
+killing an unrelated process that reused the pid: :func:`reap` only signals a process whose
+``/proc/<pid>/cmdline`` still contains it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def _cmdline(pid: int, settle_s: float = 1.0) -> str | None:
+    """The command line of ``pid``; None when it is gone.
+
+    Between fork and exec a child's cmdline reads empty, so an empty one is re-read for up to
+    ``settle_s`` before it is believed.
+    """
+    deadline = time.monotonic() + settle_s
+    while True:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            return None
+        if cmd or time.monotonic() >= deadline:
+            return cmd
+        time.sleep(0.02)
+
+
+def _state(pid: int) -> str | None:
+    """Process state letter from /proc (R, S, T stopped, Z zombie...), None when gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def is_alive(pid: int) -> bool:
+    state = _state(pid)
+    return state is not None and state not in ("Z", "X")
+
+
+def is_stopped(pid: int) -> bool:
+    return _state(pid) in ("T", "t")
+
+
+@dataclass
+class PidFile:
+    path: Path
+    pid: int
+    pgid: int
+    marker: str
+
+    def write(self) -> None:
+        tmp = self.path.with_suffix(".pid.tmp")
+        tmp.write_text(json.dumps({"pid": self.pid, "pgid": self.pgid, "marker": self.marker}))
+        tmp.replace(self.path)
+
+    @classmethod
+    def read(cls, path: Path) -> "PidFile | None":
+        try:
+            data = json.loads(path.read_text())
+            return cls(path, int(data["pid"]), int(data["pgid"]), str(data["marker"]))
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def owns_live_process(self) -> bool:
+        cmd = _cmdline(self.pid)
+        return cmd is not None and self.marker in cmd and is_alive(self.pid)
+
+
+class ManagedProcess:
+    """One child process in its own process group, with a pid file and a log file.
+
+    It is either started here (``start``) or adopted from a pid file written by an earlier
+    harness process (``adopt``), so that ``kchaos cluster status/down`` and faults work on a
+    cluster left up by ``kchaos cluster up``.
+    """
+
+    def __init__(self, name: str, argv: list[str], log_path: Path, pid_dir: Path, marker: str,
+                 env: dict[str, str] | None = None, cwd: Path | None = None):
+        if marker not in " ".join(argv):
+            raise ValueError("the marker must appear in the command line so reaping can recognise it")
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        self.pid_path = pid_dir / f"{name}.pid"
+        self.marker = marker
+        self.env = env
+        self.cwd = cwd
+        self._popen: subprocess.Popen | None = None
+        self._pid: int | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._pid
+
+    def adopt(self) -> bool:
+        """Take over the process recorded in our pid file, if it is still ours and alive."""
+        entry = PidFile.read(self.pid_path)
+        if entry is not None and entry.owns_live_process():
+            self._pid = entry.pid
+            return True
+        return False
+
+    def start(self) -> None:
+        if self.is_running():
+            raise RuntimeError(f"{self.name} is already running (pid {self.pid})")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.pid_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        try:
+            self._popen = subprocess.Popen(
+                self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=self.env, cwd=self.cwd, start_new_session=True,
+            )
+        finally:
+            log.close()
+        self._pid = self._popen.pid
+        PidFile(self.pid_path, self._pid, self._pid, self.marker).write()
+
+    def is_running(self) -> bool:
+        """Alive (running or paused)."""
+        if self._pid is None:
+            return False
+        if self._popen is not None:
+            return self._popen.poll() is None
+        cmd = _cmdline(self._pid)
+        return cmd is not None and self.marker in cmd and is_alive(self._pid)
+
+    def returncode(self) -> int | None:
+        return self._popen.poll() if self._popen else None
+
+    def signal(self, sig: int) -> None:
+        if not self.is_running():
+            return
+        try:
+            os.killpg(self._pid, sig)  # type: ignore[arg-type]
+        except ProcessLookupError:
+            pass
+
+    def _wait_gone(self, timeout_s: float) -> bool:
+        if self._popen is not None:
+            try:
+                self._popen.wait(timeout=timeout_s)
+                return True
+            except subprocess.TimeoutExpired:
+                return False
+        deadline = time.monotonic() + timeout_s
+        while self.is_running():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group and reap it."""
+        if self._pid is None:
+            return
+        self.signal(signal.SIGCONT)  # a stopped group would otherwise linger
+        self.signal(signal.SIGKILL)
+        self._wait_gone(15)
+        self._forget()
+
+    def terminate(self, timeout_s: float = 30.0) -> bool:
+        """SIGTERM, wait up to ``timeout_s``, then SIGKILL. Returns True when it exited by itself."""
+        if self._pid is None:
+            return True
+        self.signal(signal.SIGCONT)
+        self.signal(signal.SIGTERM)
+        clean = self._wait_gone(timeout_s)
+        if not clean:
+            self.kill()
+        self._forget()
+        return clean
+
+    def pause(self) -> None:
+        self.signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.signal(signal.SIGCONT)
+
+    def is_paused(self) -> bool:
+        return self._pid is not None and is_stopped(self._pid)
+
+    def _forget(self) -> None:
+        # Children of the process (none today) must not outlive it: kill the whole group.
+        if self._pid is not None:
+            try:
+                os.killpg(self._pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self._pid = None
+        self._popen = None
+        try:
+            self.pid_path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def reap(directory: Path, timeout_s: float = 10.0) -> list[int]:
+    """Kill every process recorded by a pid file under ``directory`` that still belongs to it.
+
+    Used by ``kchaos cluster down`` after a crashed harness, and as a last resort by stop().
+    Returns the pids that were killed.
+    """
+    killed: list[int] = []
+    for pid_path in sorted(directory.rglob("*.pid")):
+        entry = PidFile.read(pid_path)
+        if entry is None:
+            pid_path.unlink(missing_ok=True)
+            continue
+        if entry.owns_live_process():
+            for sig in (signal.SIGCONT, signal.SIGKILL):
+                try:
+                    os.killpg(entry.pgid, sig)
+                except ProcessLookupError:
+                    pass
+                except PermissionError:
+                    os.kill(entry.pid, sig)
+            killed.append(entry.pid)
+        pid_path.unlink(missing_ok=True)
+    deadline = time.monotonic() + timeout_s
+    while any(is_alive(p) for p in killed) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return killed
+
+
+def live_processes(directory: Path) -> list[int]:
+    """Pids recorded under ``directory`` whose process is still alive and still ours."""
+    pids = []
+    for pid_path in directory.rglob("*.pid"):
+        entry = PidFile.read(pid_path)
+        if entry is not None and entry.owns_live_process():
+            pids.append(entry.pid)
+    return pids
+
+
+def processes_with_marker(marker: str) -> list[int]:
+    """Every live process on the machine whose command line contains ``marker`` (leak checks)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            cmd = _cmdline(int(entry.name), settle_s=0)
+            if cmd and marker in cmd and is_alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found

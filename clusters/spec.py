@@ -1,0 +1,198 @@
+"""Typed, validated cluster specifications (the ``[cluster]`` table of a campaign)."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from harness.errors import ConfigError
+from clusters.artifacts import DEFAULT_KAFKA_VERSION, KNOWN_KAFKA_VERSIONS
+
+#: Broker properties kchaos sets itself; overriding them would break the topology or the proxies.
+MANAGED_BROKER_PROPERTIES = frozenset({
+    "node.id", "broker.id", "process.roles", "listeners", "advertised.listeners",
+    "listener.security.protocol.map", "inter.broker.listener.name", "controller.listener.names",
+    "controller.quorum.voters", "controller.quorum.bootstrap.servers", "log.dirs", "log.dir",
+    "metadata.log.dir",
+})
+_PROPERTY_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*$")
+_ENV_REF_RE = re.compile(r"^\$\{ENV:([A-Za-z_][A-Za-z0-9_]*)\}$")
+
+
+class ExternalSpec(BaseModel):
+    """An existing cluster. Secrets are written as ``${ENV:NAME}`` and read from the environment
+    only when a client is created; the spec (and so the run directory) never holds them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    bootstrap_servers: str = Field(min_length=1)
+    client_config: dict[str, str] = Field(default_factory=dict)
+
+    def resolved_client_config(self) -> dict[str, str]:
+        resolved = {}
+        for key, value in self.client_config.items():
+            match = _ENV_REF_RE.match(value)
+            if match:
+                name = match.group(1)
+                if name not in os.environ:
+                    raise ConfigError(f"cluster.external.client_config.{key} refers to ${{ENV:{name}}} but {name} is not set",
+                                      f"export {name}=... before running kchaos")
+                value = os.environ[name]
+            resolved[key] = value
+        return resolved
+
+    @field_validator("client_config")
+    @classmethod
+    def _no_inline_secrets(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, val in value.items():
+            secret = any(word in key.lower() for word in ("password", "secret", "jaas", "token", "key"))
+            if secret and not _ENV_REF_RE.match(val) and not key.endswith((".location", ".type")):
+                raise ValueError(f"{key} looks like a secret: write it as ${{ENV:NAME}} so it is never stored")
+        return value
+
+
+class DockerSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    image: str | None = None  # default: apache/kafka:<kafka_version>
+    network: str = "kchaos"
+    docker_host: str | None = None  # default: the docker SDK's environment
+
+
+class ClusterSpec(BaseModel):
+    """What cluster to run. Validated when loaded; nothing starts with an invalid spec."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backend: Literal["local", "docker", "external"] = "local"
+    kafka_version: str = DEFAULT_KAFKA_VERSION
+    nodes: int = Field(3, ge=1, le=9, description="broker nodes (combined broker+controller unless dedicated_controllers > 0)")
+    dedicated_controllers: int = Field(0, ge=0, le=5, description="0: KRaft combined mode; N: N controller-only nodes")
+    transaction_version: int | None = Field(None, ge=0, le=2, description="transaction.version at format time; None: the release default")
+    share_version: int | None = Field(None, ge=0, le=1)
+    heap_mb: int = Field(512, ge=256, le=8192)
+    jvm_opts: tuple[str, ...] = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k")
+    internal_topic_partitions: int = Field(3, ge=1, le=50, description="partitions of the offsets, transaction and share-state topics")
+    broker: dict[str, str] = Field(default_factory=dict, description="extra broker properties")
+    proxy_clients: bool = True
+    proxy_internal: bool = True
+    base_port: int | None = Field(None, ge=1024, le=65000, description="first port to use; None: free ports chosen at start")
+    ready_timeout_s: float = Field(120.0, gt=0)
+    external: ExternalSpec | None = None
+    docker: DockerSpec = Field(default_factory=DockerSpec)
+
+    @field_validator("kafka_version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        if not re.match(r"^\d+\.\d+\.\d+$", value):
+            raise ValueError(f"not a release number; use a released version such as {', '.join(KNOWN_KAFKA_VERSIONS)}")
+        major = int(value.split(".")[0])
+        minor = int(value.split(".")[1])
+        if (major, minor) < (3, 3):
+            raise ValueError("KRaft without ZooKeeper needs Kafka 3.3 or later")
+        return value
+
+    @field_validator("broker", mode="before")
+    @classmethod
+    def _broker(cls, value: Any) -> dict[str, str]:
+        if not isinstance(value, dict):
+            raise ValueError("must be a table of property = value")
+        out = {}
+        for key, val in value.items():
+            if not _PROPERTY_RE.match(key):
+                raise ValueError(f"{key!r} is not a broker property name")
+            if key in MANAGED_BROKER_PROPERTIES:
+                raise ValueError(f"{key} is managed by kchaos (it wires listeners, proxies and the quorum) and cannot be overridden")
+            if isinstance(val, bool):
+                val = str(val).lower()
+            if not isinstance(val, (str, int, float)):
+                raise ValueError(f"{key}: value must be a string or number")
+            out[key] = str(val)
+        return out
+
+    @model_validator(mode="after")
+    def _backend_fields(self) -> "ClusterSpec":
+        if self.backend == "external" and self.external is None:
+            raise ValueError("backend = 'external' needs [cluster.external] with bootstrap_servers")
+        if self.backend != "external" and self.external is not None:
+            raise ValueError("[cluster.external] is only for backend = 'external'")
+        if self.transaction_version == 2 and tuple(map(int, self.kafka_version.split(".")[:2])) < (4, 0):
+            raise ValueError("transaction.version=2 needs Kafka 4.0 or later")
+        if self.share_version and tuple(map(int, self.kafka_version.split(".")[:2])) < (4, 1):
+            raise ValueError("share.version needs Kafka 4.1 or later")
+        return self
+
+    @property
+    def replication_factor(self) -> int:
+        return min(3, self.nodes)
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return min(2, self.nodes)
+
+    @classmethod
+    def load(cls, data: dict[str, Any], where: str = "cluster") -> "ClusterSpec":
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(describe_validation_error(exc, where)) from None
+
+
+def describe_validation_error(exc: ValidationError, where: str) -> str:
+    """One line per problem, each naming the key (``cluster.nodes``) and what is accepted."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in (where, *err["loc"]) if p not in ("__root__", ""))
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif err["type"] == "literal_error":
+            msg = f"{msg} (got {err.get('input')!r})"
+        parts.append(f"{loc}: {msg}")
+    return "; ".join(parts)
+
+
+def parse_value(text: str) -> Any:
+    """``--set`` values: integers, floats and booleans are typed; anything else stays a string."""
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+#: Fields whose value is a map: in a dotted ``--set`` path the rest after them is one key.
+MAP_FIELDS = {"broker", "client_config", "env", "group_config"}
+
+
+def apply_overrides(data: dict[str, Any], assignments: list[str], prefix: str = "") -> dict[str, Any]:
+    """Apply ``key.path=value`` assignments to a nested dict (a copy), e.g. ``cluster.broker.x.y=1``."""
+    import copy
+
+    result = copy.deepcopy(data)
+    for assignment in assignments:
+        if "=" not in assignment:
+            raise ConfigError(f"--set {assignment!r} is not key=value", "write e.g. --set cluster.nodes=3")
+        key, value = assignment.split("=", 1)
+        parts = key.strip().split(".")
+        if not all(parts):
+            raise ConfigError(f"--set {assignment!r}: empty key part")
+        target = result
+        i = 0
+        while i < len(parts) - 1:
+            part = parts[i]
+            node = target.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {key}: {prefix}{'.'.join(parts[:i + 1])} is not a table")
+            target = node
+            if part in MAP_FIELDS:
+                parts = parts[: i + 1] + [".".join(parts[i + 1:])]
+                break
+            i += 1
+        target[parts[-1]] = parse_value(value.strip())
+    return result

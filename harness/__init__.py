@@ -1,0 +1,1 @@
+"""kchaos harness: the CLI, run orchestration, shared errors and paths."""

@@ -1,0 +1,51 @@
+"""Campaign files (TOML): what to run, validated on load with errors naming the key.
+
+A campaign has a ``[run]`` table (seed, duration), a ``[cluster]`` table (:class:`ClusterSpec`)
+and, once those parts exist, ``[workload]`` and ``[faults]`` tables. Unknown tables and keys
+are errors, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from clusters.spec import ClusterSpec, apply_overrides, describe_validation_error
+from harness.errors import ConfigError
+
+CAMPAIGNS_DIR = Path(__file__).resolve().parent.parent / "campaigns"
+DEFAULT_CAMPAIGN = CAMPAIGNS_DIR / "default.toml"
+
+
+class RunSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    seed: int | None = Field(None, ge=0, description="None: a fresh seed, recorded in the run directory")
+    duration_s: float = Field(60.0, gt=0, le=86400)
+    smoke_records: int = Field(1000, ge=1, le=10_000_000)
+
+
+class Campaign(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = "default"
+    description: str = ""
+    run: RunSettings = Field(default_factory=RunSettings)
+    cluster: ClusterSpec = Field(default_factory=ClusterSpec)
+
+
+def load_campaign(path: Path | None, overrides: list[str] | None = None) -> Campaign:
+    """Read, override (``--set a.b=c``) and validate a campaign; raise ConfigError on any problem."""
+    path = path or DEFAULT_CAMPAIGN
+    try:
+        data: dict[str, Any] = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"campaign file {path} does not exist", "pass an existing .toml file or none for the default") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"campaign file {path} is not valid TOML: {exc}") from None
+    data = apply_overrides(data, overrides or [])
+    try:
+        return Campaign.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {describe_validation_error(exc, '').lstrip('.')}") from None

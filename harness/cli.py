@@ -1,0 +1,167 @@
+"""The ``kchaos`` command line.
+
+Exit codes: 0 ok/valid, 1 invalid, 2 unknown, 3 harness error (bad input, missing tools,
+a cluster that would not start). Errors print one line naming the cause and the fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from harness import signals
+from harness.errors import ClusterError, ConfigError, KchaosError
+from harness.paths import state_dir
+
+
+def _cluster_dir(args: argparse.Namespace) -> Path:
+    if getattr(args, "dir", None):
+        return Path(args.dir).resolve()
+    return state_dir() / "clusters" / args.name
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    """Install everything the local backend needs, into the caches (idempotent)."""
+    from clusters.artifacts import require_java, resolve_kafka
+    from clusters.toxiproxy import ensure_toxiproxy_binary
+
+    require_java()
+    for version in args.kafka_version or ["4.2.1"]:
+        jars = resolve_kafka(version)
+        print(f"kafka {version}: {jars.directory}")
+    print(f"toxiproxy: {ensure_toxiproxy_binary()}")
+    return 0
+
+
+def cmd_cluster_up(args: argparse.Namespace) -> int:
+    from clusters.local import LocalJvmCluster
+    from clusters.processes import live_processes
+    from clusters.spec import ClusterSpec, apply_overrides
+
+    data: dict = {"kafka_version": args.kafka_version, "nodes": args.nodes,
+                  "dedicated_controllers": args.dedicated_controllers,
+                  "transaction_version": args.transaction_version, "share_version": args.share_version}
+    data = {k: v for k, v in data.items() if v is not None}
+    data = apply_overrides(data, args.set or [])
+    spec = ClusterSpec.load(data)
+    if spec.backend != "local":
+        raise ConfigError("`kchaos cluster up` starts local clusters only", "use cluster.backend = 'local'")
+    directory = _cluster_dir(args)
+    if directory.exists() and live_processes(directory):
+        raise ClusterError(f"a cluster is already up in {directory}", f"run `kchaos cluster down --name {args.name}` first")
+    cluster = LocalJvmCluster(spec, directory)
+    cluster.start()  # stops and cleans itself if start fails
+    info = cluster.info()
+    print(json.dumps(info, indent=2) if args.json else f"cluster up: {info['bootstrap_servers']} (state in {directory})")
+    return 0
+
+
+def cmd_cluster_status(args: argparse.Namespace) -> int:
+    from clusters.local import LocalJvmCluster
+
+    cluster = LocalJvmCluster.attach(_cluster_dir(args))
+    info = cluster.info()
+    running = [n for n in info["nodes"] if n["state"] in ("running", "paused")]
+    info["up"] = bool(running)
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        print(f"bootstrap: {info['bootstrap_servers']}")
+        for node in info["nodes"]:
+            print(f"  node {node['node_id']} {','.join(node['roles'])}: {node['state']} pid={node['pid']} "
+                  f"proxy={node['proxy_address']} direct={node['client_address']}")
+    return 0 if running else 3
+
+
+def cmd_cluster_down(args: argparse.Namespace) -> int:
+    from clusters.local import LocalJvmCluster
+    from clusters.processes import reap
+
+    directory = _cluster_dir(args)
+    if not directory.exists():
+        print(f"nothing to stop: {directory} does not exist")
+        return 0
+    try:
+        LocalJvmCluster.attach(directory).stop()
+    except KchaosError:
+        pass  # state unreadable (crashed mid-start): the pid files below still find everything
+    killed = reap(directory)
+    if not args.keep:
+        shutil.rmtree(directory, ignore_errors=True)
+    print(f"cluster down ({len(killed)} leftover processes killed)" if killed else "cluster down")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness.campaign import load_campaign
+    from harness.run import execute_run
+
+    overrides = list(args.set or [])
+    if args.duration is not None:
+        overrides.append(f"run.duration_s={args.duration}")
+    campaign = load_campaign(Path(args.campaign) if args.campaign else None, overrides)
+    _, code = execute_run(campaign, Path(args.out), seed=args.seed)
+    return code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kchaos", description="Chaos tests for Kafka's exactly-once guarantees")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("setup", help="install Kafka jars (Maven) and Toxiproxy (go install) into the caches")
+    p.add_argument("--kafka-version", action="append", help="a release to resolve (repeatable; default 4.2.1)")
+    p.set_defaults(func=cmd_setup)
+
+    p = sub.add_parser("run", help="run a campaign (default: campaigns/default.toml)")
+    p.add_argument("campaign", nargs="?", help="campaign TOML file")
+    p.add_argument("--seed", type=int, help="seed for every random choice of the run")
+    p.add_argument("--duration", type=float, help="seconds of workload (run.duration_s)")
+    p.add_argument("--out", default="runs", help="where run directories go (default ./runs)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a campaign key, e.g. cluster.nodes=1")
+    p.set_defaults(func=cmd_run)
+
+    cluster = sub.add_parser("cluster", help="bring a local cluster up, inspect it, take it down")
+    csub = cluster.add_subparsers(dest="cluster_command", required=True)
+    for name, func, hlp in (("up", cmd_cluster_up, "start a cluster and leave it running"),
+                            ("status", cmd_cluster_status, "show the nodes of a running cluster"),
+                            ("down", cmd_cluster_down, "stop a cluster and everything it started")):
+        p = csub.add_parser(name, help=hlp)
+        p.add_argument("--name", default="default", help="cluster name (state in $KCHAOS_STATE/clusters/NAME)")
+        p.add_argument("--dir", help="explicit state directory (overrides --name)")
+        p.set_defaults(func=func)
+        if name == "up":
+            p.add_argument("--nodes", type=int)
+            p.add_argument("--dedicated-controllers", type=int)
+            p.add_argument("--kafka-version")
+            p.add_argument("--transaction-version", type=int)
+            p.add_argument("--share-version", type=int)
+            p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                           help="cluster spec key (heap_mb=768) or broker property (broker.replica.lag.time.max.ms=10000)")
+            p.add_argument("--json", action="store_true")
+        elif name == "status":
+            p.add_argument("--json", action="store_true")
+        else:
+            p.add_argument("--keep", action="store_true", help="keep the state directory (logs) after stopping")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    signals.install()
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KchaosError as exc:
+        print(f"kchaos: error: {exc.one_line()}", file=sys.stderr)
+        if exc.detail:
+            print(exc.detail, file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt as exc:
+        print(f"kchaos: interrupted ({exc or 'Ctrl-C'}); everything started was stopped", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""HTML run reports (issue: reports and CI). Not implemented yet."""

@@ -1,0 +1,90 @@
+import os
+import signal
+import sys
+import time
+
+from clusters.processes import ManagedProcess, PidFile, is_alive, live_processes, processes_with_marker, reap
+
+
+def _sleeper(tmp_path, name="p", marker=None):
+    marker = marker or str(tmp_path)
+    # The marker must be on the command line: pass it as an ignored argument.
+    argv = [sys.executable, "-c", "import sys,time; time.sleep(600)", marker]
+    return ManagedProcess(name, argv, tmp_path / f"{name}.log", tmp_path / "pids", marker)
+
+
+def test_kill_removes_process_and_pid_file(tmp_path):
+    proc = _sleeper(tmp_path)
+    proc.start()
+    pid = proc.pid
+    assert proc.is_running() and (tmp_path / "pids" / "p.pid").exists()
+    proc.kill()
+    assert not is_alive(pid)
+    assert not (tmp_path / "pids" / "p.pid").exists()
+    assert processes_with_marker(str(tmp_path)) == []
+
+
+def test_pause_and_resume(tmp_path):
+    proc = _sleeper(tmp_path)
+    proc.start()
+    try:
+        proc.pause()
+        deadline = time.monotonic() + 5
+        while not proc.is_paused() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.is_paused()
+        proc.resume()
+        deadline = time.monotonic() + 5
+        while proc.is_paused() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not proc.is_paused() and proc.is_running()
+    finally:
+        proc.kill()
+
+
+def test_terminate_kills_a_paused_process(tmp_path):
+    proc = _sleeper(tmp_path)
+    proc.start()
+    pid = proc.pid
+    proc.pause()
+    assert proc.terminate(timeout_s=5) is True  # SIGCONT before SIGTERM: a stopped process still exits
+    assert not is_alive(pid)
+
+
+def test_reap_after_the_owner_forgot(tmp_path):
+    """A crashed harness leaves only pid files; reap() finds and kills what they name."""
+    procs = [_sleeper(tmp_path, f"p{i}") for i in range(3)]
+    for p in procs:
+        p.start()
+    pids = [p.pid for p in procs]
+    assert sorted(live_processes(tmp_path)) == sorted(pids)
+    killed = reap(tmp_path)
+    assert sorted(killed) == sorted(pids)
+    for p in procs:
+        p.returncode() or p._popen.wait(5)  # collect our zombies
+    assert not any(is_alive(pid) for pid in pids)
+    assert list((tmp_path / "pids").glob("*.pid")) == []
+
+
+def test_reap_never_kills_a_process_that_is_not_ours(tmp_path):
+    """A pid file whose pid now belongs to another process (no marker) is ignored."""
+    other = _sleeper(tmp_path / "other", marker=str(tmp_path / "other"))
+    (tmp_path / "other").mkdir()
+    other.start()
+    try:
+        (tmp_path / "mine").mkdir()
+        PidFile(tmp_path / "mine" / "x.pid", other.pid, other.pid, marker=str(tmp_path / "mine")).write()
+        assert reap(tmp_path / "mine") == []
+        assert other.is_running()
+    finally:
+        other.kill()
+
+
+def test_adopt_takes_over_a_process_started_elsewhere(tmp_path):
+    first = _sleeper(tmp_path)
+    first.start()
+    second = _sleeper(tmp_path)
+    assert second.adopt() and second.pid == first.pid and second.is_running()
+    second.kill()
+    first._popen.wait(5)
+    assert not is_alive(first.pid)

@@ -1,0 +1,1 @@
+"""The PySpark verifier (issue: verifier). Not implemented yet."""
