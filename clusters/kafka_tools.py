@@ -62,9 +62,19 @@ def run_tool(tool: str, args: list[str], version: str, jars: JarSet | None = Non
         raise ClusterError(f"kafka tool {tool} {' '.join(args[:3])} timed out after {timeout_s:.0f}s") from exc
     result = ToolResult(argv, proc.returncode, proc.stdout, proc.stderr)
     if check and proc.returncode != 0:
-        raise ClusterError(f"kafka tool {tool} {' '.join(args)} failed with exit code {proc.returncode}",
+        raise ClusterError(f"kafka tool {tool} {args[0] if args else ''} failed: {java_error_summary(proc.stdout + proc.stderr)}",
                            detail=(proc.stdout + proc.stderr)[-3000:])
     return result
+
+
+def java_error_summary(output: str) -> str:
+    """The line of a JVM's output that says what went wrong (``XException: message``)."""
+    for line in output.splitlines():
+        match = re.search(r"(\w+(?:Exception|Error)): (.+)$", line)
+        if match and not line.lstrip().startswith("at "):
+            return f"{match.group(1)}: {match.group(2).strip()}"
+    lines = [line for line in output.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "no output"
 
 
 def _tool_args(cluster: "Cluster") -> tuple[list[str], str]:

@@ -468,8 +468,13 @@ class LocalJvmCluster(Cluster):
             features += ["--feature", f"share.version={self.spec.share_version}"]
 
         def fmt(node: LocalNode) -> None:
-            run_tool("storage", ["format", "-t", self.cluster_id or "", "-c", str(node.config_path), *features],
-                     self.spec.kafka_version, self.jars, log4j_config=self.work_dir / "log4j2.xml")
+            try:
+                run_tool("storage", ["format", "-t", self.cluster_id or "", "-c", str(node.config_path), *features],
+                         self.spec.kafka_version, self.jars, log4j_config=self.work_dir / "log4j2.xml")
+            except ClusterError as exc:
+                raise ClusterError(f"node {node.node_id} could not be formatted: {exc.cause.split(': ', 1)[-1]}",
+                                   "check the cluster.broker overrides and feature levels against this Kafka release",
+                                   detail=exc.detail) from None
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=len(self._nodes)) as pool:
             for future in [pool.submit(fmt, n) for n in self._nodes]:
@@ -555,12 +560,8 @@ class LocalJvmCluster(Cluster):
                               (topic_ready, f"could not create {READY_TOPIC}"),
                               (writable, f"{READY_TOPIC} was not writable with acks=all")):
                 remaining = max(1.0, deadline - time.monotonic())
-                wait_until(step, remaining, 0.5, err, retry_on=(Exception,))
-        except (WaitTimeout, ClusterError) as exc:
-            if isinstance(exc, WaitTimeout) and isinstance(exc.last_error, ClusterError):
-                exc = exc.last_error
-            if isinstance(exc, ClusterError):
-                raise
+                wait_until(step, remaining, 0.5, err, retry_on=(Exception,), give_up_on=(ClusterError,))
+        except WaitTimeout as exc:
             details = "\n".join(self._node_log_tail(n) for n in self._nodes)
             raise ClusterError(f"cluster not ready: {exc}",
                                f"read the node logs under {self.work_dir}; raise cluster.ready_timeout_s on a slow machine",

@@ -21,10 +21,12 @@ def wait_until(
     backoff_s: float = 0.25,
     err_msg: str = "condition not met",
     retry_on: tuple[type[BaseException], ...] = (),
+    give_up_on: tuple[type[BaseException], ...] = (),
 ) -> T:
     """Call ``condition`` until it returns something truthy; return that value.
 
-    Exceptions listed in ``retry_on`` count as "not yet" and are kept for the timeout message.
+    Exceptions listed in ``retry_on`` count as "not yet" and are kept for the timeout message;
+    those in ``give_up_on`` (checked first) end the wait at once.
     """
     deadline = time.monotonic() + timeout_s
     last_error: BaseException | None = None
@@ -33,6 +35,8 @@ def wait_until(
             value = condition()
             if value:
                 return value
+        except give_up_on:
+            raise
         except retry_on as exc:  # type: ignore[misc]
             last_error = exc
         if time.monotonic() >= deadline:

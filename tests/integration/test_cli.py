@@ -1,0 +1,139 @@
+"""The `kchaos` CLI as a user runs it: real processes, real brokers, exit codes, no leaks."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from clusters.processes import processes_with_marker
+from harness.waiting import wait_until
+
+KCHAOS = [sys.executable, "-m", "harness.cli"]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def kchaos(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([*KCHAOS, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO,
+                          env={**os.environ, **(env or {})})
+
+
+def test_cluster_up_status_down(tmp_path):
+    state = tmp_path / "c"
+    up = kchaos("cluster", "up", "--dir", str(state), "--nodes", "3", "--transaction-version", "1", "--json")
+    assert up.returncode == 0, up.stderr
+    info = json.loads(up.stdout)
+    assert [n["node_id"] for n in info["nodes"]] == [1, 2, 3]
+    try:
+        status = kchaos("cluster", "status", "--dir", str(state), "--json")
+        assert status.returncode == 0, status.stderr
+        nodes = json.loads(status.stdout)["nodes"]
+        assert all(n["state"] == "running" and n["pid"] for n in nodes)
+        assert all(n["proxy_address"] and n["client_address"] and n["proxy_address"] != n["client_address"] for n in nodes)
+        again = kchaos("cluster", "up", "--dir", str(state))
+        assert again.returncode == 3 and "already up" in again.stderr
+    finally:
+        down = kchaos("cluster", "down", "--dir", str(state))
+    assert down.returncode == 0, down.stderr
+    assert processes_with_marker(str(state)) == []
+    assert not state.exists()
+
+
+def test_crashed_harness_then_down_leaves_nothing(tmp_path):
+    """SIGKILL the harness while it starts a cluster; `cluster down` must still find every process."""
+    state = tmp_path / "c"
+    proc = subprocess.Popen([*KCHAOS, "cluster", "up", "--dir", str(state), "--nodes", "3"], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        # Wait until the JVMs exist, then kill the harness without giving it a chance to clean up.
+        wait_until(lambda: len(list((state / "pids").glob("node-*.pid"))) == 3, 120, 0.1, "nodes never started")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        assert processes_with_marker(str(state)), "the JVMs should have outlived the killed harness"
+    finally:
+        down = kchaos("cluster", "down", "--dir", str(state))
+    assert down.returncode == 0, down.stderr
+    wait_until(lambda: processes_with_marker(str(state)) == [], 15, 0.2, "processes left after `cluster down`")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_during_run_stops_everything(tmp_path, sig):
+    out = tmp_path / "runs"
+    proc = subprocess.Popen([*KCHAOS, "run", "--out", str(out), "--set", "cluster.nodes=1", "--seed", "3"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: list(out.glob("*/cluster/pids/node-1.pid")), 120, 0.1, "the run never started a node")
+        time.sleep(1.0)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 3, err
+    assert "interrupted" in err
+    run_dir = next(out.iterdir())
+    assert processes_with_marker(str(run_dir)) == []
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["complete"] is False  # an interrupted run is never claimed complete
+
+
+def test_run_default_campaign_smoke(tmp_path):
+    out = tmp_path / "runs"
+    result = kchaos("run", "--out", str(out), "--seed", "11")
+    assert result.returncode == 0, result.stderr
+    run_dir = next(out.iterdir())
+    assert (run_dir / "seed").read_text().strip() == "11"
+    campaign = json.loads((run_dir / "campaign.json").read_text())
+    assert campaign["cluster"]["nodes"] == 3
+    smoke = json.loads((run_dir / "smoke.json").read_text())
+    assert smoke["ok"] and smoke["consumed"] == smoke["produced"] == 1000
+    assert json.loads((run_dir / "status.json").read_text())["complete"] is True
+    assert list((run_dir / "cluster").glob("node-*/logs/server.log")), "broker logs are kept in the run directory"
+    assert processes_with_marker(str(run_dir)) == []
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["cluster", "up", "--kafka-version", "9.9.9", "--nodes", "1"], "Kafka 9.9.9 is not on Maven Central"),
+    (["cluster", "up", "--kafka-version", "latest"], "not a release number"),
+    (["cluster", "up", "--nodes", "0"], "cluster.nodes"),
+    (["cluster", "up", "--set", "broker.listeners=PLAINTEXT://:1"], "managed by kchaos"),
+    (["run", "--set", "cluster.nodez=1"], "cluster.nodez: unknown key"),
+    (["run", "does-not-exist.toml"], "does not exist"),
+])
+def test_bad_input_is_one_clear_line_and_exit_3(tmp_path, args, needle):
+    if args[0] == "cluster":
+        args = [*args[:2], "--dir", str(tmp_path / "c"), *args[2:]]
+    else:
+        args = [*args, "--out", str(tmp_path / "runs")]
+    result = kchaos(*args)
+    assert result.returncode == 3, result.stderr
+    first = result.stderr.strip().splitlines()[0]
+    assert first.startswith("kchaos: error:") and needle in first, result.stderr
+    assert "Traceback" not in result.stderr
+    assert processes_with_marker(str(tmp_path)) == []
+
+
+def test_port_already_taken_is_reported_before_anything_starts(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = kchaos("cluster", "up", "--dir", str(tmp_path / "c"), "--nodes", "1",
+                        "--set", f"base_port={port}")
+    assert result.returncode == 3
+    assert f"port {port} is already in use" in result.stderr
+    assert processes_with_marker(str(tmp_path)) == []
+
+
+def test_missing_java_is_a_clear_error(tmp_path):
+    env = {"PATH": str(Path(sys.executable).parent), "JAVA_HOME": str(tmp_path / "no-jdk")}
+    result = kchaos("cluster", "up", "--dir", str(tmp_path / "c"), "--nodes", "1", env=env)
+    assert result.returncode == 3
+    assert "Java was not found" in result.stderr and "fix:" in result.stderr

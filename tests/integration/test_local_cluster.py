@@ -1,0 +1,210 @@
+"""The local JVM backend against real brokers."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from clusters.kafka_tools import describe_features, describe_quorum_leader, run_tool
+from clusters.processes import processes_with_marker
+from harness.smoke import create_topic, quiet, run_smoke
+from harness.waiting import wait_until
+
+from .conftest import start_local
+
+
+def _produce(cluster, topic, n, partition=0, timeout_s=30):
+    producer = Producer(quiet({**cluster.client_config(), "acks": "all", "enable.idempotence": True,
+                               "message.timeout.ms": int(timeout_s * 1000)}))
+    errors = []
+    for i in range(n):
+        producer.produce(topic, value=f"v{i}".encode(), partition=partition,
+                         callback=lambda err, msg: errors.append(err) if err else None)
+    remaining = producer.flush(timeout_s)
+    return remaining == 0 and not errors
+
+
+def test_produce_and_consume_through_the_client_proxies(cluster3):
+    # Every advertised client address is a Toxiproxy listener, not a broker port.
+    proxy_ports = {str(p) for p in cluster3.ports.proxy_client.values()}
+    md = cluster3.admin().list_topics(timeout=10)
+    assert {str(b.port) for b in md.brokers.values()} == proxy_ports
+    result = run_smoke(cluster3, records=500, batch=50)
+    assert result.ok, result
+    assert result.consumed == 500 and result.committed_transactions == 10
+
+
+def test_replication_traffic_flows_through_the_pair_proxies(cluster3):
+    """Cutting one pair proxy stops that follower's fetches: it leaves the ISR; healing brings it back."""
+    topic = f"repl-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster3, topic, 1, 3)
+    assert _produce(cluster3, topic, 10)
+    leader = cluster3.leader(topic, 0)
+    follower = next(r for r in cluster3.replicas(topic, 0) if r != leader)
+    proxy = f"repl-n{follower}-to-n{leader}"
+    assert proxy in cluster3.toxiproxy.proxies()
+    cluster3.toxiproxy.set_enabled(proxy, False)
+    # A follower counts as caught up while its log end equals the leader's, so keep writing
+    # (acks=1: acks=all would wait for the cut follower until it leaves the ISR).
+    writer = Producer(quiet({**cluster3.client_config(), "acks": 1, "enable.idempotence": False}))
+
+    def follower_left_isr() -> bool:
+        writer.produce(topic, value=b"x", partition=0)
+        writer.poll(0)
+        return follower not in cluster3.isr(topic, 0)
+
+    try:
+        wait_until(follower_left_isr, 60, 0.5,
+                   f"follower {follower} did not leave the ISR after its link to leader {leader} was cut")
+        assert leader in cluster3.isr(topic, 0)
+    finally:
+        cluster3.network.heal()
+        writer.flush(30)
+    wait_until(lambda: follower in cluster3.isr(topic, 0), 60, 0.5, "follower did not rejoin the ISR after heal")
+
+
+def test_killed_leader_moves_leadership_then_rejoins_isr(cluster3):
+    topic = f"kill-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster3, topic, 1, 3)
+    assert _produce(cluster3, topic, 20)
+    old_leader = cluster3.leader(topic, 0)
+    node = cluster3.node(old_leader)
+    node.kill()
+    assert not node.is_running
+    try:
+        new_leader = wait_until(
+            lambda: (lambda l: l if l not in (-1, old_leader) else None)(cluster3.leader(topic, 0)),
+            60, 0.5, "leadership did not move off the killed broker", retry_on=(Exception,))
+        assert new_leader != old_leader
+        assert _produce(cluster3, topic, 20), "the cluster stopped accepting writes after the leader was killed"
+    finally:
+        node.start()
+    wait_until(lambda: old_leader in cluster3.isr(topic, 0), 90, 1.0,
+               f"restarted broker {old_leader} did not rejoin the ISR", retry_on=(Exception,))
+    cluster3.wait_healthy(90)
+
+
+def test_pause_and_resume_a_broker(cluster3):
+    topic = f"pause-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster3, topic, 1, 3)
+    victim = cluster3.leader(topic, 0)
+    node = cluster3.node(victim)
+    node.pause()
+    try:
+        wait_until(lambda: node.is_paused, 5, 0.05, "node did not stop")
+        assert node.info().state == "paused"
+        # A paused leader stops heartbeating; the controller fences it and moves leadership.
+        wait_until(lambda: cluster3.leader(topic, 0) not in (victim, -1), 90, 0.5,
+                   "leadership did not move off the paused broker", retry_on=(Exception,))
+    finally:
+        node.resume()
+    assert node.info().state == "running"
+    cluster3.wait_healthy(90)
+
+
+def test_role_lookups_agree_with_the_brokers(cluster3):
+    # Group coordinator: our hash-based answer vs. FindCoordinator as reported by DescribeGroups.
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    topic = f"roles-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster3, topic, 3, 3)
+    consumer = Consumer(quiet({**cluster3.client_config(), "group.id": group, "auto.offset.reset": "earliest"}))
+    consumer.subscribe([topic])
+    try:
+        wait_until(lambda: consumer.assignment() or consumer.poll(0.5) or consumer.assignment(), 60, 0.1, "no assignment")
+        desc = cluster3.admin().describe_consumer_groups([group])[group].result(timeout=30)
+        assert desc.coordinator.id == cluster3.group_coordinator(group)
+    finally:
+        consumer.close()
+
+    # Transaction coordinator: ours vs. TransactionsCommand describe (CoordinatorId column).
+    txid = f"tx-{uuid.uuid4().hex[:6]}"
+    producer = Producer(quiet({**cluster3.client_config(), "transactional.id": txid}))
+    producer.init_transactions(60)
+    out = run_tool("transactions", ["--bootstrap-server", cluster3.bootstrap_servers, "describe",
+                                    "--transactional-id", txid], cluster3.kafka_version).stdout
+    header, row = [line.split() for line in out.strip().splitlines()[:2]]
+    assert int(row[header.index("CoordinatorId")]) == cluster3.transaction_coordinator(txid)
+
+    # Active controller: quorum-state files vs. MetadataQuorumCommand (DescribeQuorum).
+    assert cluster3.active_controller() == describe_quorum_leader(cluster3)
+
+    # Partition leader as listed by metadata is one of the replicas and in the ISR.
+    leader = cluster3.leader(topic, 1)
+    assert leader in cluster3.replicas(topic, 1) and leader in cluster3.isr(topic, 1)
+
+
+def test_share_coordinator_lookup_maps_to_a_live_broker(cluster3):
+    topic = f"share-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster3, topic, 2, 3)
+    # __share_group_state appears once a share group has stored state; create it by using one.
+    from confluent_kafka import ShareConsumer  # noqa: F401  (present in confluent-kafka >= 2.13)
+
+    coordinators = None
+    try:
+        coordinators = cluster3.share_coordinators("sg-lookup", topic)
+    except Exception as exc:  # topic missing until first share-group use
+        assert "__share_group_state" in str(exc)
+    if coordinators is not None:
+        assert set(coordinators) == {0, 1}
+        assert set(coordinators.values()) <= {n.node_id for n in cluster3.brokers}
+
+
+def test_features_show_the_release_default_transaction_version(cluster3):
+    features = describe_features(cluster3)
+    assert features["transaction.version"] == 2
+
+
+def test_transaction_version_chosen_at_format(tmp_path):
+    cluster = start_local(tmp_path, nodes=1, transaction_version=1)
+    try:
+        assert describe_features(cluster)["transaction.version"] == 1
+        assert run_smoke(cluster, records=50, batch=10).ok
+    finally:
+        cluster.stop()
+    assert processes_with_marker(str(cluster.work_dir)) == []
+
+
+def test_dedicated_controller_mode(tmp_path):
+    cluster = start_local(tmp_path, nodes=2, dedicated_controllers=1)
+    try:
+        roles = {n.node_id: sorted(r.value for r in n.roles) for n in cluster.nodes}
+        assert roles == {1: ["controller"], 2: ["broker"], 3: ["broker"]}
+        assert cluster.active_controller() == 1
+        assert len(cluster.brokers) == 2 and run_smoke(cluster, records=50, batch=10).ok
+    finally:
+        cluster.stop()
+    assert processes_with_marker(str(cluster.work_dir)) == []
+
+
+def test_invalid_broker_config_fails_before_any_broker_starts(tmp_path):
+    from clusters import ClusterSpec
+    from clusters.local import LocalJvmCluster
+    from harness.errors import ClusterError
+
+    cluster = LocalJvmCluster(ClusterSpec.load({"nodes": 1, "broker": {"num.io.threads": "zero"}}), tmp_path)
+    with pytest.raises(ClusterError) as err:
+        cluster.start()
+    message = str(err.value)
+    assert "node 1 could not be formatted" in message and "num.io.threads" in message, message
+    assert "\n" not in message  # one line; the stack trace is in .detail
+    assert processes_with_marker(str(tmp_path.resolve())) == []
+
+
+def test_broker_that_dies_during_start_fails_fast_and_leaves_nothing(tmp_path):
+    from clusters import ClusterSpec
+    from clusters.local import LocalJvmCluster
+    from harness.errors import ClusterError
+
+    # Valid for the config parser (so format succeeds), fatal when the broker loads the class.
+    cluster = LocalJvmCluster(ClusterSpec.load({"nodes": 1, "ready_timeout_s": 90,
+                                                "broker": {"authorizer.class.name": "no.such.Authorizer"}}), tmp_path)
+    started = time.monotonic()
+    with pytest.raises(ClusterError) as err:
+        cluster.start()
+    assert "node 1 exited during start-up" in str(err.value)
+    assert "no.such.Authorizer" in err.value.detail  # the log tail comes with the error
+    assert time.monotonic() - started < 60, "a dead node must fail the start at once, not at the timeout"
+    assert processes_with_marker(str(tmp_path.resolve())) == []

@@ -1,0 +1,23 @@
+"""Other Kafka releases: resolved from Maven Central, formatted, started and used transactionally."""
+
+import pytest
+
+from clusters.kafka_tools import describe_features
+from clusters.processes import processes_with_marker
+from harness.smoke import run_smoke
+
+from .conftest import start_local
+
+
+@pytest.mark.parametrize("version, tv", [("4.3.1", 2), ("4.1.2", 2), ("3.9.1", None)])
+def test_release_starts_and_runs_transactions(tmp_path, version, tv):
+    cluster = start_local(tmp_path, nodes=1, kafka_version=version)
+    try:
+        assert run_smoke(cluster, records=100, batch=20).ok
+        if tv is not None:
+            assert describe_features(cluster).get("transaction.version") == tv
+        assert list(cluster.node(1).logs_dir.glob("server.log")), "the broker must log (log4j wiring)"
+        assert cluster.node(1).logs_dir.joinpath("server.log").stat().st_size > 0
+    finally:
+        cluster.stop()
+    assert processes_with_marker(str(cluster.work_dir)) == []
