@@ -114,8 +114,15 @@ SMALL_MACHINE_DEFAULTS = {
 
 
 def new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 characters)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 characters).
+
+    Like Kafka's ``Uuid.randomUuid`` it never starts with ``-``: the storage tool's argument
+    parser would take such an id for an option.
+    """
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def allocate_ports(count: int, base_port: int | None) -> list[int]:
@@ -546,11 +553,14 @@ class LocalJvmCluster(Cluster):
             return True
 
         delivered: list[Any] = []
+        producer: Any = None
 
         def writable() -> bool:
+            nonlocal producer
             check_alive()
-            producer = Producer({"log_level": 3, **self.client_config(), "acks": "all", "message.timeout.ms": "10000",
-                                 "enable.idempotence": "true"})
+            if producer is None:
+                producer = Producer({"log_level": 3, **self.client_config(), "acks": "all",
+                                     "message.timeout.ms": "10000", "enable.idempotence": "true"})
             producer.produce(READY_TOPIC, b"ready", callback=lambda err, msg: delivered.append(err))
             producer.flush(12)
             return bool(delivered) and delivered[-1] is None
@@ -566,6 +576,11 @@ class LocalJvmCluster(Cluster):
             raise ClusterError(f"cluster not ready: {exc}",
                                f"read the node logs under {self.work_dir}; raise cluster.ready_timeout_s on a slow machine",
                                detail=details) from None
+        finally:
+            if producer is not None:  # drop queued messages so the client dies with this call
+                producer.purge()
+                producer.flush(0)
+                del producer
 
     def _node_log_tail(self, node: LocalNode) -> str:
         return "\n".join(self._tail(p) for p in [node.logs_dir / "stdout.log", node.logs_dir / "server.log"])

@@ -1,0 +1,73 @@
+"""Pure parts of the local backend: ids, port plans, per-node properties (no JVM started)."""
+
+import socket
+from unittest import mock
+
+import pytest
+
+from clusters import ClusterSpec
+from clusters.local import LocalJvmCluster, PortPlan, allocate_ports, new_cluster_id
+from harness.errors import ConfigError
+
+
+def test_cluster_ids_are_22_chars_and_never_start_with_a_dash():
+    ids = [new_cluster_id() for _ in range(2000)]
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids)
+    with mock.patch("clusters.local.uuid.uuid4") as uuid4:
+        # bytes whose base64 starts with '-' (0xf8 -> '-' in the URL-safe alphabet), then a normal one
+        uuid4.side_effect = [mock.Mock(bytes=b"\xf8" + b"\x00" * 15), mock.Mock(bytes=b"\x00" * 16)]
+        assert new_cluster_id() == "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def test_allocated_ports_are_distinct_and_a_taken_base_port_is_refused():
+    ports = allocate_ports(31, None)
+    assert len(set(ports)) == 31
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(ConfigError, match=f"port {port} is already in use"):
+            allocate_ports(3, port)
+
+
+def _planned(tmp_path, **spec):
+    cluster = LocalJvmCluster(ClusterSpec.load(spec), tmp_path)
+    cluster.ports = PortPlan.build(cluster.spec, cluster.broker_ids, cluster.controller_ids,
+                                   [n.node_id for n in cluster.nodes])
+    return cluster
+
+
+def test_every_directed_link_has_its_own_proxy(tmp_path):
+    cluster = _planned(tmp_path, nodes=3)
+    names = {p.name for p in cluster.planned_proxies()}
+    assert names == {f"client-n{i}" for i in (1, 2, 3)} \
+        | {f"repl-n{i}-to-n{k}" for i in (1, 2, 3) for k in (1, 2, 3) if i != k} \
+        | {f"quorum-n{i}-to-n{k}" for i in (1, 2, 3) for k in (1, 2, 3) if i != k}
+    props = cluster.node(2).properties()
+    ports = cluster.ports
+    assert props["inter.broker.listener.name"] == "REPL2"
+    # broker 2 advertises, for listener REPL1, the proxy that broker 1 goes through to reach it
+    assert f"REPL1://127.0.0.1:{ports.proxy_repl['1>2']}" in props["advertised.listeners"]
+    assert f"REPL2://127.0.0.1:{ports.repl['2>2']}" in props["advertised.listeners"]  # itself: direct
+    assert f"CLIENT://127.0.0.1:{ports.proxy_client[2]}" in props["advertised.listeners"]
+    voters = props["controller.quorum.voters"].split(",")
+    assert voters == [f"1@127.0.0.1:{ports.proxy_quorum['2>1']}", f"2@127.0.0.1:{ports.controller[2]}",
+                      f"3@127.0.0.1:{ports.proxy_quorum['2>3']}"]
+    assert props["transaction.state.log.num.partitions"] == "3"
+    assert PortPlan.from_json(ports.to_json()) == ports
+
+
+def test_unproxied_cluster_advertises_direct_ports_and_has_no_network_capability(tmp_path):
+    cluster = _planned(tmp_path, nodes=1, proxy_clients=False, proxy_internal=False)
+    assert cluster.planned_proxies() == []
+    assert "network" not in {c.value for c in cluster.capabilities}
+    props = cluster.node(1).properties()
+    assert f"CLIENT://127.0.0.1:{cluster.ports.client[1]}" in props["advertised.listeners"]
+
+
+def test_dedicated_controllers_get_only_a_controller_listener(tmp_path):
+    cluster = _planned(tmp_path, nodes=2, dedicated_controllers=1)
+    ctl = cluster.node(1).properties()
+    assert ctl["process.roles"] == "controller" and ctl["listeners"].startswith("CONTROLLER://")
+    assert "advertised.listeners" not in ctl and "inter.broker.listener.name" not in ctl
+    assert cluster.node(3).properties()["process.roles"] == "broker"
