@@ -1,0 +1,110 @@
+"""The transactional consume-transform-produce workload: topics, seeder, workers, drain, reads."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+from typing import Any
+
+from clusters.base import Cluster
+from harness.errors import ClusterError
+from harness.rundir import RunDir
+from harness.smoke import create_topic
+from workloads.dump import dump_all
+from workloads.history import HistoryWriter
+from workloads.pool import WorkerPool
+from workloads.seeder import Seeder
+from workloads.spec import WorkloadSpec
+
+
+class CtpWorkload:
+    def __init__(self, spec: WorkloadSpec, cluster: Cluster, run: RunDir, seed: int, history: HistoryWriter):
+        self.spec = spec
+        self.cluster = cluster
+        self.run = run
+        self.seed = seed
+        self.history = history
+        # Unique per run, so that runs against one external cluster never share transactional.ids.
+        self.txid_prefix = "kchaos-" + hashlib.blake2b(str(run.path).encode(), digest_size=4).hexdigest()
+        self.client = cluster.client_config()
+        self.seeder: Seeder | None = None
+        self.pool: WorkerPool | None = None
+
+    @property
+    def user_topics(self) -> list[str]:
+        return [self.spec.input_topic, *self.spec.output_topics]
+
+    def setup(self) -> None:
+        rf = min(3, len(self.cluster.brokers) or 3)
+        create_topic(self.cluster, self.spec.input_topic, self.spec.input_partitions, rf)
+        for topic in self.spec.output_topics:
+            create_topic(self.cluster, topic, self.spec.output_partitions, rf)
+        self.history.event("setup", {"topics": self.user_topics, "replication_factor": rf,
+                                     "txid_prefix": self.txid_prefix}, outcome="ok")
+
+    def start(self) -> None:
+        history_dir = self.run.path / "history"
+        self.seeder = Seeder(self.client, self.spec.input_topic, self.spec.records, self.spec.rate, self.seed,
+                             history_dir / "seeder.jsonl", f"{self.txid_prefix}-seeder")
+        self.pool = WorkerPool(self.spec, self.client, self.run.path, self.seed, self.txid_prefix, self.history)
+        self.seeder.start()
+        self.pool.start()
+
+    # -- progress --------------------------------------------------------------------------
+    def committed_offsets(self) -> dict[int, int]:
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        futures = self.cluster.admin().list_consumer_group_offsets([ConsumerGroupTopicPartitions(self.spec.group_id)],
+                                                                   request_timeout=10)
+        result = futures[self.spec.group_id].result(timeout=15)
+        return {tp.partition: tp.offset for tp in result.topic_partitions
+                if tp.topic == self.spec.input_topic and tp.offset >= 0}
+
+    def remaining_inputs(self) -> int | None:
+        """Committed inputs not yet behind the group's committed offset (None: unknown now)."""
+        assert self.seeder is not None
+        try:
+            committed = self.committed_offsets()
+        except Exception:
+            return None
+        behind = 0
+        for p, last in self.seeder.last_committed_offset.items():
+            if committed.get(p, 0) <= last:
+                behind += 1
+        return behind + (self.spec.records - self.seeder.committed)
+
+    def drain(self, timeout_s: float) -> bool:
+        """Wait until every seeded input is committed and processed (group offsets past it)."""
+        assert self.seeder is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.seeder.error is not None:
+                raise ClusterError(f"the input seeder failed: {self.seeder.error!r}")
+            if self.seeder.done and self.remaining_inputs() == 0:
+                return True
+            time.sleep(1.0)
+        return False
+
+    def stop(self) -> None:
+        if self.pool is not None:
+            self.pool.stop()
+        if self.seeder is not None:
+            self.seeder.stop()
+
+    def final_reads(self) -> dict[str, Any]:
+        summary = dump_all(self.client, self.cluster.admin(), self.user_topics, self.run.path / "topics")
+        try:
+            summary["group_offsets"] = {str(p): o for p, o in sorted(self.committed_offsets().items())}
+        except Exception as exc:
+            summary["group_offsets_error"] = repr(exc)
+        assert self.seeder is not None
+        summary["seeder"] = {"committed": self.seeder.committed, "aborted_batches": self.seeder.aborted_batches,
+                             "last_committed_offset": {str(p): o for p, o in self.seeder.last_committed_offset.items()}}
+        summary["worker_restarts"] = self.pool.restarts if self.pool else 0
+        return summary
+
+    def snapshot(self) -> dict[str, Any]:
+        """For live progress lines."""
+        seeded = self.seeder.committed if self.seeder else 0
+        return {"seeded": seeded, "restarts": self.pool.restarts if self.pool else 0}

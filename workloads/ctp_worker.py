@@ -1,0 +1,391 @@
+"""One consume-transform-produce worker process: ``python -m workloads.ctp_worker CONFIG.json``.
+
+Per poll batch, in exactly-once mode: begin; transform every input into K outputs (lineage
+contract, workloads/lineage.py); ``send_offsets_to_transaction`` with the consumer's group
+metadata; commit (or abort a seeded fraction on purpose, then rewind to the committed offsets).
+
+Errors are handled as a correct application must:
+
+* abortable (``txn_requires_abort``): abort, rewind to the committed position, go on;
+* retriable on commit (e.g. a timeout): retry the commit; if it never answers, the outcome is
+  unknown (``info``) and the worker exits 12 so the harness restarts it from committed state;
+* fenced or fatal: record it and exit 10 (fenced) or 11 (fatal). The harness restarts a
+  worker that is still current; a zombie that was replaced stays dead.
+
+SIGTERM asks for a graceful stop: the current transaction finishes, then exit 0.
+
+Negative controls (``delivery`` != exactly-once) produce, flush and then commit offsets with
+the consumer, outside any transaction; ``at-least-once-no-idempotence`` also turns the
+producer's idempotence off.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from workloads.history import HistoryWriter
+from workloads.lineage import Lineage
+from workloads.spec import WorkloadSpec
+
+EXIT_STOPPED, EXIT_FENCED, EXIT_FATAL, EXIT_UNKNOWN = 0, 10, 11, 12
+FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH,
+                KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+_PID_RE = re.compile(r"PID\{Id:(\d+),Epoch:(\d+)\}")
+
+
+class Fenced(Exception):
+    pass
+
+
+class Fatal(Exception):
+    pass
+
+
+class UnknownOutcome(Exception):
+    pass
+
+
+class PidCapture(logging.Handler):
+    """librdkafka's ``debug=eos`` log says ``Acquired PID{Id:N,Epoch:E}``: keep the latest."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.pid: int | None = None
+        self.epoch: int | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "Acquired PID" in message or "changed PID" in message:
+            match = _PID_RE.findall(message)
+            if match:
+                self.pid, self.epoch = int(match[-1][0]), int(match[-1][1])
+
+
+def _error(exc: BaseException) -> KafkaError | None:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0]
+    return None
+
+
+class Worker:
+    def __init__(self, config: dict[str, Any]):
+        self.config = config
+        self.spec = WorkloadSpec.model_validate(config["workload"])
+        self.worker = config["worker"]
+        self.incarnation = int(config["incarnation"])
+        self.client = dict(config["client"])
+        self.process = f"{self.worker}.{self.incarnation}"
+        self.history = HistoryWriter(Path(config["history_path"]), self.process)
+        self.rng = random.Random(f"{config['seed']}:{self.worker}:{self.incarnation}")
+        self.txid_prefix = config["txid_prefix"]
+        self.stopping = False
+        self.txn_seq = 0
+        self.producers: dict[str, Producer] = {}
+        self.pid_capture: dict[str, PidCapture] = {}
+        self.consumer: Consumer | None = None
+
+    # -- clients ---------------------------------------------------------------------------
+    def _fields(self, txid: str | None) -> dict[str, Any]:
+        cap = self.pid_capture.get(txid or "")
+        return {"worker": self.worker, "incarnation": self.incarnation, "txid": txid,
+                "pid": cap.pid if cap else None, "epoch": cap.epoch if cap else None}
+
+    def _new_producer(self, txid: str | None) -> Producer:
+        spec = self.spec
+        conf: dict[str, Any] = {**self.client, "log_level": 3, "acks": "all", "linger.ms": 5}
+        if txid is not None:
+            capture = PidCapture()
+            logger = logging.getLogger(f"rdkafka.{txid}")
+            logger.setLevel(logging.DEBUG)
+            logger.propagate = False
+            logger.addHandler(capture)
+            self.pid_capture[txid] = capture
+            conf.update({"transactional.id": txid, "transaction.timeout.ms": spec.transaction_timeout_ms,
+                         "enable.idempotence": True, "debug": "eos", "log_level": 7, "logger": logger})
+        elif spec.delivery == "at-least-once":
+            conf["enable.idempotence"] = True
+        else:  # at-least-once-no-idempotence: retries may duplicate and reorder
+            conf.update({"enable.idempotence": False, "max.in.flight.requests.per.connection": 5,
+                         "retries": 1000000, "retry.backoff.ms": 50})
+        producer = Producer(conf)
+        if txid is not None:
+            op = self.history.invoke("init", {}, **self._fields(txid))
+            try:
+                producer.init_transactions(60)
+            except KafkaException as exc:
+                self.history.complete(op, "init", "fail", error=str(exc), **self._fields(txid))
+                raise Fatal(f"init_transactions failed: {exc}") from None
+            producer.poll(0)  # serve the debug log so the PID is known
+            self.history.complete(op, "init", "ok", **self._fields(txid))
+        return producer
+
+    def _new_consumer(self) -> Consumer:
+        spec = self.spec
+        conf: dict[str, Any] = {
+            **self.client, "log_level": 3, "group.id": spec.group_id, "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "isolation.level": spec.isolation,
+            "enable.partition.eof": False,
+        }
+        if spec.group_protocol == "consumer":
+            conf["group.protocol"] = "consumer"
+        else:
+            conf.update({"session.timeout.ms": spec.session_timeout_ms, "heartbeat.interval.ms": 1000,
+                         "max.poll.interval.ms": max(60000, spec.transaction_timeout_ms * 2)})
+        return Consumer(conf)
+
+    def _partition_txid(self, partition: int) -> str:
+        return f"{self.txid_prefix}-{self.spec.input_topic}-{partition}"
+
+    # -- rebalance -------------------------------------------------------------------------
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        assigned = sorted(tp.partition for tp in partitions)
+        self.history.event("assign", {"partitions": assigned}, outcome="ok", worker=self.worker,
+                           incarnation=self.incarnation)
+        if self.spec.transactional_id_strategy == "per-partition":
+            for p in assigned:
+                txid = self._partition_txid(p)
+                if txid not in self.producers:
+                    self.producers[txid] = self._new_producer(txid)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.history.event("revoke", {"partitions": sorted(tp.partition for tp in partitions)}, outcome="ok",
+                           worker=self.worker, incarnation=self.incarnation)
+
+    # -- main loop -------------------------------------------------------------------------
+    def run(self) -> int:
+        spec = self.spec
+        try:
+            if spec.transactional and spec.transactional_id_strategy == "per-worker":
+                txid = f"{self.txid_prefix}-{self.worker}"
+                self.producers[txid] = self._new_producer(txid)
+            elif not spec.transactional:
+                self.producers[""] = self._new_producer(None)
+            self.consumer = self._new_consumer()
+            self.consumer.subscribe([spec.input_topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+            while not self.stopping:
+                msgs = [m for m in self.consumer.consume(spec.max_batch, 0.5) if m.error() is None]
+                if not msgs:
+                    continue
+                self._record_poll(msgs)
+                if not spec.transactional:
+                    self._process_at_least_once(msgs)
+                elif spec.transactional_id_strategy == "per-worker":
+                    self._process_transaction(self.producers[f"{self.txid_prefix}-{self.worker}"],
+                                              f"{self.txid_prefix}-{self.worker}", msgs)
+                else:
+                    by_partition: dict[int, list[Any]] = {}
+                    for m in msgs:
+                        by_partition.setdefault(m.partition(), []).append(m)
+                    for p, part_msgs in sorted(by_partition.items()):
+                        txid = self._partition_txid(p)
+                        if txid not in self.producers:
+                            self.producers[txid] = self._new_producer(txid)
+                        self._process_transaction(self.producers[txid], txid, part_msgs)
+            return EXIT_STOPPED
+        except Fenced as exc:
+            self.history.event("fenced", {"reason": str(exc)}, **self._fields(None))
+            return EXIT_FENCED
+        except Fatal as exc:
+            self.history.event("fatal", {"reason": str(exc)}, **self._fields(None))
+            return EXIT_FATAL
+        except UnknownOutcome as exc:
+            self.history.event("exit-unknown", {"reason": str(exc)}, **self._fields(None))
+            return EXIT_UNKNOWN
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        if self.consumer is not None:
+            try:
+                self.consumer.close()
+            except Exception:
+                pass
+        for producer in self.producers.values():
+            producer.flush(5)
+        self.history.close()
+
+    def _record_poll(self, msgs: list[Any]) -> None:
+        positions: dict[int, list[int]] = {}
+        for m in msgs:
+            first_last = positions.setdefault(m.partition(), [m.offset(), m.offset()])
+            first_last[0] = min(first_last[0], m.offset())
+            first_last[1] = max(first_last[1], m.offset())
+        self.history.event("poll", {"count": len(msgs), "positions": {str(p): v for p, v in positions.items()}},
+                           outcome="ok", worker=self.worker, incarnation=self.incarnation)
+
+    def _produce_outputs(self, producer: Producer, msgs: list[Any], txid: str | None, txn_seq: int) -> int:
+        spec = self.spec
+        topics = spec.output_topics
+        count = 0
+        for m in msgs:
+            key = m.key() or b""
+            in_id = key.decode(errors="replace")
+            for j in range(spec.outputs_per_input):
+                lineage = Lineage(in_id, m.topic(), m.partition(), m.offset(), j, spec.outputs_per_input,
+                                  self.worker, self.incarnation, txid, txn_seq)
+                while True:
+                    try:
+                        producer.produce(topics[j % len(topics)], key=key, value=lineage.encode())
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
+                count += 1
+        producer.poll(0)
+        return count
+
+    @staticmethod
+    def _next_offsets(msgs: list[Any]) -> list[TopicPartition]:
+        nxt: dict[tuple[str, int], int] = {}
+        for m in msgs:
+            key = (m.topic(), m.partition())
+            nxt[key] = max(nxt.get(key, -1), m.offset() + 1)
+        return [TopicPartition(t, p, o) for (t, p), o in sorted(nxt.items())]
+
+    def _inputs(self, msgs: list[Any]) -> list[list[int]]:
+        return [[m.partition(), m.offset()] for m in msgs]
+
+    def _process_transaction(self, producer: Producer, txid: str, msgs: list[Any]) -> None:
+        assert self.consumer is not None
+        self.txn_seq += 1
+        seq = self.txn_seq
+        offsets = self._next_offsets(msgs)
+        offsets_json = {str(tp.partition): tp.offset for tp in offsets}
+        try:
+            producer.begin_transaction()
+            op = self.history.invoke("send", {"txn_seq": seq, "inputs": self._inputs(msgs)}, **self._fields(txid))
+            outputs = self._produce_outputs(producer, msgs, txid, seq)
+            self.history.complete(op, "send", "ok", {"outputs": outputs}, **self._fields(txid))
+            op = self.history.invoke("send_offsets", {"txn_seq": seq, "offsets": offsets_json}, **self._fields(txid))
+            try:
+                producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30)
+            except KafkaException as exc:
+                self.history.complete(op, "send_offsets", "fail", error=str(exc), **self._fields(txid))
+                raise
+            self.history.complete(op, "send_offsets", "ok", **self._fields(txid))
+            if self.rng.random() < self.spec.abort_fraction:
+                producer.flush(30)  # the aborted outputs must reach the log: the raw view shows them
+                self._abort(producer, txid, seq, "intentional")
+                return
+            self._commit(producer, txid, seq, offsets_json)
+        except KafkaException as exc:
+            err = _error(exc)
+            if err is not None and (err.code() in FENCED_CODES):
+                raise Fenced(str(exc)) from None
+            if err is not None and err.fatal():
+                raise Fatal(str(exc)) from None
+            if err is not None and err.txn_requires_abort():
+                self._abort(producer, txid, seq, f"error: {err.str()}")
+                return
+            raise Fatal(f"unexpected error in transaction {seq}: {exc}") from None
+
+    def _commit(self, producer: Producer, txid: str, seq: int, offsets: dict[str, int]) -> None:
+        op = self.history.invoke("commit", {"txn_seq": seq, "offsets": offsets}, **self._fields(txid))
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                producer.commit_transaction(30)
+                producer.poll(0)
+                self.history.complete(op, "commit", "ok", {"attempts": attempts}, **self._fields(txid))
+                return
+            except KafkaException as exc:
+                err = _error(exc)
+                if err is not None and err.retriable() and attempts < 5:
+                    continue  # librdkafka allows retrying commit_transaction after a retriable error
+                if err is not None and err.txn_requires_abort():
+                    # The commit did not happen: definitely not committed.
+                    self.history.complete(op, "commit", "fail", {"attempts": attempts}, error=str(exc), **self._fields(txid))
+                    raise
+                # Fenced, fatal, or retries exhausted: the commit may or may not have happened.
+                self.history.complete(op, "commit", "info", {"attempts": attempts}, error=str(exc), **self._fields(txid))
+                if err is not None and err.code() in FENCED_CODES:
+                    raise Fenced(str(exc)) from None
+                if err is not None and err.fatal():
+                    raise Fatal(str(exc)) from None
+                raise UnknownOutcome(f"commit of transaction {seq} did not complete: {exc}") from None
+
+    def _abort(self, producer: Producer, txid: str, seq: int, reason: str) -> None:
+        op = self.history.invoke("abort", {"txn_seq": seq, "reason": reason}, **self._fields(txid))
+        try:
+            producer.abort_transaction(30)
+        except KafkaException as exc:
+            err = _error(exc)
+            self.history.complete(op, "abort", "info", error=str(exc), **self._fields(txid))
+            if err is not None and err.code() in FENCED_CODES:
+                raise Fenced(str(exc)) from None
+            raise Fatal(f"abort failed: {exc}") from None
+        self.history.complete(op, "abort", "ok", **self._fields(txid))
+        self._rewind()
+
+    def _rewind(self) -> None:
+        """Seek every assigned partition back to its committed offset (the start when none)."""
+        assert self.consumer is not None
+        assignment = self.consumer.assignment()
+        if not assignment:
+            return
+        for attempt in range(10):
+            try:
+                committed = self.consumer.committed(assignment, timeout=10)
+                break
+            except KafkaException:
+                time.sleep(0.5 * (attempt + 1))
+        else:
+            raise UnknownOutcome("could not read committed offsets to rewind after an abort")
+        for tp in committed:
+            target = TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
+            try:
+                self.consumer.seek(target)
+            except KafkaException as exc:
+                raise UnknownOutcome(f"seek after abort failed: {exc}") from None
+        self.history.event("rewind", {"offsets": {str(tp.partition): tp.offset for tp in committed}}, outcome="ok",
+                           worker=self.worker, incarnation=self.incarnation)
+
+    def _process_at_least_once(self, msgs: list[Any]) -> None:
+        """Negative control: produce, flush, then commit offsets outside any transaction."""
+        assert self.consumer is not None
+        producer = self.producers[""]
+        self.txn_seq += 1
+        seq = self.txn_seq
+        op = self.history.invoke("send", {"txn_seq": seq, "inputs": self._inputs(msgs)}, **self._fields(None))
+        outputs = self._produce_outputs(producer, msgs, None, seq)
+        remaining = producer.flush(60)
+        outcome = "ok" if remaining == 0 else "info"
+        self.history.complete(op, "send", outcome, {"outputs": outputs, "unflushed": remaining}, **self._fields(None))
+        if remaining:
+            raise UnknownOutcome(f"{remaining} outputs not acknowledged within 60s")
+        offsets = self._next_offsets(msgs)
+        op = self.history.invoke("commit_offsets", {"txn_seq": seq, "offsets": {str(tp.partition): tp.offset for tp in offsets}},
+                                 **self._fields(None))
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+            self.history.complete(op, "commit_offsets", "ok", **self._fields(None))
+        except KafkaException as exc:
+            self.history.complete(op, "commit_offsets", "fail", error=str(exc), **self._fields(None))
+            # The outputs are written but the position is not saved: they will be written again.
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = argv if argv is not None else sys.argv[1:]
+    config = json.loads(Path(argv[0]).read_text())
+    worker = Worker(config)
+
+    def stop(signum: int, frame: Any) -> None:
+        worker.stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    return worker.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""Final reads: every topic the verifier needs, dumped into the run directory as Parquet.
+
+* user topics (input and outputs) in both views: ``committed`` (read_committed: stops at the
+  last stable offset) and ``raw`` (read_uncommitted: up to the high watermark). Their
+  difference is aborted or undecided data.
+* internal topics ``__consumer_offsets`` and ``__transaction_state`` (raw records: key and
+  value bytes, decoded later by the verifier), ``__share_group_state`` when it exists.
+* per partition: low/high watermark (and so the LSO lag) at the time of the read.
+
+Columns: ``partition, offset, timestamp, key, value`` (binary). File names:
+``topics/<topic>.<view>.parquet`` and ``topics/watermarks.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state", "__share_group_state")
+
+
+def _partitions(admin: Any, topic: str) -> list[int]:
+    md = admin.list_topics(topic=topic, timeout=15)
+    tmd = md.topics.get(topic)
+    if tmd is None or tmd.error is not None:
+        return []
+    return sorted(tmd.partitions)
+
+
+def dump_topic(client: dict[str, Any], admin: Any, topic: str, view: str, out_dir: Path,
+               timeout_s: float = 300.0) -> dict[str, Any]:
+    """Read ``topic`` from the beginning to its end in ``view`` ("committed" | "raw")."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    partitions = _partitions(admin, topic)
+    rows: dict[str, list[Any]] = {"partition": [], "offset": [], "timestamp": [], "key": [], "value": []}
+    summary: dict[str, Any] = {"topic": topic, "view": view, "partitions": len(partitions), "records": 0}
+    if partitions:
+        consumer = Consumer({**client, "log_level": 3, "group.id": f"kchaos-dump-{time.time_ns()}",
+                             "enable.auto.commit": False, "enable.partition.eof": True,
+                             "isolation.level": "read_committed" if view == "committed" else "read_uncommitted",
+                             "fetch.max.bytes": 8 * 1024 * 1024})
+        try:
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+            pending = set(partitions)
+            deadline = time.monotonic() + timeout_s
+            while pending and time.monotonic() < deadline:
+                for msg in consumer.consume(2000, 1.0):
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            pending.discard(msg.partition())
+                        continue
+                    rows["partition"].append(msg.partition())
+                    rows["offset"].append(msg.offset())
+                    rows["timestamp"].append(msg.timestamp()[1])
+                    rows["key"].append(msg.key())
+                    rows["value"].append(msg.value())
+            summary["incomplete_partitions"] = sorted(pending)
+        finally:
+            consumer.close()
+    table = pa.table({
+        "partition": pa.array(rows["partition"], pa.int32()), "offset": pa.array(rows["offset"], pa.int64()),
+        "timestamp": pa.array(rows["timestamp"], pa.int64()), "key": pa.array(rows["key"], pa.binary()),
+        "value": pa.array(rows["value"], pa.binary()),
+    })
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"{topic}.{view}.parquet"
+    pq.write_table(table, out_dir / f".{target.name}.tmp")
+    (out_dir / f".{target.name}.tmp").replace(target)
+    summary["records"] = table.num_rows
+    return summary
+
+
+def watermarks(client: dict[str, Any], admin: Any, topics: list[str]) -> dict[str, dict[str, dict[str, int]]]:
+    """Low and high watermark per partition, and the committed-view end (the LSO)."""
+    consumer = Consumer({**client, "log_level": 3, "group.id": f"kchaos-wm-{time.time_ns()}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    try:
+        for topic in topics:
+            out[topic] = {}
+            for p in _partitions(admin, topic):
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15, cached=False)
+                out[topic][str(p)] = {"low": low, "high": high}
+    finally:
+        consumer.close()
+    return out
+
+
+def dump_all(client: dict[str, Any], admin: Any, user_topics: list[str], out_dir: Path) -> dict[str, Any]:
+    summaries = []
+    for topic in user_topics:
+        for view in ("committed", "raw"):
+            summaries.append(dump_topic(client, admin, topic, view, out_dir))
+    existing = set(admin.list_topics(timeout=15).topics)
+    for topic in INTERNAL_TOPICS:
+        if topic in existing:
+            summaries.append(dump_topic(client, admin, topic, "raw", out_dir))
+    marks = watermarks(client, admin, [t for t in [*user_topics, *INTERNAL_TOPICS] if t in existing])
+    (out_dir / "watermarks.json").write_text(json.dumps(marks, indent=2))
+    return {"topics": summaries}

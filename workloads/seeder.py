@@ -1,0 +1,118 @@
+"""Input seeding: ``records`` keyed inputs with unique seeded ids, at ``rate`` per second.
+
+The seeder writes in small transactions and aborts a seeded fraction of them on purpose, then
+writes the same ids again in a later transaction. So every id ends up committed exactly once,
+while the raw (read_uncommitted) view of the input also holds aborted copies: a pipeline that
+reads inputs with ``read_uncommitted`` (a negative control) processes them and is caught.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import KafkaException, Producer
+
+from workloads.history import HistoryWriter
+from workloads.lineage import input_id, input_value
+
+SEED_BATCH = 50
+
+
+class Seeder:
+    def __init__(self, client: dict[str, Any], topic: str, records: int, rate: float, seed: int,
+                 history_path: Path, txid: str, abort_fraction: float = 0.05):
+        self.client = client
+        self.topic = topic
+        self.records = records
+        self.rate = rate
+        self.seed = seed
+        self.history = HistoryWriter(history_path, "seeder")
+        self.txid = txid
+        self.abort_fraction = abort_fraction
+        self.rng = random.Random(f"{seed}:seeder")
+        #: highest offset of a committed input record, per partition (drain target)
+        self.last_committed_offset: dict[int, int] = {}
+        self.committed = 0
+        self.aborted_batches = 0
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="seeder", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=120)
+        self.history.close()
+
+    @property
+    def done(self) -> bool:
+        return self.committed >= self.records
+
+    def wait(self, timeout_s: float) -> bool:
+        self._thread.join(timeout=timeout_s)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        try:
+            self._seed()
+        except BaseException as exc:  # recorded; the run reports it
+            self.error = exc
+            self.history.event("seed-error", {"error": repr(exc)})
+
+    def _new_producer(self) -> Producer:
+        producer = Producer({**self.client, "log_level": 3, "transactional.id": self.txid,
+                             "transaction.timeout.ms": 60000, "linger.ms": 5})
+        op = self.history.invoke("init", {}, txid=self.txid)
+        producer.init_transactions(120)
+        self.history.complete(op, "init", "ok", txid=self.txid)
+        return producer
+
+    def _seed(self) -> None:
+        producer = self._new_producer()
+        started = time.monotonic()
+        next_index = 0
+        while next_index < self.records and not self._stop.is_set():
+            end = min(self.records, next_index + SEED_BATCH)
+            # pace: the batch may start once `next_index` records' worth of time has passed
+            due = started + next_index / self.rate
+            delay = due - time.monotonic()
+            if delay > 0 and self._stop.wait(delay):
+                break
+            abort = self.rng.random() < self.abort_fraction
+            offsets: list[tuple[int, int]] = []
+            op = self.history.invoke("seed", {"first": next_index, "last": end - 1, "abort": abort}, txid=self.txid)
+            try:
+                producer.begin_transaction()
+                for i in range(next_index, end):
+                    producer.produce(self.topic, key=input_id(self.seed, i).encode(), value=input_value(self.seed, i),
+                                     on_delivery=lambda err, msg: offsets.append((msg.partition(), msg.offset()))
+                                     if err is None else None)
+                if abort:
+                    producer.flush(60)  # so the aborted records really reach the log (raw view)
+                    producer.abort_transaction(60)
+                    self.aborted_batches += 1
+                    self.history.complete(op, "seed", "ok", {"aborted": True}, txid=self.txid)
+                    continue  # the same ids are written again by the next transaction
+                producer.commit_transaction(60)
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if err is not None and getattr(err, "txn_requires_abort", lambda: False)():
+                    producer.abort_transaction(60)
+                    self.history.complete(op, "seed", "fail", error=str(exc), txid=self.txid)
+                    continue
+                # Outcome unknown: a fresh producer (same transactional.id) fences and aborts it.
+                self.history.complete(op, "seed", "info", error=str(exc), txid=self.txid)
+                producer = self._new_producer()
+                continue
+            for p, o in offsets:
+                self.last_committed_offset[p] = max(self.last_committed_offset.get(p, -1), o)
+            self.history.complete(op, "seed", "ok", {"count": end - next_index}, txid=self.txid)
+            self.committed += end - next_index
+            next_index = end
+        producer.flush(30)

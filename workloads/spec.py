@@ -1,0 +1,59 @@
+"""The ``[workload]`` table of a campaign: the consume-transform-produce pipeline to drive."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Delivery = Literal["exactly-once", "at-least-once", "at-least-once-no-idempotence"]
+
+
+class WorkloadSpec(BaseModel):
+    """Typed, validated on load. The unsafe settings exist on purpose: they are negative
+    controls the verifier must catch under faults (see docs/workload.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["ctp"] = "ctp"
+    input_topic: str = "kchaos-input"
+    output_topics: tuple[str, ...] = ("kchaos-invoices", "kchaos-shipments")
+    input_partitions: int = Field(6, ge=1, le=1000)
+    output_partitions: int = Field(3, ge=1, le=1000)
+    records: int = Field(20_000, ge=1, le=100_000_000, description="input records seeded during the run")
+    rate: float = Field(1000.0, gt=0, description="input records per second written by the seeder")
+    workers: int = Field(3, ge=1, le=64, description="worker processes")
+    outputs_per_input: int = Field(2, ge=1, le=16, description="K: output records per input, slot j goes to output topic j % T")
+    max_batch: int = Field(200, ge=1, le=100_000, description="most inputs in one transaction")
+    abort_fraction: float = Field(0.05, ge=0.0, le=0.9, description="share of transactions aborted on purpose")
+    transactional_id_strategy: Literal["per-worker", "per-partition"] = "per-worker"
+    delivery: Delivery = "exactly-once"
+    isolation: Literal["read_committed", "read_uncommitted"] = "read_committed"
+    group_id: str = "kchaos-ctp"
+    group_protocol: Literal["classic", "consumer"] = "classic"
+    transaction_timeout_ms: int = Field(20_000, ge=1000, le=900_000)
+    session_timeout_ms: int = Field(15_000, ge=3000, le=300_000)
+    restart_backoff_s: float = Field(1.0, ge=0, le=60)
+    drain_timeout_s: float = Field(180.0, gt=0, description="after faults heal: how long to wait for every input to be processed")
+    external_command: tuple[str, ...] | None = Field(
+        None, description="bring your own pipeline: argv run instead of kchaos' worker (see docs/workload.md)")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "WorkloadSpec":
+        if len(set(self.output_topics)) != len(self.output_topics) or not self.output_topics:
+            raise ValueError("output_topics must be one or more distinct topic names")
+        if self.input_topic in self.output_topics:
+            raise ValueError("input_topic must not also be an output topic")
+        if self.delivery != "exactly-once" and self.transactional_id_strategy == "per-partition":
+            raise ValueError("transactional_id_strategy = 'per-partition' needs delivery = 'exactly-once'")
+        if self.external_command is not None and not self.external_command:
+            raise ValueError("external_command must name a program")
+        return self
+
+    @property
+    def transactional(self) -> bool:
+        return self.delivery == "exactly-once"
+
+    @property
+    def is_negative_control(self) -> bool:
+        return self.delivery != "exactly-once" or self.isolation != "read_committed"
