@@ -99,6 +99,7 @@ class ManagedProcess:
         self.cwd = cwd
         self._popen: subprocess.Popen | None = None
         self._pid: int | None = None
+        self._last_returncode: int | None = None
 
     @property
     def pid(self) -> int | None:
@@ -138,7 +139,8 @@ class ManagedProcess:
         return cmd is not None and self.marker in cmd and is_alive(self._pid)
 
     def returncode(self) -> int | None:
-        return self._popen.poll() if self._popen else None
+        """Exit status of the last process started here (negative: killed by that signal)."""
+        return self._popen.poll() if self._popen else self._last_returncode
 
     def signal(self, sig: int) -> None:
         if not self.is_running():
@@ -199,6 +201,8 @@ class ManagedProcess:
                 os.killpg(self._pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        if self._popen is not None:
+            self._last_returncode = self._popen.poll()
         self._pid = None
         self._popen = None
         try:

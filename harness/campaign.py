@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clusters.spec import ClusterSpec, apply_overrides, describe_validation_error
 from harness.errors import ConfigError
+from workloads.spec import WorkloadSpec
 
 CAMPAIGNS_DIR = Path(__file__).resolve().parent.parent / "campaigns"
 DEFAULT_CAMPAIGN = CAMPAIGNS_DIR / "default.toml"
@@ -23,8 +24,8 @@ DEFAULT_CAMPAIGN = CAMPAIGNS_DIR / "default.toml"
 class RunSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     seed: int | None = Field(None, ge=0, description="None: a fresh seed, recorded in the run directory")
-    duration_s: float = Field(60.0, gt=0, le=86400)
-    smoke_records: int = Field(1000, ge=1, le=10_000_000)
+    duration_s: float = Field(60.0, gt=0, le=86400, description="steady + fault phase; seeding may go on into the drain")
+    progress_interval_s: float = Field(5.0, gt=0)
 
 
 class Campaign(BaseModel):
@@ -33,6 +34,7 @@ class Campaign(BaseModel):
     description: str = ""
     run: RunSettings = Field(default_factory=RunSettings)
     cluster: ClusterSpec = Field(default_factory=ClusterSpec)
+    workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
 
 
 def load_campaign(path: Path | None, overrides: list[str] | None = None) -> Campaign:

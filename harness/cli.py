@@ -102,9 +102,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     overrides = list(args.set or [])
     if args.duration is not None:
         overrides.append(f"run.duration_s={args.duration}")
-    campaign = load_campaign(Path(args.campaign) if args.campaign else None, overrides)
-    _, code = execute_run(campaign, Path(args.out), seed=args.seed)
+    path = Path(args.campaign) if args.campaign else None
+    campaign = load_campaign(path, overrides)
+    _, code = execute_run(campaign, Path(args.out), seed=args.seed, campaign_path=path)
     return code
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from harness.run import verify
+    from harness.rundir import RunDir
+
+    path = Path(args.run_dir)
+    if not (path / "campaign.json").exists():
+        raise ConfigError(f"{path} is not a kchaos run directory (no campaign.json)", "pass a directory made by `kchaos run`")
+    if not (path / "final.json").exists():
+        raise ConfigError(f"{path} has no final reads (final.json): the run stopped before reading its topics",
+                          "re-run the campaign; nothing can be checked without the topic dumps")
+    return verify(RunDir(path))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -122,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs", help="where run directories go (default ./runs)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a campaign key, e.g. cluster.nodes=1")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("analyze", help="re-check a stored run directory (no cluster needed)")
+    p.add_argument("run_dir")
+    p.set_defaults(func=cmd_analyze)
 
     cluster = sub.add_parser("cluster", help="bring a local cluster up, inspect it, take it down")
     csub = cluster.add_subparsers(dest="cluster_command", required=True)

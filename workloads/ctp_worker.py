@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import re
 import signal
@@ -62,9 +63,13 @@ class PidCapture(logging.Handler):
         super().__init__(logging.DEBUG)
         self.pid: int | None = None
         self.epoch: int | None = None
+        #: librdkafka's own words when it fenced this producer (produce() only says "_FATAL")
+        self.fenced: str | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
+        if self.fenced is None and "fenced" in message.lower() and ("fatal" in message.lower() or "FATAL" in record.name):
+            self.fenced = message
         if "Acquired PID" in message or "changed PID" in message:
             match = _PID_RE.findall(message)
             if match:
@@ -93,6 +98,7 @@ class Worker:
         self.producers: dict[str, Producer] = {}
         self.pid_capture: dict[str, PidCapture] = {}
         self.consumer: Consumer | None = None
+        self.current_txid: str | None = None
 
     # -- clients ---------------------------------------------------------------------------
     def _fields(self, txid: str | None) -> dict[str, Any]:
@@ -193,13 +199,13 @@ class Worker:
                         self._process_transaction(self.producers[txid], txid, part_msgs)
             return EXIT_STOPPED
         except Fenced as exc:
-            self.history.event("fenced", {"reason": str(exc)}, **self._fields(None))
+            self.history.event("fenced", {"reason": str(exc)}, **self._fields(self.current_txid))
             return EXIT_FENCED
         except Fatal as exc:
-            self.history.event("fatal", {"reason": str(exc)}, **self._fields(None))
+            self.history.event("fatal", {"reason": str(exc)}, **self._fields(self.current_txid))
             return EXIT_FATAL
         except UnknownOutcome as exc:
-            self.history.event("exit-unknown", {"reason": str(exc)}, **self._fields(None))
+            self.history.event("exit-unknown", {"reason": str(exc)}, **self._fields(self.current_txid))
             return EXIT_UNKNOWN
         finally:
             self._close()
@@ -211,7 +217,10 @@ class Worker:
             except Exception:
                 pass
         for producer in self.producers.values():
-            producer.flush(5)
+            try:
+                producer.flush(5)
+            except KafkaException:
+                pass  # a fenced or fatal producer refuses to flush; nothing of it may be written anyway
         self.history.close()
 
     def _record_poll(self, msgs: list[Any]) -> None:
@@ -243,6 +252,11 @@ class Worker:
         producer.poll(0)
         return count
 
+    def _simulate_processing(self, producer: Producer) -> None:
+        """Transform time (``process_delay_ms``): outputs are on their way, nothing is committed yet."""
+        if self.spec.process_delay_ms:
+            producer.poll(self.spec.process_delay_ms / 1000)
+
     @staticmethod
     def _next_offsets(msgs: list[Any]) -> list[TopicPartition]:
         nxt: dict[tuple[str, int], int] = {}
@@ -256,6 +270,7 @@ class Worker:
 
     def _process_transaction(self, producer: Producer, txid: str, msgs: list[Any]) -> None:
         assert self.consumer is not None
+        self.current_txid = txid
         self.txn_seq += 1
         seq = self.txn_seq
         offsets = self._next_offsets(msgs)
@@ -265,13 +280,26 @@ class Worker:
             op = self.history.invoke("send", {"txn_seq": seq, "inputs": self._inputs(msgs)}, **self._fields(txid))
             outputs = self._produce_outputs(producer, msgs, txid, seq)
             self.history.complete(op, "send", "ok", {"outputs": outputs}, **self._fields(txid))
+            self._simulate_processing(producer)
             op = self.history.invoke("send_offsets", {"txn_seq": seq, "offsets": offsets_json}, **self._fields(txid))
-            try:
-                producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30)
-            except KafkaException as exc:
-                self.history.complete(op, "send_offsets", "fail", error=str(exc), **self._fields(txid))
-                raise
-            self.history.complete(op, "send_offsets", "ok", **self._fields(txid))
+            attempts = 0
+            while True:
+                attempts += 1
+                try:
+                    producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30)
+                    break
+                except KafkaException as exc:
+                    err = _error(exc)
+                    if err is not None and err.retriable() and attempts < 3:
+                        continue  # librdkafka: a retriable error may be retried with the same call
+                    self.history.complete(op, "send_offsets", "fail", {"attempts": attempts}, error=str(exc),
+                                          **self._fields(txid))
+                    if err is not None and err.retriable():
+                        # still no answer: give the transaction up (abort), as for an abortable error
+                        self._abort(producer, txid, seq, f"send_offsets kept failing: {err.str()}")
+                        return
+                    raise
+            self.history.complete(op, "send_offsets", "ok", {"attempts": attempts}, **self._fields(txid))
             if self.rng.random() < self.spec.abort_fraction:
                 producer.flush(30)  # the aborted outputs must reach the log: the raw view shows them
                 self._abort(producer, txid, seq, "intentional")
@@ -281,7 +309,13 @@ class Worker:
             err = _error(exc)
             if err is not None and (err.code() in FENCED_CODES):
                 raise Fenced(str(exc)) from None
-            if err is not None and err.fatal():
+            if err is not None and (err.fatal() or err.code() == KafkaError._FATAL):
+                # produce() reports a fatal producer as a bare _FATAL (without the fatal flag);
+                # librdkafka's log, served by poll(), says whether it was fenced.
+                producer.poll(0)
+                fenced = self.pid_capture.get(txid) and self.pid_capture[txid].fenced
+                if fenced:
+                    raise Fenced(f"{exc} ({fenced})") from None
                 raise Fatal(str(exc)) from None
             if err is not None and err.txn_requires_abort():
                 self._abort(producer, txid, seq, f"error: {err.str()}")
@@ -358,6 +392,7 @@ class Worker:
         seq = self.txn_seq
         op = self.history.invoke("send", {"txn_seq": seq, "inputs": self._inputs(msgs)}, **self._fields(None))
         outputs = self._produce_outputs(producer, msgs, None, seq)
+        self._simulate_processing(producer)
         remaining = producer.flush(60)
         outcome = "ok" if remaining == 0 else "info"
         self.history.complete(op, "send", outcome, {"outputs": outputs, "unflushed": remaining}, **self._fields(None))
@@ -388,4 +423,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Clients are closed and the history is written; skip interpreter teardown, where slow
+    # librdkafka destructors could let a late SIGTERM replace this exit code.
+    os._exit(code)

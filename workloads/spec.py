@@ -25,6 +25,7 @@ class WorkloadSpec(BaseModel):
     workers: int = Field(3, ge=1, le=64, description="worker processes")
     outputs_per_input: int = Field(2, ge=1, le=16, description="K: output records per input, slot j goes to output topic j % T")
     max_batch: int = Field(200, ge=1, le=100_000, description="most inputs in one transaction")
+    process_delay_ms: int = Field(0, ge=0, le=60_000, description="simulated transform time per batch, between writing outputs and committing")
     abort_fraction: float = Field(0.05, ge=0.0, le=0.9, description="share of transactions aborted on purpose")
     transactional_id_strategy: Literal["per-worker", "per-partition"] = "per-worker"
     delivery: Delivery = "exactly-once"

@@ -1,0 +1,71 @@
+"""Checker results are data (as in Elle): a verdict, anomaly cases with evidence, the facts.
+
+Verdicts merge with ``invalid`` > ``unknown`` > ``valid``. A checker that crashes yields
+``unknown`` with the error, never a false ``valid``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+VALID, INVALID, UNKNOWN = "valid", "invalid", "unknown"
+_RANK = {VALID: 0, UNKNOWN: 1, INVALID: 2}
+
+#: The anomaly taxonomy (../shared/design/verification.md) for the consume-transform-produce workload.
+ANOMALY_TYPES = (
+    "lost-input", "lost-write", "duplicate", "torn-transaction", "aborted-read", "offsets-ahead",
+    "offsets-behind", "zombie-write", "nonmonotonic", "hanging-transaction", "invalid-txn-transition",
+    "no-progress",
+)
+
+
+def merge_verdicts(*verdicts: str) -> str:
+    return max(verdicts, key=lambda v: _RANK[v]) if verdicts else UNKNOWN
+
+
+@dataclass
+class CheckResult:
+    name: str
+    verdict: str
+    cases: list[dict[str, Any]] = field(default_factory=list)
+    note: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"verdict": self.verdict, "cases": len(self.cases)}
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+@dataclass
+class Results:
+    checker: str
+    checks: list[CheckResult] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    not_checked: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        verdicts = [c.verdict for c in self.checks]
+        if self.errors:
+            verdicts.append(UNKNOWN)
+        return merge_verdicts(*verdicts) if verdicts else UNKNOWN
+
+    @property
+    def anomalies(self) -> dict[str, list[dict[str, Any]]]:
+        return {c.name: c.cases for c in self.checks if c.cases and c.verdict == INVALID}
+
+    def to_json(self) -> dict[str, Any]:
+        anomalies = self.anomalies
+        return {
+            "verdict": self.verdict,
+            "checker": self.checker,
+            "anomaly_types": sorted(anomalies),
+            "anomalies": anomalies,
+            "checks": {c.name: c.to_json() for c in self.checks},
+            "not_checked": self.not_checked,
+            "facts": self.facts,
+            "errors": self.errors,
+        }
