@@ -11,10 +11,11 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from clusters.spec import ClusterSpec, apply_overrides, describe_validation_error
 from harness.errors import ConfigError
+from faults.spec import FaultsSpec, check_capabilities
 from workloads.spec import WorkloadSpec
 
 CAMPAIGNS_DIR = Path(__file__).resolve().parent.parent / "campaigns"
@@ -35,6 +36,21 @@ class Campaign(BaseModel):
     run: RunSettings = Field(default_factory=RunSettings)
     cluster: ClusterSpec = Field(default_factory=ClusterSpec)
     workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
+    faults: FaultsSpec = Field(default_factory=lambda: FaultsSpec(enabled=False))
+
+    @model_validator(mode="after")
+    def _faults_fit(self) -> "Campaign":
+        if not self.faults.enabled:
+            return self
+        for entry in self.faults.entries():
+            if entry.resolved_target == "txn-coordinator" and not self.workload.transactional:
+                raise ValueError(f"faults: {entry.kind} targets the transaction coordinator but workload.delivery is "
+                                 f"{self.workload.delivery!r} (no transactional.id); use another target")
+            if entry.kind in ("zombie", "txid-takeover") and not self.workload.transactional:
+                raise ValueError(f"faults: {entry.kind} needs a transactional workload (workload.delivery = 'exactly-once')")
+            if entry.kind in ("zombie", "txid-takeover") and self.workload.external_command:
+                raise ValueError(f"faults: {entry.kind} is not available for an external pipeline")
+        return self
 
 
 def load_campaign(path: Path | None, overrides: list[str] | None = None) -> Campaign:
@@ -48,6 +64,10 @@ def load_campaign(path: Path | None, overrides: list[str] | None = None) -> Camp
         raise ConfigError(f"campaign file {path} is not valid TOML: {exc}") from None
     data = apply_overrides(data, overrides or [])
     try:
-        return Campaign.model_validate(data)
+        campaign = Campaign.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{path}: {describe_validation_error(exc, '').lstrip('.')}") from None
+    if campaign.faults.enabled:
+        check_capabilities(campaign.faults, campaign.cluster.backend,
+                           proxied=campaign.cluster.proxy_clients or campaign.cluster.proxy_internal)
+    return campaign

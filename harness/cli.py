@@ -108,6 +108,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Re-run a stored run: its resolved campaign, its seed and its stored fault schedule."""
+    from faults.schedule import read_schedule
+    from harness.campaign import Campaign
+    from harness.run import execute_run
+
+    source = Path(args.run_dir)
+    try:
+        campaign = Campaign.model_validate(json.loads((source / "campaign.json").read_text()))
+        schedule = read_schedule(source / "schedule.json")
+        seed = int((source / "seed").read_text().strip())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{source} cannot be replayed: {exc.filename} is missing",
+                          "pass a run directory made by `kchaos run`") from None
+    _, code = execute_run(campaign, Path(args.out), seed=seed, schedule=schedule, replay_of=source)
+    return code
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
     from harness.run import verify
     from harness.rundir import RunDir
@@ -136,6 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs", help="where run directories go (default ./runs)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a campaign key, e.g. cluster.nodes=1")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("replay", help="re-run a stored run's config, seed and fault schedule")
+    p.add_argument("run_dir")
+    p.add_argument("--out", default="runs", help="where the new run directory goes (default ./runs)")
+    p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("analyze", help="re-check a stored run directory (no cluster needed)")
     p.add_argument("run_dir")

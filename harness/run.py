@@ -32,7 +32,11 @@ def replay_command(run: RunDir, campaign_path: Path | None, seed: int) -> str:
 
 
 def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
-                campaign_path: Path | None = None) -> tuple[RunDir, int]:
+                campaign_path: Path | None = None, schedule: list | None = None,
+                replay_of: Path | None = None) -> tuple[RunDir, int]:
+    from faults.library import FaultContext
+    from faults.nemesis import Nemesis
+    from faults.schedule import generate_schedule, write_schedule
     from workloads.ctp import CtpWorkload
     from workloads.history import HistoryWriter, merge_history
 
@@ -44,13 +48,20 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
     run.write_json("campaign.json", {**campaign.model_dump(mode="json"), "run": {**campaign.run.model_dump(mode="json"),
                                                                                   "seed": seed}})
     run.write_json("replay.json", {"command": replay_command(run, campaign_path, seed), "seed": seed,
-                                   "note": "replays the same config and seed; timing is not reproduced exactly"})
+                                   "replay_of": str(replay_of) if replay_of else None,
+                                   "note": "replays the same config, seed and fault schedule; timing is not reproduced exactly"})
+    # The schedule is written before anything runs (record first).
+    if schedule is None:
+        schedule = generate_schedule(campaign.faults, campaign.run.duration_s, seed)
+    write_schedule(run.path / "schedule.json", schedule, seed)
     run.set_status("setup")
     say(f"run directory {run.path} (seed {seed})")
     history = HistoryWriter(run.path / "history" / "harness.jsonl", "harness")
     cluster = create_cluster(campaign.cluster, run.cluster_dir)
     workload: CtpWorkload | None = None
+    nemesis: Nemesis | None = None
     drained = False
+    heal: dict[str, Any] = {"healthy": True, "faults": 0}
     try:
         say(f"starting {campaign.cluster.nodes}-node Kafka {campaign.cluster.kafka_version} cluster ({campaign.cluster.backend})")
         cluster.start()
@@ -61,7 +72,21 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         run.set_status("steady")
         history.event("phase", {"phase": "steady"}, outcome="ok")
         workload.start()
-        _wait_with_progress(workload, campaign.run.duration_s, campaign.run.progress_interval_s, "steady")
+        if schedule:
+            nemesis = Nemesis(FaultContext(cluster, workload), schedule, history, on_event=say)
+            nemesis.start()
+            run.set_status("faults")
+            say(f"fault schedule: {len(schedule)} faults ({', '.join(sorted({f.kind for f in schedule}))})")
+        _wait_with_progress(workload, campaign.run.duration_s, campaign.run.progress_interval_s,
+                            "faults" if schedule else "steady", nemesis)
+        if nemesis is not None:
+            run.set_status("heal")
+            nemesis.stop()
+            say("healing: every node, link and worker back; waiting for a healthy cluster")
+            heal = {**nemesis.final_heal(campaign.faults.heal_timeout_s), "faults": len(nemesis.executed),
+                    "executed": nemesis.executed}
+            run.write_json("heal.json", heal)
+            say("cluster healthy again" if heal["healthy"] else f"cluster NOT healthy after heal: {heal.get('error')}")
         run.set_status("drain")
         history.event("phase", {"phase": "drain"}, outcome="ok")
         say(f"draining: waiting up to {campaign.workload.drain_timeout_s:.0f}s for every input to be processed")
@@ -72,8 +97,11 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         history.event("phase", {"phase": "final-reads", "drained": drained}, outcome="ok")
         final = workload.final_reads()
         final["drained"] = drained
+        final["heal"] = {k: v for k, v in heal.items() if k != "trace"}
         run.write_json("final.json", final)
     finally:
+        if nemesis is not None:
+            nemesis.stop()  # heals the active fault even when the run failed or was interrupted
         if workload is not None:
             workload.stop()
         say("stopping the cluster")
@@ -84,20 +112,24 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
     return run, verify(run)
 
 
-def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, phase: str) -> None:
+def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, phase: str, nemesis: Any = None) -> None:
+    """Wait ``duration_s``, and on until every scheduled fault ran (at most twice as long)."""
     started = time.monotonic()
     next_line = started + interval_s
     while True:
         now = time.monotonic()
-        if now - started >= duration_s:
+        schedule_done = nemesis is None or len(nemesis.executed) >= len(nemesis.schedule)
+        if now - started >= duration_s and (schedule_done or now - started >= 2 * duration_s):
             return
         if now >= next_line:
             snap = workload.snapshot()
             remaining = workload.remaining_inputs()
+            active = nemesis.active.name if nemesis is not None and nemesis.active is not None else "none"
             say(f"{phase}: {now - started:.0f}/{duration_s:.0f}s, inputs seeded {snap['seeded']}, "
-                f"not yet processed {remaining if remaining is not None else '?'}, worker restarts {snap['restarts']}")
+                f"not yet processed {remaining if remaining is not None else '?'}, worker restarts {snap['restarts']}, "
+                f"active fault {active}")
             next_line = now + interval_s
-        time.sleep(min(0.5, max(0.0, duration_s - (now - started))))
+        time.sleep(0.5)
 
 
 def verify(run: RunDir) -> int:
@@ -114,6 +146,11 @@ def verify(run: RunDir) -> int:
     final = run.read_json("final.json") if (run.path / "final.json").exists() else {}
     if final and not final.get("drained", True):
         results["errors"].append("the drain timed out: not every input was processed before the final reads")
+        if results["verdict"] == "valid":
+            results["verdict"] = "unknown"
+    heal = final.get("heal") or {}
+    if heal and not heal.get("healthy", True):
+        results["errors"].append(f"the cluster was not healthy after the final heal: {heal.get('error')}")
         if results["verdict"] == "valid":
             results["verdict"] = "unknown"
     run.write_json("results.json", results)

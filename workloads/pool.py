@@ -169,6 +169,20 @@ class WorkerPool:
         wp.process.resume()
         return {"slot": slot_name, "incarnation": wp.incarnation, "paused_s": seconds}
 
+    def suspend(self, slot_name: str) -> dict[str, Any]:
+        """SIGSTOP the current process of a slot until :meth:`resume_all`."""
+        with self._lock:
+            wp = self._slot(slot_name).current
+            if wp is None:
+                return {"slot": slot_name, "skipped": "no current process"}
+            wp.process.pause()
+            return {"slot": slot_name, "incarnation": wp.incarnation}
+
+    def resume_all(self) -> None:
+        for wp in self.all_processes():
+            if wp.process.is_running() and wp.process.is_paused():
+                wp.process.resume()
+
     def zombie(self, slot_name: str, pause_s: float | None = None, overlap_s: float = 5.0) -> dict[str, Any]:
         """Pause past the transaction timeout, replace, resume the old one: it must be fenced."""
         pause_s = pause_s if pause_s is not None else self.spec.transaction_timeout_ms / 1000 + 5

@@ -84,19 +84,38 @@ def test_signal_during_run_stops_everything(tmp_path, sig):
     assert status["complete"] is False  # an interrupted run is never claimed complete
 
 
-def test_run_default_campaign_smoke(tmp_path):
+def test_run_default_campaign_end_to_end_then_analyze(tmp_path):
+    """The README's main job, shortened: a valid verdict, a complete run directory, exit 0."""
     out = tmp_path / "runs"
-    result = kchaos("run", "--out", str(out), "--seed", "11")
-    assert result.returncode == 0, result.stderr
+    result = kchaos("run", "--out", str(out), "--seed", "11", "--duration", "8",
+                    "--set", "workload.records=4000", "--set", "workload.rate=2000")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "verdict: VALID" in result.stderr
     run_dir = next(out.iterdir())
     assert (run_dir / "seed").read_text().strip() == "11"
     campaign = json.loads((run_dir / "campaign.json").read_text())
-    assert campaign["cluster"]["nodes"] == 3
-    smoke = json.loads((run_dir / "smoke.json").read_text())
-    assert smoke["ok"] and smoke["consumed"] == smoke["produced"] == 1000
+    assert campaign["cluster"]["nodes"] == 3 and campaign["run"]["seed"] == 11
+    assert "--seed 11" in json.loads((run_dir / "replay.json").read_text())["command"]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["verdict"] == "valid" and results["facts"]["outputs_committed"] == 8000
+    for name in ("history.jsonl", "history.parquet", "metrics.json", "final.json", "cluster.json",
+                 "topics/kchaos-input.committed.parquet", "topics/kchaos-invoices.raw.parquet",
+                 "topics/__transaction_state.raw.parquet", "topics/__consumer_offsets.raw.parquet"):
+        assert (run_dir / name).exists(), name
     assert json.loads((run_dir / "status.json").read_text())["complete"] is True
     assert list((run_dir / "cluster").glob("node-*/logs/server.log")), "broker logs are kept in the run directory"
+    assert list((run_dir / "workers").glob("w0.1.log"))
     assert processes_with_marker(str(run_dir)) == []
+    # analyze re-checks the stored run without a cluster and reaches the same verdict
+    (run_dir / "results.json").unlink()
+    again = kchaos("analyze", str(run_dir))
+    assert again.returncode == 0, again.stderr
+    assert json.loads((run_dir / "results.json").read_text())["verdict"] == "valid"
+
+
+def test_analyze_rejects_a_directory_that_is_not_a_run(tmp_path):
+    result = kchaos("analyze", str(tmp_path))
+    assert result.returncode == 3 and "not a kchaos run directory" in result.stderr
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -105,6 +124,8 @@ def test_run_default_campaign_smoke(tmp_path):
     (["cluster", "up", "--nodes", "0"], "cluster.nodes"),
     (["cluster", "up", "--set", "broker.listeners=PLAINTEXT://:1"], "managed by kchaos"),
     (["run", "--set", "cluster.nodez=1"], "cluster.nodez: unknown key"),
+    (["run", "--set", "workload.delivery=maybe-once"], "workload.delivery"),
+    (["run", "--set", "workload.workers=0"], "workload.workers"),
     (["run", "does-not-exist.toml"], "does not exist"),
 ])
 def test_bad_input_is_one_clear_line_and_exit_3(tmp_path, args, needle):

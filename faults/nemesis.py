@@ -1,0 +1,126 @@
+"""The nemesis: executes a fault schedule in a thread, one fault at a time, and always heals.
+
+Each fault is one operation in the harness history, ``f = "fault:<kind>"``: the invoke line
+when it starts (with the scheduled index and role), the completion when it is healed (with the
+resolved nodes, the role they held and the details). A fault that cannot be injected (its role
+has no holder right now, the cluster refused) completes as ``fail`` with the reason.
+:meth:`Nemesis.stop` heals whatever is active, then :meth:`final_heal` puts every node, link
+and worker back and waits for the cluster to be healthy (no under-replicated partition).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from typing import Any
+
+from clusters.base import Capability
+from faults.library import Fault, FaultContext, make_fault
+from faults.schedule import ScheduledFault
+from harness.errors import KchaosError
+from workloads.history import HistoryWriter
+
+
+class Nemesis:
+    def __init__(self, ctx: FaultContext, schedule: list[ScheduledFault], history: HistoryWriter,
+                 on_event: Any = None):
+        self.ctx = ctx
+        self.schedule = schedule
+        self.history = history
+        self.on_event = on_event or (lambda message: None)
+        self.active: Fault | None = None
+        self.executed: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
+        self.started_at: float | None = None
+
+    def start(self) -> None:
+        self.started_at = time.monotonic()
+        self._thread.start()
+
+    def _run(self) -> None:
+        assert self.started_at is not None
+        for sf in self.schedule:
+            delay = self.started_at + sf.at_s - time.monotonic()
+            if delay > 0 and self._stop.wait(delay):
+                return
+            if self._stop.is_set():
+                return
+            self._execute(sf)
+
+    def _execute(self, sf: ScheduledFault) -> None:
+        fault = make_fault(sf, self.ctx)
+        f = f"fault:{sf.kind}"
+        op = self.history.invoke(f, {"index": sf.index, "kind": sf.kind, "target": sf.target, "hold_s": sf.hold_s})
+        with self._lock:
+            self.active = fault
+        try:
+            resolved = fault.invoke()
+        except Exception as exc:
+            reason = exc.one_line() if isinstance(exc, KchaosError) else repr(exc)
+            self._heal(fault)
+            self.history.complete(op, f, "fail", {"index": sf.index}, error=reason)
+            self.executed.append({"index": sf.index, "kind": sf.kind, "outcome": "fail", "error": reason})
+            self.on_event(f"fault {sf.index} {sf.kind}:{sf.target} could not be injected: {reason}")
+            return
+        self.on_event(f"fault {sf.index} {sf.kind} on {resolved.get('role')} {resolved.get('nodes')}")
+        self._stop.wait(sf.hold_s)
+        healed = self._heal(fault)
+        self.history.complete(op, f, "ok", {"index": sf.index, "resolved": resolved, "heal": healed})
+        self.executed.append({"index": sf.index, "kind": sf.kind, "target": sf.target, "outcome": "ok",
+                              "resolved": resolved})
+
+    def _heal(self, fault: Fault) -> dict[str, Any]:
+        try:
+            return fault.heal()
+        except Exception as exc:
+            return {"error": repr(exc)}
+        finally:
+            with self._lock:
+                if self.active is fault:
+                    self.active = None
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=600)
+        with self._lock:
+            fault = self.active
+        if fault is not None:
+            self._heal(fault)
+
+    def final_heal(self, timeout_s: float) -> dict[str, Any]:
+        """Every link up, every node running and resumed, every worker resumed; then wait for health."""
+        op = self.history.invoke("heal", {"timeout_s": timeout_s})
+        cluster = self.ctx.cluster
+        actions: list[str] = []
+        try:
+            if cluster.has(Capability.NETWORK):
+                cluster.network.heal()  # type: ignore[attr-defined]
+                actions.append("network reset")
+            for node in cluster.nodes:
+                if getattr(node, "is_paused", False):
+                    node.resume()
+                    actions.append(f"resumed node {node.node_id}")
+                if cluster.has(Capability.RESTART) and not getattr(node, "is_running", True):
+                    node.start()
+                    actions.append(f"started node {node.node_id}")
+            pool = getattr(self.ctx.workload, "pool", None)
+            if pool is not None:
+                pool.resume_all()
+            started = time.monotonic()
+            cluster.wait_healthy(timeout_s)
+            value = {"actions": actions, "healthy_after_s": round(time.monotonic() - started, 1)}
+            self.history.complete(op, "heal", "ok", value)
+            return {"healthy": True, **value}
+        except Exception as exc:
+            urp: Any
+            try:
+                urp = cluster.under_replicated_partitions()
+            except Exception:
+                urp = "unknown"
+            reason = exc.one_line() if isinstance(exc, KchaosError) else repr(exc)
+            self.history.complete(op, "heal", "fail", {"actions": actions, "under_replicated": urp}, error=reason)
+            return {"healthy": False, "actions": actions, "under_replicated": urp, "error": reason,
+                    "trace": traceback.format_exc(limit=2)}
