@@ -629,6 +629,9 @@ class LocalJvmCluster(Cluster):
             state = json.loads(state_file.read_text())
         except (OSError, ValueError) as exc:
             raise ClusterError(f"no cluster state at {state_file} ({exc})", "run `kchaos cluster up` first") from None
+        if not isinstance(state, dict) or "spec" not in state or "ports" not in state:
+            raise ClusterError(f"{state_file} is not a kchaos cluster state file",
+                               "pass the cluster directory (for a run: RUN_DIR/cluster)")
         cluster = cls(ClusterSpec.model_validate(state["spec"]), Path(work_dir))
         cluster.cluster_id = state.get("cluster_id")
         cluster.ports = PortPlan.from_json(state["ports"]) if state.get("ports") else None

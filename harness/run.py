@@ -57,6 +57,9 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
     run.set_status("setup")
     say(f"run directory {run.path} (seed {seed})")
     history = HistoryWriter(run.path / "history" / "harness.jsonl", "harness")
+    from clusters.reaper import start_reaper
+
+    start_reaper(run.path)  # kills whatever this run started if the harness itself dies
     cluster = create_cluster(campaign.cluster, run.cluster_dir)
     workload: CtpWorkload | None = None
     nemesis: Nemesis | None = None
@@ -103,7 +106,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         if nemesis is not None:
             nemesis.stop()  # heals the active fault even when the run failed or was interrupted
         if workload is not None:
-            workload.stop()
+            workload.close()
         say("stopping the cluster")
         cluster.stop()
         history.close()

@@ -30,6 +30,7 @@ class CtpWorkload:
         self.client = cluster.client_config()
         self.seeder: Seeder | None = None
         self.pool: WorkerPool | None = None
+        self._offset_reader: Any = None
 
     @property
     def user_topics(self) -> list[str]:
@@ -53,13 +54,20 @@ class CtpWorkload:
 
     # -- progress --------------------------------------------------------------------------
     def committed_offsets(self) -> dict[int, int]:
-        from confluent_kafka import ConsumerGroupTopicPartitions
+        """The group's committed offsets, read by a consumer that never joins the group.
 
-        futures = self.cluster.admin().list_consumer_group_offsets([ConsumerGroupTopicPartitions(self.spec.group_id)],
-                                                                   request_timeout=10)
-        result = futures[self.spec.group_id].result(timeout=15)
-        return {tp.partition: tp.offset for tp in result.topic_partitions
-                if tp.topic == self.spec.input_topic and tp.offset >= 0}
+        Not ``AdminClient.list_consumer_group_offsets``: while group coordinators were being
+        killed, librdkafka 2.16 aborted the whole harness in that path
+        (``rd_kafka_enq_once_del_source_return: eonce->refcnt > 0``).
+        """
+        from confluent_kafka import Consumer, TopicPartition
+
+        if self._offset_reader is None:
+            self._offset_reader = Consumer({**self.client, "log_level": 3, "group.id": self.spec.group_id,
+                                            "enable.auto.commit": False})
+        parts = [TopicPartition(self.spec.input_topic, p) for p in range(self.spec.input_partitions)]
+        result = self._offset_reader.committed(parts, timeout=10)
+        return {tp.partition: tp.offset for tp in result if tp.offset >= 0}
 
     def remaining_inputs(self) -> int | None:
         """Committed inputs not yet behind the group's committed offset (None: unknown now)."""
@@ -91,6 +99,12 @@ class CtpWorkload:
             self.pool.stop()
         if self.seeder is not None:
             self.seeder.stop()
+
+    def close(self) -> None:
+        self.stop()
+        if self._offset_reader is not None:
+            self._offset_reader.close()
+            self._offset_reader = None
 
     def final_reads(self) -> dict[str, Any]:
         summary = dump_all(self.client, self.cluster.admin(), self.user_topics, self.run.path / "topics")

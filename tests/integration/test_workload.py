@@ -44,7 +44,7 @@ class Harness:
             final["drained"] = drained
             self.run.write_json("final.json", final)
         finally:
-            self.workload.stop()
+            self.workload.close()
             self.history.close()
             merge_history(self.run.path / "history", self.run.path)
         verify(self.run)
