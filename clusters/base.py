@@ -178,11 +178,17 @@ class Cluster(abc.ABC):
         self._admin = None
 
     def partition_metadata(self, topic: str, timeout_s: float = 10.0) -> dict[int, Any]:
-        md = self.admin().list_topics(topic=topic, timeout=timeout_s)
-        tmd = md.topics.get(topic)
-        if tmd is None or tmd.error is not None:
-            raise ClusterError(f"topic {topic} is not known to the cluster ({tmd.error if tmd else 'missing'})")
-        return dict(tmd.partitions)
+        """Partition metadata of ``topic``. Brokers apply new metadata at slightly different
+        moments, so "unknown topic" is retried for a few seconds before it is believed."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            md = self.admin().list_topics(topic=topic, timeout=timeout_s)
+            tmd = md.topics.get(topic)
+            if tmd is not None and tmd.error is None:
+                return dict(tmd.partitions)
+            if time.monotonic() >= deadline:
+                raise ClusterError(f"topic {topic} is not known to the cluster ({tmd.error if tmd else 'missing'})")
+            time.sleep(0.25)
 
     def leader(self, topic: str, partition: int) -> int:
         """Current leader node id of ``topic``-``partition`` (-1 when it has none)."""

@@ -44,6 +44,18 @@ def create_topic(cluster: Cluster, topic: str, partitions: int, replication: int
     except Exception as exc:
         if "TOPIC_ALREADY_EXISTS" not in str(exc):
             raise ClusterError(f"could not create topic {topic}: {exc}") from None
+    # The controller has it; wait until the brokers' metadata shows a leader for every partition.
+    from harness.waiting import WaitTimeout, wait_until
+
+    def visible() -> bool:
+        md = cluster.admin().list_topics(topic=topic, timeout=5).topics.get(topic)
+        return (md is not None and md.error is None and len(md.partitions) == partitions
+                and all(p.leader >= 0 for p in md.partitions.values()))
+
+    try:
+        wait_until(visible, timeout_s, 0.2, f"topic {topic} has no leader for every partition", retry_on=(Exception,))
+    except WaitTimeout as exc:
+        raise ClusterError(str(exc)) from None
 
 
 def run_smoke(cluster: Cluster, records: int = 1000, batch: int = 100, timeout_s: float = 120.0) -> SmokeResult:

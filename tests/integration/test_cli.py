@@ -158,3 +158,47 @@ def test_missing_java_is_a_clear_error(tmp_path):
     result = kchaos("cluster", "up", "--dir", str(tmp_path / "c"), "--nodes", "1", env=env)
     assert result.returncode == 3
     assert "Java was not found" in result.stderr and "fix:" in result.stderr
+
+
+def test_faulted_run_is_valid_and_replay_reuses_its_schedule(tmp_path):
+    out = tmp_path / "runs"
+    args = ["--seed", "21", "--duration", "26", "--set", "workload.records=6000", "--set", "workload.rate=400",
+            "--set", "faults.interval_s=8"]
+    first = kchaos("run", "--out", str(out), *args, timeout=600)
+    assert first.returncode == 0, first.stderr[-4000:]
+    run_dir = next(out.iterdir())
+    schedule = json.loads((run_dir / "schedule.json").read_text())
+    assert len(schedule["faults"]) == 3  # at 5, 13 and 21 s, each held 4 s, within the 26 s fault phase
+    heal = json.loads((run_dir / "heal.json").read_text())
+    assert heal["healthy"] and heal["faults"] == 3
+    history = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    faults = [r for r in history if r["f"].startswith("fault:") and r["type"] == "ok"]
+    assert len(faults) == 3 and all(r["value"]["resolved"]["role"] for r in faults)
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["verdict"] == "valid" and results["facts"]["faults"] == 3
+
+    again = kchaos("replay", str(run_dir), "--out", str(tmp_path / "replays"), timeout=600)
+    assert again.returncode == 0, again.stderr[-4000:]
+    replay_dir = next((tmp_path / "replays").iterdir())
+    assert json.loads((replay_dir / "schedule.json").read_text()) == schedule
+    assert (replay_dir / "seed").read_text() == (run_dir / "seed").read_text()
+    assert json.loads((replay_dir / "replay.json").read_text())["replay_of"] == str(run_dir)
+
+
+def test_killed_harness_is_cleaned_up_by_the_reaper(tmp_path):
+    """SIGKILL the harness in the middle of a run: no `cluster down` needed, nothing survives."""
+    out = tmp_path / "runs"
+    proc = subprocess.Popen([*KCHAOS, "run", "--out", str(out), "--set", "cluster.nodes=1", "--duration", "60"],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: list(out.glob("*/workers/pids/w0.1.pid")), 180, 0.2, "the workers never started")
+        run_dir = next(out.iterdir())
+        assert processes_with_marker(str(run_dir))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    wait_until(lambda: processes_with_marker(str(run_dir)) == [], 30, 0.2, "the reaper left processes behind")
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["complete"] is False
