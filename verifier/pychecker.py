@@ -53,9 +53,15 @@ class RunData:
         for topic in self.workload["output_topics"]:
             self.outputs_committed += [_lineage(r, topic) for r in _read_topic(run, topic, "committed")]
             self.outputs_raw += [_lineage(r, topic) for r in _read_topic(run, topic, "raw")]
+        self.liveness = final.get("liveness")
+        self.txn_log = self._decoded_txn_log(run)
+        self.offset_log = self._decoded_offsets(run)
         records = list(read_lines(run / "history.jsonl")) if (run / "history.jsonl").exists() else []
         self.ops = pair_operations(records)
         self.faults = [op for op in self.ops if op["f"].startswith("fault:")]
+        setup = next((op for op in self.ops if op["f"] == "setup"), None)
+        self.txid_prefix = (setup or {}).get("value", {}).get("txid_prefix")
+        self.has_history = any(op["f"] == "send" for op in self.ops)
         # transaction outcome per (process, txn_seq) from the history
         self.txn_ops: dict[tuple[str, int], dict[str, Any]] = {}
         self.txn_outcome: dict[tuple[str, int], str] = {}
@@ -75,6 +81,42 @@ class RunData:
                 self.txn_outcome[key] = "aborted"
             elif op["f"] == "commit_offsets":
                 self.txn_outcome[key] = "offsets-" + (op["outcome"] or "unknown")
+
+    @staticmethod
+    def _decoded_txn_log(run: Path) -> list[dict[str, Any]] | None:
+        """Decoded __transaction_state records in log order (partition, offset), or None."""
+        import pyarrow.parquet as pq
+
+        from verifier.decoders import decode_transaction_record
+
+        path = run / "topics" / "__transaction_state.raw.parquet"
+        if not path.exists():
+            return None
+        out = []
+        for r in sorted(pq.read_table(path).to_pylist(), key=lambda r: (r["partition"], r["offset"])):
+            entry = decode_transaction_record(r["key"], r["value"])
+            if entry is not None:
+                out.append({"partition": r["partition"], "offset": r["offset"], "entry": entry})
+        return out
+
+    def _decoded_offsets(self, run: Path) -> list[dict[str, Any]] | None:
+        """The group's committed offset commits, in log order (committed view: aborted
+        transactional offset commits excluded), or None."""
+        import pyarrow.parquet as pq
+
+        from verifier.decoders import OffsetCommit, decode_offsets_record
+
+        path = run / "topics" / "__consumer_offsets.committed.parquet"
+        if not path.exists():
+            return None
+        out = []
+        group, topic = self.workload.get("group_id"), self.workload["input_topic"]
+        for r in sorted(pq.read_table(path).to_pylist(), key=lambda r: (r["partition"], r["offset"])):
+            c = decode_offsets_record(r["key"], r["value"])
+            if isinstance(c, OffsetCommit) and c.group == group and c.topic == topic and c.offset is not None:
+                out.append({"log_partition": r["partition"], "log_offset": r["offset"], "partition": c.partition,
+                            "offset": c.offset, "commit_timestamp": c.commit_timestamp})
+        return out
 
     def txn_key(self, out: dict[str, Any]) -> tuple[str, int]:
         return (f"{out['worker']}.{out['incarnation']}", out["txn_seq"])
@@ -100,25 +142,27 @@ def check_run(run: Path) -> Results:
     results = Results(checker="python")
     results.not_checked = {
         "zombie-write": "needs producer id/epoch per output batch (verifier issue)",
-        "nonmonotonic": "needs the decoded offset-commit history (verifier issue)",
-        "hanging-transaction": "needs broker-side transaction state after heal (verifier issue)",
-        "invalid-txn-transition": "needs the decoded __transaction_state (verifier issue)",
-        "offsets-ahead": "needs the decoded __consumer_offsets history (verifier issue)",
+        "nonmonotonic": "not promised by this pipeline across partitions; per-partition order check is in the verifier issue",
     }
     try:
         data = RunData(Path(run))
     except Exception as exc:
         results.errors.append(f"could not read the run: {exc!r}")
         return results
-    for check in (check_duplicates, check_lost_input, check_torn, check_aborted_read, check_lost_write,
-                  check_offsets_behind, check_progress):
+    for name, function in CHECKS:
         try:
-            results.checks.append(check(data))
+            results.checks.append(globals()[function](data))
         except Exception:
-            results.checks.append(CheckResult(check.__name__.removeprefix("check_").replace("_", "-"), UNKNOWN,
-                                              note="checker crashed: " + traceback.format_exc(limit=3)))
+            results.checks.append(CheckResult(name, UNKNOWN, note="checker crashed: " + traceback.format_exc(limit=3)))
     results.facts = facts(data)
     return results
+
+
+#: anomaly name -> the function that checks it (looked up at call time)
+CHECKS = (("duplicate", "check_duplicates"), ("lost-input", "check_lost_input"), ("offsets-ahead", "check_offsets_ahead"),
+          ("torn-transaction", "check_torn"), ("aborted-read", "check_aborted_read"), ("lost-write", "check_lost_write"),
+          ("offsets-behind", "check_offsets_behind"), ("invalid-txn-transition", "check_txn_transitions"),
+          ("hanging-transaction", "check_hanging"), ("no-progress", "check_progress"))
 
 
 def _case(data: RunData, explanation: str, records: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
@@ -146,17 +190,122 @@ def _committed_slots(data: RunData) -> dict[tuple[int, int], set[int]]:
     return slots
 
 
-def check_lost_input(data: RunData) -> CheckResult:
+def _unexplained_inputs(data: RunData) -> list[tuple[tuple[int, int], str]]:
+    """Committed inputs below the group's final committed offset with no committed output."""
     slots = _committed_slots(data)
+    return [((p, o), in_id) for (p, o), in_id in sorted(data.inputs_committed.items())
+            if o < data.final_offsets.get(p, 0) and not slots.get((p, o))]
+
+
+def _skipping_commit(data: RunData, p: int, o: int) -> dict[str, Any] | None:
+    """The first committed offset commit (decoded __consumer_offsets) that moved past input p@o."""
+    for c in data.offset_log or []:
+        if c["partition"] == p and c["offset"] > o:
+            return c
+    return None
+
+
+def check_lost_input(data: RunData) -> CheckResult:
+    """Inputs the pipeline processed (a transaction included them) whose outputs are gone.
+    Without a history (an external pipeline) every unexplained input counts here."""
     cases = []
-    for (p, o), in_id in sorted(data.inputs_committed.items()):
-        if o < data.final_offsets.get(p, 0) and not slots.get((p, o)):
-            ops = data.input_ops.get((p, o), [])
-            cases.append({"explanation": f"input {in_id} at {data.workload['input_topic']}/{p}@{o} is below the "
-                                         f"group's committed offset {data.final_offsets.get(p)} but has no committed output",
-                          "input": {"partition": p, "offset": o, "id": in_id},
-                          "transactions": [data.txn_evidence((op["process"], op["value"]["txn_seq"])) for op in ops]})
+    for (p, o), in_id in _unexplained_inputs(data):
+        ops = data.input_ops.get((p, o), [])
+        if data.has_history and not ops:
+            continue  # never processed: offsets-ahead
+        cases.append({"explanation": f"input {in_id} at {data.workload['input_topic']}/{p}@{o} is below the "
+                                     f"group's committed offset {data.final_offsets.get(p)} and was processed, "
+                                     "but has no committed output",
+                      "input": {"partition": p, "offset": o, "id": in_id},
+                      "transactions": [data.txn_evidence((op["process"], op["value"]["txn_seq"])) for op in ops]})
     return _result("lost-input", cases)
+
+
+def check_offsets_ahead(data: RunData) -> CheckResult:
+    """Committed offsets that passed inputs no operation ever processed (loss on restart)."""
+    if not data.has_history:
+        return CheckResult("offsets-ahead", VALID, note="no client history (external pipeline): reported as lost-input")
+    cases = []
+    for (p, o), in_id in _unexplained_inputs(data):
+        if data.input_ops.get((p, o)):
+            continue
+        commit = _skipping_commit(data, p, o)
+        cases.append({"explanation": f"the group's committed offset for {data.workload['input_topic']}/{p} moved "
+                                     f"past input {in_id} at offset {o}, which no transaction ever processed",
+                      "input": {"partition": p, "offset": o, "id": in_id},
+                      "offset_commit": commit or {"partition": p, "offset": data.final_offsets.get(p),
+                                                  "source": "final group offsets"}})
+    return _result("offsets-ahead", cases)
+
+
+#: Kafka's transaction state machine (TransactionState): state -> states it may move to.
+#: A state written again (the coordinator retried an append) is allowed.
+TXN_NEXT = {
+    "Empty": {"Ongoing", "PrepareAbort", "PrepareEpochFence", "Dead"},
+    "Ongoing": {"PrepareCommit", "PrepareAbort", "PrepareEpochFence"},
+    "PrepareCommit": {"CompleteCommit"},
+    "PrepareAbort": {"CompleteAbort"},
+    "CompleteCommit": {"Empty", "Ongoing", "PrepareAbort", "PrepareEpochFence", "Dead"},
+    "CompleteAbort": {"Empty", "Ongoing", "PrepareAbort", "PrepareEpochFence", "Dead"},
+    "PrepareEpochFence": {"PrepareAbort"},
+    "Dead": set(),
+}
+
+
+def check_txn_transitions(data: RunData) -> CheckResult:
+    if data.txn_log is None:
+        return CheckResult("invalid-txn-transition", UNKNOWN, note="no __transaction_state dump in the run directory")
+    last: dict[str, dict[str, Any]] = {}
+    cases = []
+    for rec in data.txn_log:
+        e = rec["entry"]
+        if data.txid_prefix and not e.transactional_id.startswith(data.txid_prefix):
+            continue
+        prev = last.get(e.transactional_id)
+        if e.producer_id is None:  # tombstone: the transactional id expired
+            last.pop(e.transactional_id, None)
+            continue
+        if prev is not None:
+            pe = prev["entry"]
+            where = {"transactional_id": e.transactional_id, "log": f"__transaction_state-{rec['partition']}",
+                     "from": {"offset": prev["offset"], "status": pe.status, "producer_id": pe.producer_id,
+                              "epoch": pe.producer_epoch},
+                     "to": {"offset": rec["offset"], "status": e.status, "producer_id": e.producer_id,
+                            "epoch": e.producer_epoch}}
+            if e.status != pe.status and e.status not in TXN_NEXT.get(pe.status, set()):
+                cases.append({"explanation": f"{e.transactional_id}: {pe.status} -> {e.status} is not a transition "
+                                             "the transaction coordinator's state machine allows", **where})
+            elif e.producer_id == pe.producer_id and e.producer_epoch < pe.producer_epoch:
+                cases.append({"explanation": f"{e.transactional_id}: producer epoch went backwards "
+                                             f"({pe.producer_epoch} -> {e.producer_epoch}) for producer id {e.producer_id}",
+                              **where})
+        last[e.transactional_id] = rec
+    return _result("invalid-txn-transition", cases)
+
+
+def check_hanging(data: RunData) -> CheckResult:
+    if data.liveness is None:
+        return CheckResult("hanging-transaction", UNKNOWN, note="no liveness snapshot after heal in final.json")
+    if data.liveness.get("stable"):
+        return CheckResult("hanging-transaction", VALID,
+                           note=f"every partition's LSO reached its high watermark {data.liveness.get('waited_s')}s after the drain")
+    open_txns = []
+    latest: dict[str, Any] = {}
+    for rec in data.txn_log or []:
+        latest[rec["entry"].transactional_id] = rec
+    for rec in latest.values():
+        e = rec["entry"]
+        if e.status in ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"):
+            open_txns.append({"transactional_id": e.transactional_id, "status": e.status, "producer_id": e.producer_id,
+                              "epoch": e.producer_epoch, "partitions": e.partitions, "last_update_ms": e.last_update_ms})
+    cases = [{"explanation": f"{name}: the last stable offset {v['lso']} stayed behind the high watermark {v['high']} "
+                             f"for {data.liveness.get('waited_s')}s after faults healed and the workload stopped",
+              "partition": name, "lso": v["lso"], "high": v["high"],
+              "open_transactions": [t for t in open_txns
+                                    if any(f"{topic}-{p}" == name for topic, ps in t["partitions"].items() for p in ps)]
+              or open_txns}
+             for name, v in sorted(data.liveness.get("pinned", {}).items())]
+    return _result("hanging-transaction", cases)
 
 
 def check_torn(data: RunData) -> CheckResult:
@@ -253,4 +402,8 @@ def facts(data: RunData) -> dict[str, Any]:
         "transactions_per_txid": {k: dict(v) for k, v in sorted(per_txid.items())},
         "final_group_offsets": {str(p): o for p, o in sorted(data.final_offsets.items())},
         "faults": len(data.faults),
+        "transaction_log_records": len(data.txn_log) if data.txn_log is not None else None,
+        "client_transaction_versions": dict(Counter(str(r["entry"].client_transaction_version)
+                                                    for r in data.txn_log or [] if r["entry"].producer_id is not None)),
+        "liveness": data.liveness,
     }

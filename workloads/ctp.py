@@ -106,8 +106,26 @@ class CtpWorkload:
             self._offset_reader.close()
             self._offset_reader = None
 
+    def wait_stable(self, timeout_s: float) -> dict[str, Any]:
+        """Liveness after heal: every user partition's LSO reaches its high watermark (no open
+        transaction pins it) within ``timeout_s``. Returns the last snapshot and how long it took."""
+        from workloads.dump import stable_offsets
+
+        started = time.monotonic()
+        while True:
+            snapshot = stable_offsets(self.client, self.cluster.admin(), self.user_topics)
+            pinned = {f"{t}-{p}": v for t, parts in snapshot.items() for p, v in parts.items() if v["lso"] < v["high"]}
+            elapsed = time.monotonic() - started
+            if not pinned or elapsed >= timeout_s:
+                return {"stable": not pinned, "waited_s": round(elapsed, 1), "pinned": pinned, "timeout_s": timeout_s}
+            time.sleep(1.0)
+
     def final_reads(self) -> dict[str, Any]:
+        # Transactions left open must end within transaction.max.timeout.ms (the brokers' bound,
+        # 300 s here) plus a margin; the workload's own timeout is usually far below that.
+        liveness = self.wait_stable(self.spec.transaction_timeout_ms / 1000 * 2 + 30)
         summary = dump_all(self.client, self.cluster.admin(), self.user_topics, self.run.path / "topics")
+        summary["liveness"] = liveness
         try:
             summary["group_offsets"] = {str(p): o for p, o in sorted(self.committed_offsets().items())}
         except Exception as exc:

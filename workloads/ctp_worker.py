@@ -411,7 +411,10 @@ class Worker:
 
 def main(argv: list[str] | None = None) -> int:
     argv = argv if argv is not None else sys.argv[1:]
-    config = json.loads(Path(argv[0]).read_text())
+    # As kchaos' own worker: the config path is the argument. As an external command (bring your
+    # own pipeline), it comes from the environment kchaos sets.
+    config_path = argv[0] if argv else os.environ["KCHAOS_WORKER_CONFIG"]
+    config = json.loads(Path(config_path).read_text())
     worker = Worker(config)
 
     def stop(signum: int, frame: Any) -> None:

@@ -48,6 +48,7 @@ def dump_topic(client: dict[str, Any], admin: Any, topic: str, view: str, out_di
         try:
             consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
             pending = set(partitions)
+            end_offsets: dict[str, int] = {}
             deadline = time.monotonic() + timeout_s
             while pending and time.monotonic() < deadline:
                 for msg in consumer.consume(2000, 1.0):
@@ -55,6 +56,8 @@ def dump_topic(client: dict[str, Any], admin: Any, topic: str, view: str, out_di
                     if err is not None:
                         if err.code() == KafkaError._PARTITION_EOF:
                             pending.discard(msg.partition())
+                            # where this view ends: the LSO (committed) or the high watermark (raw)
+                            end_offsets[str(msg.partition())] = msg.offset()
                         continue
                     rows["partition"].append(msg.partition())
                     rows["offset"].append(msg.offset())
@@ -62,6 +65,7 @@ def dump_topic(client: dict[str, Any], admin: Any, topic: str, view: str, out_di
                     rows["key"].append(msg.key())
                     rows["value"].append(msg.value())
             summary["incomplete_partitions"] = sorted(pending)
+            summary["end_offsets"] = end_offsets
         finally:
             consumer.close()
     table = pa.table({
@@ -75,6 +79,31 @@ def dump_topic(client: dict[str, Any], admin: Any, topic: str, view: str, out_di
     (out_dir / f".{target.name}.tmp").replace(target)
     summary["records"] = table.num_rows
     return summary
+
+
+def stable_offsets(client: dict[str, Any], admin: Any, topics: list[str]) -> dict[str, dict[str, dict[str, int]]]:
+    """Per partition: the high watermark and the last stable offset (where a read_committed
+    reader stops). ``lso < high`` means an open transaction pins the partition.
+
+    ListOffsets(latest) answers by the asking consumer's isolation level: read_uncommitted gets
+    the high watermark, read_committed the LSO.
+    """
+    readers = {iso: Consumer({**client, "log_level": 3, "group.id": f"kchaos-lso-{time.time_ns()}",
+                              "isolation.level": iso, "enable.auto.commit": False})
+               for iso in ("read_uncommitted", "read_committed")}
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    try:
+        for topic in topics:
+            out[topic] = {}
+            for p in _partitions(admin, topic):
+                tp = TopicPartition(topic, p)
+                _, high = readers["read_uncommitted"].get_watermark_offsets(tp, timeout=15, cached=False)
+                _, lso = readers["read_committed"].get_watermark_offsets(tp, timeout=15, cached=False)
+                out[topic][str(p)] = {"high": high, "lso": lso}
+    finally:
+        for reader in readers.values():
+            reader.close()
+    return out
 
 
 def watermarks(client: dict[str, Any], admin: Any, topics: list[str]) -> dict[str, dict[str, dict[str, int]]]:
@@ -102,6 +131,10 @@ def dump_all(client: dict[str, Any], admin: Any, user_topics: list[str], out_dir
     for topic in INTERNAL_TOPICS:
         if topic in existing:
             summaries.append(dump_topic(client, admin, topic, "raw", out_dir))
+    if "__consumer_offsets" in existing:
+        # transactional offset commits of aborted transactions are in the raw view only
+        summaries.append(dump_topic(client, admin, "__consumer_offsets", "committed", out_dir))
     marks = watermarks(client, admin, [t for t in [*user_topics, *INTERNAL_TOPICS] if t in existing])
     (out_dir / "watermarks.json").write_text(json.dumps(marks, indent=2))
+    (out_dir / "stable_offsets.json").write_text(json.dumps(stable_offsets(client, admin, user_topics), indent=2))
     return {"topics": summaries}

@@ -163,3 +163,38 @@ def test_at_least_once_negative_controls_run_and_are_caught_under_crashes(cluste
     assert results["facts"]["inputs_committed"] == 10000
     assert results["verdict"] == "invalid", json.dumps(results["checks"], indent=1)
     assert "duplicate" in results["anomaly_types"]
+
+
+def test_bring_your_own_pipeline_runs_and_is_verified_by_lineage(cluster3, tmp_path):
+    """An external command as the transform app: it gets only the KCHAOS_* environment."""
+    import sys
+
+    h = Harness(cluster3, tmp_path, _spec(external_command=(sys.executable, "-m", "workloads.ctp_worker")))
+    results = h.finish()
+    assert results["verdict"] == "valid", json.dumps(results, indent=1)[:3000]
+    assert results["facts"]["outputs_committed"] == 4000
+    starts = _events(h.ops(), "worker-start")
+    assert len(starts) == 2
+    argv = (h.run.path / "workers" / "pids" / "w0.1.pid")
+    assert not argv.exists()  # stopped and forgotten
+
+
+def test_external_backend_drives_an_existing_cluster(cluster3, tmp_path):
+    """The external backend against a cluster it does not own: look-ups work, node faults are refused."""
+    from clusters import ClusterSpec, create_cluster
+    from harness.errors import CapabilityError
+
+    ext = create_cluster(ClusterSpec.load({"backend": "external",
+                                           "external": {"bootstrap_servers": cluster3.bootstrap_servers}}), tmp_path)
+    ext.start()
+    try:
+        assert sorted(n.node_id for n in ext.nodes) == [1, 2, 3]
+        assert ext.active_controller() == cluster3.active_controller()
+        with pytest.raises(CapabilityError, match="external backend cannot kill"):
+            ext.require(__import__("clusters").Capability.KILL)
+        with pytest.raises(CapabilityError):
+            ext.nodes[0].kill()
+        h = Harness(ext, tmp_path / "w", _spec(records=1000))
+        assert h.finish()["verdict"] == "valid"
+    finally:
+        ext.stop()

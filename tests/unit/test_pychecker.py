@@ -1,0 +1,235 @@
+"""The Python checker on hand-made run directories: clean data passes, and each injected anomaly
+is named (and only that one)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from verifier.pychecker import check_run
+
+WORKLOAD = {"input_topic": "in", "output_topics": ["a", "b"], "outputs_per_input": 2, "delivery": "exactly-once",
+            "group_id": "g"}
+STATUS = {"Empty": 0, "Ongoing": 1, "PrepareCommit": 2, "PrepareAbort": 3, "CompleteCommit": 4, "CompleteAbort": 5}
+
+
+def _txn_record(txid: str, status: str, epoch: int = 0, pid: int = 7) -> tuple[bytes, bytes]:
+    """A TransactionLogValue v0 record, encoded by hand."""
+    import struct
+
+    def s16(text):
+        return struct.pack(">h", len(text)) + text.encode()
+
+    key = struct.pack(">h", 0) + s16(txid)
+    value = struct.pack(">hqhib", 0, pid, epoch, 10000, STATUS[status]) + struct.pack(">i", 0) + struct.pack(">qq", 1, 1)
+    return key, value
+
+
+def _write_topic(run: Path, topic: str, view: str, rows: list[tuple[int, int, bytes, bytes]]) -> None:
+    (run / "topics").mkdir(exist_ok=True)
+    table = pa.table({"partition": pa.array([r[0] for r in rows], pa.int32()),
+                      "offset": pa.array([r[1] for r in rows], pa.int64()),
+                      "timestamp": pa.array([0] * len(rows), pa.int64()),
+                      "key": pa.array([r[2] for r in rows], pa.binary()),
+                      "value": pa.array([r[3] for r in rows], pa.binary())})
+    pq.write_table(table, run / "topics" / f"{topic}.{view}.parquet")
+
+
+def _out(in_p, in_o, slot, worker="w0", inc=1, seq=1):
+    return {"in_id": f"id-{in_p}-{in_o}", "in_topic": "in", "in_partition": in_p, "in_offset": in_o, "slot": slot,
+            "slots": 2, "worker": worker, "incarnation": inc, "txid": f"tx-{worker}", "txn_seq": seq}
+
+
+class RunBuilder:
+    """Inputs 0..n-1 on partition 0; transaction 1 of w0.1 turns all of them into 2 outputs each."""
+
+    def __init__(self, n: int = 4):
+        self.inputs = [(0, o) for o in range(n)]
+        self.raw_only_inputs: list[tuple[int, int]] = []
+        self.committed = {"a": [_out(0, o, 0) for o in range(n)], "b": [_out(0, o, 1) for o in range(n)]}
+        self.raw_extra = {"a": [], "b": []}
+        self.final_offsets = {"0": n}
+        self.liveness = {"stable": True, "waited_s": 0.1, "pinned": {}}
+        self.txn_states = [("tx-w0", "Empty", 0), ("tx-w0", "Ongoing", 0), ("tx-w0", "PrepareCommit", 0),
+                           ("tx-w0", "CompleteCommit", 0)]
+        self.ops = [
+            ("send", "ok", {"txn_seq": 1, "inputs": [[0, o] for o in range(n)], "outputs": 2 * n}),
+            ("send_offsets", "ok", {"txn_seq": 1, "offsets": {"0": n}}),
+            ("commit", "ok", {"txn_seq": 1}),
+        ]
+
+    def write(self, run: Path) -> Path:
+        run.mkdir(parents=True, exist_ok=True)
+        (run / "campaign.json").write_text(json.dumps({"workload": WORKLOAD}))
+        (run / "final.json").write_text(json.dumps({"group_offsets": self.final_offsets, "drained": True,
+                                                    "liveness": self.liveness}))
+        _write_topic(run, "__transaction_state", "raw",
+                     [(0, i, *_txn_record(t, st, ep)) for i, (t, st, ep) in enumerate(self.txn_states)])
+        inputs = [(p, o, f"id-{p}-{o}".encode(), b"{}") for p, o in self.inputs]
+        _write_topic(run, "in", "committed", inputs)
+        _write_topic(run, "in", "raw", inputs + [(p, o, f"id-{p}-{o}".encode(), b"{}") for p, o in self.raw_only_inputs])
+        for topic in ("a", "b"):
+            rows = [(0, i, r["in_id"].encode(), json.dumps(r).encode()) for i, r in enumerate(self.committed[topic])]
+            extra = [(1, i, r["in_id"].encode(), json.dumps(r).encode()) for i, r in enumerate(self.raw_extra[topic])]
+            _write_topic(run, topic, "committed", rows)
+            _write_topic(run, topic, "raw", rows + extra)
+        lines, t = [], 100.0
+        for op_id, (f, outcome, value) in enumerate(self.ops):
+            for kind in ("invoke", outcome):
+                t += 0.01
+                lines.append({"time": t, "process": "w0.1", "op": op_id, "type": kind, "f": f, "value": value,
+                              "txid": "tx-w0", "pid": 7, "epoch": 0})
+        (run / "history.jsonl").write_text("".join(json.dumps(l) + "\n" for l in lines))
+        return run
+
+
+def _anomalies(run: Path) -> tuple[str, list[str], dict]:
+    results = check_run(run).to_json()
+    return results["verdict"], results["anomaly_types"], results
+
+
+def test_clean_run_is_valid_with_facts(tmp_path):
+    verdict, kinds, results = _anomalies(RunBuilder().write(tmp_path / "r"))
+    assert (verdict, kinds) == ("valid", [])
+    assert results["facts"]["inputs_committed"] == 4 and results["facts"]["outputs_committed"] == 8
+    assert results["facts"]["transactions"] == {"committed": 1}
+    assert set(results["not_checked"]) == {"zombie-write", "nonmonotonic"}
+    assert results["facts"]["transaction_log_records"] == 4
+
+
+def test_duplicate(tmp_path):
+    b = RunBuilder()
+    b.committed["a"].append(_out(0, 2, 0))
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["duplicate"])
+    case = results["anomalies"]["duplicate"][0]
+    assert len(case["records"]) == 2 and case["transactions"][0]["txid"] == "tx-w0"
+    assert case["transactions"][0]["producer_id"] == 7
+
+
+def test_lost_input(tmp_path):
+    b = RunBuilder()
+    b.committed["a"] = [o for o in b.committed["a"] if o["in_offset"] != 1]
+    b.committed["b"] = [o for o in b.committed["b"] if o["in_offset"] != 1]
+    b.ops[0] = ("send", "ok", {"txn_seq": 1, "inputs": [[0, o] for o in range(4)], "outputs": 6})
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["lost-input"])
+    assert results["anomalies"]["lost-input"][0]["input"] == {"partition": 0, "offset": 1, "id": "id-0-1"}
+
+
+def test_torn_transaction_across_output_topics(tmp_path):
+    b = RunBuilder()
+    dropped = b.committed["b"].pop(3)  # slot 1 of input 3: in the raw view only
+    b.raw_extra["b"].append(dropped)
+    b.ops[0] = ("send", "ok", {"txn_seq": 1, "inputs": [[0, o] for o in range(4)], "outputs": 8})
+    b.ops[2] = ("commit", "info", {"txn_seq": 1})  # the client does not know: not a lost write
+    verdict, kinds, _ = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["torn-transaction"])
+
+
+def test_aborted_read_of_an_aborted_transaction(tmp_path):
+    b = RunBuilder()
+    b.committed["a"].append(_out(0, 9, 0, seq=2))
+    b.committed["b"].append(_out(0, 9, 1, seq=2))
+    b.inputs.append((0, 9))
+    b.final_offsets = {"0": 10}
+    b.ops += [("send", "ok", {"txn_seq": 2, "inputs": [[0, 9]], "outputs": 2}), ("abort", "ok", {"txn_seq": 2})]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["aborted-read"])
+    assert results["anomalies"]["aborted-read"][0]["transactions"][0]["outcome"] == "aborted"
+
+
+def test_aborted_read_of_an_aborted_input(tmp_path):
+    b = RunBuilder()
+    b.raw_only_inputs.append((0, 4))  # an input from an aborted seeder transaction
+    b.committed["a"].append(_out(0, 4, 0))
+    b.committed["b"].append(_out(0, 4, 1))
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["aborted-read"])
+    assert results["anomalies"]["aborted-read"][0]["input"]["offset"] == 4
+
+
+def test_lost_write(tmp_path):
+    b = RunBuilder()
+    b.ops[0] = ("send", "ok", {"txn_seq": 1, "inputs": [[0, o] for o in range(4)], "outputs": 10})  # 2 never appeared
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["lost-write"])
+    assert "only 8 of its 10 outputs" in results["anomalies"]["lost-write"][0]["explanation"]
+
+
+def test_offsets_behind(tmp_path):
+    b = RunBuilder()
+    b.final_offsets = {"0": 3}  # input 3 has committed outputs but the group would process it again
+    verdict, kinds, _ = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["offsets-behind"])
+
+
+def test_vacuous_run_is_unknown(tmp_path):
+    b = RunBuilder()
+    b.committed = {"a": [], "b": []}
+    b.final_offsets = {}
+    b.ops = []
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert verdict == "unknown" and kinds == []
+    assert "vacuous" in results["checks"]["no-progress"]["note"]
+
+
+def test_missing_dumps_make_the_verdict_unknown_not_valid(tmp_path):
+    run = RunBuilder().write(tmp_path / "r")
+    (run / "topics" / "a.committed.parquet").unlink()
+    verdict, _, results = _anomalies(run)
+    assert verdict == "unknown" and "final reads did not complete" in results["errors"][0]
+
+
+def test_a_crashing_check_yields_unknown(tmp_path, monkeypatch):
+    import verifier.pychecker as pc
+
+    run = RunBuilder().write(tmp_path / "r")
+    monkeypatch.setattr(pc, "check_duplicates", lambda data: 1 / 0)
+    verdict, _, results = _anomalies(run)
+    assert verdict == "unknown"
+    assert "ZeroDivisionError" in results["checks"]["duplicate"]["note"]
+
+
+def test_offsets_ahead_when_no_operation_processed_the_input(tmp_path):
+    b = RunBuilder()
+    b.inputs.append((0, 4))      # committed input that no transaction included
+    b.final_offsets = {"0": 5}   # ...yet the group's offset moved past it
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["offsets-ahead"])
+    assert results["anomalies"]["offsets-ahead"][0]["input"]["offset"] == 4
+
+
+@pytest.mark.parametrize("states, needle", [
+    ([("tx-w0", "Ongoing", 0), ("tx-w0", "CompleteCommit", 0)], "Ongoing -> CompleteCommit"),
+    ([("tx-w0", "PrepareCommit", 0), ("tx-w0", "CompleteAbort", 0)], "PrepareCommit -> CompleteAbort"),
+    ([("tx-w0", "Ongoing", 3), ("tx-w0", "PrepareCommit", 2)], "epoch went backwards (3 -> 2)"),
+])
+def test_invalid_transaction_transitions(tmp_path, states, needle):
+    b = RunBuilder()
+    b.txn_states = states
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["invalid-txn-transition"])
+    assert needle in results["anomalies"]["invalid-txn-transition"][0]["explanation"]
+
+
+def test_retried_appends_and_tv2_aborts_are_allowed(tmp_path):
+    b = RunBuilder()
+    b.txn_states = [("tx-w0", "Empty", 0), ("tx-w0", "Ongoing", 0), ("tx-w0", "Ongoing", 0),
+                    ("tx-w0", "PrepareCommit", 0), ("tx-w0", "PrepareCommit", 0), ("tx-w0", "CompleteCommit", 0),
+                    ("tx-w0", "PrepareAbort", 1), ("tx-w0", "CompleteAbort", 1)]
+    assert _anomalies(b.write(tmp_path / "r"))[0] == "valid"
+
+
+def test_hanging_transaction_when_the_lso_stays_pinned(tmp_path):
+    b = RunBuilder()
+    b.liveness = {"stable": False, "waited_s": 50.0, "pinned": {"a-0": {"lso": 3, "high": 9}}}
+    b.txn_states = [("tx-w0", "Empty", 0), ("tx-w0", "Ongoing", 0)]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["hanging-transaction"])
+    case = results["anomalies"]["hanging-transaction"][0]
+    assert case["lso"] == 3 and case["open_transactions"][0]["transactional_id"] == "tx-w0"
