@@ -141,7 +141,6 @@ class RunData:
 def check_run(run: Path) -> Results:
     results = Results(checker="python")
     results.not_checked = {
-        "zombie-write": "needs producer id/epoch per output batch (verifier issue)",
         "nonmonotonic": "not promised by this pipeline across partitions; per-partition order check is in the verifier issue",
     }
     try:
@@ -162,7 +161,8 @@ def check_run(run: Path) -> Results:
 CHECKS = (("duplicate", "check_duplicates"), ("lost-input", "check_lost_input"), ("offsets-ahead", "check_offsets_ahead"),
           ("torn-transaction", "check_torn"), ("aborted-read", "check_aborted_read"), ("lost-write", "check_lost_write"),
           ("offsets-behind", "check_offsets_behind"), ("invalid-txn-transition", "check_txn_transitions"),
-          ("hanging-transaction", "check_hanging"), ("no-progress", "check_progress"))
+          ("hanging-transaction", "check_hanging"), ("zombie-write", "check_zombie_write"),
+          ("no-progress", "check_progress"))
 
 
 def _case(data: RunData, explanation: str, records: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
@@ -281,6 +281,44 @@ def check_txn_transitions(data: RunData) -> CheckResult:
                               **where})
         last[e.transactional_id] = rec
     return _result("invalid-txn-transition", cases)
+
+
+def check_zombie_write(data: RunData) -> CheckResult:
+    """A committed output from a producer whose successor (same transactional.id) had already
+    finished init_transactions when this producer invoked the commit: fencing must have stopped it."""
+    if not data.has_history:
+        return CheckResult("zombie-write", VALID, note="no client history (external pipeline): not checkable")
+    inits: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    commits: dict[tuple[str, int], dict[str, Any]] = {}
+    for op in data.ops:
+        if op["f"] == "init" and op["outcome"] == "ok" and op.get("txid"):
+            inits[op["txid"]].append(op)
+        elif op["f"] == "commit":
+            commits[(op["process"], op["value"].get("txn_seq"))] = op
+    by_txn: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for out in data.outputs_committed:
+        if out.get("txid"):
+            by_txn[data.txn_key(out)].append(out)
+    cases = []
+    for key, outs in sorted(by_txn.items()):
+        commit = commits.get(key)
+        if commit is None:
+            continue
+        txid = outs[0]["txid"]
+        successors = [op for op in inits.get(txid, []) if op["process"] != key[0]
+                      and op["complete_time"] is not None and op["complete_time"] < commit["invoke_time"]
+                      and (op.get("epoch") or 0) >= (commit.get("epoch") or 0)
+                      and op["invoke_time"] > min((o["invoke_time"] for o in inits[txid] if o["process"] == key[0]),
+                                                  default=0.0)]
+        if successors:
+            successor = successors[0]
+            cases.append(_case(data, f"transaction {key[1]} of {key[0]} ({txid}, epoch {commit.get('epoch')}) was "
+                                     f"committed after {successor['process']} had initialised the same transactional.id "
+                                     f"(epoch {successor.get('epoch')}): a fenced producer's write became visible",
+                               outs[:10], successor={"process": successor["process"], "epoch": successor.get("epoch"),
+                                                     "init_completed": successor["complete_time"]},
+                               commit_invoked=commit["invoke_time"]))
+    return _result("zombie-write", cases)
 
 
 def check_hanging(data: RunData) -> CheckResult:
