@@ -255,14 +255,19 @@ class LocalNode(Node):
             self.process.terminate(timeout_s)
 
     def pause(self) -> None:
+        """SIGSTOP; returns once the kernel shows the process stopped (signals are asynchronous)."""
         if not self.is_running:
             raise ClusterError(f"node {self.node_id} is not running; it cannot be paused")
         assert self.process is not None
         self.process.pause()
+        wait_until(lambda: self.process is not None and self.process.is_paused(), 5, 0.01,
+                   f"node {self.node_id} did not stop after SIGSTOP")
 
     def resume(self) -> None:
         if self.process:
             self.process.resume()
+            wait_until(lambda: self.process is None or not self.process.is_paused(), 5, 0.01,
+                       f"node {self.node_id} did not continue after SIGCONT")
 
     def restart(self) -> None:
         self.terminate()

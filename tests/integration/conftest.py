@@ -3,22 +3,43 @@ import pytest
 from clusters import ClusterSpec
 from clusters.local import LocalJvmCluster
 from clusters.processes import processes_with_marker
+from clusters.reaper import start_reaper
 
 # Faster failure detection than the slow-machine defaults, so ISR changes show within seconds.
 FAST_ISR = {"replica.lag.time.max.ms": "8000"}
 
 
 def start_local(tmp_path, **spec) -> LocalJvmCluster:
+    start_reaper(tmp_path)  # if the test process dies, its cluster dies with it
     cluster = LocalJvmCluster(ClusterSpec.load(spec), tmp_path)
     cluster.start()
     return cluster
 
 
+def restore(cluster: LocalJvmCluster) -> None:
+    """Put a shared cluster back as a test may have left it: links up, every node running."""
+    if cluster.toxiproxy is not None:
+        cluster.network.heal()
+    for node in cluster.nodes:
+        if node.is_paused:
+            node.resume()
+        if not node.is_running:
+            node.start()
+    cluster._close_admin()
+    cluster.wait_healthy(180)
+
+
 @pytest.fixture(scope="session")
-def cluster3(tmp_path_factory):
-    """One 3-node combined-mode cluster shared by the tests that put it back as they found it."""
+def _cluster3_session(tmp_path_factory):
     work = tmp_path_factory.mktemp("cluster3")
     cluster = start_local(work, nodes=3, broker=FAST_ISR)
     yield cluster
     cluster.stop()
     assert processes_with_marker(str(cluster.work_dir)) == [], "cluster3 leaked processes"
+
+
+@pytest.fixture
+def cluster3(_cluster3_session):
+    """One 3-node combined-mode cluster shared by many tests; healthy at the start of each."""
+    restore(_cluster3_session)
+    return _cluster3_session

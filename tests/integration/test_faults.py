@@ -161,13 +161,15 @@ def test_pause_terminate_and_majority_partition_heal_to_a_healthy_cluster(cluste
                          ("partition", "ring"), ("partition", "controller-quorum")):
         fault = _fault(kind, target, ctx, seed=7)
         resolved = fault.invoke()
-        assert resolved["nodes"], (kind, target, resolved)
-        if kind == "pause":
-            assert cluster3.node(resolved["nodes"][0]).is_paused
-        if kind == "terminate":
-            assert not cluster3.node(resolved["nodes"][0]).is_running
-        time.sleep(2)
-        fault.heal()
+        try:
+            assert resolved["nodes"], (kind, target, resolved)
+            if kind == "pause":
+                assert cluster3.node(resolved["nodes"][0]).is_paused
+            if kind == "terminate":
+                assert not cluster3.node(resolved["nodes"][0]).is_running
+            time.sleep(2)
+        finally:
+            fault.heal()
         started = time.monotonic()
         cluster3.wait_healthy(120)
         assert time.monotonic() - started < 120
