@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clusters.base import Capability, Cluster, Node, NodeInfo, Role
+from clusters.base import Cluster, Node, NodeInfo, Role
 from clusters.spec import ClusterSpec
 from harness.errors import ClusterError, ConfigError
 

@@ -10,7 +10,7 @@ history and the report say "killed node 2 (transaction coordinator of kchaos-ab1
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from clusters.base import Capability, Cluster
@@ -73,9 +73,8 @@ def resolve_node_target(ctx: FaultContext, target: str, rng: random.Random) -> d
 
 
 class Fault:
-    """Base: a fault is invoked once and healed once (heal is idempotent)."""
-
-    capability: Capability | None = None
+    """Base: a fault is invoked once and healed once (heal is idempotent). The capability each
+    kind needs is declared once, in faults.spec.FAULT_KINDS, and checked when a campaign loads."""
 
     def __init__(self, scheduled: ScheduledFault, ctx: FaultContext):
         self.scheduled = scheduled
@@ -124,8 +123,6 @@ class NodeFault(Fault):
 
 
 class RollingRestart(Fault):
-    capability = Capability.RESTART
-
     def invoke(self) -> dict[str, Any]:
         self.ctx.cluster.require(Capability.RESTART)
         order = sorted(n.node_id for n in self.ctx.cluster.nodes)
@@ -136,8 +133,17 @@ class RollingRestart(Fault):
         return self.target
 
 
-class PartitionFault(Fault):
-    capability = Capability.NETWORK
+class NetworkFault(Fault):
+    """A fault made of proxy changes; healing resets every proxy (faults run one at a time)."""
+
+    def heal(self) -> dict[str, Any]:
+        if not self.healed:
+            self.ctx.cluster.network.heal()  # type: ignore[attr-defined]
+        self.healed = True
+        return {}
+
+
+class PartitionFault(NetworkFault):
 
     def invoke(self) -> dict[str, Any]:
         cluster = self.ctx.cluster
@@ -184,17 +190,10 @@ class PartitionFault(Fault):
             raise ConfigError(f"unknown partition target {target!r}")
         return self.target
 
-    def heal(self) -> dict[str, Any]:
-        if not self.healed:
-            self.ctx.cluster.network.heal()  # type: ignore[attr-defined]
-        self.healed = True
-        return {}
 
 
-class ClientLinkFault(Fault):
+class ClientLinkFault(NetworkFault):
     """client-link-down and the Toxiproxy toxics on client links."""
-
-    capability = Capability.NETWORK
     DEFAULTS = {"latency": {"latency_ms": 300, "jitter_ms": 100}, "timeout": {"timeout_ms": 0},
                 "reset-peer": {"timeout_ms": 500}, "bandwidth": {"rate_kbps": 64},
                 "slicer": {"average_size": 64, "delay_us": 1000}}
@@ -235,11 +234,6 @@ class ClientLinkFault(Fault):
         self.target = {**resolved, "detail": {**resolved["detail"], **detail}}
         return self.target
 
-    def heal(self) -> dict[str, Any]:
-        if not self.healed:
-            self.ctx.cluster.network.heal()  # type: ignore[attr-defined]
-        self.healed = True
-        return {}
 
 
 class ClientFault(Fault):

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import time
-from pathlib import Path
 from typing import Any
 
 from clusters.base import Cluster
 from harness.errors import ClusterError
 from harness.rundir import RunDir
-from harness.smoke import create_topic
+from clusters.clients import create_topic
 from workloads.dump import dump_all
 from workloads.history import HistoryWriter
 from workloads.pool import WorkerPool

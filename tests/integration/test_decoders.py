@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from clusters.kafka_tools import run_tool
-from harness.smoke import create_topic, quiet, run_smoke
+from clusters.clients import create_topic, quiet
+from harness.smoke import run_smoke
 from verifier.decoders import TXN_STATUS, decode_offsets_record, decode_transaction_record
 from workloads.dump import dump_topic
 

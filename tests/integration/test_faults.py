@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 
 from faults.library import FaultContext, make_fault
 from faults.schedule import ScheduledFault
-from harness.smoke import create_topic, quiet
+from clusters.clients import create_topic, quiet
 from harness.waiting import wait_until
 
 from .conftest import start_local

@@ -55,7 +55,6 @@ def test_schedule_round_trips_through_the_run_directory(tmp_path):
     ({"mix": [{"kind": "kill", "duration_s": -1}]}, "duration_s"),
 ])
 def test_bad_fault_definitions_are_rejected_with_the_accepted_values(tmp_path, data, needle):
-    import tomllib  # noqa: F401  (campaigns are TOML; build one from the dict)
     import json
 
     path = tmp_path / "c.toml"
