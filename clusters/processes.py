@@ -194,6 +194,13 @@ class ManagedProcess:
     def is_paused(self) -> bool:
         return self._pid is not None and is_stopped(self._pid)
 
+    def forget_if_exited(self) -> bool:
+        """For a process that ended on its own: collect its status and remove its pid file."""
+        if self._pid is not None and not self.is_running():
+            self._forget()
+            return True
+        return False
+
     def _forget(self) -> None:
         # Children of the process (none today) must not outlive it: kill the whole group.
         if self._pid is not None:

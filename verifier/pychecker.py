@@ -30,8 +30,17 @@ def _read_topic(run: Path, topic: str, view: str) -> list[dict[str, Any]]:
     return pq.read_table(path).to_pylist()
 
 
-def _lineage(record: dict[str, Any], topic: str) -> dict[str, Any]:
-    value = json.loads(record["value"])
+_LINEAGE_FIELDS = ("in_id", "in_partition", "in_offset", "slot", "worker", "incarnation", "txn_seq")
+
+
+def _lineage(record: dict[str, Any], topic: str) -> dict[str, Any] | None:
+    """The record's lineage fields, or None when it does not follow the lineage contract."""
+    try:
+        value = json.loads(record["value"])
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(value, dict) or any(f not in value for f in _LINEAGE_FIELDS):
+        return None
     return {"topic": topic, "partition": record["partition"], "offset": record["offset"], **value}
 
 
@@ -50,9 +59,16 @@ class RunData:
         self.inputs_raw = {(r["partition"], r["offset"]): r["key"].decode() for r in _read_topic(run, input_topic, "raw")}
         self.outputs_committed: list[dict[str, Any]] = []
         self.outputs_raw: list[dict[str, Any]] = []
+        #: output records without the lineage fields: counted, reported in facts, never guessed at
+        self.foreign_outputs: dict[str, int] = {"committed": 0, "raw": 0}
         for topic in self.workload["output_topics"]:
-            self.outputs_committed += [_lineage(r, topic) for r in _read_topic(run, topic, "committed")]
-            self.outputs_raw += [_lineage(r, topic) for r in _read_topic(run, topic, "raw")]
+            for view, target in (("committed", self.outputs_committed), ("raw", self.outputs_raw)):
+                for r in _read_topic(run, topic, view):
+                    lineage = _lineage(r, topic)
+                    if lineage is None:
+                        self.foreign_outputs[view] += 1
+                    else:
+                        target.append(lineage)
         self.liveness = final.get("liveness")
         self.txn_log = self._decoded_txn_log(run)
         self.offset_log = self._decoded_offsets(run)
@@ -436,6 +452,7 @@ def facts(data: RunData) -> dict[str, Any]:
         "inputs_aborted_or_undecided": len(set(data.inputs_raw) - set(data.inputs_committed)),
         "outputs_committed": len(data.outputs_committed),
         "outputs_raw": len(data.outputs_raw),
+        "outputs_without_lineage": data.foreign_outputs,
         "transactions": dict(outcomes),
         "transactions_per_txid": {k: dict(v) for k, v in sorted(per_txid.items())},
         "final_group_offsets": {str(p): o for p, o in sorted(data.final_offsets.items())},

@@ -119,10 +119,12 @@ class CtpWorkload:
                 return {"stable": not pinned, "waited_s": round(elapsed, 1), "pinned": pinned, "timeout_s": timeout_s}
             time.sleep(1.0)
 
-    def final_reads(self) -> dict[str, Any]:
-        # Transactions left open must end within transaction.max.timeout.ms (the brokers' bound,
-        # 300 s here) plus a margin; the workload's own timeout is usually far below that.
-        liveness = self.wait_stable(self.spec.transaction_timeout_ms / 1000 * 2 + 30)
+    def final_reads(self, liveness_timeout_s: float | None = None) -> dict[str, Any]:
+        # An open transaction must end within its timeout (the coordinator aborts it); allow twice
+        # the workload's transaction timeout plus 30 s before calling a pinned LSO hanging.
+        if liveness_timeout_s is None:
+            liveness_timeout_s = self.spec.transaction_timeout_ms / 1000 * 2 + 30
+        liveness = self.wait_stable(liveness_timeout_s)
         summary = dump_all(self.client, self.cluster.admin(), self.user_topics, self.run.path / "topics")
         summary["liveness"] = liveness
         try:

@@ -207,6 +207,11 @@ class Worker:
         except UnknownOutcome as exc:
             self.history.event("exit-unknown", {"reason": str(exc)}, **self._fields(self.current_txid))
             return EXIT_UNKNOWN
+        except KafkaException as exc:  # raised outside a transaction step (poll, consume, close)
+            err = _error(exc)
+            fenced = err is not None and err.code() in FENCED_CODES
+            self.history.event("fenced" if fenced else "fatal", {"reason": str(exc)}, **self._fields(self.current_txid))
+            return EXIT_FENCED if fenced else EXIT_FATAL
         finally:
             self._close()
 
@@ -253,9 +258,11 @@ class Worker:
         return count
 
     def _simulate_processing(self, producer: Producer) -> None:
-        """Transform time (``process_delay_ms``): outputs are on their way, nothing is committed yet."""
-        if self.spec.process_delay_ms:
-            producer.poll(self.spec.process_delay_ms / 1000)
+        """Transform time (``process_delay_ms``): outputs are on their way, nothing is committed yet.
+        (``poll(timeout)`` returns as soon as it served an event, so loop until the time is up.)"""
+        deadline = time.monotonic() + self.spec.process_delay_ms / 1000
+        while (remaining := deadline - time.monotonic()) > 0:
+            producer.poll(remaining)
 
     @staticmethod
     def _next_offsets(msgs: list[Any]) -> list[TopicPartition]:
@@ -311,8 +318,14 @@ class Worker:
                 raise Fenced(str(exc)) from None
             if err is not None and (err.fatal() or err.code() == KafkaError._FATAL):
                 # produce() reports a fatal producer as a bare _FATAL (without the fatal flag);
-                # librdkafka's log, served by poll(), says whether it was fenced.
-                producer.poll(0)
+                # librdkafka's log, served by poll(), says whether it was fenced. poll() itself may
+                # raise the fatal error again, with its real code.
+                try:
+                    producer.poll(0)
+                except KafkaException as again:
+                    again_err = _error(again)
+                    if again_err is not None and again_err.code() in FENCED_CODES:
+                        raise Fenced(str(again)) from None
                 fenced = self.pid_capture.get(txid) and self.pid_capture[txid].fenced
                 if fenced:
                     raise Fenced(f"{exc} ({fenced})") from None

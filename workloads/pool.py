@@ -120,6 +120,7 @@ class WorkerPool:
             time.sleep(0.2)
 
     def _record_exit(self, wp: WorkerProcess, current: bool) -> None:
+        wp.process.forget_if_exited()  # status collected, pid file removed
         code = wp.process.returncode()
         wp.exit_recorded = True
         self.history.event("worker-exit", {"slot": wp.slot, "incarnation": wp.incarnation, "exit_code": code,

@@ -1,0 +1,151 @@
+"""Mutations on real topic data: a clean run, then exactly one anomaly written into the real
+topics (or the group's offsets), re-read, and the checker must name that anomaly and no other.
+
+(lost-write, zombie-write and invalid-txn-transition need a lying client history or a corrupted
+coordinator log, which a correct cluster cannot be made to produce; they are injected on
+hand-made data in tests/unit/test_pychecker.py.)
+"""
+
+from __future__ import annotations
+
+import json
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from clusters.clients import quiet
+from harness.run import verify
+from workloads.lineage import Lineage, input_id, input_value
+
+from .test_workload import Harness, _spec
+
+
+def _clean_run(cluster, tmp_path):
+    h = Harness(cluster, tmp_path, _spec(records=400, rate=2000, abort_fraction=0.0))
+    results = h.finish()
+    assert results["verdict"] == "valid", json.dumps(results["checks"], indent=1)
+    return h
+
+
+def _recheck(h, liveness_timeout_s: float | None = None) -> dict:
+    """Re-read every topic and the group's offsets after a mutation, then check again."""
+    final = h.workload.final_reads(liveness_timeout_s)
+    final["drained"] = True
+    h.run.write_json("final.json", final)
+    verify(h.run)
+    return h.run.read_json("results.json")
+
+
+def _txn_producer(cluster, txid):
+    p = Producer(quiet({**cluster.client_config(), "transactional.id": txid}))
+    p.init_transactions(60)
+    return p
+
+
+def _seed_input(cluster, h, index: int, commit: bool = True) -> tuple[int, int]:
+    """Write one more input (index beyond the seeded ones); returns its (partition, offset)."""
+    p = _txn_producer(cluster, f"{h.workload.txid_prefix}-mutator-in")
+    where = []
+    p.begin_transaction()
+    p.produce(h.workload.spec.input_topic, key=input_id(99, index).encode(), value=input_value(99, index), partition=0,
+              on_delivery=lambda err, msg: where.append((msg.partition(), msg.offset())))
+    p.flush(30)
+    (p.commit_transaction if commit else p.abort_transaction)(60)
+    return where[0]
+
+
+def _write_outputs(cluster, h, partition: int, offset: int, slots: list[int]) -> None:
+    spec = h.workload.spec
+    p = _txn_producer(cluster, f"{h.workload.txid_prefix}-mutator-out")
+    p.begin_transaction()
+    for slot in slots:
+        lineage = Lineage(f"mut-{offset}", spec.input_topic, partition, offset, slot, spec.outputs_per_input,
+                          "mutator", 1, f"{h.workload.txid_prefix}-mutator-out", 1)
+        p.produce(spec.output_topics[slot % len(spec.output_topics)], key=b"mut", value=lineage.encode())
+    p.commit_transaction(60)
+
+
+def _commit_group_offset(cluster, h, partition: int, offset: int) -> None:
+    c = Consumer(quiet({**cluster.client_config(), "group.id": h.workload.spec.group_id}))
+    c.commit(offsets=[TopicPartition(h.workload.spec.input_topic, partition, offset)], asynchronous=False)
+    c.close()
+
+
+def _only(results: dict, anomaly: str) -> None:
+    assert results["verdict"] == "invalid", json.dumps(results["checks"], indent=1)
+    assert results["anomaly_types"] == [anomaly], json.dumps(results["checks"], indent=1)
+
+
+def test_duplicate_output_is_named(cluster3, tmp_path):
+    h = _clean_run(cluster3, tmp_path)
+    spec = h.workload.spec
+    # copy one committed output record, committed again in a transaction of its own
+    reader = Consumer(quiet({**cluster3.client_config(), "group.id": "mut-reader", "isolation.level": "read_committed",
+                             "auto.offset.reset": "earliest"}))
+    reader.assign([TopicPartition(spec.output_topics[0], 0, 0)])
+    msg = None
+    while msg is None or msg.error():
+        msg = reader.poll(5)
+    reader.close()
+    p = _txn_producer(cluster3, f"{h.workload.txid_prefix}-mutator-dup")
+    p.begin_transaction()
+    p.produce(spec.output_topics[0], key=msg.key(), value=msg.value())
+    p.commit_transaction(60)
+    results = _recheck(h)
+    _only(results, "duplicate")
+    assert results["anomalies"]["duplicate"][0]["records"][0]["in_offset"] == json.loads(msg.value())["in_offset"]
+
+
+def test_output_pair_missing_one_slot_is_a_torn_transaction(cluster3, tmp_path):
+    h = _clean_run(cluster3, tmp_path)
+    p, o = _seed_input(cluster3, h, 10_000)
+    _write_outputs(cluster3, h, p, o, slots=[0])  # slot 1 of 2 never written
+    _commit_group_offset(cluster3, h, p, o + 1)   # the pipeline moved past it
+    _only(_recheck(h), "torn-transaction")
+
+
+def test_offset_committed_past_unprocessed_input_is_offsets_ahead(cluster3, tmp_path):
+    h = _clean_run(cluster3, tmp_path)
+    p, o = _seed_input(cluster3, h, 10_001)
+    _commit_group_offset(cluster3, h, p, o + 1)
+    results = _recheck(h)
+    _only(results, "offsets-ahead")
+    assert results["anomalies"]["offsets-ahead"][0]["input"]["offset"] == o
+
+
+def test_output_of_an_aborted_input_is_an_aborted_read(cluster3, tmp_path):
+    h = _clean_run(cluster3, tmp_path)
+    p, o = _seed_input(cluster3, h, 10_002, commit=False)  # in the raw view only
+    _write_outputs(cluster3, h, p, o, slots=[0, 1])
+    _commit_group_offset(cluster3, h, p, o + 1)
+    results = _recheck(h)
+    _only(results, "aborted-read")
+    assert results["anomalies"]["aborted-read"][0]["input"]["offset"] == o
+
+
+def test_group_offset_moved_back_is_offsets_behind(cluster3, tmp_path):
+    h = _clean_run(cluster3, tmp_path)
+    committed = h.workload.committed_offsets()
+    partition = max(committed, key=lambda k: committed[k])
+    _commit_group_offset(cluster3, h, partition, committed[partition] - 5)
+    _only(_recheck(h), "offsets-behind")
+
+
+def test_transaction_left_open_is_a_hanging_transaction(cluster3, tmp_path):
+    h = _clean_run(cluster3, tmp_path)
+    p = Producer(quiet({**cluster3.client_config(), "transactional.id": f"{h.workload.txid_prefix}-mutator-open",
+                        "transaction.timeout.ms": 120000}))
+    p.init_transactions(60)
+    spec = h.workload.spec
+    lineage = Lineage("open", spec.input_topic, 0, 0, 0, spec.outputs_per_input, "mutator", 1,
+                      f"{h.workload.txid_prefix}-mutator-open", 1)
+    p.begin_transaction()
+    p.produce(spec.output_topics[0], key=b"open", value=lineage.encode(), partition=0)
+    p.flush(30)
+    try:
+        results = _recheck(h, liveness_timeout_s=3)  # judge after 3 s instead of 2 x the timeout + 30 s
+    finally:
+        p.abort_transaction(60)
+    _only(results, "hanging-transaction")
+    case = results["anomalies"]["hanging-transaction"][0]
+    assert case["lso"] < case["high"]
+    assert any(t["transactional_id"].endswith("mutator-open") for t in case["open_transactions"])
