@@ -84,7 +84,16 @@ def test_isolating_a_leader_stops_replication_and_moves_leadership(cluster3):
     tag = uuid.uuid4().hex[:6]
     ctx = FaultContext(cluster3, _fake_workload(cluster3, tag))
     topic = ctx.workload.spec.output_topics[0]
-    fault = _fault("partition", "isolate-leader-output", ctx, hold=0)
+    # A leader that is not also the quorum leader: isolating the active controller is a different
+    # scenario (a quorum election first; see docs/faults.md, "Open findings").
+    import random
+
+    from faults.library import resolve_node_target
+
+    controller = cluster3.active_controller()
+    seed = next(s for s in range(100)
+                if resolve_node_target(ctx, "leader-output", random.Random(s))["nodes"][0] != controller)
+    fault = _fault("partition", "isolate-leader-output", ctx, seed=seed, hold=0)
     target = fault.invoke()
     p, leader = target["detail"]["partition"], target["nodes"][0]
     assert any(name.startswith("repl-") for name in target["detail"]["links_cut"])
