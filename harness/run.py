@@ -142,10 +142,11 @@ def verify(run: RunDir) -> int:
     from workloads.metrics import compute_metrics
 
     run.set_status("verify")
+    ops = None
     if (run.path / "history.jsonl").exists():
-        ops = pair_operations(list(read_lines(run.path / "history.jsonl")))
+        ops = pair_operations(list(read_lines(run.path / "history.jsonl")))  # read once, for both
         run.write_json("metrics.json", compute_metrics(ops))
-    results = check_run(run.path).to_json()
+    results = check_run(run.path, ops).to_json()
     final = run.read_json("final.json") if (run.path / "final.json").exists() else {}
     if final and not final.get("drained", True):
         results["errors"].append("the drain timed out: not every input was processed before the final reads")

@@ -1,13 +1,7 @@
 """The run directory: the unit of evidence.
 
-Layout (grows as parts land)::
-
-    RUN_DIR/
-      campaign.json     resolved campaign (every default filled in; no secrets)
-      seed              the run's seed, written before anything random happens
-      status.json       phase and outcome; "complete": true only once everything was written
-      cluster/          cluster work dir: node configs, broker logs, pid files
-      smoke.json        smoke-test result (until the workload exists)
+Its layout (config, seed, schedule, history, cluster and worker logs, topic dumps, results) is
+documented in docs/workload.md, "The run directory".
 
 Files are written atomically (temp file + rename), so a crash never leaves a half-written file
 that looks complete.

@@ -45,7 +45,7 @@ def _lineage(record: dict[str, Any], topic: str) -> dict[str, Any] | None:
 
 
 class RunData:
-    def __init__(self, run: Path):
+    def __init__(self, run: Path, ops: list[dict[str, Any]] | None = None):
         from workloads.history import pair_operations, read_lines
 
         self.run = run
@@ -72,8 +72,11 @@ class RunData:
         self.liveness = final.get("liveness")
         self.txn_log = self._decoded_txn_log(run)
         self.offset_log = self._decoded_offsets(run)
-        records = list(read_lines(run / "history.jsonl")) if (run / "history.jsonl").exists() else []
-        self.ops = pair_operations(records)
+        if ops is None:
+            records = list(read_lines(run / "history.jsonl")) if (run / "history.jsonl").exists() else []
+            ops = pair_operations(records)
+        self.ops = ops
+        self.unexplained: list[tuple[tuple[int, int], str]] | None = None
         self.faults = [op for op in self.ops if op["f"].startswith("fault:")]
         setup = next((op for op in self.ops if op["f"] == "setup"), None)
         self.txid_prefix = (setup or {}).get("value", {}).get("txid_prefix")
@@ -154,13 +157,14 @@ class RunData:
         return ev
 
 
-def check_run(run: Path) -> Results:
+def check_run(run: Path, ops: list[dict[str, Any]] | None = None) -> Results:
+    """Check a stored run; ``ops`` (the paired history) may be passed when the caller has it."""
     results = Results(checker="python")
     results.not_checked = {
         "nonmonotonic": "not promised by this pipeline across partitions; per-partition order check is in the verifier issue",
     }
     try:
-        data = RunData(Path(run))
+        data = RunData(Path(run), ops)
     except Exception as exc:
         results.errors.append(f"could not read the run: {exc!r}")
         return results
@@ -207,10 +211,13 @@ def _committed_slots(data: RunData) -> dict[tuple[int, int], set[int]]:
 
 
 def _unexplained_inputs(data: RunData) -> list[tuple[tuple[int, int], str]]:
-    """Committed inputs below the group's final committed offset with no committed output."""
-    slots = _committed_slots(data)
-    return [((p, o), in_id) for (p, o), in_id in sorted(data.inputs_committed.items())
-            if o < data.final_offsets.get(p, 0) and not slots.get((p, o))]
+    """Committed inputs below the group's final committed offset with no committed output
+    (computed once; lost-input and offsets-ahead split them)."""
+    if data.unexplained is None:
+        slots = _committed_slots(data)
+        data.unexplained = [((p, o), in_id) for (p, o), in_id in sorted(data.inputs_committed.items())
+                            if o < data.final_offsets.get(p, 0) and not slots.get((p, o))]
+    return data.unexplained
 
 
 def _skipping_commit(data: RunData, p: int, o: int) -> dict[str, Any] | None:
