@@ -20,6 +20,7 @@ run: setup
 	$(BIN)/kchaos run $(ARGS)
 
 test: setup
+	$(BIN)/kchaos setup --browser
 	$(BIN)/python -m pytest $(ARGS)
 
 clean-venv:

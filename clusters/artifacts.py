@@ -99,6 +99,25 @@ def _pom(artifacts: list[MavenArtifact]) -> str:
 """
 
 
+#: Some POMs (Spark's) declare extra repositories this machine cannot reach; unless the user
+#: has Maven settings of their own, every repository is mirrored to Maven Central.
+_CENTRAL_ONLY_SETTINGS = """<settings xmlns="http://maven.apache.org/SETTINGS/1.0.0">
+  <mirrors><mirror><id>kchaos-central</id><mirrorOf>*</mirrorOf>
+    <url>https://repo.maven.apache.org/maven2</url></mirror></mirrors>
+</settings>
+"""
+
+
+def _maven_settings_args(work: Path) -> list[str]:
+    explicit = os.environ.get("KCHAOS_MAVEN_SETTINGS")
+    if explicit:
+        return ["-s", explicit]
+    if (Path.home() / ".m2" / "settings.xml").exists():
+        return []
+    (work / "settings.xml").write_text(_CENTRAL_ONLY_SETTINGS)
+    return ["-s", str(work / "settings.xml")]
+
+
 def resolve_jars(name: str, artifacts: list[MavenArtifact], missing_hint: str | None = None) -> JarSet:
     """Resolve ``artifacts`` and their runtime closure into ``<cache>/jars/<name>``; idempotent."""
     target = cache_dir() / "jars" / name
@@ -116,7 +135,7 @@ def resolve_jars(name: str, artifacts: list[MavenArtifact], missing_hint: str | 
             (work / "pom.xml").write_text(_pom(artifacts))
             out = work / "lib"
             proc = subprocess.run(
-                [mvn, "-B", "-q", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
+                [mvn, "-B", "-q", *_maven_settings_args(work), "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
                  "-DincludeScope=runtime", f"-DoutputDirectory={out}"],
                 capture_output=True, text=True,
             )

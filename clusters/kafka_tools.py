@@ -10,7 +10,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from clusters.artifacts import JarSet, require_java, resolve_kafka
 from harness.errors import ClusterError
@@ -111,3 +111,41 @@ def upgrade_feature(cluster: "Cluster", feature: str, level: int, downgrade: boo
     args, version = _tool_args(cluster)
     verb = "downgrade" if downgrade else "upgrade"
     run_tool("features", [*args, verb, "--feature", f"{feature}={level}"], version)
+
+
+def parse_tool_table(text: str) -> list[dict[str, str]]:
+    """Rows of a whitespace-aligned table printed by a Kafka tool (first line: the header)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return []
+    header = lines[0].split()
+    return [dict(zip(header, (v.strip() for v in line.split(None, len(header) - 1)))) for line in lines[1:]]
+
+
+def broker_transaction_state(cluster: "Cluster", broker_ids: list[int]) -> dict[str, Any]:
+    """The brokers' own view of transactions after heal (KIP-664 admin APIs, through
+    ``TransactionsCommand``): every transaction the coordinators know (``list``) and, per broker,
+    the transactions its partitions consider hanging (``find-hanging``)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    args, version = _tool_args(cluster)
+    calls = {"list": [*args, "list"]}
+    calls.update({f"find-hanging:{b}": [*args, "find-hanging", "--broker-id", str(b)] for b in broker_ids})
+
+    def call(item: tuple[str, list[str]]) -> tuple[str, dict[str, Any]]:
+        name, argv = item
+        try:
+            result = run_tool("transactions", argv, version, timeout_s=90, check=False)
+        except ClusterError as exc:
+            return name, {"error": exc.one_line()}
+        if result.returncode != 0:
+            return name, {"error": java_error_summary(result.stdout + result.stderr)}
+        return name, {"rows": parse_tool_table(result.stdout)}
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        answers = dict(pool.map(call, calls.items()))
+    hanging_rows = [row | {"broker": name.split(":")[1]} for name, a in answers.items()
+                    if name.startswith("find-hanging") for row in a.get("rows", [])]
+    return {"transactions": answers["list"].get("rows"), "list_error": answers["list"].get("error"),
+            "hanging": hanging_rows,
+            "hanging_errors": {name: a["error"] for name, a in answers.items() if "error" in a and name != "list"}}

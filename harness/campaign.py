@@ -1,7 +1,7 @@
 """Campaign files (TOML): what to run, validated on load with errors naming the key.
 
 A campaign has a ``[run]`` table (seed, duration), a ``[cluster]`` table (:class:`ClusterSpec`)
-and, once those parts exist, ``[workload]`` and ``[faults]`` tables. Unknown tables and keys
+, ``[workload]``, ``[faults]`` and ``[verifier]`` tables. Unknown tables and keys
 are errors, so a typo never silently falls back to a default.
 """
 
@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from clusters.spec import ClusterSpec, apply_overrides, describe_validation_error
 from harness.errors import ConfigError
 from faults.spec import FaultsSpec, check_capabilities
+from verifier.spec import VerifierSpec
 from workloads.spec import WorkloadSpec
 
 CAMPAIGNS_DIR = Path(__file__).resolve().parent.parent / "campaigns"
@@ -37,6 +38,7 @@ class Campaign(BaseModel):
     cluster: ClusterSpec = Field(default_factory=ClusterSpec)
     workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
     faults: FaultsSpec = Field(default_factory=lambda: FaultsSpec(enabled=False))
+    verifier: VerifierSpec = Field(default_factory=VerifierSpec)
 
     @model_validator(mode="after")
     def _faults_fit(self) -> "Campaign":

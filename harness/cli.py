@@ -33,6 +33,14 @@ def cmd_setup(args: argparse.Namespace) -> int:
         jars = resolve_kafka(version)
         print(f"kafka {version}: {jars.directory}")
     print(f"toxiproxy: {ensure_toxiproxy_binary()}")
+    if not args.no_spark:
+        from verifier.spark_env import SPARK_VERSION, kafka_source_jars
+
+        print(f"spark {SPARK_VERSION} kafka source: {len(kafka_source_jars())} jars")
+    if args.browser:
+        from reports.browser import ensure_browser
+
+        print("browser: {} (driver {})".format(*ensure_browser()))
     return 0
 
 
@@ -104,7 +112,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         overrides.append(f"run.duration_s={args.duration}")
     path = Path(args.campaign) if args.campaign else None
     campaign = load_campaign(path, overrides)
-    _, code = execute_run(campaign, Path(args.out), seed=args.seed, campaign_path=path)
+    _, code = execute_run(campaign, Path(args.out), seed=args.seed, campaign_path=path, overrides=overrides)
     return code
 
 
@@ -136,7 +144,29 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if not (path / "final.json").exists():
         raise ConfigError(f"{path} has no final reads (final.json): the run stopped before reading its topics",
                           "re-run the campaign; nothing can be checked without the topic dumps")
-    return verify(RunDir(path))
+    overrides = {k: v for k, v in (("engine", args.engine), ("spark_master", args.spark_master)) if v}
+    return verify(RunDir(path), bootstrap=args.bootstrap, verifier_overrides=overrides)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from reports.run_report import render_run_report
+
+    for run_dir in args.run_dir:
+        print(render_run_report(Path(run_dir)))
+    return 0
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from reports.index import render_index
+
+    print(render_index(Path(args.root)))
+    return 0
+
+
+def cmd_ci_nightly(args: argparse.Namespace) -> int:
+    from ci.nightly import DEFAULT_MATRIX, run_nightly
+
+    return run_nightly(Path(args.matrix) if args.matrix else DEFAULT_MATRIX, Path(args.out), args.fresh_seeds)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -145,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("setup", help="install Kafka jars (Maven) and Toxiproxy (go install) into the caches")
     p.add_argument("--kafka-version", action="append", help="a release to resolve (repeatable; default 4.2.1)")
+    p.add_argument("--browser", action="store_true", help="also install Chromium + ChromeDriver (report tests)")
+    p.add_argument("--no-spark", action="store_true", help="skip resolving the Spark Kafka source jars")
     p.set_defaults(func=cmd_setup)
 
     p = sub.add_parser("run", help="run a campaign (default: campaigns/default.toml)")
@@ -162,7 +194,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("analyze", help="re-check a stored run directory (no cluster needed)")
     p.add_argument("run_dir")
+    p.add_argument("--engine", choices=["spark", "python"], help="checker engine (recorded in the run's campaign.json)")
+    p.add_argument("--spark-master", help="local[N], local[*] or spark://host:port (default local[2])")
+    p.add_argument("--bootstrap", help="re-read the user topics from this live cluster through Spark's Kafka source")
     p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("report", help="(re-)render RUN_DIR/report.html from the run directory alone")
+    p.add_argument("run_dir", nargs="+")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("index", help="render ROOT/index.html: every run under ROOT, and trends across nights")
+    p.add_argument("root", nargs="?", default="runs")
+    p.set_defaults(func=cmd_index)
+
+    ci = sub.add_parser("ci", help="entry points for CI systems")
+    cisub = ci.add_subparsers(dest="ci_command", required=True)
+    p = cisub.add_parser("nightly", help="run a campaign matrix; write JUnit XML and the index; exit 0/1/2/3")
+    p.add_argument("--matrix", help="matrix TOML (default campaigns/nightly.toml)")
+    p.add_argument("--out", default="runs-nightly", help="output root; each night gets a directory (default ./runs-nightly)")
+    p.add_argument("--fresh-seeds", type=int, default=0, help="extra fresh seeds per entry on top of the matrix's")
+    p.set_defaults(func=cmd_ci_nightly)
 
     cluster = sub.add_parser("cluster", help="bring a local cluster up, inspect it, take it down")
     csub = cluster.add_subparsers(dest="cluster_command", required=True)

@@ -8,6 +8,7 @@ and the cluster are stopped (``finally``), and the history recorded so far is me
 
 from __future__ import annotations
 
+import json
 import random
 import sys
 import time
@@ -26,14 +27,17 @@ def say(message: str) -> None:
     print(f"[kchaos {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def replay_command(run: RunDir, campaign_path: Path | None, seed: int) -> str:
+def replay_command(run: RunDir, campaign_path: Path | None, seed: int, overrides: list[str] | None = None) -> str:
+    import shlex
+
     target = str(campaign_path) if campaign_path else "campaigns/default.toml"
-    return f"kchaos run {target} --seed {seed}  # or: kchaos replay {run.path}"
+    sets = "".join(f" --set {shlex.quote(o)}" for o in overrides or [])
+    return f"kchaos run {shlex.quote(target)} --seed {seed}{sets}  # or: kchaos replay {shlex.quote(str(run.path))}"
 
 
 def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
                 campaign_path: Path | None = None, schedule: list | None = None,
-                replay_of: Path | None = None) -> tuple[RunDir, int]:
+                replay_of: Path | None = None, overrides: list[str] | None = None) -> tuple[RunDir, int]:
     from faults.library import FaultContext
     from faults.nemesis import Nemesis
     from faults.schedule import generate_schedule, write_schedule
@@ -47,13 +51,14 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
     (run.path / "seed").write_text(f"{seed}\n")
     run.write_json("campaign.json", {**campaign.model_dump(mode="json"), "run": {**campaign.run.model_dump(mode="json"),
                                                                                   "seed": seed}})
-    run.write_json("replay.json", {"command": replay_command(run, campaign_path, seed), "seed": seed,
+    run.write_json("replay.json", {"command": replay_command(run, campaign_path, seed, overrides), "seed": seed,
                                    "replay_of": str(replay_of) if replay_of else None,
                                    "note": "replays the same config, seed and fault schedule; timing is not reproduced exactly"})
     # The schedule is written before anything runs (record first).
     if schedule is None:
         schedule = generate_schedule(campaign.faults, campaign.run.duration_s, seed)
     write_schedule(run.path / "schedule.json", schedule, seed)
+    run.write_json("environment.json", environment())
     run.set_status("setup")
     say(f"run directory {run.path} (seed {seed})")
     history = HistoryWriter(run.path / "history" / "harness.jsonl", "harness")
@@ -63,7 +68,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
     cluster = create_cluster(campaign.cluster, run.cluster_dir)
     workload: CtpWorkload | None = None
     nemesis: Nemesis | None = None
-    drained = False
+    drained = merged = False
     heal: dict[str, Any] = {"healthy": True, "faults": 0}
     try:
         say(f"starting {campaign.cluster.nodes}-node Kafka {campaign.cluster.kafka_version} cluster ({campaign.cluster.backend})")
@@ -102,6 +107,12 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         final["drained"] = drained
         final["heal"] = {k: v for k, v in heal.items() if k != "trace"}
         run.write_json("final.json", final)
+        workload.close()
+        history.close()
+        merge_history(run.path / "history", run.path)
+        merged = True
+        # verified while the cluster is still up: the Spark job reads the topics through Kafka
+        code = verify(run, bootstrap=cluster.bootstrap_servers if campaign.verifier.read_from_kafka else None)
     finally:
         if nemesis is not None:
             nemesis.stop()  # heals the active fault even when the run failed or was interrupted
@@ -110,9 +121,38 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         say("stopping the cluster")
         cluster.stop()
         history.close()
-        if (run.path / "history").exists():
+        if not merged and (run.path / "history").exists():
             merge_history(run.path / "history", run.path)
-    return run, verify(run)
+        render_report(run)
+    return run, code
+
+
+def environment() -> dict[str, Any]:
+    """What the run was made with (shown in the report's "what was tested")."""
+    import platform
+
+    import confluent_kafka
+
+    info: dict[str, Any] = {"python": platform.python_version(), "machine": platform.machine(),
+                            "client": f"confluent-kafka {confluent_kafka.version()[0]} "
+                                      f"(librdkafka {confluent_kafka.libversion()[0]})"}
+    try:
+        import pyspark
+
+        info["pyspark"] = pyspark.__version__
+    except ImportError:
+        info["pyspark"] = None
+    return info
+
+
+def render_report(run: RunDir) -> None:
+    """The HTML report; a failure to render is said, never turned into a verdict."""
+    from reports.run_report import render_run_report
+
+    try:
+        say(f"report: {render_run_report(run.path)}")
+    except Exception as exc:  # the verdict stands; the report can be re-rendered with `kchaos report`
+        say(f"the report could not be rendered ({exc!r}); try `kchaos report {run.path}`")
 
 
 def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, phase: str, nemesis: Any = None) -> None:
@@ -135,18 +175,91 @@ def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, pha
         time.sleep(0.5)
 
 
-def verify(run: RunDir) -> int:
-    """Check a stored run; write ``results.json`` and ``metrics.json``; return the exit code."""
+def run_spark_verifier(run: RunDir, master: str | None, bootstrap: str | None, timeout_s: float) -> dict[str, Any]:
+    """The Spark job in a process of its own (its JVM too), recorded by a pid file so that a
+    crashed harness's reaper stops it; its results, or an ``unknown`` naming why there are none."""
+    from clusters.processes import ManagedProcess
+
+    out = run.path / "results.spark.json"
+    out.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "verifier.spark_job", str(run.path), "--out", str(out)]
+    if master:
+        argv += ["--master", master]
+    if bootstrap:
+        argv += ["--bootstrap", bootstrap]
+    log = run.path / "logs" / "spark-verifier.log"
+    job = ManagedProcess("spark-verifier", argv, log, run.path / "verifier", marker=str(run.path))
+    say(f"verifying with Spark ({master or 'local[2]'}{', reading the topics from Kafka' if bootstrap else ''})")
+    job.start()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while job.is_running() and time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        timed_out = job.is_running()
+        if timed_out:
+            job.kill()
+        job.forget_if_exited()
+    if out.exists():
+        return json.loads(out.read_text())
+    tail = log.read_text(errors="replace").strip().splitlines()[-5:] if log.exists() else []
+    reason = f"timed out after {timeout_s:.0f}s" if timed_out else f"exited with code {job.returncode()}"
+    return {"verdict": "unknown", "checker": "spark", "anomaly_types": [], "anomalies": {}, "checks": {},
+            "not_checked": {}, "facts": {}, "errors": [f"the Spark verifier {reason} without results ({log}): "
+                                                       + " | ".join(tail)]}
+
+
+def _cross_check(primary: dict[str, Any], reference: dict[str, Any]) -> list[str]:
+    """Where the two checkers disagree: anomaly types or a check's verdict or case count."""
+    problems = []
+    for name in sorted(set(primary["checks"]) | set(reference["checks"])):
+        a, b = primary["checks"].get(name), reference["checks"].get(name)
+        if a is None or b is None or a["verdict"] != b["verdict"] or a.get("note") != b.get("note"):
+            problems.append(f"{name}: spark {a and (a['verdict'], a.get('note'))} vs python {b and (b['verdict'], b.get('note'))}")
+    return problems
+
+
+def verify(run: RunDir, bootstrap: str | None = None, verifier_overrides: dict[str, Any] | None = None) -> int:
+    """Check a stored run; write ``results.json`` and ``metrics.json``; return the exit code.
+
+    The campaign's ``[verifier]`` table picks the engine: the Spark job (reading the topics
+    through Kafka when ``bootstrap`` names the live cluster), cross-checked by the
+    single-process Python checker; or that checker alone. ``verifier_overrides`` (from
+    ``kchaos analyze --engine/--spark-master``) apply to this check only; the recorded campaign
+    is left as it was."""
+    from pydantic import ValidationError
+
+    from clusters.spec import describe_validation_error
+    from harness.errors import ConfigError
     from verifier.pychecker import check_run
+    from verifier.results import merge_verdicts
+    from verifier.spec import VerifierSpec
     from workloads.history import pair_operations, read_lines
     from workloads.metrics import compute_metrics
 
+    campaign = run.read_json("campaign.json")
+    try:
+        spec = VerifierSpec.model_validate({**(campaign.get("verifier") or {}), **(verifier_overrides or {})})
+    except ValidationError as exc:
+        raise ConfigError(f"bad verifier settings: {describe_validation_error(exc, 'verifier')}") from None
     run.set_status("verify")
     ops = None
     if (run.path / "history.jsonl").exists():
         ops = pair_operations(list(read_lines(run.path / "history.jsonl")))  # read once, for both
         run.write_json("metrics.json", compute_metrics(ops))
-    results = check_run(run.path, ops).to_json()
+    if spec.engine == "spark":
+        results = run_spark_verifier(run, spec.spark_master, bootstrap, spec.timeout_s)
+        outputs = (results.get("facts") or {}).get("outputs_raw") or 0
+        if spec.cross_check and results.get("checks") and outputs <= spec.cross_check_max_outputs:
+            reference = check_run(run.path, ops).to_json()
+            run.write_json("results.python.json", reference)
+            disagreements = _cross_check(results, reference)
+            results["cross_check"] = {"checker": "python", "agrees": not disagreements, "disagreements": disagreements}
+            if disagreements:
+                results["errors"].append("the Spark and Python checkers disagree: " + "; ".join(disagreements))
+                results["verdict"] = merge_verdicts(results["verdict"], "unknown")
+    else:
+        results = check_run(run.path, ops).to_json()
     final = run.read_json("final.json") if (run.path / "final.json").exists() else {}
     if final and not final.get("drained", True):
         results["errors"].append("the drain timed out: not every input was processed before the final reads")

@@ -16,9 +16,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from verifier.model import (LINEAGE_FIELDS, MAX_CASES, OPEN_TXN_STATES, ORDER_PROMISED_DELIVERY, TXN_NEXT,
+                            HistoryIndex, hanging_cases, read_ops, zombie_successor)
 from verifier.results import INVALID, UNKNOWN, VALID, CheckResult, Results
-
-MAX_CASES = 50  # per anomaly type; the count in facts is exact
 
 
 def _read_topic(run: Path, topic: str, view: str) -> list[dict[str, Any]]:
@@ -30,28 +30,23 @@ def _read_topic(run: Path, topic: str, view: str) -> list[dict[str, Any]]:
     return pq.read_table(path).to_pylist()
 
 
-_LINEAGE_FIELDS = ("in_id", "in_partition", "in_offset", "slot", "worker", "incarnation", "txn_seq")
-
-
 def _lineage(record: dict[str, Any], topic: str) -> dict[str, Any] | None:
     """The record's lineage fields, or None when it does not follow the lineage contract."""
     try:
         value = json.loads(record["value"])
     except (TypeError, ValueError):
         return None
-    if not isinstance(value, dict) or any(f not in value for f in _LINEAGE_FIELDS):
+    if not isinstance(value, dict) or any(f not in value for f in LINEAGE_FIELDS):
         return None
     return {"topic": topic, "partition": record["partition"], "offset": record["offset"], **value}
 
 
 class RunData:
     def __init__(self, run: Path, ops: list[dict[str, Any]] | None = None):
-        from workloads.history import pair_operations, read_lines
-
         self.run = run
         campaign = json.loads((run / "campaign.json").read_text())
         self.workload = campaign["workload"]
-        final = json.loads((run / "final.json").read_text())
+        final = self.final = json.loads((run / "final.json").read_text())
         self.final_offsets = {int(p): o for p, o in (final.get("group_offsets") or {}).items()}
         input_topic = self.workload["input_topic"]
         self.inputs_committed = {(r["partition"], r["offset"]): r["key"].decode() for r in
@@ -72,34 +67,11 @@ class RunData:
         self.liveness = final.get("liveness")
         self.txn_log = self._decoded_txn_log(run)
         self.offset_log = self._decoded_offsets(run)
-        if ops is None:
-            records = list(read_lines(run / "history.jsonl")) if (run / "history.jsonl").exists() else []
-            ops = pair_operations(records)
-        self.ops = ops
+        self.history = HistoryIndex(read_ops(run) if ops is None else ops)
+        h = self.history
+        self.ops, self.faults, self.txid_prefix, self.has_history = h.ops, h.faults, h.txid_prefix, h.has_history
+        self.txn_ops, self.txn_outcome, self.input_ops = h.txn_ops, h.txn_outcome, h.input_ops
         self.unexplained: list[tuple[tuple[int, int], str]] | None = None
-        self.faults = [op for op in self.ops if op["f"].startswith("fault:")]
-        setup = next((op for op in self.ops if op["f"] == "setup"), None)
-        self.txid_prefix = (setup or {}).get("value", {}).get("txid_prefix")
-        self.has_history = any(op["f"] == "send" for op in self.ops)
-        # transaction outcome per (process, txn_seq) from the history
-        self.txn_ops: dict[tuple[str, int], dict[str, Any]] = {}
-        self.txn_outcome: dict[tuple[str, int], str] = {}
-        self.input_ops: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
-        for op in self.ops:
-            seq = op["value"].get("txn_seq")
-            if seq is None:
-                continue
-            key = (op["process"], seq)
-            if op["f"] == "send":
-                self.txn_ops[key] = op
-                for p, o in op["value"].get("inputs", []):
-                    self.input_ops[(p, o)].append(op)
-            elif op["f"] == "commit":
-                self.txn_outcome[key] = {"ok": "committed", "fail": "commit-failed"}.get(op["outcome"], "unknown")
-            elif op["f"] == "abort" and op["outcome"] == "ok":
-                self.txn_outcome[key] = "aborted"
-            elif op["f"] == "commit_offsets":
-                self.txn_outcome[key] = "offsets-" + (op["outcome"] or "unknown")
 
     @staticmethod
     def _decoded_txn_log(run: Path) -> list[dict[str, Any]] | None:
@@ -141,28 +113,19 @@ class RunData:
         return (f"{out['worker']}.{out['incarnation']}", out["txn_seq"])
 
     def faults_at(self, t: float | None) -> list[dict[str, Any]]:
-        if t is None:
-            return []
-        return [{"fault": f["f"], "value": f["value"]} for f in self.faults
-                if f["invoke_time"] <= t <= (f["complete_time"] or float("inf"))]
+        return self.history.faults_at(t)
 
     def txn_evidence(self, key: tuple[str, int]) -> dict[str, Any]:
-        op = self.txn_ops.get(key)
-        ev: dict[str, Any] = {"process": key[0], "txn_seq": key[1], "outcome": self.txn_outcome.get(key, "unknown")}
-        if op:
-            ev.update({"txid": op.get("txid"), "producer_id": op.get("pid"), "epoch": op.get("epoch"),
-                       "history_op": {"process": op["process"], "op": op["op"], "f": op["f"],
-                                      "invoke_time": op["invoke_time"], "outcome": op["outcome"]},
-                       "faults_active": self.faults_at(op["invoke_time"])})
-        return ev
+        return self.history.txn_evidence(key)
+
+
+class NotApplicable(Exception):
+    """Raised by a check whose guarantee this configuration does not promise."""
 
 
 def check_run(run: Path, ops: list[dict[str, Any]] | None = None) -> Results:
     """Check a stored run; ``ops`` (the paired history) may be passed when the caller has it."""
     results = Results(checker="python")
-    results.not_checked = {
-        "nonmonotonic": "not promised by this pipeline across partitions; per-partition order check is in the verifier issue",
-    }
     try:
         data = RunData(Path(run), ops)
     except Exception as exc:
@@ -171,6 +134,8 @@ def check_run(run: Path, ops: list[dict[str, Any]] | None = None) -> Results:
     for name, function in CHECKS:
         try:
             results.checks.append(globals()[function](data))
+        except NotApplicable as reason:
+            results.not_checked[name] = str(reason)
         except Exception:
             results.checks.append(CheckResult(name, UNKNOWN, note="checker crashed: " + traceback.format_exc(limit=3)))
     results.facts = facts(data)
@@ -182,7 +147,7 @@ CHECKS = (("duplicate", "check_duplicates"), ("lost-input", "check_lost_input"),
           ("torn-transaction", "check_torn"), ("aborted-read", "check_aborted_read"), ("lost-write", "check_lost_write"),
           ("offsets-behind", "check_offsets_behind"), ("invalid-txn-transition", "check_txn_transitions"),
           ("hanging-transaction", "check_hanging"), ("zombie-write", "check_zombie_write"),
-          ("no-progress", "check_progress"))
+          ("nonmonotonic", "check_nonmonotonic"), ("no-progress", "check_progress"))
 
 
 def _case(data: RunData, explanation: str, records: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
@@ -261,20 +226,6 @@ def check_offsets_ahead(data: RunData) -> CheckResult:
     return _result("offsets-ahead", cases)
 
 
-#: Kafka's transaction state machine (TransactionState): state -> states it may move to.
-#: A state written again (the coordinator retried an append) is allowed.
-TXN_NEXT = {
-    "Empty": {"Ongoing", "PrepareAbort", "PrepareEpochFence", "Dead"},
-    "Ongoing": {"PrepareCommit", "PrepareAbort", "PrepareEpochFence"},
-    "PrepareCommit": {"CompleteCommit"},
-    "PrepareAbort": {"CompleteAbort"},
-    "CompleteCommit": {"Empty", "Ongoing", "PrepareAbort", "PrepareEpochFence", "Dead"},
-    "CompleteAbort": {"Empty", "Ongoing", "PrepareAbort", "PrepareEpochFence", "Dead"},
-    "PrepareEpochFence": {"PrepareAbort"},
-    "Dead": set(),
-}
-
-
 def check_txn_transitions(data: RunData) -> CheckResult:
     if data.txn_log is None:
         return CheckResult("invalid-txn-transition", UNKNOWN, note="no __transaction_state dump in the run directory")
@@ -311,13 +262,7 @@ def check_zombie_write(data: RunData) -> CheckResult:
     finished init_transactions when this producer invoked the commit: fencing must have stopped it."""
     if not data.has_history:
         return CheckResult("zombie-write", VALID, note="no client history (external pipeline): not checkable")
-    inits: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    commits: dict[tuple[str, int], dict[str, Any]] = {}
-    for op in data.ops:
-        if op["f"] == "init" and op["outcome"] == "ok" and op.get("txid"):
-            inits[op["txid"]].append(op)
-        elif op["f"] == "commit":
-            commits[(op["process"], op["value"].get("txn_seq"))] = op
+    inits, commits = data.history.zombie_inputs()
     by_txn: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for out in data.outputs_committed:
         if out.get("txid"):
@@ -328,13 +273,8 @@ def check_zombie_write(data: RunData) -> CheckResult:
         if commit is None:
             continue
         txid = outs[0]["txid"]
-        successors = [op for op in inits.get(txid, []) if op["process"] != key[0]
-                      and op["complete_time"] is not None and op["complete_time"] < commit["invoke_time"]
-                      and (op.get("epoch") or 0) >= (commit.get("epoch") or 0)
-                      and op["invoke_time"] > min((o["invoke_time"] for o in inits[txid] if o["process"] == key[0]),
-                                                  default=0.0)]
-        if successors:
-            successor = successors[0]
+        successor = zombie_successor(inits, key[0], txid, commit)
+        if successor is not None:
             cases.append(_case(data, f"transaction {key[1]} of {key[0]} ({txid}, epoch {commit.get('epoch')}) was "
                                      f"committed after {successor['process']} had initialised the same transactional.id "
                                      f"(epoch {successor.get('epoch')}): a fenced producer's write became visible",
@@ -347,26 +287,18 @@ def check_zombie_write(data: RunData) -> CheckResult:
 def check_hanging(data: RunData) -> CheckResult:
     if data.liveness is None:
         return CheckResult("hanging-transaction", UNKNOWN, note="no liveness snapshot after heal in final.json")
-    if data.liveness.get("stable"):
-        return CheckResult("hanging-transaction", VALID,
-                           note=f"every partition's LSO reached its high watermark {data.liveness.get('waited_s')}s after the drain")
     open_txns = []
-    latest: dict[str, Any] = {}
-    for rec in data.txn_log or []:
-        latest[rec["entry"].transactional_id] = rec
-    for rec in latest.values():
-        e = rec["entry"]
-        if e.status in ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"):
-            open_txns.append({"transactional_id": e.transactional_id, "status": e.status, "producer_id": e.producer_id,
-                              "epoch": e.producer_epoch, "partitions": e.partitions, "last_update_ms": e.last_update_ms})
-    cases = [{"explanation": f"{name}: the last stable offset {v['lso']} stayed behind the high watermark {v['high']} "
-                             f"for {data.liveness.get('waited_s')}s after faults healed and the workload stopped",
-              "partition": name, "lso": v["lso"], "high": v["high"],
-              "open_transactions": [t for t in open_txns
-                                    if any(f"{topic}-{p}" == name for topic, ps in t["partitions"].items() for p in ps)]
-              or open_txns}
-             for name, v in sorted(data.liveness.get("pinned", {}).items())]
-    return _result("hanging-transaction", cases)
+    if not data.liveness.get("stable"):
+        latest: dict[str, Any] = {}
+        for rec in data.txn_log or []:
+            latest[rec["entry"].transactional_id] = rec
+        for rec in latest.values():
+            e = rec["entry"]
+            if e.status in OPEN_TXN_STATES:
+                open_txns.append({"transactional_id": e.transactional_id, "status": e.status, "producer_id": e.producer_id,
+                                  "epoch": e.producer_epoch, "partitions": e.partitions, "last_update_ms": e.last_update_ms})
+    cases, note = hanging_cases(data.workload, data.final, open_txns)
+    return _result("hanging-transaction", cases) if cases else CheckResult("hanging-transaction", VALID, note=note)
 
 
 def check_torn(data: RunData) -> CheckResult:
@@ -440,8 +372,37 @@ def check_offsets_behind(data: RunData) -> CheckResult:
     return _result("offsets-behind", cases)
 
 
+def check_nonmonotonic(data: RunData) -> CheckResult:
+    """Within one output partition, the first appearance of the outputs of one input partition
+    must follow the input order: an output whose input offset is below one already seen there.
+    Re-appearances are duplicates (reported by ``duplicate``), not order violations."""
+    if data.workload["delivery"] not in ORDER_PROMISED_DELIVERY:
+        raise NotApplicable(f"order is not promised under delivery={data.workload['delivery']} "
+                            "(re-processing after a restart re-appends earlier inputs)")
+    first: dict[tuple[int, int, int], dict[str, Any]] = {}
+    for out in data.outputs_committed:
+        key = (out["in_partition"], out["in_offset"], out["slot"])
+        seen = first.get(key)
+        if seen is None or (seen["topic"], seen["partition"], seen["offset"]) > (out["topic"], out["partition"], out["offset"]):
+            first[key] = out
+    streams: dict[tuple[str, int, int], list[dict[str, Any]]] = defaultdict(list)
+    for out in first.values():
+        streams[(out["topic"], out["partition"], out["in_partition"])].append(out)
+    cases = []
+    for (topic, partition, in_partition), outs in sorted(streams.items()):
+        highest: dict[str, Any] | None = None
+        for out in sorted(outs, key=lambda r: r["offset"]):
+            if highest is not None and out["in_offset"] < highest["in_offset"]:
+                cases.append(_case(data, f"{topic}-{partition}: output of input {in_partition}@{out['in_offset']} "
+                                         f"appears after an output of input {in_partition}@{highest['in_offset']}",
+                                   [highest, out]))
+            if highest is None or out["in_offset"] > highest["in_offset"]:
+                highest = out
+    return _result("nonmonotonic", cases)
+
+
 def check_progress(data: RunData) -> CheckResult:
-    committed = sum(1 for o in data.txn_outcome.values() if o in ("committed", "offsets-ok"))
+    committed = data.history.committed_transactions()
     if not data.outputs_committed or committed == 0:
         return CheckResult("no-progress", UNKNOWN, note=f"vacuous: {committed} committed transactions, "
                                                         f"{len(data.outputs_committed)} committed outputs")
@@ -450,10 +411,6 @@ def check_progress(data: RunData) -> CheckResult:
 
 def facts(data: RunData) -> dict[str, Any]:
     outcomes = Counter(data.txn_outcome.values())
-    per_txid: dict[str, Counter] = defaultdict(Counter)
-    for key, outcome in data.txn_outcome.items():
-        op = data.txn_ops.get(key)
-        per_txid[str(op.get("txid") if op else None)][outcome] += 1
     return {
         "inputs_committed": len(data.inputs_committed),
         "inputs_aborted_or_undecided": len(set(data.inputs_raw) - set(data.inputs_committed)),
@@ -461,7 +418,7 @@ def facts(data: RunData) -> dict[str, Any]:
         "outputs_raw": len(data.outputs_raw),
         "outputs_without_lineage": data.foreign_outputs,
         "transactions": dict(outcomes),
-        "transactions_per_txid": {k: dict(v) for k, v in sorted(per_txid.items())},
+        "transactions_per_txid": data.history.per_txid_outcomes(),
         "final_group_offsets": {str(p): o for p, o in sorted(data.final_offsets.items())},
         "faults": len(data.faults),
         "transaction_log_records": len(data.txn_log) if data.txn_log is not None else None,

@@ -135,7 +135,19 @@ class CtpWorkload:
         summary["seeder"] = {"committed": self.seeder.committed, "aborted_batches": self.seeder.aborted_batches,
                              "last_committed_offset": {str(p): o for p, o in self.seeder.last_committed_offset.items()}}
         summary["worker_restarts"] = self.pool.restarts if self.pool else 0
+        summary["broker_transactions"] = self._broker_transactions()
         return summary
+
+    def _broker_transactions(self) -> dict[str, Any]:
+        """Coordinators' and partition leaders' own view after heal (list, find-hanging)."""
+        from clusters.base import Role
+        from clusters.kafka_tools import broker_transaction_state
+
+        try:
+            brokers = [n.node_id for n in self.cluster.nodes if Role.BROKER in n.roles]
+            return broker_transaction_state(self.cluster, brokers)
+        except Exception as exc:  # external clusters without tools: say so, never guess
+            return {"error": f"could not ask the brokers: {exc}"}
 
     def snapshot(self) -> dict[str, Any]:
         """For live progress lines."""

@@ -28,9 +28,12 @@ def _spec(**overrides) -> WorkloadSpec:
 class Harness:
     """A workload on the shared cluster with its own run directory, verified like `kchaos run` does."""
 
-    def __init__(self, cluster, tmp_path, spec: WorkloadSpec, seed: int = 7):
+    def __init__(self, cluster, tmp_path, spec: WorkloadSpec, seed: int = 7, engine: str = "python"):
+        """``engine="spark"`` verifies with the Spark job reading the topics through Kafka (as
+        `kchaos run` does); the Python checker alone is quicker for tests about the workload."""
+        self.cluster, self.engine = cluster, engine
         self.run = RunDir.create(tmp_path, "t", seed)
-        self.run.write_json("campaign.json", {"workload": spec.model_dump(mode="json")})
+        self.run.write_json("campaign.json", {"workload": spec.model_dump(mode="json"), "verifier": {"engine": engine}})
         self.history = HistoryWriter(self.run.path / "history" / "harness.jsonl", "harness")
         self.workload = CtpWorkload(spec, cluster, self.run, seed, self.history)
         self.workload.setup()
@@ -47,8 +50,13 @@ class Harness:
             self.workload.close()
             self.history.close()
             merge_history(self.run.path / "history", self.run.path)
-        verify(self.run)
+        self.verify()
         return self.run.read_json("results.json")
+
+    def verify(self, engine: str | None = None) -> int:
+        engine = engine or self.engine
+        return verify(self.run, bootstrap=self.cluster.bootstrap_servers if engine == "spark" else None,
+                      verifier_overrides={"engine": engine})
 
     def ops(self) -> list[dict]:
         return pair_operations(list(read_lines(self.run.path / "history.jsonl")))
@@ -59,9 +67,15 @@ def _events(ops, f):
 
 
 def test_faultless_run_processes_every_input_and_is_valid(cluster3, tmp_path):
-    h = Harness(cluster3, tmp_path, _spec())
+    h = Harness(cluster3, tmp_path, _spec(), engine="spark")
     results = h.finish()
     assert results["verdict"] == "valid", json.dumps(results, indent=1)[:3000]
+    # the Spark job read every topic through Kafka, and the Python reader agrees with it
+    assert results["checker"] == "spark" and results["facts"]["topic_source"] == "spark-kafka-source"
+    assert results["cross_check"]["agrees"] is True
+    client_dump = {t["topic"] + "." + t["view"]: t["records"] for t in json.loads((h.run.path / "final.json").read_text())["topics"]}
+    ingested = json.loads((h.run.path / "topics-spark" / "ingest.json").read_text())["topics"]
+    assert {k: v["records"] for k, v in ingested.items()} == {k: client_dump[k] for k in ingested}
     facts = results["facts"]
     assert facts["inputs_committed"] == 2000
     assert facts["outputs_committed"] == 4000  # K=2 outputs per input, exactly once
@@ -137,7 +151,7 @@ def test_per_partition_transactional_ids(cluster3, tmp_path):
 
 def test_read_uncommitted_negative_control_is_caught(cluster3, tmp_path):
     # The seeder aborts ~20% of its input transactions; a read_uncommitted pipeline processes them.
-    h = Harness(cluster3, tmp_path, _spec(isolation="read_uncommitted"))
+    h = Harness(cluster3, tmp_path, _spec(isolation="read_uncommitted"), engine="spark")
     h.workload.seeder.abort_fraction = 0.2
     results = h.finish()
     assert results["verdict"] == "invalid"

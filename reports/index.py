@@ -1,0 +1,88 @@
+"""``ROOT/index.html``: every run under an output root, one row each, and trends across nights.
+
+Runs are found at ``ROOT/<run>`` (``kchaos run --out ROOT``) and ``ROOT/<night>/<run>``
+(``kchaos ci nightly --out ROOT``). A *night* is the directory a nightly campaign wrote; the
+trend view shows, night by night, how many runs were valid / invalid / unknown and the median
+throughput, so a regression shows as a step.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from reports.plots import Plot, Series, render_svg
+
+
+def _json(path: Path, default: Any = None) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return default
+
+
+def run_row(run: Path, root: Path) -> dict[str, Any]:
+    campaign = _json(run / "campaign.json", {})
+    status = _json(run / "status.json", {})
+    results = _json(run / "results.json", {}) if status.get("complete") else {}
+    totals = (_json(run / "metrics.json", {}) or {}).get("totals") or {}
+    cluster, workload = campaign.get("cluster") or {}, campaign.get("workload") or {}
+    night = run.parent.relative_to(root).as_posix() if run.parent != root else ""
+    return {
+        "run": run.name, "night": night, "link": (run / "report.html").relative_to(root).as_posix(),
+        "has_report": (run / "report.html").exists(), "campaign": campaign.get("name", "?"),
+        "verdict": results.get("verdict") or ("incomplete" if not status.get("complete") else "unknown"),
+        "anomalies": results.get("anomaly_types") or [], "seed": (campaign.get("run") or {}).get("seed"),
+        "settings": f"Kafka {cluster.get('kafka_version')} x{cluster.get('nodes')}, {workload.get('delivery')}, "
+                    f"{workload.get('isolation')}, TV {cluster.get('transaction_version', 'default')}",
+        "inputs_per_s": totals.get("inputs_per_s"), "outputs": (results.get("facts") or {}).get("outputs_committed"),
+        "faults": (results.get("facts") or {}).get("faults"), "expected": _json(run / "expect.json", {}).get("verdict"),
+        "started": run.name[:16],
+    }
+
+
+def find_runs(root: Path) -> list[Path]:
+    runs = [p.parent for p in root.glob("*/campaign.json")] + [p.parent for p in root.glob("*/*/campaign.json")]
+    return sorted(set(runs), key=lambda p: (p.name[:16], str(p)))
+
+
+def trends(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    nights: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        nights.setdefault(row["night"] or "(ad hoc)", []).append(row)
+    out = []
+    for night, members in sorted(nights.items()):
+        rates = [r["inputs_per_s"] for r in members if r["inputs_per_s"]]
+        counts = {v: sum(1 for r in members if r["verdict"] == v) for v in ("valid", "invalid", "unknown", "incomplete")}
+        out.append({"night": night, "runs": len(members), **counts,
+                    "unexpected": sum(1 for r in members if r["verdict"] != (r["expected"] or "valid")),
+                    "median_inputs_per_s": round(statistics.median(rates), 1) if rates else None})
+    return out
+
+
+def render_index(root: Path) -> Path:
+    from reports.run_report import _environment
+
+    root = Path(root)
+    if not root.is_dir():
+        from harness.errors import ConfigError
+
+        raise ConfigError(f"{root} is not a directory", "pass the --out directory of kchaos run or kchaos ci nightly")
+    rows = [run_row(run, root) for run in find_runs(root)]
+    trend = trends(rows)
+    plot = ""
+    if len(trend) > 1:
+        plot = render_svg(Plot("Across nights", "count / inputs per s", [
+            Series("median inputs/s", [(i, t["median_inputs_per_s"]) for i, t in enumerate(trend)]),
+            Series("unexpected verdicts", [(i, t["unexpected"]) for i, t in enumerate(trend)]),
+        ]))
+    html = _environment().get_template("index.html.j2").render(
+        root=str(root), rows=list(reversed(rows)), trend=list(reversed(trend)), plot=plot,
+        generated=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
+    tmp = root / ".index.html.tmp"
+    tmp.write_text(html)
+    tmp.replace(root / "index.html")
+    return root / "index.html"

@@ -1,0 +1,183 @@
+"""``RUN_DIR/report.html``: one self-contained page per run, rendered from the run directory alone.
+
+    kchaos report RUN_DIR       # (re-)render; `kchaos run` renders it after verifying
+
+Sections: verdict banner; what was tested and how to replay it; timelines with every fault drawn
+as a band; one section per anomaly type with each case's evidence and the broker log lines
+around it; transactions; LSO lag after heal; the facts behind a valid verdict. A run that never
+finished is rendered too, saying so (its results are not claimed).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reports.plots import Band, Plot, Series, render_svg
+
+LOG_WINDOW_S = 2.0
+LOG_LINES_PER_NODE = 12
+
+
+def _json(path: Path, default: Any = None) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return default
+
+
+@dataclass
+class BrokerLog:
+    """A broker's server.log indexed by line time, for excerpts around a moment."""
+
+    node: str
+    path: Path
+    times: list[float]
+    lines: list[str]
+
+    @classmethod
+    def load(cls, node: str, path: Path) -> "BrokerLog":
+        times, lines = [], []
+        last = 0.0
+        with open(path, errors="replace") as fh:
+            for line in fh:
+                if line.startswith("[") and len(line) > 24 and line[11] == "T":
+                    try:
+                        last = time.mktime(time.strptime(line[1:20], "%Y-%m-%dT%H:%M:%S")) + int(line[21:24]) / 1000
+                    except ValueError:
+                        pass
+                times.append(last)
+                lines.append(line.rstrip("\n"))
+        return cls(node, path, times, lines)
+
+    def around(self, t: float) -> tuple[int, list[str]]:
+        lo = bisect.bisect_left(self.times, t - LOG_WINDOW_S)
+        hi = bisect.bisect_right(self.times, t + LOG_WINDOW_S)
+        return lo + 1, self.lines[lo:min(hi, lo + LOG_LINES_PER_NODE)]
+
+
+def _fault_bands(ops: list[dict[str, Any]], start: float, end: float) -> list[dict[str, Any]]:
+    bands = []
+    for op in ops:
+        if not op["f"].startswith("fault:"):
+            continue
+        value = op.get("value") or {}
+        resolved = value.get("resolved") or {}
+        target = value.get("target", "")
+        where = resolved.get("role") or ""
+        nodes = resolved.get("nodes")
+        label = f"{value.get('kind', op['f'][6:])} {target}" + (f" -> {where}" if where else "") + (
+            f" (nodes {','.join(map(str, nodes))})" if nodes else "")
+        bands.append({"start": op["invoke_time"] - start, "end": (op["complete_time"] or end) - start,
+                      "label": label, "outcome": op["outcome"] or "unknown", "value": value})
+    return bands
+
+
+def _plots(metrics: dict[str, Any], bands: list[dict[str, Any]]) -> list[str]:
+    seconds = metrics.get("seconds") or []
+    if not seconds:
+        return []
+    fault_bands = [Band(b["start"], b["end"], b["label"]) for b in bands]
+
+    def series(label: str, key: str) -> Series:
+        return Series(label, [(s["second"], s.get(key)) for s in seconds])
+
+    return [render_svg(p) for p in (
+        Plot("Throughput", "inputs/s", [series("inputs committed", "inputs")], fault_bands),
+        Plot("Commit latency", "ms", [series("p50", "commit_p50_ms"), series("p99", "commit_p99_ms")], fault_bands),
+        Plot("Aborts and errors", "per second", [series("aborts", "aborts"), series("errors", "errors"),
+                                                 series("retries", "retries"), series("restarts", "restarts")],
+             fault_bands),
+    )]
+
+
+def _case_time(case: dict[str, Any]) -> float | None:
+    for txn in case.get("transactions") or []:
+        op = txn.get("history_op") or {}
+        if op.get("invoke_time"):
+            return op["invoke_time"]
+    return case.get("commit_invoked")
+
+
+def gather(run: Path) -> dict[str, Any]:
+    """Everything the page shows, from the run directory alone."""
+    from workloads.history import pair_operations, read_lines
+
+    campaign = _json(run / "campaign.json", {})
+    status = _json(run / "status.json", {})
+    results = _json(run / "results.json") if status.get("complete") else None
+    metrics = _json(run / "metrics.json", {})
+    final = _json(run / "final.json", {})
+    ops = pair_operations(list(read_lines(run / "history.jsonl"))) if (run / "history.jsonl").exists() else []
+    start = metrics.get("start_time") or (min((op["invoke_time"] for op in ops), default=0.0))
+    end = max((op["complete_time"] or op["invoke_time"] for op in ops), default=start)
+    bands = _fault_bands(ops, start, end)
+    logs = []
+    for log in sorted((run / "cluster").glob("node-*/logs/server.log")):
+        logs.append(BrokerLog.load(log.parent.parent.name, log))
+    anomalies = []
+    for name, cases in sorted(((results or {}).get("anomalies") or {}).items()):
+        rendered = []
+        for case in cases:
+            t = _case_time(case)
+            excerpts = []
+            if t is not None:
+                for log in logs:
+                    first_line, lines = log.around(t)
+                    if lines:
+                        excerpts.append({"node": log.node, "path": str(log.path.relative_to(run)), "line": first_line,
+                                         "lines": lines})
+            rendered.append({"explanation": case.get("explanation", ""), "time": t - start if t else None,
+                             "evidence": json.dumps({k: v for k, v in case.items() if k != "explanation"}, indent=1,
+                                                    default=str),
+                             "excerpts": excerpts})
+        count = (results or {}).get("checks", {}).get(name, {}).get("note", "")
+        anomalies.append({"name": name, "cases": rendered, "count": count})
+    stable = _json(run / "topics" / "stable_offsets.json", {})
+    lso_lag = [{"partition": f"{topic}-{p}", "high": v["high"], "lso": v["lso"], "lag": v["high"] - v["lso"]}
+               for topic, parts in sorted(stable.items()) for p, v in sorted(parts.items(), key=lambda kv: int(kv[0]))]
+    cluster_info = _json(run / "cluster.json", {})
+    facts = (results or {}).get("facts") or {}
+    return {
+        "run": run.name, "path": str(run), "campaign": campaign, "status": status, "results": results,
+        "verdict": (results or {}).get("verdict") or ("incomplete" if not status.get("complete") else "unknown"),
+        "replay": _json(run / "replay.json", {}), "seed": (run / "seed").read_text().strip() if (run / "seed").exists() else None,
+        "environment": _json(run / "environment.json", {}), "cluster_info": cluster_info,
+        "plots": _plots(metrics, bands), "faults": bands, "totals": metrics.get("totals") or {},
+        "anomalies": anomalies, "facts": facts, "lso_lag": lso_lag,
+        "broker_transactions": final.get("broker_transactions") or {},
+        "checks": (results or {}).get("checks") or {}, "not_checked": (results or {}).get("not_checked") or {},
+        "errors": (results or {}).get("errors") or [], "cross_check": (results or {}).get("cross_check"),
+        "spark": (results or {}).get("spark"), "heal": _json(run / "heal.json"),
+        "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    }
+
+
+def _environment() -> Any:
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    env = Environment(loader=PackageLoader("reports", "templates"), autoescape=select_autoescape(["html", "j2"]),
+                      trim_blocks=True, lstrip_blocks=True)
+    from jinja2 import Undefined
+
+    env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=1, default=str, sort_keys=True)
+    env.filters["j"] = lambda v: "-" if isinstance(v, Undefined) or v is None else json.dumps(v, default=str)
+    return env
+
+
+def render_run_report(run: Path) -> Path:
+    """Write ``RUN_DIR/report.html`` (atomically) and return its path."""
+    run = Path(run)
+    if not (run / "campaign.json").exists():
+        from harness.errors import ConfigError
+
+        raise ConfigError(f"{run} is not a kchaos run directory (no campaign.json)", "pass a directory made by `kchaos run`")
+    html = _environment().get_template("run.html.j2").render(**gather(run))
+    tmp = run / ".report.html.tmp"
+    tmp.write_text(html)
+    tmp.replace(run / "report.html")
+    return run / "report.html"

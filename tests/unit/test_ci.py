@@ -1,0 +1,83 @@
+"""CI pieces without a cluster: JUnit XML validates against the schema, exit codes, matrices."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import xmlschema
+
+from ci.junit import RunOutcome, write_junit
+from ci.nightly import exit_code, load_matrix
+from harness.errors import ConfigError
+
+SCHEMA = Path(__file__).resolve().parents[2] / "ci" / "junit.xsd"
+CASE = {"explanation": "input 0@2 slot 0 is visible 2 times in committed outputs"}
+
+
+def _outcomes():
+    return [RunOutcome("default seed=1", "default", "valid", "valid", 12.5, "/r/1", "kchaos run x --seed 1"),
+            RunOutcome("default seed=2", "default", "valid", "invalid", 13.0, "/r/2", "kchaos run x --seed 2",
+                       anomalies={"duplicate": [CASE, CASE]}),
+            RunOutcome("default seed=3", "default", "valid", "unknown", 9.0, "/r/3", errors=["the drain timed out"]),
+            RunOutcome("control seed=1", "control", "invalid", "invalid", 8.0, "/r/4",
+                       anomalies={"aborted-read": [CASE]}),
+            RunOutcome("control seed=2", "control", "invalid", "valid", 8.0, "/r/5"),
+            RunOutcome("default seed=4", "default", "valid", "harness-error", 1.0, errors=["port taken"])]
+
+
+def test_junit_xml_validates_and_carries_the_anomaly_summary(tmp_path):
+    path = write_junit(_outcomes(), tmp_path / "junit.xml", "kchaos.nightly")
+    schema = xmlschema.XMLSchema(str(SCHEMA))
+    schema.validate(str(path))
+    data = schema.to_dict(str(path))
+    suite = data["testsuite"][0]
+    assert (suite["@tests"], suite["@failures"], suite["@errors"]) == (6, 2, 2)
+    cases = {c["@name"]: c for c in suite["testcase"]}
+    assert "duplicate (2 cases)" in cases["default seed=2"]["failure"]["@message"]
+    assert "visible 2 times" in cases["default seed=2"]["failure"]["$"]
+    assert "not caught" in cases["control seed=2"]["failure"]["@message"]
+    assert cases["default seed=3"]["error"]["@type"] == "unknown"
+    assert "failure" not in cases["control seed=1"] and "error" not in cases["default seed=1"]
+
+
+def test_a_schema_violation_is_detected(tmp_path):
+    bad = tmp_path / "bad.xml"
+    bad.write_text('<testsuites tests="x" failures="0" errors="0"/>')
+    with pytest.raises(xmlschema.XMLSchemaValidationError):
+        xmlschema.XMLSchema(str(SCHEMA)).validate(str(bad))
+
+
+@pytest.mark.parametrize("verdicts, code", [
+    (["valid"], 0), (["valid", "unknown"], 2), (["harness-error", "unknown"], 3),
+    (["harness-error", "invalid"], 1), (["valid", "uncaught-control"], 1),
+])
+def test_exit_code_ranks_correctness_findings_first(verdicts, code):
+    outcomes = []
+    for v in verdicts:
+        if v == "uncaught-control":
+            outcomes.append(RunOutcome("c", "c", "invalid", "valid", 1.0))
+        else:
+            outcomes.append(RunOutcome("r", "r", "valid", v, 1.0))
+    assert exit_code(outcomes) == code
+
+
+def test_shipped_nightly_matrix_loads_and_validates_every_campaign():
+    matrix, entries = load_matrix(Path(__file__).resolve().parents[2] / "campaigns" / "nightly.toml")
+    assert matrix.name == "nightly" and any(e.expect == "invalid" for e, _, _ in entries)
+
+
+@pytest.mark.parametrize("text, needle", [
+    ('[[entry]]\ncampaign = "nope.toml"\nseeds = [1]\n', "does not exist"),
+    ('[[entry]]\ncampaign = "{default}"\nseeds = [1]\nset = ["cluster.nodes=0"]\n', "cluster.nodes"),
+    ('[[entry]]\ncampaign = "{default}"\n', "no seeds"),
+    ('[[entry]]\ncampaign = "{default}"\nseeds = [1]\nexpect = "maybe"\n', "expect"),
+    ('name = "x"\n', "entry"),
+])
+def test_bad_matrix_is_a_clear_error_before_anything_runs(tmp_path, text, needle):
+    default = Path(__file__).resolve().parents[2] / "campaigns" / "default.toml"
+    path = tmp_path / "m.toml"
+    path.write_text(text.replace("{default}", str(default)))
+    with pytest.raises(ConfigError) as err:
+        load_matrix(path)
+    assert needle in err.value.one_line()

@@ -1,0 +1,105 @@
+"""Reports render from stored run directories alone: valid, invalid with several anomaly kinds,
+unknown (vacuous) and incomplete runs; the campaign index and its trend across nights."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from reports.index import render_index
+from reports.run_report import render_run_report
+from verifier.pychecker import check_run
+
+from .test_checkers import RunBuilder, _out
+
+T0 = 1_800_000_000.0
+
+
+def _finish(run: Path, verdict_from_checker: bool = True, complete: bool = True) -> Path:
+    """Add what `kchaos run` writes around the checker: metrics, faults, broker logs, results."""
+    campaign = json.loads((run / "campaign.json").read_text())
+    campaign.update(name="unit", run={"seed": 5}, cluster={"kafka_version": "4.2.1", "backend": "local", "nodes": 3,
+                                                          "transaction_version": 2},
+                    faults={"enabled": True, "order": "round-robin"})
+    campaign["workload"].update(kind="ctp", records=4, rate=10, workers=1, input_partitions=1, isolation="read_committed",
+                                transactional_id_strategy="per-worker")
+    (run / "campaign.json").write_text(json.dumps(campaign))
+    (run / "seed").write_text("5\n")
+    (run / "replay.json").write_text(json.dumps({"command": f"kchaos run campaigns/unit.toml --seed 5  # or: kchaos replay {run}"}))
+    seconds = [{"second": s, "inputs": 2 if s < 2 else 0, "commits": 1, "aborts": int(s == 1), "errors": 0, "retries": 0,
+                "restarts": 0, "rebalances": 0, "commit_p50_ms": 20.0 + s, "commit_p99_ms": 40.0 + s} for s in range(4)]
+    (run / "metrics.json").write_text(json.dumps({"start_time": T0, "seconds": seconds,
+                                                  "totals": {"inputs": 4, "inputs_per_s": 1.0, "duration_s": 4}}))
+    # the history's times are 100.0 + ...; move them to T0 and add a fault op
+    lines = [json.loads(l) for l in (run / "history.jsonl").read_text().splitlines()]
+    for line in lines:
+        line["time"] = T0 + (line["time"] - 100.0) * 10
+    lines += [{"time": T0 + 0.5, "process": "harness", "op": 999, "type": "invoke", "f": "fault:kill",
+               "value": {"kind": "kill", "target": "txn-coordinator"}},
+              {"time": T0 + 1.5, "process": "harness", "op": 999, "type": "ok", "f": "fault:kill",
+               "value": {"resolved": {"nodes": [2], "role": "transaction coordinator"}}}]
+    (run / "history.jsonl").write_text("".join(json.dumps(l) + "\n" for l in lines))
+    log = run / "cluster" / "node-2" / "logs" / "server.log"
+    log.parent.mkdir(parents=True)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(T0))
+    log.write_text(f"[{stamp},100] INFO [TransactionCoordinator id=2] Initialized transactionalId tx-w0 (kafka)\n"
+                   "continuation line of a stack trace\n")
+    if complete:
+        results = check_run(run).to_json()
+        (run / "results.json").write_text(json.dumps(results))
+        (run / "status.json").write_text(json.dumps({"phase": "done", "complete": True, "verdict": results["verdict"]}))
+    else:
+        (run / "status.json").write_text(json.dumps({"phase": "faults", "complete": False}))
+    return run
+
+
+def test_valid_run_report_shows_verdict_plots_faults_replay_and_facts(tmp_path):
+    run = _finish(RunBuilder().write(tmp_path / "20261122T010000Z-unit-seed5"))
+    html = render_run_report(run).read_text()
+    assert 'class="banner valid"' in html and "VALID" in html
+    assert html.count("<svg") == 3 and "kill txn-coordinator -&gt; transaction coordinator (nodes 2)" in html
+    assert "kchaos run campaigns/unit.toml --seed 5" in html
+    assert "Kafka</th><td>4.2.1 (local, 3 nodes)" in html and "transaction.version 2" in html
+    assert "inputs committed</th><td>4</td>" in html and "outputs committed / raw</th><td>8 / 8</td>" in html
+    assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")  # opens from disk, no network
+
+
+def test_invalid_run_report_has_a_section_per_anomaly_with_evidence_and_log_lines(tmp_path):
+    b = RunBuilder()
+    b.committed["a"].append(_out(0, 2, 0))               # duplicate
+    b.final_offsets = {"0": 3}                           # offsets-behind (input 3's outputs are committed)
+    run = _finish(b.write(tmp_path / "20261122T020000Z-unit-seed5"))
+    results = json.loads((run / "results.json").read_text())
+    assert results["anomaly_types"] == ["duplicate", "offsets-behind"]
+    html = render_run_report(run).read_text()
+    assert 'class="banner invalid"' in html
+    for anomaly in ("duplicate", "offsets-behind"):
+        assert f'id="anomaly-{anomaly}"' in html
+    assert "is visible 2 times in committed outputs" in html
+    assert "Initialized transactionalId tx-w0" in html and 'href="cluster/node-2/logs/server.log"' in html
+
+
+def test_unknown_and_incomplete_runs_say_so(tmp_path):
+    b = RunBuilder()
+    b.committed, b.final_offsets, b.ops = {"a": [], "b": []}, {}, []
+    vacuous = _finish(b.write(tmp_path / "20261122T030000Z-unit-seed5"))
+    html = render_run_report(vacuous).read_text()
+    assert 'class="banner unknown"' in html and "vacuous" in html
+    unfinished = _finish(RunBuilder().write(tmp_path / "20261122T040000Z-unit-seed5"), complete=False)
+    html = render_run_report(unfinished).read_text()
+    assert 'class="banner incomplete"' in html and "no result is claimed" in html
+
+
+def test_index_lists_every_run_and_the_trend_across_nights(tmp_path):
+    root = tmp_path / "nightly"
+    _finish(RunBuilder().write(root / "20261120T000000Z-nightly" / "20261120T000100Z-unit-seed5"))
+    b = RunBuilder()
+    b.committed["a"].append(_out(0, 2, 0))
+    _finish(b.write(root / "20261121T000000Z-nightly" / "20261121T000100Z-unit-seed5"))
+    html = render_index(root).read_text()
+    assert html.count('<span class="pill valid">valid</span>') == 1
+    assert html.count('<span class="pill invalid">invalid</span>') == 1
+    assert "20261120T000000Z-nightly" in html and "20261121T000000Z-nightly" in html
+    assert '<svg' in html  # the trend plot, drawn once there are two nights
+    assert 'href="20261121T000000Z-nightly/20261121T000100Z-unit-seed5/report.html"' not in html  # no report yet

@@ -1,0 +1,157 @@
+"""What both checkers share: the lineage fields, Kafka's transaction state machine, the client
+history indexed by transaction, and the evidence built from it.
+
+The Python checker (verifier/pychecker.py) and the Spark job (verifier/spark_job.py) must name
+the same anomalies on the same run; keeping these in one place keeps them honest.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+MAX_CASES = 50  # per anomaly type; the note on each check carries the exact count
+
+#: fields an output record's value must have to follow the lineage contract (workloads/lineage.py)
+LINEAGE_FIELDS = ("in_id", "in_partition", "in_offset", "slot", "worker", "incarnation", "txn_seq")
+
+#: Kafka's transaction state machine (TransactionState): state -> states it may move to.
+#: A state written again (the coordinator retried an append) is allowed.
+TXN_NEXT = {
+    "Empty": {"Ongoing", "PrepareAbort", "PrepareEpochFence", "Dead"},
+    "Ongoing": {"PrepareCommit", "PrepareAbort", "PrepareEpochFence"},
+    "PrepareCommit": {"CompleteCommit"},
+    "PrepareAbort": {"CompleteAbort"},
+    "CompleteCommit": {"Empty", "Ongoing", "PrepareAbort", "PrepareEpochFence", "Dead"},
+    "CompleteAbort": {"Empty", "Ongoing", "PrepareAbort", "PrepareEpochFence", "Dead"},
+    "PrepareEpochFence": {"PrepareAbort"},
+    "Dead": set(),
+}
+OPEN_TXN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
+
+#: Which anomalies a pipeline configuration promises to avoid. Under at-least-once delivery a
+#: restart may re-process inputs, so order within an output partition is not promised (the
+#: duplicates themselves are still reported as ``duplicate``).
+ORDER_PROMISED_DELIVERY = ("exactly-once",)
+
+
+def read_ops(run: Path) -> list[dict[str, Any]]:
+    from workloads.history import pair_operations, read_lines
+
+    path = run / "history.jsonl"
+    return pair_operations(list(read_lines(path))) if path.exists() else []
+
+
+class HistoryIndex:
+    """The paired client history, indexed by transaction ``(process, txn_seq)`` and by input."""
+
+    def __init__(self, ops: list[dict[str, Any]]):
+        self.ops = ops
+        self.faults = [op for op in ops if op["f"].startswith("fault:")]
+        setup = next((op for op in ops if op["f"] == "setup"), None)
+        self.txid_prefix = (setup or {}).get("value", {}).get("txid_prefix")
+        self.has_history = any(op["f"] == "send" for op in ops)
+        self.txn_ops: dict[tuple[str, int], dict[str, Any]] = {}
+        #: last outcome-defining operation wins, in history order
+        self.txn_outcome: dict[tuple[str, int], str] = {}
+        self.input_ops: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+        for op in ops:
+            seq = op["value"].get("txn_seq")
+            if seq is None:
+                continue
+            key = (op["process"], seq)
+            if op["f"] == "send":
+                self.txn_ops[key] = op
+                for p, o in op["value"].get("inputs", []):
+                    self.input_ops[(p, o)].append(op)
+            elif op["f"] == "commit":
+                self.txn_outcome[key] = {"ok": "committed", "fail": "commit-failed"}.get(op["outcome"], "unknown")
+            elif op["f"] == "abort" and op["outcome"] == "ok":
+                self.txn_outcome[key] = "aborted"
+            elif op["f"] == "commit_offsets":
+                self.txn_outcome[key] = "offsets-" + (op["outcome"] or "unknown")
+
+    def committed_transactions(self) -> int:
+        return sum(1 for o in self.txn_outcome.values() if o in ("committed", "offsets-ok"))
+
+    def faults_at(self, t: float | None) -> list[dict[str, Any]]:
+        if t is None:
+            return []
+        return [{"fault": f["f"], "value": f["value"]} for f in self.faults
+                if f["invoke_time"] <= t <= (f["complete_time"] or float("inf"))]
+
+    def txn_evidence(self, key: tuple[str, int]) -> dict[str, Any]:
+        op = self.txn_ops.get(key)
+        ev: dict[str, Any] = {"process": key[0], "txn_seq": key[1], "outcome": self.txn_outcome.get(key, "unknown")}
+        if op:
+            ev.update({"txid": op.get("txid"), "producer_id": op.get("pid"), "epoch": op.get("epoch"),
+                       "history_op": {"process": op["process"], "op": op["op"], "f": op["f"],
+                                      "invoke_time": op["invoke_time"], "outcome": op["outcome"]},
+                       "faults_active": self.faults_at(op["invoke_time"])})
+        return ev
+
+    def zombie_inputs(self) -> tuple[dict[str, list[dict[str, Any]]], dict[tuple[str, int], dict[str, Any]]]:
+        """Successful inits per transactional.id and commit operations per transaction."""
+        inits: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        commits: dict[tuple[str, int], dict[str, Any]] = {}
+        for op in self.ops:
+            if op["f"] == "init" and op["outcome"] == "ok" and op.get("txid"):
+                inits[op["txid"]].append(op)
+            elif op["f"] == "commit":
+                commits[(op["process"], op["value"].get("txn_seq"))] = op
+        return inits, commits
+
+    def per_txid_outcomes(self) -> dict[str, dict[str, int]]:
+        per: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for key, outcome in self.txn_outcome.items():
+            op = self.txn_ops.get(key)
+            per[str(op.get("txid") if op else None)][outcome] += 1
+        return {k: dict(v) for k, v in sorted(per.items())}
+
+
+def zombie_successor(inits: dict[str, list[dict[str, Any]]], process: str, txid: str,
+                     commit: dict[str, Any]) -> dict[str, Any] | None:
+    """The first other process that finished ``init_transactions`` on ``txid`` (at an epoch no lower)
+    after ``process`` first initialised it and before ``process`` invoked ``commit``."""
+    own_first = min((o["invoke_time"] for o in inits.get(txid, []) if o["process"] == process), default=0.0)
+    for op in inits.get(txid, []):
+        if (op["process"] != process and op["complete_time"] is not None
+                and op["complete_time"] < commit["invoke_time"]
+                and (op.get("epoch") or 0) >= (commit.get("epoch") or 0) and op["invoke_time"] > own_first):
+            return op
+    return None
+
+
+def read_json(path: Path, default: Any = None) -> Any:
+    return json.loads(path.read_text()) if path.exists() else default
+
+
+def hanging_cases(workload: dict[str, Any], final: dict[str, Any],
+                  open_txns: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
+    """Hanging transactions after heal and drain: partitions whose LSO stayed behind the high
+    watermark (with the transactions the log shows open there, and the brokers' own list), and
+    transactions ``find-hanging`` reports on the run's topics. Returns (cases, note when none)."""
+    liveness = final.get("liveness") or {}
+    ours = {workload["input_topic"], *workload["output_topics"]}
+    broker = final.get("broker_transactions") or {}
+    reported = [row for row in broker.get("hanging") or [] if row.get("Topic") in ours]
+    if liveness.get("stable") and not reported:
+        return [], (f"every partition's LSO reached its high watermark {liveness.get('waited_s')}s after the drain"
+                    + ("; find-hanging reports none" if "hanging" in broker else ""))
+    still_open = [t for t in broker.get("transactions") or []
+                  if t.get("TransactionState") not in ("Empty", "CompleteCommit", "CompleteAbort", "Dead")]
+    cases = [{"explanation": f"{name}: the last stable offset {v['lso']} stayed behind the high watermark {v['high']} "
+                             f"for {liveness.get('waited_s')}s after faults healed and the workload stopped",
+              "partition": name, "lso": v["lso"], "high": v["high"],
+              "open_transactions": [t for t in open_txns
+                                    if any(f"{topic}-{p}" == name for topic, ps in t["partitions"].items() for p in ps)]
+              or open_txns,
+              "broker_transactions": still_open}
+             for name, v in sorted(liveness.get("pinned", {}).items())]
+    for row in reported:
+        cases.append({"explanation": f"find-hanging on broker {row.get('broker')} reports producer {row.get('ProducerId')} "
+                                     f"open on {row.get('Topic')}-{row.get('Partition')} since offset {row.get('StartOffset')}",
+                      "partition": f"{row.get('Topic')}-{row.get('Partition')}", "find_hanging": row})
+    return cases, None

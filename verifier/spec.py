@@ -1,0 +1,30 @@
+"""The ``[verifier]`` table of a campaign: which engine checks the run, and where it runs."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+_MASTER_RE = re.compile(r"^(local(\[(\d+|\*)\])?|spark://[^\s:/]+:\d+)$")
+
+
+class VerifierSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    engine: Literal["spark", "python"] = Field(
+        "spark", description="spark: the PySpark job (the product); python: the single-process reference checker only")
+    spark_master: str | None = Field(None, description="local[2] (default), local[*] or spark://host:port")
+    read_from_kafka: bool = Field(
+        True, description="the Spark job reads the user topics through Spark's Kafka source while the cluster is up")
+    cross_check: bool = Field(
+        True, description="also run the Python checker; a disagreement on the anomaly types makes the verdict unknown")
+    cross_check_max_outputs: int = Field(2_000_000, ge=0, description="skip the cross-check above this many outputs")
+    timeout_s: float = Field(1800.0, gt=0)
+
+    @field_validator("spark_master")
+    @classmethod
+    def _master(cls, value: str | None) -> str | None:
+        if value is not None and not _MASTER_RE.match(value):
+            raise ValueError(f"{value!r} is not a Spark master: use local, local[N], local[*] or spark://host:port")
+        return value
