@@ -21,19 +21,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from clusters import ClusterSpec  # noqa: E402
 from clusters.local import LocalJvmCluster  # noqa: E402
 from harness.rundir import RunDir  # noqa: E402
-from workloads.ctp import CtpWorkload  # noqa: E402
 from workloads.history import HistoryWriter  # noqa: E402
 from workloads.spec import WorkloadSpec  # noqa: E402
 
 
-def measure(cluster, root: Path, delivery: str, records: int, workers: int, batch: int) -> float:
+def measure(cluster, root: Path, delivery: str, records: int, workers: int, batch: int, kind: str = "ctp",
+            partitions: int = 6) -> float:
+    """Inputs per second from the first worker start until every input is processed."""
+    from workloads import make_workload
+
     tag = uuid.uuid4().hex[:6]
-    spec = WorkloadSpec(input_topic=f"in-{tag}", output_topics=(f"a-{tag}", f"b-{tag}"), group_id=f"g-{tag}",
+    spec = WorkloadSpec(kind=kind, input_topic=f"in-{tag}", output_topics=(f"a-{tag}", f"b-{tag}"), group_id=f"g-{tag}",
                         records=records, rate=1e9, workers=workers, max_batch=batch, delivery=delivery,
-                        abort_fraction=0.0, drain_timeout_s=1800)
-    run = RunDir.create(root, delivery, 1)
+                        input_partitions=partitions, abort_fraction=0.0, share_release_fraction=0.0,
+                        share_poison_fraction=0.0, drain_timeout_s=1800)
+    run = RunDir.create(root, f"{kind}-{delivery}", 1)
     history = HistoryWriter(run.path / "history" / "harness.jsonl", "harness")
-    workload = CtpWorkload(spec, cluster, run, 1, history)
+    workload = make_workload(spec, cluster, run, 1, history)
     workload.setup()
     # seed the whole backlog first, so that the timing covers only the pipeline
     from workloads.seeder import Seeder

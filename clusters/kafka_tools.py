@@ -122,15 +122,19 @@ def parse_tool_table(text: str) -> list[dict[str, str]]:
     return [dict(zip(header, (v.strip() for v in line.split(None, len(header) - 1)))) for line in lines[1:]]
 
 
-def broker_transaction_state(cluster: "Cluster", broker_ids: list[int]) -> dict[str, Any]:
+def broker_transaction_state(cluster: "Cluster", broker_ids: list[int],
+                             pinned: list[tuple[str, int]] | None = None) -> dict[str, Any]:
     """The brokers' own view of transactions after heal (KIP-664 admin APIs, through
-    ``TransactionsCommand``): every transaction the coordinators know (``list``) and, per broker,
-    the transactions its partitions consider hanging (``find-hanging``)."""
+    ``TransactionsCommand``): every transaction the coordinators know (``list``), per broker the
+    transactions its partitions consider hanging (``find-hanging``) and, for partitions whose
+    LSO stayed pinned, the producers the partition leader tracks (``describe-producers``)."""
     from concurrent.futures import ThreadPoolExecutor
 
     args, version = _tool_args(cluster)
     calls = {"list": [*args, "list"]}
     calls.update({f"find-hanging:{b}": [*args, "find-hanging", "--broker-id", str(b)] for b in broker_ids})
+    calls.update({f"describe-producers:{t}-{p}": [*args, "describe-producers", "--topic", t, "--partition", str(p)]
+                  for t, p in (pinned or [])[:10]})
 
     def call(item: tuple[str, list[str]]) -> tuple[str, dict[str, Any]]:
         name, argv = item
@@ -146,6 +150,9 @@ def broker_transaction_state(cluster: "Cluster", broker_ids: list[int]) -> dict[
         answers = dict(pool.map(call, calls.items()))
     hanging_rows = [row | {"broker": name.split(":")[1]} for name, a in answers.items()
                     if name.startswith("find-hanging") for row in a.get("rows", [])]
+    producers = {name.split(":", 1)[1]: a.get("rows", a.get("error")) for name, a in answers.items()
+                 if name.startswith("describe-producers")}
     return {"transactions": answers["list"].get("rows"), "list_error": answers["list"].get("error"),
-            "hanging": hanging_rows,
-            "hanging_errors": {name: a["error"] for name, a in answers.items() if "error" in a and name != "list"}}
+            "hanging": hanging_rows, "producers_of_pinned_partitions": producers,
+            "hanging_errors": {name: a["error"] for name, a in answers.items()
+                               if "error" in a and name.startswith("find-hanging")}}

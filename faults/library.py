@@ -55,6 +55,13 @@ def resolve_node_target(ctx: FaultContext, target: str, rng: random.Random) -> d
             raise ConfigError("target group-coordinator needs a workload")
         return {"nodes": [cluster.group_coordinator(w.spec.group_id)], "role": "group coordinator",
                 "detail": {"group": w.spec.group_id}}
+    if target == "share-coordinator":
+        if w is None or w.spec.kind != "share":
+            raise ConfigError("target share-coordinator needs a share workload (workload.kind = 'share')")
+        partition = rng.choice(sorted(cluster.partition_metadata(w.spec.input_topic)))
+        node = cluster.share_coordinator(w.spec.group_id, w.spec.input_topic, partition)
+        return {"nodes": [node], "role": f"share coordinator of {w.spec.input_topic}-{partition}",
+                "detail": {"group": w.spec.group_id, "topic": w.spec.input_topic, "partition": partition}}
     if target == "controller":
         return {"nodes": [cluster.active_controller()], "role": "active controller", "detail": {}}
     if target in ("leader-input", "leader-output"):

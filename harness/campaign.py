@@ -48,6 +48,12 @@ class Campaign(BaseModel):
             if entry.resolved_target == "txn-coordinator" and not self.workload.transactional:
                 raise ValueError(f"faults: {entry.kind} targets the transaction coordinator but workload.delivery is "
                                  f"{self.workload.delivery!r} (no transactional.id); use another target")
+            if "share-coordinator" in entry.resolved_target and self.workload.kind != "share":
+                raise ValueError(f"faults: {entry.kind} targets the share coordinator but workload.kind is "
+                                 f"{self.workload.kind!r}; use workload.kind = 'share' or another target")
+            if entry.kind in ("zombie", "txid-takeover") and self.workload.kind == "share":
+                raise ValueError(f"faults: {entry.kind} is for the consumer-group pipeline; under a share workload use "
+                                 "worker-pause (past the record lock) or worker-crash")
             if entry.kind in ("zombie", "txid-takeover") and not self.workload.transactional:
                 raise ValueError(f"faults: {entry.kind} needs a transactional workload (workload.delivery = 'exactly-once')")
             if entry.kind in ("zombie", "txid-takeover") and self.workload.external_command:

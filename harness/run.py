@@ -41,6 +41,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
     from faults.library import FaultContext
     from faults.nemesis import Nemesis
     from faults.schedule import generate_schedule, write_schedule
+    from workloads import make_workload
     from workloads.ctp import CtpWorkload
     from workloads.history import HistoryWriter, merge_history
 
@@ -75,7 +76,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         cluster.start()
         say(f"cluster ready at {cluster.bootstrap_servers}")
         run.write_json("cluster.json", cluster.info())
-        workload = CtpWorkload(campaign.workload, cluster, run, seed, history)
+        workload = make_workload(campaign.workload, cluster, run, seed, history)
         workload.setup()
         run.set_status("steady")
         history.event("phase", {"phase": "steady"}, outcome="ok")
@@ -129,12 +130,13 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
 
 def environment() -> dict[str, Any]:
     """What the run was made with (shown in the report's "what was tested")."""
+    import importlib.metadata
     import platform
 
     import confluent_kafka
 
     info: dict[str, Any] = {"python": platform.python_version(), "machine": platform.machine(),
-                            "client": f"confluent-kafka {confluent_kafka.version()[0]} "
+                            "client": f"confluent-kafka {importlib.metadata.version('confluent-kafka')} "
                                       f"(librdkafka {confluent_kafka.libversion()[0]})"}
     try:
         import pyspark
@@ -156,23 +158,32 @@ def render_report(run: RunDir) -> None:
 
 
 def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, phase: str, nemesis: Any = None) -> None:
-    """Wait ``duration_s``, and on until every scheduled fault ran (at most twice as long)."""
+    """Wait ``duration_s``, and on until every scheduled fault ran (at most twice as long),
+    showing live progress (harness/progress.py)."""
+    from harness.progress import Progress
+
+    progress = Progress(interval_s)
     started = time.monotonic()
-    next_line = started + interval_s
-    while True:
-        now = time.monotonic()
-        schedule_done = nemesis is None or len(nemesis.executed) >= len(nemesis.schedule)
-        if now - started >= duration_s and (schedule_done or now - started >= 2 * duration_s):
-            return
-        if now >= next_line:
-            snap = workload.snapshot()
-            remaining = workload.remaining_inputs()
-            active = nemesis.active.name if nemesis is not None and nemesis.active is not None else "none"
-            say(f"{phase}: {now - started:.0f}/{duration_s:.0f}s, inputs seeded {snap['seeded']}, "
-                f"not yet processed {remaining if remaining is not None else '?'}, worker restarts {snap['restarts']}, "
-                f"active fault {active}")
-            next_line = now + interval_s
-        time.sleep(0.5)
+    try:
+        while True:
+            now = time.monotonic()
+            schedule_done = nemesis is None or len(nemesis.executed) >= len(nemesis.schedule)
+            if now - started >= duration_s and (schedule_done or now - started >= 2 * duration_s):
+                return
+            if progress.due():
+                snap = workload.snapshot()
+                remaining = workload.remaining_inputs()
+                processed = snap["seeded"] - remaining if remaining is not None else None
+                rate = progress.throughput(processed)
+                active = nemesis.active.name if nemesis is not None and nemesis.active is not None else "none"
+                faults = f", faults done {len(nemesis.executed)}/{len(nemesis.schedule)}" if nemesis is not None else ""
+                progress.show(f"{phase}: {now - started:.0f}s elapsed, {max(0.0, duration_s - (now - started)):.0f}s left; "
+                              f"seeded {snap['seeded']}, processed {processed if processed is not None else '?'}"
+                              f" ({f'{rate:.0f}/s' if rate is not None else '-'}); active fault {active}{faults}; "
+                              f"worker restarts {snap['restarts']}")
+            time.sleep(0.25)
+    finally:
+        progress.close()
 
 
 def run_spark_verifier(run: RunDir, master: str | None, bootstrap: str | None, timeout_s: float) -> dict[str, Any]:

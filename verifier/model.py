@@ -148,7 +148,8 @@ def hanging_cases(workload: dict[str, Any], final: dict[str, Any],
               "open_transactions": [t for t in open_txns
                                     if any(f"{topic}-{p}" == name for topic, ps in t["partitions"].items() for p in ps)]
               or open_txns,
-              "broker_transactions": still_open}
+              "broker_transactions": still_open,
+              "partition_producers": (broker.get("producers_of_pinned_partitions") or {}).get(name)}
              for name, v in sorted(liveness.get("pinned", {}).items())]
     for row in reported:
         cases.append({"explanation": f"find-hanging on broker {row.get('broker')} reports producer {row.get('ProducerId')} "

@@ -131,7 +131,14 @@ def check_run(run: Path, ops: list[dict[str, Any]] | None = None) -> Results:
     except Exception as exc:
         results.errors.append(f"could not read the run: {exc!r}")
         return results
+    share = data.workload.get("kind") == "share"
+    if share:
+        from verifier.share_checks import NOT_FOR_SHARE
+
+        results.not_checked.update(NOT_FOR_SHARE)
     for name, function in CHECKS:
+        if share and (name in NOT_FOR_SHARE or name == "duplicate"):
+            continue
         try:
             results.checks.append(globals()[function](data))
         except NotApplicable as reason:
@@ -139,6 +146,12 @@ def check_run(run: Path, ops: list[dict[str, Any]] | None = None) -> Results:
         except Exception:
             results.checks.append(CheckResult(name, UNKNOWN, note="checker crashed: " + traceback.format_exc(limit=3)))
     results.facts = facts(data)
+    if share:
+        from verifier.share_checks import share_checks
+
+        checks, share_facts = share_checks(data)
+        results.checks.extend(checks)
+        results.facts["share"] = share_facts
     return results
 
 

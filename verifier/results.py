@@ -17,6 +17,8 @@ ANOMALY_TYPES = (
     "lost-input", "lost-write", "duplicate", "torn-transaction", "aborted-read", "offsets-ahead",
     "offsets-behind", "zombie-write", "nonmonotonic", "hanging-transaction", "invalid-txn-transition",
     "no-progress",
+    # share-group (KIP-932) ledger, verifier/share_checks.py
+    "share-lost", "share-redelivered-after-accept", "share-delivery-limit", "share-stuck-acquired",
 )
 
 

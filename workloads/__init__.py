@@ -1,2 +1,18 @@
-"""Workloads that drive pipelines and record every operation (issue: transactional
-consume-transform-produce workload; share-group workload). Not implemented yet."""
+"""Workloads drive pipelines and record every operation: the transactional
+consume-transform-produce pipeline (``kind = "ctp"``, workloads/ctp.py) and the share-group
+acknowledgement pipeline (``kind = "share"``, workloads/share.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def make_workload(spec: Any, cluster: Any, run: Any, seed: int, history: Any) -> Any:
+    """The workload driver for ``spec.kind``."""
+    if spec.kind == "share":
+        from workloads.share import ShareWorkload
+
+        return ShareWorkload(spec, cluster, run, seed, history)
+    from workloads.ctp import CtpWorkload
+
+    return CtpWorkload(spec, cluster, run, seed, history)

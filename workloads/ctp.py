@@ -46,7 +46,8 @@ class CtpWorkload:
     def start(self) -> None:
         history_dir = self.run.path / "history"
         self.seeder = Seeder(self.client, self.spec.input_topic, self.spec.records, self.spec.rate, self.seed,
-                             history_dir / "seeder.jsonl", f"{self.txid_prefix}-seeder")
+                             history_dir / "seeder.jsonl", f"{self.txid_prefix}-seeder",
+                             abort_fraction=self.spec.seed_abort_fraction)
         self.pool = WorkerPool(self.spec, self.client, self.run.path, self.seed, self.txid_prefix, self.history)
         self.seeder.start()
         self.pool.start()
@@ -135,17 +136,18 @@ class CtpWorkload:
         summary["seeder"] = {"committed": self.seeder.committed, "aborted_batches": self.seeder.aborted_batches,
                              "last_committed_offset": {str(p): o for p, o in self.seeder.last_committed_offset.items()}}
         summary["worker_restarts"] = self.pool.restarts if self.pool else 0
-        summary["broker_transactions"] = self._broker_transactions()
+        pinned = [(name.rsplit("-", 1)[0], int(name.rsplit("-", 1)[1])) for name in (liveness.get("pinned") or {})]
+        summary["broker_transactions"] = self._broker_transactions(pinned)
         return summary
 
-    def _broker_transactions(self) -> dict[str, Any]:
+    def _broker_transactions(self, pinned: list[tuple[str, int]]) -> dict[str, Any]:
         """Coordinators' and partition leaders' own view after heal (list, find-hanging)."""
         from clusters.base import Role
         from clusters.kafka_tools import broker_transaction_state
 
         try:
             brokers = [n.node_id for n in self.cluster.nodes if Role.BROKER in n.roles]
-            return broker_transaction_state(self.cluster, brokers)
+            return broker_transaction_state(self.cluster, brokers, pinned)
         except Exception as exc:  # external clusters without tools: say so, never guess
             return {"error": f"could not ask the brokers: {exc}"}
 

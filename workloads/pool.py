@@ -71,7 +71,8 @@ class WorkerPool:
     def _argv(self, config_path: Path) -> list[str]:
         if self.spec.external_command:
             return [*self.spec.external_command]
-        return [sys.executable, "-m", "workloads.ctp_worker", str(config_path)]
+        module = "workloads.share_worker" if self.spec.kind == "share" else "workloads.ctp_worker"
+        return [sys.executable, "-m", module, str(config_path)]
 
     def _spawn(self, slot: WorkerSlot) -> WorkerProcess:
         slot.incarnations += 1

@@ -15,7 +15,8 @@ class WorkloadSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["ctp"] = "ctp"
+    kind: Literal["ctp", "share"] = Field(
+        "ctp", description="ctp: consumer-group consume-transform-produce; share: share-group (KIP-932) pipeline")
     input_topic: str = "kchaos-input"
     output_topics: tuple[str, ...] = ("kchaos-invoices", "kchaos-shipments")
     input_partitions: int = Field(6, ge=1, le=1000)
@@ -27,6 +28,9 @@ class WorkloadSpec(BaseModel):
     max_batch: int = Field(200, ge=1, le=100_000, description="most inputs in one transaction")
     process_delay_ms: int = Field(0, ge=0, le=60_000, description="simulated transform time per batch, between writing outputs and committing")
     abort_fraction: float = Field(0.05, ge=0.0, le=0.9, description="share of transactions aborted on purpose")
+    seed_abort_fraction: float = Field(
+        0.05, ge=0.0, le=0.9,
+        description="share of the seeder's input transactions aborted on purpose (data only read_uncommitted sees)")
     transactional_id_strategy: Literal["per-worker", "per-partition"] = "per-worker"
     delivery: Delivery = "exactly-once"
     isolation: Literal["read_committed", "read_uncommitted"] = "read_committed"
@@ -36,6 +40,12 @@ class WorkloadSpec(BaseModel):
     session_timeout_ms: int = Field(15_000, ge=3000, le=300_000)
     restart_backoff_s: float = Field(1.0, ge=0, le=60)
     drain_timeout_s: float = Field(180.0, gt=0, description="after faults heal: how long to wait for every input to be processed")
+    share_release_fraction: float = Field(
+        0.05, ge=0.0, le=0.5, description="share: seeded share of deliveries RELEASEd (a simulated transient failure)")
+    share_poison_fraction: float = Field(
+        0.01, ge=0.0, le=0.5, description="share: seeded share of inputs that are poison and REJECTed")
+    share_lock_duration_ms: int = Field(15_000, ge=1000, le=3_600_000, description="share: share.record.lock.duration.ms")
+    share_delivery_count_limit: int = Field(5, ge=2, le=10, description="share: share.delivery.count.limit")
     external_command: tuple[str, ...] | None = Field(
         None, description="bring your own pipeline: argv run instead of kchaos' worker (see docs/workload.md)")
 
@@ -47,6 +57,10 @@ class WorkloadSpec(BaseModel):
             raise ValueError("input_topic must not also be an output topic")
         if self.delivery != "exactly-once" and self.transactional_id_strategy == "per-partition":
             raise ValueError("transactional_id_strategy = 'per-partition' needs delivery = 'exactly-once'")
+        if self.kind == "share" and (self.delivery != "exactly-once" or self.external_command
+                                     or self.transactional_id_strategy != "per-worker"):
+            raise ValueError("kind = 'share' runs kchaos' own share worker with transactional outputs: it needs "
+                             "delivery = 'exactly-once', transactional_id_strategy = 'per-worker' and no external_command")
         if self.external_command is not None and not self.external_command:
             raise ValueError("external_command must name a program")
         return self

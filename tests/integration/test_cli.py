@@ -95,9 +95,15 @@ def test_run_default_campaign_end_to_end_then_analyze(tmp_path):
     assert (run_dir / "seed").read_text().strip() == "11"
     campaign = json.loads((run_dir / "campaign.json").read_text())
     assert campaign["cluster"]["nodes"] == 3 and campaign["run"]["seed"] == 11
-    assert "--seed 11" in json.loads((run_dir / "replay.json").read_text())["command"]
+    replay = json.loads((run_dir / "replay.json").read_text())["command"]
+    assert "--seed 11" in replay and "--set workload.records=4000" in replay and "--set run.duration_s=8" in replay
     results = json.loads((run_dir / "results.json").read_text())
     assert results["verdict"] == "valid" and results["facts"]["outputs_committed"] == 8000
+    # verified by the Spark job reading the topics through Kafka, and the Python reader agrees
+    assert results["checker"] == "spark" and results["facts"]["topic_source"] == "spark-kafka-source"
+    assert results["cross_check"]["agrees"] is True
+    report = (run_dir / "report.html").read_text()
+    assert 'class="banner valid"' in report and "--seed 11" in report and report.count("<svg") == 3
     for name in ("history.jsonl", "history.parquet", "metrics.json", "final.json", "cluster.json",
                  "topics/kchaos-input.committed.parquet", "topics/kchaos-invoices.raw.parquet",
                  "topics/__transaction_state.raw.parquet", "topics/__consumer_offsets.raw.parquet"):
@@ -106,11 +112,18 @@ def test_run_default_campaign_end_to_end_then_analyze(tmp_path):
     assert list((run_dir / "cluster").glob("node-*/logs/server.log")), "broker logs are kept in the run directory"
     assert list((run_dir / "workers").glob("w0.1.log"))
     assert processes_with_marker(str(run_dir)) == []
-    # analyze re-checks the stored run without a cluster and reaches the same verdict
-    (run_dir / "results.json").unlink()
-    again = kchaos("analyze", str(run_dir))
-    assert again.returncode == 0, again.stderr
-    assert json.loads((run_dir / "results.json").read_text())["verdict"] == "valid"
+    # analyze re-checks the stored run without a cluster and reaches the same verdict, with
+    # either engine (Spark reads what its Kafka-source ingest stored in topics-spark/)
+    for engine in ("spark", "python"):
+        (run_dir / "results.json").unlink()
+        again = kchaos("analyze", str(run_dir), "--engine", engine)
+        assert again.returncode == 0, again.stderr
+        assert json.loads((run_dir / "results.json").read_text())["verdict"] == "valid"
+    assert json.loads((run_dir / "campaign.json").read_text()) == campaign  # the record is untouched
+    (run_dir / "report.html").unlink()
+    assert kchaos("report", str(run_dir)).returncode == 0 and (run_dir / "report.html").exists()
+    bad = kchaos("analyze", str(run_dir), "--spark-master", "yarn")
+    assert bad.returncode == 3 and "not a Spark master" in bad.stderr
 
 
 def test_analyze_rejects_a_directory_that_is_not_a_run(tmp_path):

@@ -150,6 +150,11 @@ def test_transaction_left_open_is_a_hanging_transaction(cluster3, tmp_path):
     case = results["anomalies"]["hanging-transaction"][0]
     assert case["lso"] < case["high"]
     assert any(t["transactional_id"].endswith("mutator-open") for t in case["open_transactions"])
+    # the brokers' own view: the coordinator lists it as ongoing, the partition leader tracks
+    # the open producer (KIP-664 list / describe-producers)
+    assert any(t["TransactionalId"].endswith("mutator-open") and t["TransactionState"] == "Ongoing"
+               for t in case["broker_transactions"]), case["broker_transactions"]
+    assert isinstance(case["partition_producers"], list) and case["partition_producers"], case["partition_producers"]
 
 
 def test_outputs_committed_out_of_input_order_are_nonmonotonic(cluster3, tmp_path):

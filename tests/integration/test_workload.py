@@ -11,7 +11,7 @@ import pytest
 
 from harness.rundir import RunDir
 from harness.run import verify
-from workloads.ctp import CtpWorkload
+from workloads import make_workload
 from workloads.history import HistoryWriter, merge_history, pair_operations, read_lines
 from workloads.spec import WorkloadSpec
 
@@ -33,9 +33,10 @@ class Harness:
         `kchaos run` does); the Python checker alone is quicker for tests about the workload."""
         self.cluster, self.engine = cluster, engine
         self.run = RunDir.create(tmp_path, "t", seed)
+        (self.run.path / "seed").write_text(f"{seed}\n")
         self.run.write_json("campaign.json", {"workload": spec.model_dump(mode="json"), "verifier": {"engine": engine}})
         self.history = HistoryWriter(self.run.path / "history" / "harness.jsonl", "harness")
-        self.workload = CtpWorkload(spec, cluster, self.run, seed, self.history)
+        self.workload = make_workload(spec, cluster, self.run, seed, self.history)
         self.workload.setup()
         self.workload.start()
 

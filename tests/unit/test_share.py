@@ -1,0 +1,165 @@
+"""Share-group ledger on hand-made run directories: decoding of __share_group_state records,
+replay into a final state, and each share anomaly injected and named (by both engines)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+from verifier.decoders import ShareStateBatch, decode_share_state_record, share_partition_state
+from workloads.share_worker import is_poison, seeded_fraction
+
+from .test_checkers import ENGINE, RunBuilder, _out, _write_topic, engine  # noqa: F401  (engine: autouse fixture)
+
+TOPIC_ID_BYTES = bytes(range(16))
+TOPIC_ID = base64.urlsafe_b64encode(TOPIC_ID_BYTES).decode().rstrip("=")
+SHARE_WORKLOAD = {"kind": "share", "share_poison_fraction": 0.0, "share_delivery_count_limit": 5}
+
+
+def share_key(kind: int, group: str = "g", partition: int = 0) -> bytes:
+    return struct.pack(">hh", kind, len(group)) + group.encode() + TOPIC_ID_BYTES + struct.pack(">i", partition)
+
+
+def share_update(start: int, batches: list[tuple[int, int, int, int]], snapshot: bool = False) -> bytes:
+    out = struct.pack(">h", 0) + struct.pack(">i", 0)
+    if snapshot:
+        out += struct.pack(">i", 1)           # stateEpoch
+    out += struct.pack(">iq", 0, start)       # leaderEpoch, startOffset
+    if snapshot:
+        out += struct.pack(">qq", 1, 2)       # create/write timestamps
+    out += bytes([len(batches) + 1])
+    for first, last, state, count in batches:
+        out += struct.pack(">qqbh", first, last, state, count) + b"\x00"
+    if snapshot:
+        return out + b"\x00"
+    return out + b"\x01" + b"\x00" + b"\x04" + struct.pack(">i", 3)  # tag 0: deliveryCompleteCount 3
+
+
+def test_decode_snapshot_and_update_and_replay():
+    snap = decode_share_state_record(share_key(0), share_update(-1, [], snapshot=True))
+    assert (snap.kind, snap.group, snap.topic_id, snap.partition, snap.state_epoch) == ("snapshot", "g", TOPIC_ID, 0, 1)
+    upd = decode_share_state_record(share_key(1), share_update(0, [(0, 1, 2, 1), (2, 2, 0, 1), (3, 3, 4, 5)]))
+    assert upd.kind == "update" and upd.delivery_complete_count == 3
+    assert upd.batches[2] == ShareStateBatch(3, 3, 4, 5)
+    later = decode_share_state_record(share_key(1), share_update(2, [(2, 2, 2, 2)]))
+    state = share_partition_state([snap, upd, later])
+    assert state == {"start_offset": 2, "offsets": {2: (2, 2), 3: (4, 5)}}
+    assert decode_share_state_record(share_key(1), None).kind == "tombstone"
+    assert decode_share_state_record(struct.pack(">h", 5) + b"xx", b"") is None
+
+
+def test_seeded_decisions_are_stable_and_spread():
+    assert seeded_fraction(1, "a") == seeded_fraction(1, "a") != seeded_fraction(2, "a")
+    share = sum(is_poison(7, f"in-{i}", 0.1) for i in range(2000)) / 2000
+    assert 0.07 < share < 0.13
+
+
+class ShareRunBuilder(RunBuilder):
+    """Inputs 0..3, each acquired once by w0.1, processed in transaction 1, ACCEPTed."""
+
+    def __init__(self, n: int = 4):
+        super().__init__(n)
+        self.ops = [("init", "ok", {}),
+                    ("acquire", "ok", {"records": [[0, o, 1] for o in range(n)]}),
+                    ("send", "ok", {"txn_seq": 1, "inputs": [[0, o] for o in range(n)], "outputs": 2 * n}),
+                    ("commit", "ok", {"txn_seq": 1}),
+                    ("ack", "ok", {"acks": [[0, o, "accept"] for o in range(n)], "txn_seq": 1})]
+        self.share_records = [(0, share_update(-1, [], snapshot=True)), (1, share_update(n, []))]
+        self.workload_extra = dict(SHARE_WORKLOAD)
+
+    def write(self, run: Path) -> Path:
+        super().write(run)
+        campaign = json.loads((run / "campaign.json").read_text())
+        campaign["workload"] = {**campaign["workload"], **self.workload_extra}
+        (run / "campaign.json").write_text(json.dumps(campaign))
+        final = json.loads((run / "final.json").read_text())
+        final.pop("group_offsets")
+        final["share"] = {"input_topic_id": TOPIC_ID, "delivery_count_limit": 5, "kip1289": {"mode": "at-least-once"}}
+        (run / "final.json").write_text(json.dumps(final))
+        (run / "seed").write_text("3\n")
+        _write_topic(run, "__share_group_state", "raw",
+                     [(0, i, share_key(kind), value) for i, (kind, value) in enumerate(self.share_records)])
+        return run
+
+
+def _check(run: Path) -> dict:
+    return ENGINE["check"](run).to_json()
+
+
+def test_clean_share_run_is_valid_with_share_facts(tmp_path):
+    results = _check(ShareRunBuilder().write(tmp_path / "r"))
+    assert (results["verdict"], results["anomaly_types"]) == ("valid", []), results["checks"]
+    assert {"lost-input", "offsets-ahead", "offsets-behind", "nonmonotonic"} <= set(results["not_checked"])
+    assert results["facts"]["share"]["inputs_delivered"] == 4 and results["facts"]["share"]["mode"] == "at-least-once"
+
+
+def test_share_lost_when_an_accepted_record_has_no_outputs(tmp_path):
+    b = ShareRunBuilder()
+    b.committed["a"] = [o for o in b.committed["a"] if o["in_offset"] != 2]
+    b.committed["b"] = [o for o in b.committed["b"] if o["in_offset"] != 2]
+    b.ops[2] = ("send", "ok", {"txn_seq": 1, "inputs": [[0, o] for o in range(4)], "outputs": 6})
+    results = _check(b.write(tmp_path / "r"))
+    assert results["anomaly_types"] == ["share-lost"], results["checks"]
+    assert results["anomalies"]["share-lost"][0]["input"]["offset"] == 2
+
+
+def test_share_stuck_when_a_record_never_completes(tmp_path):
+    b = ShareRunBuilder()
+    b.inputs.append((0, 4))  # seeded, never acknowledged, persisted state stops at 4
+    results = _check(b.write(tmp_path / "r"))
+    assert results["anomaly_types"] == ["share-stuck-acquired"], results["checks"]
+
+
+def test_redelivery_after_a_committed_accept(tmp_path):
+    b = ShareRunBuilder()
+    b.ops.append(("acquire", "ok", {"records": [[0, 1, 2]]}))
+    results = _check(b.write(tmp_path / "r"))
+    assert results["anomaly_types"] == ["share-redelivered-after-accept"], results["checks"]
+
+
+def test_delivery_count_above_the_limit(tmp_path):
+    b = ShareRunBuilder()
+    b.ops.insert(1, ("acquire", "ok", {"records": [[0, 3, 6]]}))
+    results = _check(b.write(tmp_path / "r"))
+    assert results["anomaly_types"] == ["share-delivery-limit"], results["checks"]
+
+
+def test_duplicate_outputs_allowed_only_with_a_redelivery(tmp_path):
+    b = ShareRunBuilder()
+    b.committed["a"].append(_out(0, 2, 0, seq=2))
+    b.committed["b"].append(_out(0, 2, 1, seq=2))
+    b.ops += [("send", "ok", {"txn_seq": 2, "inputs": [[0, 2]], "outputs": 2}), ("commit", "ok", {"txn_seq": 2})]
+    results = _check(b.write(tmp_path / "r1"))
+    assert results["anomaly_types"] == ["duplicate"], results["checks"]
+    # the same outputs, but the history shows input 2 delivered twice (released once): allowed
+    b.ops[1] = ("acquire", "ok", {"records": [[0, o, 1] for o in range(4)] + [[0, 2, 2]]})
+    results = _check(b.write(tmp_path / "r2"))
+    assert results["verdict"] == "valid", results["checks"]
+    assert "explained by a redelivery" in results["checks"]["duplicate"]["note"]
+
+
+def test_poison_records_rejected_are_fine_and_counted(tmp_path):
+    b = ShareRunBuilder()
+    b.workload_extra["share_poison_fraction"] = 0.5
+    poison = [o for o in range(4) if is_poison(3, f"id-0-{o}", 0.5)]
+    assert poison and len(poison) < 4
+    for topic in ("a", "b"):
+        b.committed[topic] = [r for r in b.committed[topic] if r["in_offset"] not in poison]
+    b.ops[2] = ("send", "ok", {"txn_seq": 1, "inputs": [[0, o] for o in range(4) if o not in poison],
+                               "outputs": 2 * (4 - len(poison))})
+    b.ops[4] = ("ack", "ok", {"acks": [[0, o, "reject" if o in poison else "accept"] for o in range(4)], "txn_seq": 1})
+    results = _check(b.write(tmp_path / "r"))
+    assert results["verdict"] == "valid", results["checks"]
+    assert results["facts"]["share"]["poison_inputs"] == len(poison) == results["facts"]["share"]["rejected"]
+
+
+@pytest.mark.parametrize("missing", ["seed"])
+def test_unknown_seed_makes_the_share_checks_unknown(tmp_path, missing):
+    run = ShareRunBuilder().write(tmp_path / "r")
+    (run / missing).unlink()
+    results = _check(run)
+    assert results["verdict"] == "unknown" and "seed" in results["checks"]["share-lost"]["note"]

@@ -1,0 +1,235 @@
+"""The share-group (KIP-932) delivery ledger and its checks.
+
+Ledger per input record: its acquisitions (history ``acquire``, with delivery counts), its
+acknowledgements (history ``ack``: ACCEPT / RELEASE / REJECT and whether the commit succeeded),
+its committed outputs (lineage), and its final persisted state (``__share_group_state``,
+snapshots and updates replayed; below the start offset a record is complete).
+
+| anomaly | meaning |
+| --- | --- |
+| share-lost | a record the group considers done (acknowledged or archived) without its outputs committed, unless it was poison and rejected |
+| share-redelivered-after-accept | a record acquired again after an ACCEPT of it was committed successfully |
+| share-delivery-limit | a record delivered more times than the delivery count limit |
+| share-stuck-acquired | after the drain (and past the lock duration) a record that is neither acknowledged for good nor archived |
+| duplicate | an output slot committed more than once for a record that was delivered only once |
+
+Duplicates *are* expected when the history shows a redelivery: without KIP-1289 a share
+pipeline is at-least-once, and the results say so.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from verifier.results import INVALID, UNKNOWN, VALID, CheckResult
+
+ACKNOWLEDGED, ARCHIVED = 2, 4
+
+
+class ShareLedger:
+    def __init__(self, data: Any):
+        """``data``: a verifier.pychecker.RunData of a share run."""
+        from workloads.share_worker import is_poison
+
+        self.data = data
+        share = data.final.get("share") or {}
+        self.limit = int(share.get("delivery_count_limit") or data.workload.get("share_delivery_count_limit") or 5)
+        self.mode = (share.get("kip1289") or {}).get("mode", "at-least-once")
+        import json
+
+        seed_file = Path(data.run) / "seed"
+        self.seed = (int(seed_file.read_text().strip()) if seed_file.exists() else
+                     json.loads((Path(data.run) / "campaign.json").read_text()).get("run", {}).get("seed"))
+        if self.seed is None:
+            raise ValueError("the run's seed is unknown (no seed file): poison inputs cannot be told apart")
+        fraction = data.workload.get("share_poison_fraction", 0.0)
+        self.poison = {pos for pos, in_id in data.inputs_committed.items() if is_poison(self.seed, in_id, fraction)}
+        self.acquisitions: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+        self.acks: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+        for op in data.ops:
+            if op["f"] == "acquire":
+                for p, o, delivery in op["value"].get("records", []):
+                    self.acquisitions[(p, o)].append({"process": op["process"], "time": op["invoke_time"],
+                                                      "delivery_count": delivery})
+            elif op["f"] == "ack":
+                for p, o, kind in op["value"].get("acks", []):
+                    self.acks[(p, o)].append({"process": op["process"], "kind": kind, "outcome": op["outcome"],
+                                              "invoke_time": op["invoke_time"], "complete_time": op["complete_time"],
+                                              "txn_seq": op["value"].get("txn_seq")})
+        self.state = self._persisted_state(Path(data.run), share.get("input_topic_id"))
+        self.slots: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+        for out in data.outputs_committed:
+            self.slots[(out["in_partition"], out["in_offset"])].append(out)
+
+    def _persisted_state(self, run: Path, topic_id: str | None) -> dict[int, dict[str, Any]] | None:
+        import pyarrow.parquet as pq
+
+        from verifier.decoders import decode_share_state_record, share_partition_state
+
+        path = run / "topics" / "__share_group_state.raw.parquet"
+        if not path.exists() or topic_id is None:
+            return None
+        records: dict[int, list[Any]] = defaultdict(list)
+        group = self.data.workload.get("group_id")
+        for r in sorted(pq.read_table(path).to_pylist(), key=lambda r: (r["partition"], r["offset"])):
+            rec = decode_share_state_record(r["key"], r["value"])
+            if rec is not None and rec.group == group and rec.topic_id == topic_id:
+                records[rec.partition].append(rec)
+        return {p: share_partition_state(recs) for p, recs in records.items()}
+
+    def persisted(self, pos: tuple[int, int]) -> str:
+        """``complete`` (below the start offset), ``acknowledged``, ``archived``, ``available`` or
+        ``unknown`` (no persisted state for it)."""
+        if self.state is None or pos[0] not in self.state:
+            return "unknown"
+        st = self.state[pos[0]]
+        if 0 <= st["start_offset"] and pos[1] < st["start_offset"]:
+            return "complete"
+        value = st["offsets"].get(pos[1])
+        if value is None:
+            return "unknown"
+        return {ACKNOWLEDGED: "acknowledged", ARCHIVED: "archived"}.get(value[0], "available")
+
+    def committed_ack(self, pos: tuple[int, int]) -> dict[str, Any] | None:
+        """The first ACCEPT or REJECT of ``pos`` whose commit succeeded."""
+        return next((a for a in self.acks.get(pos, []) if a["outcome"] == "ok" and a["kind"] in ("accept", "reject")),
+                    None)
+
+    def done(self, pos: tuple[int, int]) -> bool:
+        return self.committed_ack(pos) is not None or self.persisted(pos) in ("complete", "acknowledged", "archived")
+
+    def evidence(self, pos: tuple[int, int]) -> dict[str, Any]:
+        return {"input": {"partition": pos[0], "offset": pos[1], "id": self.data.inputs_committed.get(pos)},
+                "poison": pos in self.poison, "acquisitions": self.acquisitions.get(pos, [])[:10],
+                "acknowledgements": self.acks.get(pos, [])[:10], "persisted_state": self.persisted(pos),
+                "committed_outputs": self.slots.get(pos, [])[:10]}
+
+
+def _result(name: str, cases: list[dict[str, Any]]) -> CheckResult:
+    from verifier.model import MAX_CASES
+
+    return CheckResult(name, INVALID if cases else VALID, cases[:MAX_CASES], note=f"{len(cases)} cases" if cases else None)
+
+
+def check_share_lost(ledger: ShareLedger) -> CheckResult:
+    k = ledger.data.workload["outputs_per_input"]
+    cases = []
+    for pos in sorted(ledger.data.inputs_committed):
+        if pos in ledger.poison or not ledger.done(pos):
+            continue
+        have = {o["slot"] for o in ledger.slots.get(pos, [])}
+        if len(have) < k:
+            ack = ledger.committed_ack(pos)
+            why = (f"acknowledged ({ack['kind']}, by {ack['process']})" if ack else
+                   f"persisted as {ledger.persisted(pos)}")
+            cases.append({"explanation": f"input {pos[0]}@{pos[1]} is done for the share group ({why}) but only "
+                                         f"{len(have)} of its {k} outputs are committed", **ledger.evidence(pos)})
+    return _result("share-lost", cases)
+
+
+def check_redelivered_after_accept(ledger: ShareLedger) -> CheckResult:
+    cases = []
+    for pos, acks in sorted(ledger.acks.items()):
+        accepted = [a for a in acks if a["kind"] == "accept" and a["outcome"] == "ok" and a["complete_time"]]
+        if not accepted:
+            continue
+        first = min(a["complete_time"] for a in accepted)
+        later = [q for q in ledger.acquisitions.get(pos, []) if q["time"] > first]
+        if later:
+            cases.append({"explanation": f"input {pos[0]}@{pos[1]} was acquired again (delivery "
+                                         f"{later[0]['delivery_count']}, by {later[0]['process']}) after its ACCEPT was "
+                                         "committed", **ledger.evidence(pos)})
+    return _result("share-redelivered-after-accept", cases)
+
+
+def check_delivery_limit(ledger: ShareLedger) -> CheckResult:
+    cases = []
+    for pos, acquisitions in sorted(ledger.acquisitions.items()):
+        worst = max(q["delivery_count"] or 0 for q in acquisitions)
+        if worst > ledger.limit:
+            cases.append({"explanation": f"input {pos[0]}@{pos[1]} was delivered with delivery count {worst}, above the "
+                                         f"limit {ledger.limit}", **ledger.evidence(pos)})
+    for p, st in sorted((ledger.state or {}).items()):
+        for o, (state, count) in sorted(st["offsets"].items()):
+            if count > ledger.limit and not any(c["input"] == {"partition": p, "offset": o,
+                                                              "id": ledger.data.inputs_committed.get((p, o))}
+                                                for c in cases):
+                cases.append({"explanation": f"the persisted share state of {p}@{o} has delivery count {count}, above "
+                                             f"the limit {ledger.limit}", **ledger.evidence((p, o))})
+    return _result("share-delivery-limit", cases)
+
+
+def check_stuck(ledger: ShareLedger) -> CheckResult:
+    final = ledger.data.final
+    if not final.get("drained", False):
+        return CheckResult("share-stuck-acquired", UNKNOWN, note="the drain did not finish: nothing can be called stuck")
+    cases = [{"explanation": f"input {pos[0]}@{pos[1]} was neither acknowledged for good nor archived after the drain "
+                             f"(persisted state: {ledger.persisted(pos)})", **ledger.evidence(pos)}
+             for pos in sorted(ledger.data.inputs_committed) if not ledger.done(pos)]
+    return _result("share-stuck-acquired", cases)
+
+
+def check_share_duplicates(ledger: ShareLedger) -> CheckResult:
+    """Output slots committed more than once: allowed only for a record delivered more than once."""
+    by_slot: dict[tuple[int, int, int], list[dict[str, Any]]] = defaultdict(list)
+    for out in ledger.data.outputs_committed:
+        by_slot[(out["in_partition"], out["in_offset"], out["slot"])].append(out)
+    cases, explained = [], 0
+    for (p, o, slot), outs in sorted(by_slot.items()):
+        if len(outs) < 2:
+            continue
+        deliveries = ledger.acquisitions.get((p, o), [])
+        if len(deliveries) > 1 or any((q["delivery_count"] or 1) > 1 for q in deliveries):
+            explained += 1
+            continue
+        cases.append({"explanation": f"input {p}@{o} slot {slot} is committed {len(outs)} times but the record was "
+                                     f"delivered {len(deliveries)} time(s): no redelivery explains it",
+                      "records": outs[:10], **{k: v for k, v in ledger.evidence((p, o)).items() if k != "committed_outputs"}})
+    result = _result("duplicate", cases)
+    if not cases:
+        result.note = (f"{explained} output slots committed more than once, each explained by a redelivery "
+                       f"(share mode {ledger.mode})" if explained else None)
+    return result
+
+
+#: share-group checks, by anomaly name
+SHARE_CHECKS = (("share-lost", check_share_lost), ("share-redelivered-after-accept", check_redelivered_after_accept),
+                ("share-delivery-limit", check_delivery_limit), ("share-stuck-acquired", check_stuck))
+
+#: consumer-group checks that do not apply to a share group, and why
+NOT_FOR_SHARE = {
+    "lost-input": "a share group has no committed offsets: covered by share-lost and share-stuck-acquired",
+    "offsets-ahead": "a share group has no committed offsets",
+    "offsets-behind": "a share group has no committed offsets",
+    "nonmonotonic": "share groups do not promise order",
+}
+
+
+def share_checks(data: Any) -> tuple[list[CheckResult], dict[str, Any]]:
+    """Every share-ledger check (and the share variant of ``duplicate``) on a RunData, plus facts.
+    A check that crashes yields ``unknown`` with the error, like any other."""
+    import traceback
+
+    try:
+        ledger = ShareLedger(data)
+    except Exception:
+        note = "share ledger could not be built: " + traceback.format_exc(limit=3)
+        return [CheckResult(name, UNKNOWN, note=note) for name, _ in (("duplicate", None), *SHARE_CHECKS)], {}
+    results = []
+    for name, check in (("duplicate", check_share_duplicates), *SHARE_CHECKS):
+        try:
+            results.append(check(ledger))
+        except Exception:
+            results.append(CheckResult(name, UNKNOWN, note="checker crashed: " + traceback.format_exc(limit=3)))
+    deliveries = [len(v) for v in ledger.acquisitions.values()]
+    facts = {"mode": ledger.mode, "kip1289": (data.final.get("share") or {}).get("kip1289"),
+             "delivery_count_limit": ledger.limit, "inputs_delivered": len(deliveries),
+             "deliveries": sum(deliveries), "inputs_redelivered": sum(1 for d in deliveries if d > 1),
+             "poison_inputs": len(ledger.poison),
+             "rejected": sum(1 for acks in ledger.acks.values() if any(a["kind"] == "reject" and a["outcome"] == "ok"
+                                                                      for a in acks)),
+             "released": sum(1 for acks in ledger.acks.values() for a in acks if a["kind"] == "release"),
+             "persisted_state_partitions": len(ledger.state or {})}
+    return results, facts

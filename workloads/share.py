@@ -1,0 +1,256 @@
+"""The share-group (KIP-932) workload: seeder, share workers, group configs, ledger, KIP-1289.
+
+Reuses the consume-transform-produce machinery (seeder, worker pool, history, final reads) and
+changes what is consumer-group specific:
+
+* **group configs** are set for the run through the admin API (``share.auto.offset.reset``
+  earliest, ``share.isolation.level`` from ``workload.isolation``, record lock duration, delivery
+  count limit), read back, and recorded in ``RUN_DIR/share_group.json``;
+* **KIP-1289 detection**: transactional share acknowledgements need the client to offer them
+  (a ``send_share_acknowledgements_to_transaction``-like producer call) and the cluster to
+  finalise ``share.version >= 2`` and advertise ApiVersions key 93 (TxnShareAcknowledge). The
+  detected facts and the resulting mode (``exactly-once`` or ``at-least-once``) are recorded;
+  nothing is assumed;
+* **progress** comes from the workers' own histories, read incrementally: an input is done once
+  an acknowledgement commit that ACCEPTed or REJECTed it succeeded. (The persisted
+  share-partition state, ``__share_group_state``, is decoded for the verifier, but its start
+  offset can lag the broker's in-memory state after the last acknowledgement, so it cannot say
+  "finished".)
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+import time
+from typing import Any
+
+from workloads.ctp import CtpWorkload
+
+TXN_SHARE_ACKNOWLEDGE_API_KEY = 93
+
+
+def topic_id_string(uuid: Any) -> str:
+    """Kafka's printed form of a topic id (URL-safe base64, no padding)."""
+    raw = struct.pack(">qq", uuid.get_most_significant_bits(), uuid.get_least_significant_bits())
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def api_versions(host: str, port: int, timeout_s: float = 10.0) -> dict[int, tuple[int, int]]:
+    """ApiVersions v0 over a plain socket: api key -> (min, max) the broker advertises."""
+    import socket
+
+    request = struct.pack(">hhi", 18, 0, 1) + struct.pack(">h", 6) + b"kchaos"
+    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        sock.sendall(struct.pack(">i", len(request)) + request)
+        size = struct.unpack(">i", _read(sock, 4))[0]
+        body = _read(sock, size)
+    error, count = struct.unpack(">hi", body[4:10])
+    if error:
+        raise RuntimeError(f"ApiVersions answered error code {error}")
+    out = {}
+    for i in range(count):
+        key, lo, hi = struct.unpack(">hhh", body[10 + 6 * i:16 + 6 * i])
+        out[key] = (lo, hi)
+    return out
+
+
+def _read(sock: Any, n: int) -> bytes:
+    chunks = b""
+    while len(chunks) < n:
+        chunk = sock.recv(n - len(chunks))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        chunks += chunk
+    return chunks
+
+
+def detect_kip1289(cluster: Any) -> dict[str, Any]:
+    """Whether transactional share acknowledgements can be used: the client and the cluster."""
+    import importlib.metadata
+
+    from confluent_kafka import Producer
+
+    client_method = next((m for m in dir(Producer) if "share" in m.lower() and "transaction" in m.lower()), None)
+    facts: dict[str, Any] = {"client": f"confluent-kafka {importlib.metadata.version('confluent-kafka')}",
+                             "client_supports": client_method is not None, "client_method": client_method}
+    try:
+        from clusters.kafka_tools import describe_features
+
+        facts["share_version"] = describe_features(cluster).get("share.version")
+    except Exception as exc:
+        facts["share_version_error"] = str(exc)
+    try:
+        host, port = cluster.bootstrap_servers.split(",")[0].rsplit(":", 1)
+        versions = api_versions(host, int(port))
+        facts["broker_advertises_txn_share_acknowledge"] = TXN_SHARE_ACKNOWLEDGE_API_KEY in versions
+    except Exception as exc:
+        facts["api_versions_error"] = str(exc)
+    supported = bool(facts["client_supports"] and facts.get("broker_advertises_txn_share_acknowledge")
+                     and (facts.get("share_version") or 0) >= 2)
+    facts["mode"] = "exactly-once" if supported else "at-least-once"
+    reasons = []
+    if not facts["client_supports"]:
+        reasons.append(f"{facts['client']} has no transactional share acknowledgement call")
+    if not facts.get("broker_advertises_txn_share_acknowledge"):
+        reasons.append(f"the brokers do not advertise ApiVersions key {TXN_SHARE_ACKNOWLEDGE_API_KEY} (TxnShareAcknowledge)")
+    if (facts.get("share_version") or 0) < 2:
+        reasons.append(f"share.version is {facts.get('share_version')} (KIP-1289 needs 2)")
+    facts["why"] = "; ".join(reasons) if reasons else "client and cluster support KIP-1289"
+    return facts
+
+
+class ShareWorkload(CtpWorkload):
+    def setup(self) -> None:
+        super().setup()
+        self.share_facts = {"group_configs": self._configure_group(), "kip1289": detect_kip1289(self.cluster)}
+        if self.share_facts["kip1289"]["mode"] == "exactly-once":
+            # kchaos' share worker has no client call for it yet: say so rather than pretend
+            self.share_facts["kip1289"]["used"] = False
+            self.share_facts["kip1289"]["mode"] = "at-least-once"
+            self.share_facts["kip1289"]["why"] += " (but kchaos' share worker cannot stage acknowledgements yet)"
+        self.run.write_json("share_group.json", self.share_facts)
+        self.history.event("share-setup", self.share_facts, outcome="ok")
+
+    def _configure_group(self) -> dict[str, Any]:
+        """Set the group configs; a config this Kafka version does not know at group level is
+        recorded as such, with the broker-wide value that applies instead."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+        from harness.errors import ClusterError
+
+        spec = self.spec
+        wanted = {"share.auto.offset.reset": "earliest", "share.isolation.level": spec.isolation,
+                  "share.record.lock.duration.ms": str(spec.share_lock_duration_ms),
+                  "share.delivery.count.limit": str(spec.share_delivery_count_limit)}
+        admin = self.cluster.admin()
+        unsupported: dict[str, str] = {}
+        for key, value in wanted.items():
+            resource = ConfigResource(ResourceType.GROUP, spec.group_id, incremental_configs=[
+                ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)])
+            try:
+                admin.incremental_alter_configs([resource])[resource].result(30)
+            except KafkaException as exc:
+                if "Unknown group config" not in str(exc) or key in ("share.auto.offset.reset", "share.isolation.level"):
+                    raise ClusterError(f"could not set share group config {key}={value}: {exc}") from None
+                unsupported[key] = str(exc.args[0].str() if exc.args else exc)
+        deadline = time.monotonic() + 20
+        while True:  # the group coordinator applies the change asynchronously
+            described = admin.describe_configs([ConfigResource(ResourceType.GROUP, spec.group_id)])
+            actual = {k: e.value for k, e in next(iter(described.values())).result(30).items() if k in wanted}
+            mismatched = {k: (v, actual.get(k)) for k, v in wanted.items() if k not in unsupported and actual.get(k) != v}
+            if not mismatched:
+                break
+            if time.monotonic() > deadline:
+                raise ClusterError(f"the share group configs did not take: {mismatched}")
+            time.sleep(0.5)
+        broker_wide = {}
+        if unsupported:
+            broker = next(n.node_id for n in self.cluster.nodes if n.is_broker)
+            described = admin.describe_configs([ConfigResource(ResourceType.BROKER, str(broker))])
+            entries = next(iter(described.values())).result(30)
+            for key in unsupported:
+                entry = entries.get(f"group.{key}")
+                broker_wide[f"group.{key}"] = entry.value if entry is not None else None
+        effective_limit = int(actual.get("share.delivery.count.limit")
+                              or broker_wide.get("group.share.delivery.count.limit") or spec.share_delivery_count_limit)
+        return {"set": actual, "not_group_configs_in_this_version": unsupported, "broker_wide": broker_wide,
+                "effective_delivery_count_limit": effective_limit}
+
+    # -- progress from the share-partition state -----------------------------------------------
+    def input_topic_id(self) -> str:
+        from confluent_kafka import TopicCollection
+
+        if getattr(self, "_topic_id", None) is None:
+            admin = self.cluster.admin()
+            desc = admin.describe_topics(TopicCollection([self.spec.input_topic]))[self.spec.input_topic].result(30)
+            self._topic_id = topic_id_string(desc.topic_id)
+        return self._topic_id
+
+    def share_state(self, timeout_s: float = 20.0) -> dict[int, dict[str, Any]]:
+        """The group's share-partition states, replayed from ``__share_group_state``."""
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+        from verifier.decoders import decode_share_state_record, share_partition_state
+
+        topic_id = self.input_topic_id()
+        consumer = Consumer({**self.client, "log_level": 3, "group.id": f"kchaos-share-state-{time.time_ns()}",
+                             "enable.auto.commit": False, "enable.partition.eof": True})
+        records: dict[int, list[Any]] = {}
+        try:
+            md = consumer.list_topics("__share_group_state", timeout=10).topics.get("__share_group_state")
+            if md is None or md.error is not None:
+                return {}
+            pending = set(md.partitions)
+            consumer.assign([TopicPartition("__share_group_state", p, OFFSET_BEGINNING) for p in md.partitions])
+            deadline = time.monotonic() + timeout_s
+            while pending and time.monotonic() < deadline:
+                for msg in consumer.consume(500, 1.0):
+                    if msg.error() is not None:
+                        if msg.error().code() == KafkaError._PARTITION_EOF:
+                            pending.discard(msg.partition())
+                        continue
+                    rec = decode_share_state_record(msg.key(), msg.value())
+                    if rec is not None and rec.group == self.spec.group_id and rec.topic_id == topic_id:
+                        records.setdefault(rec.partition, []).append(rec)
+        finally:
+            consumer.close()
+        return {p: share_partition_state(recs) for p, recs in records.items()}
+
+    def remaining_inputs(self) -> int | None:
+        """Seeded inputs not yet acknowledged for good (accepted or rejected, with the
+        acknowledgement commit answered ok)."""
+        assert self.seeder is not None
+        if getattr(self, "_acks", None) is None:
+            self._acks = AckTracker(self.run.path / "history")
+        done = self._acks.update()
+        return max(0, self.spec.records - done)
+
+    def committed_offsets(self) -> dict[int, int]:
+        return {}  # a share group has no committed offsets; progress is remaining_inputs()
+
+    def final_reads(self, liveness_timeout_s: float | None = None) -> dict[str, Any]:
+        summary = super().final_reads(liveness_timeout_s)
+        summary.pop("group_offsets", None)
+        summary.pop("group_offsets_error", None)
+        facts = getattr(self, "share_facts", {})
+        summary["share"] = {**facts, "input_topic_id": self.input_topic_id(),
+                            "lock_duration_ms": self.spec.share_lock_duration_ms,
+                            "delivery_count_limit": (facts.get("group_configs") or {}).get(
+                                "effective_delivery_count_limit", self.spec.share_delivery_count_limit)}
+        return summary
+
+
+class AckTracker:
+    """Reads the workers' history files as they grow; counts distinct inputs whose ACCEPT or
+    REJECT was committed successfully."""
+
+    def __init__(self, history_dir: Any):
+        self.dir = history_dir
+        self.positions: dict[str, int] = {}
+        self.pending: dict[tuple[str, int], list[list[Any]]] = {}
+        self.done: set[tuple[int, int]] = set()
+
+    def update(self) -> int:
+        import json
+
+        for path in sorted(self.dir.glob("w*.jsonl")):
+            with open(path, "rb") as fh:
+                fh.seek(self.positions.get(path.name, 0))
+                while True:
+                    line = fh.readline()
+                    if not line.endswith(b"\n"):
+                        break  # a partial last line: read it next time
+                    self.positions[path.name] = fh.tell()
+                    r = json.loads(line)
+                    if r.get("f") != "ack":
+                        continue
+                    key = (r["process"], r["op"])
+                    if r["type"] == "invoke":
+                        self.pending[key] = r["value"].get("acks", [])
+                    else:
+                        acks = self.pending.pop(key, [])
+                        if r["type"] == "ok":
+                            self.done.update((p, o) for p, o, kind in acks if kind in ("accept", "reject"))
+        return len(self.done)
