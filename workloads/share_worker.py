@@ -135,6 +135,7 @@ class ShareWorker(Worker):
                                      value=lineage.encode())
                     outputs += 1
             producer.flush(60)
+            self._simulate_processing(producer)  # process_delay_ms: records stay acquired meanwhile
         except (KafkaException, BufferError) as exc:
             self.history.complete(op, "send", "fail", {"outputs": outputs}, error=str(exc), **self._fields(txid))
             self._abort(producer, txid, seq, f"produce failed: {exc}")
