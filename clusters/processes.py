@@ -59,17 +59,21 @@ class PidFile:
     pid: int
     pgid: int
     marker: str
+    #: the process that started it (a harness); a reaper only kills what its own harness started
+    owner: int | None = None
 
     def write(self) -> None:
         tmp = self.path.with_suffix(".pid.tmp")
-        tmp.write_text(json.dumps({"pid": self.pid, "pgid": self.pgid, "marker": self.marker}))
+        tmp.write_text(json.dumps({"pid": self.pid, "pgid": self.pgid, "marker": self.marker, "owner": self.owner}))
         tmp.replace(self.path)
 
     @classmethod
     def read(cls, path: Path) -> "PidFile | None":
         try:
             data = json.loads(path.read_text())
-            return cls(path, int(data["pid"]), int(data["pgid"]), str(data["marker"]))
+            owner = data.get("owner")
+            return cls(path, int(data["pid"]), int(data["pgid"]), str(data["marker"]),
+                       int(owner) if owner is not None else None)
         except (OSError, ValueError, KeyError):
             return None
 
@@ -127,7 +131,7 @@ class ManagedProcess:
         finally:
             log.close()
         self._pid = self._popen.pid
-        PidFile(self.pid_path, self._pid, self._pid, self.marker).write()
+        PidFile(self.pid_path, self._pid, self._pid, self.marker, os.getpid()).write()
 
     def is_running(self) -> bool:
         """Alive (running or paused)."""
@@ -218,8 +222,10 @@ class ManagedProcess:
             pass
 
 
-def reap(directory: Path, timeout_s: float = 10.0) -> list[int]:
-    """Kill every process recorded by a pid file under ``directory`` that still belongs to it.
+def reap(directory: Path, timeout_s: float = 10.0, owner: int | None = None) -> list[int]:
+    """Kill every process recorded by a pid file under ``directory`` that still belongs to it
+    (and, with ``owner``, was started by that harness process: a run's reaper must not kill
+    what a later ``kchaos analyze`` on the same directory started).
 
     Used by ``kchaos cluster down`` after a crashed harness, and as a last resort by stop().
     Returns the pids that were killed.
@@ -229,6 +235,8 @@ def reap(directory: Path, timeout_s: float = 10.0) -> list[int]:
         entry = PidFile.read(pid_path)
         if entry is None:
             pid_path.unlink(missing_ok=True)
+            continue
+        if owner is not None and entry.owner is not None and entry.owner != owner:
             continue
         if entry.owns_live_process():
             for sig in (signal.SIGCONT, signal.SIGKILL):

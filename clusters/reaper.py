@@ -22,7 +22,7 @@ from clusters.processes import is_alive, reap
 def watch(parent: int, directory: Path, poll_s: float = 0.5) -> list[int]:
     while is_alive(parent):
         time.sleep(poll_s)
-    return reap(directory)
+    return reap(directory, owner=parent)
 
 
 def start_reaper(directory: Path) -> subprocess.Popen:

@@ -30,6 +30,7 @@ def run_row(run: Path, root: Path) -> dict[str, Any]:
     results = _json(run / "results.json", {}) if status.get("complete") else {}
     totals = (_json(run / "metrics.json", {}) or {}).get("totals") or {}
     cluster, workload = campaign.get("cluster") or {}, campaign.get("workload") or {}
+    tv = cluster.get("transaction_version")
     night = run.parent.relative_to(root).as_posix() if run.parent != root else ""
     return {
         "run": run.name, "night": night, "link": (run / "report.html").relative_to(root).as_posix(),
@@ -37,7 +38,7 @@ def run_row(run: Path, root: Path) -> dict[str, Any]:
         "verdict": results.get("verdict") or ("incomplete" if not status.get("complete") else "unknown"),
         "anomalies": results.get("anomaly_types") or [], "seed": (campaign.get("run") or {}).get("seed"),
         "settings": f"Kafka {cluster.get('kafka_version')} x{cluster.get('nodes')}, {workload.get('delivery')}, "
-                    f"{workload.get('isolation')}, TV {cluster.get('transaction_version', 'default')}",
+                    f"{workload.get('isolation')}, TV {tv if tv is not None else 'default'}",
         "inputs_per_s": totals.get("inputs_per_s"), "outputs": (results.get("facts") or {}).get("outputs_committed"),
         "faults": (results.get("facts") or {}).get("faults"), "expected": _json(run / "expect.json", {}).get("verdict"),
         "started": run.name[:16],

@@ -620,7 +620,8 @@ def main(argv: list[str] | None = None) -> int:
     timings: dict[str, float] = {}
     spark = None
     try:
-        spark = spark_session(args.master)
+        # the run directory on the driver JVM's command line: leak checks and reapers can find it
+        spark = spark_session(args.master, extra_conf={"spark.kchaos.run": str(args.run.resolve())})
         timings["session_s"] = round(time.monotonic() - started, 2)
         if args.bootstrap:
             workload = json.loads((args.run / "campaign.json").read_text())["workload"]

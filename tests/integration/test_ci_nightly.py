@@ -42,5 +42,5 @@ expect = "invalid"
     control = Path(summary["runs"][1]["run_dir"])
     assert "aborted-read" in json.loads((control / "results.json").read_text())["anomaly_types"]
     index = (out / "index.html").read_text()
-    assert index.count('<span class="pill valid">valid</span>') == 1 and "control" in index
+    assert index.count('<span class="pill valid">valid</span>') == 1 and "negative-read-uncommitted" in index
     assert all((Path(r["run_dir"]) / "report.html").exists() for r in summary["runs"])

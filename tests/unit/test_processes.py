@@ -78,6 +78,22 @@ def test_reap_never_kills_a_process_that_is_not_ours(tmp_path):
         other.kill()
 
 
+def test_a_reaper_only_kills_what_its_own_harness_started(tmp_path):
+    """A run's reaper fires when its harness ends; a later `kchaos analyze` on the same run
+    directory has started a process of its own there, which must survive."""
+    import os
+
+    later = _sleeper(tmp_path)
+    later.start()
+    try:
+        assert PidFile.read(later.pid_path).owner == os.getpid()
+        assert reap(tmp_path, owner=os.getpid() + 100000) == []  # another harness's reaper
+        assert later.is_running()
+        assert reap(tmp_path, owner=os.getpid()) == [later.pid]
+    finally:
+        later.kill()
+
+
 def test_adopt_takes_over_a_process_started_elsewhere(tmp_path):
     first = _sleeper(tmp_path)
     first.start()
