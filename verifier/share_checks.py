@@ -8,7 +8,7 @@ snapshots and updates replayed; below the start offset a record is complete).
 | anomaly | meaning |
 | --- | --- |
 | share-lost | a record the group considers done (acknowledged or archived) without its outputs committed, unless it was poison and rejected |
-| share-redelivered-after-accept | a record acquired again after an ACCEPT of it was committed successfully |
+| share-redelivered-after-accept | a record delivered again (a higher delivery count) after the delivery whose ACCEPT was committed |
 | share-delivery-limit | a record delivered more times than the delivery count limit |
 | share-stuck-acquired | after the drain (and past the lock duration) a record that is neither acknowledged for good nor archived |
 | duplicate | an output slot committed more than once for a record that was delivered only once |
@@ -130,17 +130,27 @@ def check_share_lost(ledger: ShareLedger) -> CheckResult:
 
 
 def check_redelivered_after_accept(ledger: ShareLedger) -> CheckResult:
+    """A delivery of a record *after* the delivery whose ACCEPT was committed. Order comes from
+    the broker's delivery counts, not from when a worker recorded its poll: a worker stopped
+    between the broker's answer and its own bookkeeping records an old delivery late (seen
+    under worker-pause: delivery 1 recorded after delivery 2 was accepted elsewhere)."""
     cases = []
     for pos, acks in sorted(ledger.acks.items()):
-        accepted = [a for a in acks if a["kind"] == "accept" and a["outcome"] == "ok" and a["complete_time"]]
-        if not accepted:
-            continue
-        first = min(a["complete_time"] for a in accepted)
-        later = [q for q in ledger.acquisitions.get(pos, []) if q["time"] > first]
-        if later:
-            cases.append({"explanation": f"input {pos[0]}@{pos[1]} was acquired again (delivery "
-                                         f"{later[0]['delivery_count']}, by {later[0]['process']}) after its ACCEPT was "
-                                         "committed", **ledger.evidence(pos)})
+        acquisitions = ledger.acquisitions.get(pos, [])
+        for ack in acks:
+            if ack["kind"] != "accept" or ack["outcome"] != "ok":
+                continue
+            own = [q for q in acquisitions if q["process"] == ack["process"] and q["time"] <= ack["invoke_time"]]
+            if not own:
+                continue
+            accepted = max(own, key=lambda q: q["time"])["delivery_count"] or 0
+            later = [q for q in acquisitions if (q["delivery_count"] or 0) > accepted]
+            if later:
+                cases.append({"explanation": f"input {pos[0]}@{pos[1]} was delivered again (delivery "
+                                             f"{later[0]['delivery_count']}, to {later[0]['process']}) after delivery "
+                                             f"{accepted} was ACCEPTed by {ack['process']} and the acknowledgement "
+                                             "committed", **ledger.evidence(pos)})
+                break
     return _result("share-redelivered-after-accept", cases)
 
 

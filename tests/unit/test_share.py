@@ -121,9 +121,20 @@ def test_redelivery_after_a_committed_accept(tmp_path):
     assert results["anomaly_types"] == ["share-redelivered-after-accept"], results["checks"]
 
 
+def test_a_first_delivery_recorded_late_is_not_a_redelivery(tmp_path):
+    """A worker stopped between the broker's answer and its bookkeeping records delivery 1 after
+    another worker's delivery 2 was accepted: the delivery counts order them, not the clock."""
+    b = ShareRunBuilder()
+    b.ops[1] = ("acquire", "ok", {"records": [[0, o, 1] for o in range(4) if o != 1] + [[0, 1, 2]]})
+    b.ops.append(("acquire", "ok", {"records": [[0, 1, 1]]}, "w1.1", 0))  # recorded late, after the accept
+    b.ops.append(("ack", "fail", {"acks": [[0, 1, "accept"]]}, "w1.1", 0))  # its lock had expired
+    results = _check(b.write(tmp_path / "r"))
+    assert results["verdict"] == "valid", results["checks"]
+
+
 def test_delivery_count_above_the_limit(tmp_path):
     b = ShareRunBuilder()
-    b.ops.insert(1, ("acquire", "ok", {"records": [[0, 3, 6]]}))
+    b.ops[1] = ("acquire", "ok", {"records": [[0, o, 1] for o in range(3)] + [[0, 3, 6]]})  # limit 5
     results = _check(b.write(tmp_path / "r"))
     assert results["anomaly_types"] == ["share-delivery-limit"], results["checks"]
 
@@ -135,8 +146,14 @@ def test_duplicate_outputs_allowed_only_with_a_redelivery(tmp_path):
     b.ops += [("send", "ok", {"txn_seq": 2, "inputs": [[0, 2]], "outputs": 2}), ("commit", "ok", {"txn_seq": 2})]
     results = _check(b.write(tmp_path / "r1"))
     assert results["anomaly_types"] == ["duplicate"], results["checks"]
-    # the same outputs, but the history shows input 2 delivered twice (released once): allowed
-    b.ops[1] = ("acquire", "ok", {"records": [[0, o, 1] for o in range(4)] + [[0, 2, 2]]})
+    # the same outputs, but the history shows why: the first ACCEPT of input 2 failed (its lock
+    # had expired), input 2 was delivered again and processed again: allowed at-least-once
+    b.ops = b.ops[:4] + [("ack", "ok", {"acks": [[0, o, "accept"] for o in (0, 1, 3)], "txn_seq": 1}),
+                         ("ack", "fail", {"acks": [[0, 2, "accept"]], "txn_seq": 1}),
+                         ("acquire", "ok", {"records": [[0, 2, 2]]}),
+                         ("send", "ok", {"txn_seq": 2, "inputs": [[0, 2]], "outputs": 2}),
+                         ("commit", "ok", {"txn_seq": 2}),
+                         ("ack", "ok", {"acks": [[0, 2, "accept"]], "txn_seq": 2})]
     results = _check(b.write(tmp_path / "r2"))
     assert results["verdict"] == "valid", results["checks"]
     assert "explained by a redelivery" in results["checks"]["duplicate"]["note"]
