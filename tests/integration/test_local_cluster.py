@@ -137,16 +137,44 @@ def test_role_lookups_agree_with_the_brokers(cluster3):
     assert leader in cluster3.replicas(topic, 1) and leader in cluster3.isr(topic, 1)
 
 
-def test_share_coordinator_lookup_without_share_state_is_a_clear_error(cluster3):
-    """Before any share group stored state, __share_group_state does not exist: the look-up says so.
-    (The look-up against live share-group state is tested with the share-group workload.)"""
-    from harness.errors import ClusterError
+def test_share_coordinator_lookup_names_the_leader_that_holds_the_state(cluster3, tmp_path):
+    """A share group stores state; each share-partition's state records sit in the
+    __share_group_state partition whose leader the look-up names."""
+    import pyarrow.parquet as pq
+    from confluent_kafka import ShareConsumer
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-    topic = f"share-{uuid.uuid4().hex[:6]}"
+    from verifier.decoders import decode_share_state_record
+    from workloads.dump import dump_topic
+
+    topic, group = f"share-{uuid.uuid4().hex[:6]}", f"sg-{uuid.uuid4().hex[:6]}"
     create_topic(cluster3, topic, 2, 3)
-    assert len(cluster3.topic_id(topic)) == 22  # the share-partition key uses the topic id
-    with pytest.raises(ClusterError, match="__share_group_state is not known"):
-        cluster3.share_coordinators("sg-lookup", topic)
+    topic_id = cluster3.topic_id(topic)
+    assert len(topic_id) == 22  # the share-partition key uses the topic id
+    admin = cluster3.admin()
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    producer = Producer(quiet(cluster3.client_config()))
+    for i in range(10):
+        producer.produce(topic, value=b"v", partition=i % 2)
+    producer.flush(30)
+    consumer = ShareConsumer(quiet({**cluster3.client_config(), "group.id": group}))
+    consumer.subscribe([topic])
+    seen, deadline = 0, time.monotonic() + 60
+    while seen < 10 and time.monotonic() < deadline:
+        seen += sum(1 for m in consumer.poll(2) if m.error() is None)
+    consumer.close()  # implicit mode: close acknowledges
+    assert seen == 10
+    dump_topic(cluster3.client_config(), admin, "__share_group_state", "raw", tmp_path)
+    holders: dict[int, int] = {}
+    for r in pq.read_table(tmp_path / "__share_group_state.raw.parquet").to_pylist():
+        rec = decode_share_state_record(r["key"], r["value"])
+        if rec is not None and rec.group == group:
+            holders[rec.partition] = r["partition"]
+    assert sorted(holders) == [0, 1]
+    coordinators = cluster3.share_coordinators(group, topic)
+    assert coordinators == {p: cluster3.leader("__share_group_state", holders[p]) for p in (0, 1)}
 
 
 def test_features_show_the_release_default_transaction_version(cluster3):
