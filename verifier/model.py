@@ -37,6 +37,36 @@ OPEN_TXN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFenc
 ORDER_PROMISED_DELIVERY = ("exactly-once",)
 
 
+class NotApplicable(Exception):
+    """Raised by a check whose guarantee this configuration does not promise."""
+
+
+def run_checks(results: Any, data: Any, checks: tuple[tuple[str, str], ...], lookup: Any) -> bool:
+    """Run each ``(anomaly, function name)`` of ``checks`` on ``data`` into ``results``: a check
+    that does not apply goes to ``not_checked`` with its reason, a crash is ``unknown`` with the
+    traceback. For a share-group run the consumer-group-only checks (and ``duplicate``, which the
+    share ledger replaces) are skipped. Returns whether it is a share-group run."""
+    import traceback
+
+    from verifier.results import UNKNOWN, CheckResult
+
+    share = data.workload.get("kind") == "share"
+    if share:
+        from verifier.share_checks import NOT_FOR_SHARE
+
+        results.not_checked.update(NOT_FOR_SHARE)
+    for name, function in checks:
+        if share and (name in NOT_FOR_SHARE or name == "duplicate"):
+            continue
+        try:
+            results.checks.append(getattr(lookup, function)(data))
+        except NotApplicable as reason:
+            results.not_checked[name] = str(reason)
+        except Exception:
+            results.checks.append(CheckResult(name, UNKNOWN, note="checker crashed: " + traceback.format_exc(limit=3)))
+    return share
+
+
 def read_ops(run: Path) -> list[dict[str, Any]]:
     from workloads.history import pair_operations, read_lines
 

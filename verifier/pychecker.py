@@ -11,13 +11,13 @@ epoch, worker incarnation, sequence number), the history operations, the faults 
 from __future__ import annotations
 
 import json
-import traceback
+import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 from verifier.model import (LINEAGE_FIELDS, MAX_CASES, OPEN_TXN_STATES, ORDER_PROMISED_DELIVERY, TXN_NEXT,
-                            HistoryIndex, hanging_cases, read_ops, zombie_successor)
+                            HistoryIndex, NotApplicable, hanging_cases, read_ops, run_checks, zombie_successor)
 from verifier.results import INVALID, UNKNOWN, VALID, CheckResult, Results
 
 
@@ -119,10 +119,6 @@ class RunData:
         return self.history.txn_evidence(key)
 
 
-class NotApplicable(Exception):
-    """Raised by a check whose guarantee this configuration does not promise."""
-
-
 def check_run(run: Path, ops: list[dict[str, Any]] | None = None) -> Results:
     """Check a stored run; ``ops`` (the paired history) may be passed when the caller has it."""
     results = Results(checker="python")
@@ -131,20 +127,7 @@ def check_run(run: Path, ops: list[dict[str, Any]] | None = None) -> Results:
     except Exception as exc:
         results.errors.append(f"could not read the run: {exc!r}")
         return results
-    share = data.workload.get("kind") == "share"
-    if share:
-        from verifier.share_checks import NOT_FOR_SHARE
-
-        results.not_checked.update(NOT_FOR_SHARE)
-    for name, function in CHECKS:
-        if share and (name in NOT_FOR_SHARE or name == "duplicate"):
-            continue
-        try:
-            results.checks.append(globals()[function](data))
-        except NotApplicable as reason:
-            results.not_checked[name] = str(reason)
-        except Exception:
-            results.checks.append(CheckResult(name, UNKNOWN, note="checker crashed: " + traceback.format_exc(limit=3)))
+    share = run_checks(results, data, CHECKS, sys.modules[__name__])
     results.facts = facts(data)
     if share:
         from verifier.share_checks import share_checks

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from verifier.model import (LINEAGE_FIELDS, MAX_CASES, OPEN_TXN_STATES, ORDER_PROMISED_DELIVERY, TXN_NEXT,
-                            HistoryIndex, hanging_cases, read_json, read_ops, zombie_successor)
+                            HistoryIndex, NotApplicable, hanging_cases, read_json, read_ops, run_checks,
+                            zombie_successor)
 from verifier.results import INVALID, UNKNOWN, VALID, CheckResult, Results
 
 TOPIC_SCHEMA = "partition INT, offset BIGINT, timestamp BIGINT, key BINARY, value BINARY"
@@ -40,10 +41,6 @@ LINEAGE_SCHEMA = ("in_id STRING, in_topic STRING, in_partition INT, in_offset BI
 RECORD_COLUMNS = ("topic", "partition", "offset", "in_id", "in_topic", "in_partition", "in_offset", "slot", "slots",
                   "worker", "incarnation", "txid", "txn_seq")
 VIEWS = {"committed": "read_committed", "raw": "read_uncommitted"}
-
-
-class NotApplicable(Exception):
-    """Raised by a check whose guarantee this configuration does not promise."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -573,21 +570,7 @@ def check_run_spark(spark: Any, run: Path, ops: list[dict[str, Any]] | None = No
     except Exception as exc:
         results.errors.append(f"could not read the run: {exc!r}")
         return results
-    module = sys.modules[__name__]
-    share = data.workload.get("kind") == "share"
-    if share:
-        from verifier.share_checks import NOT_FOR_SHARE
-
-        results.not_checked.update(NOT_FOR_SHARE)
-    for name, function in CHECKS:
-        if share and (name in NOT_FOR_SHARE or name == "duplicate"):
-            continue
-        try:
-            results.checks.append(getattr(module, function)(data))
-        except NotApplicable as reason:
-            results.not_checked[name] = str(reason)
-        except Exception:
-            results.checks.append(CheckResult(name, UNKNOWN, note="checker crashed: " + traceback.format_exc(limit=3)))
+    share = run_checks(results, data, CHECKS, sys.modules[__name__])
     try:
         results.facts = facts(data)
     except Exception as exc:

@@ -99,6 +99,7 @@ class Worker:
         self.pid_capture: dict[str, PidCapture] = {}
         self.consumer: Consumer | None = None
         self.current_txid: str | None = None
+        self.rewinds = 0
 
     # -- clients ---------------------------------------------------------------------------
     def _fields(self, txid: str | None) -> dict[str, Any]:
@@ -192,7 +193,12 @@ class Worker:
                     by_partition: dict[int, list[Any]] = {}
                     for m in msgs:
                         by_partition.setdefault(m.partition(), []).append(m)
+                    rewinds = self.rewinds
                     for p, part_msgs in sorted(by_partition.items()):
+                        if self.rewinds != rewinds:
+                            # an abort rewound *every* assigned partition: the rest of this batch
+                            # will be consumed again; processing it now would duplicate it
+                            break
                         txid = self._partition_txid(p)
                         if txid not in self.producers:
                             self.producers[txid] = self._new_producer(txid)
@@ -394,6 +400,7 @@ class Worker:
                 self.consumer.seek(target)
             except KafkaException as exc:
                 raise UnknownOutcome(f"seek after abort failed: {exc}") from None
+        self.rewinds += 1
         self.history.event("rewind", {"offsets": {str(tp.partition): tp.offset for tp in committed}}, outcome="ok",
                            worker=self.worker, incarnation=self.incarnation)
 
@@ -422,13 +429,14 @@ class Worker:
             # The outputs are written but the position is not saved: they will be written again.
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, worker_class: type[Worker] | None = None) -> int:
+    """Run one worker process; ``worker_class`` lets the share worker reuse this entry point."""
     argv = argv if argv is not None else sys.argv[1:]
     # As kchaos' own worker: the config path is the argument. As an external command (bring your
     # own pipeline), it comes from the environment kchaos sets.
     config_path = argv[0] if argv else os.environ["KCHAOS_WORKER_CONFIG"]
     config = json.loads(Path(config_path).read_text())
-    worker = Worker(config)
+    worker = (worker_class or Worker)(config)
 
     def stop(signum: int, frame: Any) -> None:
         worker.stopping = True
@@ -438,10 +446,13 @@ def main(argv: list[str] | None = None) -> int:
     return worker.run()
 
 
-if __name__ == "__main__":
-    code = main()
+def exit_process(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     # Clients are closed and the history is written; skip interpreter teardown, where slow
     # librdkafka destructors could let a late SIGTERM replace this exit code.
     os._exit(code)
+
+
+if __name__ == "__main__":
+    exit_process(main())

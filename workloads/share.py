@@ -158,7 +158,7 @@ class ShareWorkload(CtpWorkload):
         return {"set": actual, "not_group_configs_in_this_version": unsupported, "broker_wide": broker_wide,
                 "effective_delivery_count_limit": effective_limit}
 
-    # -- progress from the share-partition state -----------------------------------------------
+    # -- progress ----------------------------------------------------------------------------
     def input_topic_id(self) -> str:
         from confluent_kafka import TopicCollection
 
@@ -167,36 +167,6 @@ class ShareWorkload(CtpWorkload):
             desc = admin.describe_topics(TopicCollection([self.spec.input_topic]))[self.spec.input_topic].result(30)
             self._topic_id = topic_id_string(desc.topic_id)
         return self._topic_id
-
-    def share_state(self, timeout_s: float = 20.0) -> dict[int, dict[str, Any]]:
-        """The group's share-partition states, replayed from ``__share_group_state``."""
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
-        from verifier.decoders import decode_share_state_record, share_partition_state
-
-        topic_id = self.input_topic_id()
-        consumer = Consumer({**self.client, "log_level": 3, "group.id": f"kchaos-share-state-{time.time_ns()}",
-                             "enable.auto.commit": False, "enable.partition.eof": True})
-        records: dict[int, list[Any]] = {}
-        try:
-            md = consumer.list_topics("__share_group_state", timeout=10).topics.get("__share_group_state")
-            if md is None or md.error is not None:
-                return {}
-            pending = set(md.partitions)
-            consumer.assign([TopicPartition("__share_group_state", p, OFFSET_BEGINNING) for p in md.partitions])
-            deadline = time.monotonic() + timeout_s
-            while pending and time.monotonic() < deadline:
-                for msg in consumer.consume(500, 1.0):
-                    if msg.error() is not None:
-                        if msg.error().code() == KafkaError._PARTITION_EOF:
-                            pending.discard(msg.partition())
-                        continue
-                    rec = decode_share_state_record(msg.key(), msg.value())
-                    if rec is not None and rec.group == self.spec.group_id and rec.topic_id == topic_id:
-                        records.setdefault(rec.partition, []).append(rec)
-        finally:
-            consumer.close()
-        return {p: share_partition_state(recs) for p, recs in records.items()}
 
     def remaining_inputs(self) -> int | None:
         """Seeded inputs not yet acknowledged for good (accepted or rejected, with the

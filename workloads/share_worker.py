@@ -22,17 +22,12 @@ detects and records that (workloads/share.py), it never pretends.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import signal
-import sys
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
 
 from workloads.ctp_worker import (EXIT_FATAL, EXIT_FENCED, EXIT_STOPPED, EXIT_UNKNOWN, Fatal, Fenced, UnknownOutcome,
-                                  Worker)
+                                  Worker, exit_process, main)
 from workloads.lineage import Lineage
 
 ACK_NAMES = {AcknowledgeType.ACCEPT: "accept", AcknowledgeType.RELEASE: "release", AcknowledgeType.REJECT: "reject"}
@@ -152,20 +147,5 @@ class ShareWorker(Worker):
         """Nothing to seek: the records of an aborted transaction are RELEASEd instead."""
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = argv if argv is not None else sys.argv[1:]
-    worker = ShareWorker(json.loads(Path(argv[0]).read_text()))
-
-    def stop(signum: int, frame: Any) -> None:
-        worker.stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    return worker.run()
-
-
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_process(main(worker_class=ShareWorker))
