@@ -12,7 +12,7 @@ from confluent_kafka import Producer, ShareConsumer
 from clusters.clients import quiet
 from workloads.lineage import input_id, input_value
 
-from .test_workload import Harness, _spec
+from .test_workload import Harness, _spec, wait_in_flight
 
 
 def _share_spec(**overrides):
@@ -44,7 +44,7 @@ def test_faultless_share_run_is_valid_and_at_least_once(cluster3, tmp_path):
 def test_worker_paused_past_the_record_lock_is_redelivered_and_explained(cluster3, tmp_path):
     h = Harness(cluster3, tmp_path, _share_spec(records=2500, rate=250, workers=3, process_delay_ms=400,
                                                 share_release_fraction=0.0), engine="python")
-    time.sleep(4)
+    wait_in_flight(h, "w0", "send")  # w0 holds acquired records
     h.workload.pool.pause("w0", 22)  # past the 15 s lock: its records go back to the group
     results = h.finish(drain_s=180)
     assert results["verdict"] == "valid", json.dumps({k: v for k, v in results["checks"].items()}, indent=1)

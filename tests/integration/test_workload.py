@@ -67,6 +67,24 @@ def _events(ops, f):
     return [op for op in ops if op["f"] == f]
 
 
+def wait_in_flight(h: Harness, slot: str, f: str, timeout_s: float = 60, hold_s: float = 0.1) -> dict:
+    """Block until worker ``slot`` (its newest incarnation) has ``f`` invoked and not completed,
+    still so after ``hold_s``: a client fault aimed then lands mid-operation, whatever the machine's
+    speed, instead of at a fixed time that may fall before the worker has any work."""
+    deadline = time.monotonic() + timeout_s
+    history_dir = h.run.path / "history"
+    while time.monotonic() < deadline:
+        files = sorted(history_dir.glob(f"{slot}.*.jsonl"), key=lambda p: int(p.stem.split(".")[1]))
+        lines = list(read_lines(files[-1])) if files else []
+        if lines and lines[-1]["type"] == "invoke" and lines[-1]["f"] == f:
+            last = lines[-1]
+            time.sleep(hold_s)
+            if list(read_lines(files[-1]))[-1] == last:
+                return last
+        time.sleep(0.02)
+    raise AssertionError(f"{slot} never had {f!r} in flight within {timeout_s}s")
+
+
 def test_faultless_run_processes_every_input_and_is_valid(cluster3, tmp_path):
     h = Harness(cluster3, tmp_path, _spec(), engine="spark")
     results = h.finish()
@@ -168,11 +186,11 @@ def test_at_least_once_negative_controls_run_and_are_caught_under_crashes(cluste
     # process_delay_ms widens the window as a real transform would.
     h = Harness(cluster3, tmp_path, _spec(delivery=delivery, records=10000, rate=20000, max_batch=200,
                                           process_delay_ms=300, abort_fraction=0, restart_backoff_s=0.2))
-    time.sleep(3)
-    # w0 stopped past its session timeout mid-batch and w1 killed mid-batch: the restarted w1 gets
-    # every partition and redoes both batches, whose outputs were already written.
+    # w0 stopped past its session timeout mid-batch and w1 killed mid-batch (outputs produced, the
+    # offsets not yet committed): the restarted w1 gets every partition and redoes both batches.
+    wait_in_flight(h, "w0", "send")
     h.workload.pool.suspend("w0")
-    time.sleep(1)
+    wait_in_flight(h, "w1", "send")
     h.workload.pool.crash("w1")
     time.sleep(14)
     h.workload.pool.resume_all()
