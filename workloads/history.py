@@ -98,7 +98,7 @@ def pair_operations(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if r["type"] == "invoke":
             row = {"process": r["process"], "op": r["op"], "f": r["f"], "invoke_time": r["time"],
                    "complete_time": None, "outcome": None, "value": r.get("value", {}), "error": None}
-            for k in ("txid", "pid", "epoch", "generation", "worker", "incarnation"):
+            for k in ("txid", "pid", "epoch", "generation", "worker", "incarnation", "client", "txn_v2"):
                 if k in r:
                     row[k] = r[k]
             open_ops[key] = row
@@ -111,7 +111,7 @@ def pair_operations(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row["outcome"] = r["type"]
             row["value"] = {**row["value"], **(r.get("value") or {})}
             row["error"] = r.get("error")
-            for k in ("pid", "epoch", "generation"):
+            for k in ("pid", "epoch", "generation", "txn_v2"):
                 if r.get(k) is not None:
                     row[k] = r[k]
     return ops
@@ -131,7 +131,8 @@ def merge_history(history_dir: Path, out_dir: Path) -> int:
     except ImportError:
         return len(records)
     columns: dict[str, list[Any]] = {k: [] for k in (
-        "index", "time", "process", "op", "type", "f", "txid", "pid", "epoch", "generation", "value", "error")}
+        "index", "time", "process", "op", "type", "f", "txid", "pid", "epoch", "generation", "client", "txn_v2",
+        "value", "error")}
     for r in records:
         for k in columns:
             v = r.get(k)
@@ -147,6 +148,8 @@ def merge_history(history_dir: Path, out_dir: Path) -> int:
         "pid": pa.array(columns["pid"], pa.int64()),
         "epoch": pa.array(columns["epoch"], pa.int64()),
         "generation": pa.array(columns["generation"], pa.int64()),
+        "client": pa.array(columns["client"], pa.string()),
+        "txn_v2": pa.array(columns["txn_v2"], pa.bool_()),
         "value": pa.array(columns["value"], pa.string()),
         "error": pa.array([None if v is None else str(v) for v in columns["error"]], pa.string()),
     })

@@ -68,9 +68,15 @@ class WorkerPool:
         self._supervisor = threading.Thread(target=self._supervise, name="worker-supervisor", daemon=True)
 
     # -- processes -------------------------------------------------------------------------
-    def _argv(self, config_path: Path) -> list[str]:
+    def _argv(self, config_path: Path, config: dict[str, Any]) -> list[str]:
         if self.spec.external_command:
             return [*self.spec.external_command]
+        if self.spec.client_of(int(config["worker"][1:])) == "java":
+            from workloads.java_client import client_classpath, java_argv, worker_properties
+
+            props = config_path.with_suffix(".properties")
+            props.write_text(worker_properties(config))
+            return java_argv(client_classpath(self.spec.java_client_version), props)
         module = "workloads.share_worker" if self.spec.kind == "share" else "workloads.ctp_worker"
         return [sys.executable, "-m", module, str(config_path)]
 
@@ -96,7 +102,7 @@ class WorkerPool:
         })
         # The marker (the run directory) must be on the command line for reaping; an external
         # command gets it as the env of a tiny exec wrapper.
-        argv = self._argv(config_path)
+        argv = self._argv(config_path, config)
         marker = str(self.dir)
         if marker not in " ".join(argv):
             argv = ["/bin/sh", "-c", 'exec "$@"', marker, *argv]
@@ -104,7 +110,8 @@ class WorkerPool:
                               cwd=Path.cwd())
         proc.start()
         wp = WorkerProcess(slot.name, inc, proc, time.time())
-        self.history.event("worker-start", {"slot": slot.name, "incarnation": inc, "pid": proc.pid}, outcome="ok")
+        self.history.event("worker-start", {"slot": slot.name, "incarnation": inc, "pid": proc.pid,
+                                            "client": self.spec.client_of(int(slot.name[1:]))}, outcome="ok")
         return wp
 
     def start(self) -> None:

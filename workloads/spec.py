@@ -46,6 +46,11 @@ class WorkloadSpec(BaseModel):
         0.01, ge=0.0, le=0.5, description="share: seeded share of inputs that are poison and REJECTed")
     share_lock_duration_ms: int = Field(15_000, ge=1000, le=3_600_000, description="share: share.record.lock.duration.ms")
     share_delivery_count_limit: int = Field(5, ge=2, le=10, description="share: share.delivery.count.limit")
+    client: Literal["confluent", "java", "mixed"] = Field(
+        "confluent",
+        description="confluent: librdkafka (classic transaction protocol); java: kafka-clients (KIP-890 TV2 when the "
+                    "cluster has it); mixed: odd worker slots java, even ones confluent, in one group")
+    java_client_version: str = Field("4.2.1", description="kafka-clients release of the Java workers (4.0 or later)")
     external_command: tuple[str, ...] | None = Field(
         None, description="bring your own pipeline: argv run instead of kchaos' worker (see docs/workload.md)")
 
@@ -61,9 +66,25 @@ class WorkloadSpec(BaseModel):
                                      or self.transactional_id_strategy != "per-worker"):
             raise ValueError("kind = 'share' runs kchaos' own share worker with transactional outputs: it needs "
                              "delivery = 'exactly-once', transactional_id_strategy = 'per-worker' and no external_command")
+        if self.client != "confluent" and (self.kind != "ctp" or self.delivery != "exactly-once"
+                                           or self.transactional_id_strategy != "per-worker" or self.external_command):
+            raise ValueError(f"client = {self.client!r}: the Java driver runs the exactly-once consume-transform-produce "
+                             "pipeline with per-worker transactional ids (kind = 'ctp', delivery = 'exactly-once', "
+                             "transactional_id_strategy = 'per-worker', no external_command)")
+        if self.client != "confluent":
+            parts = self.java_client_version.split(".")
+            if len(parts) != 3 or not all(x.isdigit() for x in parts) or int(parts[0]) < 4:
+                raise ValueError(f"java_client_version {self.java_client_version!r}: a kafka-clients release "
+                                 "X.Y.Z, 4.0.0 or later")
         if self.external_command is not None and not self.external_command:
             raise ValueError("external_command must name a program")
         return self
+
+    def client_of(self, slot: int) -> str:
+        """Which client worker slot ``w<slot>`` runs: ``confluent`` or ``java``."""
+        if self.client == "mixed":
+            return "java" if slot % 2 == 1 else "confluent"
+        return self.client
 
     @property
     def transactional(self) -> bool:
