@@ -29,6 +29,7 @@ class Capability(str, enum.Enum):
     RESTART = "restart"
     NETWORK = "network"      # per-link faults through proxies (client and inter-node)
     LOGS = "logs"            # node log files on this machine
+    UPGRADE = "upgrade"      # restart a node on another Kafka release (rolling binary upgrade)
 
 
 class Role(str, enum.Enum):

@@ -222,11 +222,14 @@ class LocalNode(Node):
         self.logs_dir = self.dir / "logs"
         self.config_path = self.dir / "server.properties"
         self.process: ManagedProcess | None = None
+        #: set when the node was upgraded to another release than the cluster's (rolling upgrade)
+        self.jars: JarSet | None = None
+        self.version: str | None = None
 
     # -- process ---------------------------------------------------------------------------
     def _argv(self) -> list[str]:
         spec = self.cluster.spec
-        jars = self.cluster.jars
+        jars = self.jars or self.cluster.jars
         assert jars is not None
         return [
             require_java(), f"-Xms{spec.heap_mb // 2}m", f"-Xmx{spec.heap_mb}m", *spec.jvm_opts,
@@ -410,7 +413,8 @@ class LocalJvmCluster(Cluster):
 
     @property
     def capabilities(self) -> frozenset[Capability]:  # type: ignore[override]
-        caps = {Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.RESTART, Capability.LOGS}
+        caps = {Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.RESTART, Capability.LOGS,
+                Capability.UPGRADE}
         if self.spec.proxy_internal or self.spec.proxy_clients:
             caps.add(Capability.NETWORK)
         return frozenset(caps)
@@ -613,6 +617,35 @@ class LocalJvmCluster(Cluster):
             reap(self.pid_dir)
         self.toxiproxy = None
 
+    # -- rolling binary upgrade -----------------------------------------------------------
+    def node_versions(self) -> dict[int, str]:
+        return {n.node_id: n.version or self.kafka_version for n in self._nodes}
+
+    def upgrade_node(self, node_id: int, version: str, timeout_s: float = 60.0) -> dict[str, Any]:
+        """Stop ``node_id`` gracefully and start it again on the jars of ``version`` (same config
+        and data): one step of a rolling upgrade. Returns what was done."""
+        node = self.node(node_id)
+        assert isinstance(node, LocalNode)
+        jars = resolve_kafka(version)  # cached; resolved before the node stops
+        before = node.version or self.kafka_version
+        started = time.monotonic()
+        node.terminate(timeout_s)
+        node.jars, node.version = jars, version
+        node.process = None  # a new command line: the new release's classpath
+        node.start()
+        self._save_state()
+        return {"node": node_id, "from": before, "to": version, "restart_s": round(time.monotonic() - started, 1)}
+
+    def finish_upgrade(self, version: str) -> None:
+        """Every node runs ``version``: it becomes the cluster's version (its tools too)."""
+        if any(v != version for v in self.node_versions().values()):
+            raise ClusterError(f"not every node runs {version}: {self.node_versions()}")
+        self.kafka_version = version
+        self.jars = resolve_kafka(version)
+        for node in self._nodes:
+            node.jars = node.version = None
+        self._save_state()
+
     # -- persistence for `kchaos cluster up/status/down` -----------------------------------
     def _save_state(self) -> None:
         state = {
@@ -621,6 +654,8 @@ class LocalJvmCluster(Cluster):
             "cluster_id": self.cluster_id,
             "ports": self.ports.to_json() if self.ports else None,
             "jars": str(self.jars.directory) if self.jars else None,
+            "kafka_version": self.kafka_version,
+            "node_jars": {str(n.node_id): [n.version, str(n.jars.directory)] for n in self._nodes if n.jars},
         }
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=2))
@@ -640,8 +675,13 @@ class LocalJvmCluster(Cluster):
         cluster = cls(ClusterSpec.model_validate(state["spec"]), Path(work_dir))
         cluster.cluster_id = state.get("cluster_id")
         cluster.ports = PortPlan.from_json(state["ports"]) if state.get("ports") else None
+        cluster.kafka_version = state.get("kafka_version") or cluster.spec.kafka_version
         if state.get("jars"):
-            cluster.jars = JarSet(f"kafka-{cluster.spec.kafka_version}", Path(state["jars"]))
+            cluster.jars = JarSet(f"kafka-{cluster.kafka_version}", Path(state["jars"]))
+        for node_id, (version, directory) in (state.get("node_jars") or {}).items():
+            node = cluster.node(int(node_id))
+            assert isinstance(node, LocalNode)
+            node.version, node.jars = version, JarSet(f"kafka-{version}", Path(directory))
         for node in cluster._nodes:
             node.process = node._make_process() if cluster.jars else None
             if node.process is not None:

@@ -24,8 +24,10 @@ from workloads.history import HistoryWriter
 
 class Nemesis:
     def __init__(self, ctx: FaultContext, schedule: list[ScheduledFault], history: HistoryWriter,
-                 on_event: Any = None):
+                 on_event: Any = None, cluster_lock: Any = None):
         self.ctx = ctx
+        #: shared with planned steps (harness/steps.py): a fault never lands inside a node upgrade
+        self.cluster_lock = cluster_lock if cluster_lock is not None else threading.Lock()
         self.schedule = schedule
         self.history = history
         self.on_event = on_event or (lambda message: None)
@@ -48,7 +50,8 @@ class Nemesis:
                 return
             if self._stop.is_set():
                 return
-            self._execute(sf)
+            with self.cluster_lock:
+                self._execute(sf)
 
     def _execute(self, sf: ScheduledFault) -> None:
         fault = make_fault(sf, self.ctx)

@@ -1,7 +1,8 @@
 """Campaign files (TOML): what to run, validated on load with errors naming the key.
 
 A campaign has a ``[run]`` table (seed, duration), a ``[cluster]`` table (:class:`ClusterSpec`)
-, ``[workload]``, ``[faults]`` and ``[verifier]`` tables. Unknown tables and keys
+, ``[workload]``, ``[faults]`` and ``[verifier]`` tables, and optional ``[[steps]]`` (feature
+flips, rolling upgrades: harness/steps.py) that make it a certification campaign. Unknown tables and keys
 are errors, so a typo never silently falls back to a default.
 """
 
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from clusters.spec import ClusterSpec, apply_overrides, describe_validation_error
 from harness.errors import ConfigError
 from faults.spec import FaultsSpec, check_capabilities
+from harness.steps import StepSpec, check_steps
 from verifier.spec import VerifierSpec
 from workloads.spec import WorkloadSpec
 
@@ -39,6 +41,12 @@ class Campaign(BaseModel):
     workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
     faults: FaultsSpec = Field(default_factory=lambda: FaultsSpec(enabled=False))
     verifier: VerifierSpec = Field(default_factory=VerifierSpec)
+    steps: tuple[StepSpec, ...] = Field((), description="planned feature flips and rolling upgrades (harness/steps.py)")
+
+    @model_validator(mode="after")
+    def _steps_fit(self) -> "Campaign":
+        check_steps(self.steps, self.cluster.backend, self.cluster.kafka_version, self.run.duration_s)
+        return self
 
     @model_validator(mode="after")
     def _faults_fit(self) -> "Campaign":

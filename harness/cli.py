@@ -145,7 +145,13 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         raise ConfigError(f"{path} has no final reads (final.json): the run stopped before reading its topics",
                           "re-run the campaign; nothing can be checked without the topic dumps")
     overrides = {k: v for k, v in (("engine", args.engine), ("spark_master", args.spark_master)) if v}
-    return verify(RunDir(path), bootstrap=args.bootstrap, verifier_overrides=overrides)
+    run = RunDir(path)
+    code = verify(run, bootstrap=args.bootstrap, verifier_overrides=overrides)
+    if run.read_json("campaign.json").get("steps"):
+        from harness.certify import certify_run
+
+        code = certify_run(run)
+    return code
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from clusters import create_cluster
 from harness.campaign import Campaign
 from harness.rundir import RunDir
+from harness.steps import Stepper
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_HARNESS_ERROR = 0, 1, 2, 3
 VERDICT_EXIT = {"valid": EXIT_VALID, "invalid": EXIT_INVALID, "unknown": EXIT_UNKNOWN}
@@ -66,9 +68,12 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
     from clusters.reaper import start_reaper
 
     start_reaper(run.path)  # kills whatever this run started if the harness itself dies
+    prepare_artifacts(campaign)  # jars and the Java driver: a failure here starts nothing
     cluster = create_cluster(campaign.cluster, run.cluster_dir)
     workload: CtpWorkload | None = None
     nemesis: Nemesis | None = None
+    stepper: Stepper | None = None
+    cluster_lock = threading.Lock()
     drained = merged = False
     heal: dict[str, Any] = {"healthy": True, "faults": 0}
     try:
@@ -82,12 +87,20 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         history.event("phase", {"phase": "steady"}, outcome="ok")
         workload.start()
         if schedule:
-            nemesis = Nemesis(FaultContext(cluster, workload), schedule, history, on_event=say)
+            nemesis = Nemesis(FaultContext(cluster, workload), schedule, history, on_event=say, cluster_lock=cluster_lock)
             nemesis.start()
             run.set_status("faults")
             say(f"fault schedule: {len(schedule)} faults ({', '.join(sorted({f.kind for f in schedule}))})")
+        if campaign.steps:
+            stepper = Stepper(cluster, campaign.steps, history, cluster_lock, on_event=say, workload=workload)
+            stepper.start()
+            say(f"planned steps: {'; '.join(f'{s.at_s:.0f}s {s.describe()}' for s in campaign.steps)}")
         _wait_with_progress(workload, campaign.run.duration_s, campaign.run.progress_interval_s,
-                            "faults" if schedule else "steady", nemesis)
+                            "faults" if schedule else "steady", nemesis, stepper)
+        if stepper is not None:
+            stepper.stop()
+            run.write_json("steps.json", {"steps": stepper.executed,
+                                          "planned": [s.model_dump(mode="json") for s in campaign.steps]})
         if nemesis is not None:
             run.set_status("heal")
             nemesis.stop()
@@ -114,7 +127,13 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         merged = True
         # verified while the cluster is still up: the Spark job reads the topics through Kafka
         code = verify(run, bootstrap=cluster.bootstrap_servers if campaign.verifier.read_from_kafka else None)
+        if campaign.steps:
+            from harness.certify import certify_run
+
+            code = certify_run(run)
     finally:
+        if stepper is not None:
+            stepper.stop()
         if nemesis is not None:
             nemesis.stop()  # heals the active fault even when the run failed or was interrupted
         if workload is not None:
@@ -126,6 +145,20 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
             merge_history(run.path / "history", run.path)
         render_report(run)
     return run, code
+
+
+def prepare_artifacts(campaign: Campaign) -> None:
+    """Resolve what the run will need later (the Java driver, the releases of a rolling upgrade)
+    before any cluster starts, so that a missing artefact is an error that starts nothing."""
+    from clusters.artifacts import resolve_kafka
+
+    if campaign.workload.client != "confluent":
+        from workloads.java_client import client_classpath
+
+        client_classpath(campaign.workload.java_client_version)
+    for step in campaign.steps:
+        if step.action == "rolling-upgrade" and step.version:
+            resolve_kafka(step.version)
 
 
 def environment() -> dict[str, Any]:
@@ -157,9 +190,11 @@ def render_report(run: RunDir) -> None:
         say(f"the report could not be rendered ({exc!r}); try `kchaos report {run.path}`")
 
 
-def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, phase: str, nemesis: Any = None) -> None:
-    """Wait ``duration_s``, and on until every scheduled fault ran (at most twice as long),
-    showing live progress (harness/progress.py)."""
+def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, phase: str, nemesis: Any = None,
+                        stepper: Any = None) -> None:
+    """Wait ``duration_s``, and on until every scheduled fault ran (at most twice as long) and
+    every planned step is done (at most 2 x duration + 15 min), showing live progress
+    (harness/progress.py)."""
     from harness.progress import Progress
 
     progress = Progress(interval_s)
@@ -168,7 +203,10 @@ def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, pha
         while True:
             now = time.monotonic()
             schedule_done = nemesis is None or len(nemesis.executed) >= len(nemesis.schedule)
-            if now - started >= duration_s and (schedule_done or now - started >= 2 * duration_s):
+            steps_done = stepper is None or stepper.done
+            elapsed = now - started
+            if (elapsed >= duration_s and (schedule_done or elapsed >= 2 * duration_s)
+                    and (steps_done or elapsed >= 2 * duration_s + 900)):
                 return
             if progress.due():
                 snap = workload.snapshot()
@@ -177,6 +215,10 @@ def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, pha
                 rate = progress.throughput(processed)
                 active = nemesis.active.name if nemesis is not None and nemesis.active is not None else "none"
                 faults = f", faults done {len(nemesis.executed)}/{len(nemesis.schedule)}" if nemesis is not None else ""
+                if stepper is not None:
+                    current = stepper.current
+                    faults += (f", steps done {len(stepper.executed)}/{len(stepper.steps)}"
+                               + (f" (now: {current.describe()})" if current is not None else ""))
                 progress.show(f"{phase}: {now - started:.0f}s elapsed, {max(0.0, duration_s - (now - started)):.0f}s left; "
                               f"seeded {snap['seeded']}, processed {processed if processed is not None else '?'}"
                               f" ({f'{rate:.0f}/s' if rate is not None else '-'}); active fault {active}{faults}; "
@@ -283,7 +325,10 @@ def verify(run: RunDir, bootstrap: str | None = None, verifier_overrides: dict[s
             results["verdict"] = "unknown"
     run.write_json("results.json", results)
     code = VERDICT_EXIT[results["verdict"]]
-    run.set_status("done", complete=True, verdict=results["verdict"], exit_code=code)
+    if campaign.get("steps"):  # complete once certified (harness/certify.py)
+        run.set_status("certify", verdict=results["verdict"])
+    else:
+        run.set_status("done", complete=True, verdict=results["verdict"], exit_code=code)
     facts = results.get("facts", {})
     say(f"verdict: {results['verdict'].upper()}"
         + (f" ({', '.join(results['anomaly_types'])})" if results["anomaly_types"] else "")

@@ -187,6 +187,29 @@ class WorkerPool:
             wp.process.pause()
             return {"slot": slot_name, "incarnation": wp.incarnation}
 
+    def restart_all(self, timeout_s: float = 60.0) -> list[dict[str, Any]]:
+        """Restart every worker in turn, gracefully (SIGTERM: the current transaction finishes),
+        waiting for each replacement to start: what an operator does so that long-lived clients
+        pick up a new feature level (a client learns finalised features on new connections)."""
+        done = []
+        for name in list(self.slots):
+            with self._lock:
+                wp = self.slots[name].current
+            if wp is None:
+                continue
+            wp.process.signal(15)
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                with self._lock:
+                    current = self.slots[name].current
+                if current is not None and current is not wp:
+                    break
+                time.sleep(0.1)
+            else:
+                wp.process.kill()  # the supervisor restarts it
+            done.append({"slot": name, "old_incarnation": wp.incarnation})
+        return done
+
     def resume_all(self) -> None:
         for wp in self.all_processes():
             if wp.process.is_running() and wp.process.is_paused():

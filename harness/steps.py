@@ -1,0 +1,220 @@
+"""Planned cluster changes during a run: feature-level flips and rolling binary upgrades.
+
+A campaign's ``[[steps]]`` are run in order by a :class:`Stepper` thread, each no earlier than
+``at_s`` seconds after the workload started (later if the previous step is still running),
+while the workload and the fault schedule go on. Every step is one operation in the harness
+history, ``f = "step:<action>"``: invoked when it starts, completed (``ok`` / ``fail``) when it
+is done, with the feature levels before and after. The certification report (harness/certify.py)
+cuts the run into phases at these operations.
+
+A step and a node fault never touch the cluster at the same moment: both take the run's
+``cluster_lock`` (a fault holds it for its whole inject-hold-heal; a rolling upgrade for each
+node's restart), so faults land between node restarts, not inside one.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from clusters.artifacts import validate_kafka_version
+from harness.errors import KchaosError
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split("."))
+
+
+class StepSpec(BaseModel):
+    """One ``[[steps]]`` entry."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    at_s: float = Field(..., ge=0, description="seconds after the workload started (later if the previous step runs on)")
+    action: Literal["feature", "rolling-upgrade"]
+    feature: str | None = Field(None, description="feature: e.g. transaction.version, metadata.version")
+    level: int | Literal["latest"] | None = Field(
+        None, description="feature: the level to set (upgrade or downgrade); latest = the running release's default")
+    version: str | None = Field(None, description="rolling-upgrade: the Kafka release every node is restarted on")
+    restart_workers: bool = Field(
+        False, description="after the step, restart the workload's workers one by one (gracefully), as an operator "
+                           "would so that long-lived clients pick the new feature level up")
+    settle_s: float = Field(5.0, ge=0, le=600, description="rolling-upgrade: wait after each node is back and healthy")
+    node_timeout_s: float = Field(180.0, gt=0, le=1800, description="rolling-upgrade: longest wait for health per node")
+
+    @model_validator(mode="after")
+    def _fields_for_action(self) -> "StepSpec":
+        if self.action == "feature":
+            if not self.feature or self.level is None or self.version is not None:
+                raise ValueError("action = 'feature' takes feature and level (and no version)")
+            if isinstance(self.level, int) and self.level < 0:
+                raise ValueError("level must be 0 or more")
+        else:
+            if not self.version or self.feature is not None or self.level is not None:
+                raise ValueError("action = 'rolling-upgrade' takes version (and no feature or level)")
+            try:
+                validate_kafka_version(self.version)
+            except KchaosError as exc:
+                raise ValueError(exc.one_line()) from None
+        return self
+
+    def describe(self) -> str:
+        if self.action == "feature":
+            return f"{self.feature} -> {self.level}"
+        return f"rolling upgrade to {self.version}"
+
+
+def check_steps(steps: tuple[StepSpec, ...], backend: str, kafka_version: str, duration_s: float) -> None:
+    """Raise ValueError for steps this campaign cannot run (before anything starts)."""
+    version = kafka_version
+    last_at = -1.0
+    for i, step in enumerate(steps):
+        where = f"steps[{i}]"
+        if step.at_s < last_at:
+            raise ValueError(f"{where}: at_s {step.at_s} is before the previous step's {last_at}; list steps in order")
+        last_at = step.at_s
+        if step.at_s >= duration_s:
+            raise ValueError(f"{where}: at_s {step.at_s} is not within run.duration_s = {duration_s}")
+        if step.action == "rolling-upgrade":
+            if backend != "local":
+                raise ValueError(f"{where}: a rolling upgrade needs the local backend (cluster.backend = 'local'), "
+                                 f"not {backend!r}")
+            assert step.version is not None
+            if version_tuple(step.version) <= version_tuple(version):
+                raise ValueError(f"{where}: {step.version} is not newer than {version}, which the cluster runs then")
+            version = step.version
+        elif step.feature == "transaction.version" and isinstance(step.level, int):
+            if step.level > 2:
+                raise ValueError(f"{where}: transaction.version levels are 0, 1 and 2")
+            if step.level == 2 and version_tuple(version) < (4, 0, 0):
+                raise ValueError(f"{where}: transaction.version 2 needs Kafka 4.0 or later; the cluster runs {version} then")
+
+
+def latest_level(cluster: Any, feature: str) -> int:
+    """The level ``feature`` has by default in the release the cluster's tools come from."""
+    import re
+
+    from clusters.kafka_tools import _tool_args, run_tool
+
+    args, version = _tool_args(cluster)
+    out = run_tool("features", [*args, "version-mapping"], version).stdout
+    match = re.search(rf"^{re.escape(feature)}=(\d+)", out, re.MULTILINE)
+    if not match:
+        raise KchaosError(f"Kafka {version} maps no level for feature {feature!r}")
+    return int(match.group(1))
+
+
+class Stepper:
+    def __init__(self, cluster: Any, steps: tuple[StepSpec, ...], history: Any, cluster_lock: threading.Lock,
+                 on_event: Any = None, workload: Any = None):
+        self.cluster, self.steps, self.history, self.lock = cluster, steps, history, cluster_lock
+        self.workload = workload
+        self.on_event = on_event or (lambda message: None)
+        self.executed: list[dict[str, Any]] = []
+        self.current: StepSpec | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stepper", daemon=True)
+        self.started_at: float | None = None
+
+    @property
+    def done(self) -> bool:
+        return len(self.executed) >= len(self.steps)
+
+    def start(self) -> None:
+        self.started_at = time.monotonic()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=1800)
+
+    def _run(self) -> None:
+        assert self.started_at is not None
+        for index, step in enumerate(self.steps):
+            delay = self.started_at + step.at_s - time.monotonic()
+            if delay > 0 and self._stop.wait(delay):
+                return
+            if self._stop.is_set():
+                return
+            self._execute(index, step)
+
+    def _features(self) -> dict[str, Any]:
+        from clusters.kafka_tools import describe_features
+
+        try:
+            return describe_features(self.cluster)
+        except Exception as exc:
+            return {"error": repr(exc)}
+
+    def _execute(self, index: int, step: StepSpec) -> None:
+        f = f"step:{step.action}"
+        self.current = step
+        value = {"index": index, **step.model_dump(mode="json", exclude_none=True), "describe": step.describe()}
+        op = self.history.invoke(f, value)
+        self.on_event(f"step {index}: {step.describe()}")
+        before = self._features()
+        try:
+            detail = self._feature(step, before) if step.action == "feature" else self._rolling_upgrade(step)
+            pool = getattr(self.workload, "pool", None)
+            if step.restart_workers and pool is not None:
+                detail["workers_restarted"] = pool.restart_all()
+        except Exception as exc:
+            reason = exc.one_line() if isinstance(exc, KchaosError) else repr(exc)
+            after = self._features()
+            self.history.complete(op, f, "fail", {"index": index, "features_before": before, "features_after": after},
+                                  error=reason)
+            self.executed.append({"index": index, "action": step.action, "outcome": "fail", "error": reason,
+                                  "trace": traceback.format_exc(limit=3)})
+            self.on_event(f"step {index} failed: {reason}")
+        else:
+            after = self._features()
+            self.history.complete(op, f, "ok", {"index": index, "features_before": before, "features_after": after,
+                                                **detail})
+            self.executed.append({"index": index, "action": step.action, "outcome": "ok", **detail})
+            self.on_event(f"step {index} done: {step.describe()}")
+        finally:
+            self.current = None
+
+    def _feature(self, step: StepSpec, before: dict[str, Any]) -> dict[str, Any]:
+        from clusters.kafka_tools import upgrade_feature
+
+        assert step.feature is not None
+        target = latest_level(self.cluster, step.feature) if step.level == "latest" else int(step.level)  # type: ignore[arg-type]
+        current = before.get(step.feature, 0)
+        if not isinstance(current, int):  # metadata.version prints as a release name; let the tool decide
+            current = -1
+        if current == target:
+            return {"feature": step.feature, "level": target, "changed": False}
+        with self.lock:
+            upgrade_feature(self.cluster, step.feature, target, downgrade=0 <= target < current)
+        return {"feature": step.feature, "level": target, "from": current, "changed": True}
+
+    def _rolling_upgrade(self, step: StepSpec) -> dict[str, Any]:
+        assert step.version is not None
+        cluster = self.cluster
+        # the active controller last: one leader election instead of one per restart
+        try:
+            leader = cluster.active_controller()
+        except Exception:
+            leader = None
+        order = sorted((n.node_id for n in cluster.nodes), key=lambda i: (i == leader, i))
+        nodes = []
+        for node_id in order:
+            with self.lock:
+                done = cluster.upgrade_node(node_id, step.version)
+            self.history.event("upgrade-node", done, outcome="ok")
+            started = time.monotonic()
+            cluster.wait_healthy(step.node_timeout_s)
+            done["healthy_after_s"] = round(time.monotonic() - started, 1)
+            nodes.append(done)
+            self.on_event(f"node {node_id} runs {step.version} (healthy after {done['healthy_after_s']}s)")
+            if self._stop.wait(step.settle_s):
+                break
+        if len(nodes) == len(order):
+            cluster.finish_upgrade(step.version)
+        else:
+            raise KchaosError(f"the rolling upgrade to {step.version} was stopped after {len(nodes)} of {len(order)} nodes")
+        return {"nodes": nodes, "version": step.version}
