@@ -621,20 +621,35 @@ class LocalJvmCluster(Cluster):
     def node_versions(self) -> dict[int, str]:
         return {n.node_id: n.version or self.kafka_version for n in self._nodes}
 
-    def upgrade_node(self, node_id: int, version: str, timeout_s: float = 60.0) -> dict[str, Any]:
+    def upgrade_node(self, node_id: int, version: str, timeout_s: float = 120.0) -> dict[str, Any]:
         """Stop ``node_id`` gracefully and start it again on the jars of ``version`` (same config
         and data): one step of a rolling upgrade. Returns what was done."""
         node = self.node(node_id)
         assert isinstance(node, LocalNode)
         jars = resolve_kafka(version)  # cached; resolved before the node stops
         before = node.version or self.kafka_version
+        server_log = node.logs_dir / "server.log"
+        starts_before = self._count_started(server_log)
         started = time.monotonic()
         node.terminate(timeout_s)
         node.jars, node.version = jars, version
         node.process = None  # a new command line: the new release's classpath
         node.start()
         self._save_state()
+        # Started means the node says so in its log (metadata about it can lag behind a restart)
+        wait_until(lambda: self._count_started(server_log) > starts_before or not node.is_running, timeout_s, 0.2,
+                   f"node {node_id} did not start on Kafka {version} within {timeout_s:.0f}s")
+        if not node.is_running:
+            raise ClusterError(f"node {node_id} exited when started on Kafka {version}",
+                               detail=self._node_log_tail(node))
         return {"node": node_id, "from": before, "to": version, "restart_s": round(time.monotonic() - started, 1)}
+
+    @staticmethod
+    def _count_started(server_log: Path) -> int:
+        try:
+            return server_log.read_text(errors="replace").count("Kafka Server started")
+        except OSError:
+            return 0
 
     def finish_upgrade(self, version: str) -> None:
         """Every node runs ``version``: it becomes the cluster's version (its tools too)."""

@@ -14,7 +14,8 @@ Per phase and client (``confluent`` = librdkafka, classic protocol; ``java`` = k
 * the verifier's anomaly cases whose evidence falls in the phase (the earliest history time in
   the case) and names the client's workers; cases with no time are listed as *unattributed*;
 * a verdict: ``invalid`` with cases; ``unknown`` when the client committed nothing there (a
-  phase nobody exercised certifies nothing); ``valid`` otherwise.
+  phase nobody exercised certifies nothing; the seconds while a feature flip is applied are
+  exempt: ``not-exercised``); ``valid`` otherwise.
 
 Overall: ``fail`` if the verifier found anything; ``unknown`` if the run's verdict is unknown, a
 step failed, a phase was not exercised, or a phase with ``transaction.version`` 2 saw no Java
@@ -40,6 +41,8 @@ class Phase:
     end: float
     transaction_version: int | None
     kafka_versions: str
+    #: must every client commit here? Not while a feature flip is being applied (seconds).
+    required: bool = True
 
     def contains(self, t: float) -> bool:
         return self.start <= t < self.end
@@ -99,7 +102,8 @@ def build_phases(ops: list[dict[str, Any]], kafka_version: str = "") -> tuple[li
         upgraded_to = value.get("version") if op["f"] == "step:rolling-upgrade" and op["outcome"] == "ok" else None
         if finished - op["invoke_time"] >= INSTANT_STEP_S:
             during = f"{kafka} -> {value.get('version')} (mixed)" if op["f"] == "step:rolling-upgrade" else kafka
-            phases.append(Phase(f"during step {i}: {describe}", op["invoke_time"], finished, current_tv, during))
+            phases.append(Phase(f"during step {i}: {describe}", op["invoke_time"], finished, current_tv, during,
+                                required=op["f"] != "step:feature"))
         kafka = upgraded_to or kafka
         after_tv = tv(value.get("features_after"))
         current_tv = after_tv if after_tv is not None else current_tv
@@ -180,7 +184,9 @@ def certify(run_path: Path) -> dict[str, Any]:
             n = commits.get(key, 0)
             verdict = "invalid" if found else ("valid" if n > 0 else "unknown")
             note = None
-            if verdict == "unknown":
+            if verdict == "unknown" and not phase.required:
+                verdict, note = "not-exercised", "no commit while the feature change was applied (not required)"
+            elif verdict == "unknown":
                 note = f"the {client} client committed no transaction in this phase: nothing was certified"
                 reasons.append(f"{phase.name} / {client}: not exercised")
             if client == "java" and phase.transaction_version == 2 and n > 0 and java_v2_commits.get(phase.name, 0) == 0:

@@ -33,6 +33,14 @@ def cmd_setup(args: argparse.Namespace) -> int:
         jars = resolve_kafka(version)
         print(f"kafka {version}: {jars.directory}")
     print(f"toxiproxy: {ensure_toxiproxy_binary()}")
+    if shutil.which("javac"):  # the Java workload client (certification campaigns); optional
+        from workloads.java_client import client_classpath
+        from workloads.spec import WorkloadSpec
+
+        version = WorkloadSpec().java_client_version
+        print(f"java workload client (kafka-clients {version}): {client_classpath(version).split(':')[0]}")
+    else:
+        print("java workload client: skipped (no javac: workload.client = 'java' needs a JDK)")
     if not args.no_spark:
         from verifier.spark_env import SPARK_VERSION, kafka_source_jars
 

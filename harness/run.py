@@ -210,8 +210,7 @@ def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, pha
                 return
             if progress.due():
                 snap = workload.snapshot()
-                remaining = workload.remaining_inputs()
-                processed = snap["seeded"] - remaining if remaining is not None else None
+                processed = workload.processed_inputs()
                 rate = progress.throughput(processed)
                 active = nemesis.active.name if nemesis is not None and nemesis.active is not None else "none"
                 faults = f", faults done {len(nemesis.executed)}/{len(nemesis.schedule)}" if nemesis is not None else ""

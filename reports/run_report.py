@@ -77,6 +77,29 @@ def _fault_bands(ops: list[dict[str, Any]], start: float, end: float) -> list[di
     return bands
 
 
+def _step_bands(ops: list[dict[str, Any]], start: float, end: float) -> list[dict[str, Any]]:
+    """Planned steps (feature flips, rolling upgrades) drawn like faults, labelled ``step``."""
+    return [{"start": op["invoke_time"] - start, "end": max((op["complete_time"] or end), op["invoke_time"] + 0.5) - start,
+             "label": f"step {op['value'].get('index')}: {op['value'].get('describe', op['f'])}",
+             "outcome": op["outcome"] or "unknown", "value": op["value"]}
+            for op in ops if op["f"].startswith("step:")]
+
+
+def _certification(run: Path, start: float) -> dict[str, Any] | None:
+    cert = _json(run / "certification.json")
+    if not cert:
+        return None
+    phases = {p["name"]: p for p in cert.get("phases") or []}
+    rows = []
+    for row in cert.get("rows") or []:
+        phase = phases.get(row["phase"], {})
+        rows.append({**row, "from": (phase.get("start") or start) - start, "to": (phase.get("end") or start) - start,
+                     "transaction_version": phase.get("transaction_version"), "kafka": phase.get("kafka_versions")})
+    steps = [{**s, "from": (s.get("start") or start) - start, "to": ((s.get("end") or start) - start) if s.get("end") else None}
+             for s in cert.get("steps") or []]
+    return {**cert, "rows": rows, "steps": steps}
+
+
 def _plots(metrics: dict[str, Any], bands: list[dict[str, Any]]) -> list[str]:
     seconds = metrics.get("seconds") or []
     if not seconds:
@@ -115,7 +138,7 @@ def gather(run: Path) -> dict[str, Any]:
     ops = pair_operations(list(read_lines(run / "history.jsonl"))) if (run / "history.jsonl").exists() else []
     start = metrics.get("start_time") or (min((op["invoke_time"] for op in ops), default=0.0))
     end = max((op["complete_time"] or op["invoke_time"] for op in ops), default=start)
-    bands = _fault_bands(ops, start, end)
+    bands = _fault_bands(ops, start, end) + _step_bands(ops, start, end)
     logs = []
     for log in sorted((run / "cluster").glob("node-*/logs/server.log")):
         logs.append(BrokerLog.load(log.parent.parent.name, log))
@@ -153,6 +176,7 @@ def gather(run: Path) -> dict[str, Any]:
         "checks": (results or {}).get("checks") or {}, "not_checked": (results or {}).get("not_checked") or {},
         "errors": (results or {}).get("errors") or [], "cross_check": (results or {}).get("cross_check"),
         "spark": (results or {}).get("spark"), "heal": _json(run / "heal.json"),
+        "certification": _certification(run, start) if status.get("complete") else None,
         "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     }
 

@@ -82,6 +82,14 @@ class CtpWorkload:
                 behind += 1
         return behind + (self.spec.records - self.seeder.committed)
 
+    def processed_inputs(self) -> int | None:
+        """For progress: the sum of the group's committed offsets (input records behind them,
+        counting the seeder's transaction markers too, so slightly high); None when unknown now."""
+        try:
+            return sum(max(0, o) for o in self.committed_offsets().values())
+        except Exception:
+            return None
+
     def drain(self, timeout_s: float) -> bool:
         """Wait until every seeded input is committed and processed (group offsets past it)."""
         assert self.seeder is not None

@@ -177,6 +177,10 @@ class ShareWorkload(CtpWorkload):
         done = self._acks.update()
         return max(0, self.spec.records - done)
 
+    def processed_inputs(self) -> int | None:
+        remaining = self.remaining_inputs()
+        return None if remaining is None else self.spec.records - remaining
+
     def committed_offsets(self) -> dict[int, int]:
         return {}  # a share group has no committed offsets; progress is remaining_inputs()
 

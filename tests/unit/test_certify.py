@@ -1,0 +1,161 @@
+"""Certification logic on hand-made histories: phases cut at steps, commits and anomaly cases
+placed by time and client, vacuous phases and unexercised TV2 are never a pass; the shipped
+certification campaigns and step rules validate on load."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.campaign import CAMPAIGNS_DIR, load_campaign
+from harness.certify import build_phases, case_time_and_slots, certify
+from harness.errors import ConfigError
+from workloads.java_client import worker_properties
+
+FEATURES = {"metadata.version": "4.2-IV1", "transaction.version": 1}
+
+
+def _op(process, f, t0, t1, value=None, outcome="ok", **extra):
+    return {"time": t0, "process": process, "f": f, "t1": t1, "value": value or {}, "outcome": outcome, **extra}
+
+
+def _history(events):
+    """JSON lines (invoke + completion) from compact event tuples."""
+    lines, op = [], 0
+    for e in events:
+        op += 1
+        base = {k: v for k, v in e.items() if k not in ("time", "t1", "outcome")}
+        lines.append({**base, "op": op, "type": "invoke", "time": e["time"]})
+        if e["t1"] is not None:
+            lines.append({**base, "op": op, "type": e["outcome"], "time": e["t1"]})
+    return lines
+
+
+def _run(tmp_path: Path, events, verdict="valid", anomalies=None) -> Path:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _history(events)))
+    (run / "results.json").write_text(json.dumps({"verdict": verdict, "anomalies": anomalies or {}, "errors": []}))
+    (run / "campaign.json").write_text(json.dumps({"cluster": {"kafka_version": "4.2.1"}}))
+    return run
+
+
+def _flip_history(java_v2_after=True, java_commits_after=2):
+    flip_after = {**FEATURES, "transaction.version": 2}
+    ev = [_op("harness", "setup", 0, 0, {"txid_prefix": "kc"}),
+          _op("harness", "phase", 1, 1, {"phase": "steady"}),
+          _op("harness", "worker-start", 1, 1, {"slot": "w0", "client": "confluent"}),
+          _op("harness", "worker-start", 1, 1, {"slot": "w1", "client": "java"}),
+          _op("w0.1", "commit", 2, 3, {"txn_seq": 1}), _op("w1.1", "commit", 2, 3, {"txn_seq": 1}, txn_v2=False),
+          _op("harness", "step:feature", 10, 14, {"index": 0, "describe": "transaction.version -> 2",
+                                                  "features_before": FEATURES, "features_after": flip_after}),
+          _op("w0.1", "commit", 11, 12, {"txn_seq": 2}),
+          _op("w0.1", "commit", 20, 21, {"txn_seq": 3})]
+    ev += [_op("w1.2", "commit", 20 + i, 21 + i, {"txn_seq": i + 1}, txn_v2=java_v2_after)
+           for i in range(java_commits_after)]
+    ev.append(_op("harness", "phase", 40, 40, {"phase": "final-reads"}))
+    return ev
+
+
+def test_phases_are_cut_at_steps_and_carry_the_feature_level():
+    ops = [{"process": e["process"], "f": e["f"], "invoke_time": e["time"], "complete_time": e["t1"],
+            "value": e["value"], "outcome": e["outcome"]} for e in _flip_history()]
+    phases, steps = build_phases(ops, "4.2.1")
+    assert [(p.name, p.start, p.transaction_version) for p in phases] == [
+        ("before any step", 1, 1), ("during step 0: transaction.version -> 2", 10, 1),
+        ("after step 0: transaction.version -> 2", 14, 2)]
+    assert steps[0]["outcome"] == "ok" and steps[0]["features_after"]["transaction.version"] == 2
+
+
+def test_a_clean_flip_passes_with_commits_per_phase_and_client(tmp_path):
+    cert = certify(_run(tmp_path, _flip_history()))
+    assert cert["overall"] == "pass" and cert["exit_code"] == 0, cert["reasons"]
+    rows = {(r["phase"].split(":")[0], r["client"]): r for r in cert["rows"]}
+    assert rows[("before any step", "java")]["committed_transactions"] == 1
+    assert rows[("after step 0", "java")]["tv2_commits"] == 2
+    # no Java commit in the seconds the flip was applied: not required there
+    assert rows[("during step 0", "java")]["verdict"] == "not-exercised"
+
+
+def test_vacuous_phase_and_unexercised_tv2_are_unknown_not_pass(tmp_path):
+    cert = certify(_run(tmp_path, _flip_history(java_v2_after=False)))
+    assert cert["overall"] == "unknown" and cert["exit_code"] == 2
+    assert any("TV2 not exercised" in r for r in cert["reasons"])
+    (tmp_path / "b").mkdir()
+    cert = certify(_run(tmp_path / "b", _flip_history(java_commits_after=0)))
+    assert cert["overall"] == "unknown" and any("not exercised" in r for r in cert["reasons"])
+
+
+def test_anomaly_cases_land_in_their_phase_and_client(tmp_path):
+    case = {"explanation": "input in-1 written twice",
+            "transactions": [{"process": "w1.2", "history_op": {"process": "w1.2", "invoke_time": 20.5}}]}
+    timeless = {"explanation": "input in-9 never processed", "records": [{"in_partition": 0}]}
+    cert = certify(_run(tmp_path, _flip_history(), verdict="invalid", anomalies={"duplicate": [case, timeless]}))
+    assert cert["overall"] == "fail" and cert["exit_code"] == 1
+    bad = [r for r in cert["rows"] if r["verdict"] == "invalid"]
+    assert [(r["phase"].split(":")[0], r["client"]) for r in bad] == [("after step 0", "java")]
+    assert bad[0]["cases"][0]["anomaly"] == "duplicate"
+    assert cert["unattributed_cases"][0]["explanation"] == "input in-9 never processed"
+    assert case_time_and_slots(case) == (20.5, {"w1"})
+
+
+def test_a_failed_step_makes_the_certification_unknown(tmp_path):
+    ev = _flip_history()
+    step = next(e for e in ev if e["f"] == "step:feature")
+    step["outcome"], step["error"] = "fail", "the controller refused"
+    cert = certify(_run(tmp_path, ev))
+    assert cert["overall"] == "unknown" and any("refused" in str(r) or "fail" in r for r in cert["reasons"])
+
+
+@pytest.mark.parametrize("name", ["certify-tv-flip.toml", "certify-rolling-upgrade.toml"])
+def test_shipped_certification_campaigns_load(name):
+    campaign = load_campaign(CAMPAIGNS_DIR / name)
+    assert campaign.steps and campaign.workload.client == "mixed"
+
+
+@pytest.mark.parametrize("steps, needle", [
+    ([{"at_s": 5, "action": "feature", "feature": "transaction.version"}], "takes feature and level"),
+    ([{"at_s": 5, "action": "rolling-upgrade", "version": "4.1.2"}], "not newer than 4.2.1"),
+    ([{"at_s": 5, "action": "rolling-upgrade", "version": "latest"}], "not a release number"),
+    ([{"at_s": 500, "action": "feature", "feature": "transaction.version", "level": 2}], "not within run.duration_s"),
+    ([{"at_s": 5, "action": "feature", "feature": "transaction.version", "level": 3}], "levels are 0, 1 and 2"),
+    ([{"at_s": 9, "action": "feature", "feature": "transaction.version", "level": 2},
+      {"at_s": 5, "action": "feature", "feature": "transaction.version", "level": 1}], "list steps in order"),
+])
+def test_bad_steps_are_refused_on_load(tmp_path, steps, needle):
+    path = tmp_path / "c.toml"
+    text = "[run]\nduration_s = 60\n" + "".join(
+        "[[steps]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in step.items()) for step in steps)
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_campaign(path)
+    assert needle in str(err.value)
+
+
+def test_rolling_upgrade_needs_the_local_backend(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[cluster]\nbackend = "external"\n[cluster.external]\nbootstrap_servers = "h:9092"\n'
+                    '[[steps]]\nat_s = 5\naction = "rolling-upgrade"\nversion = "4.3.1"\n')
+    with pytest.raises(ConfigError, match="local backend"):
+        load_campaign(path)
+
+
+def test_java_client_needs_the_exactly_once_ctp_pipeline(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[workload]\nclient = "java"\ndelivery = "at-least-once"\n')
+    with pytest.raises(ConfigError, match="client = 'java'"):
+        load_campaign(path)
+
+
+def test_java_worker_properties_escape_and_carry_the_settings():
+    from workloads.spec import WorkloadSpec
+
+    config = {"workload": WorkloadSpec(client="java").model_dump(mode="json"), "worker": "w1", "incarnation": 3,
+              "client": {"bootstrap.servers": "127.0.0.1:1,127.0.0.1:2", "client.id": "a=b c"}, "seed": 7,
+              "txid_prefix": "kc-x", "history_path": "/tmp/h/w1.3.jsonl"}
+    props = dict(line.split("=", 1) for line in worker_properties(config).splitlines() if "\\=" not in line)
+    assert props["bootstrap.servers"] == "127.0.0.1\\:1,127.0.0.1\\:2"
+    assert props["kchaos.transactional.id"] == "kc-x-w1" and props["kchaos.incarnation"] == "3"
+    assert "client.id=a\\=b c" in worker_properties(config)
