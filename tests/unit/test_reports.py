@@ -103,3 +103,22 @@ def test_index_lists_every_run_and_the_trend_across_nights(tmp_path):
     assert "20261120T000000Z-nightly" in html and "20261121T000000Z-nightly" in html
     assert '<svg' in html  # the trend plot, drawn once there are two nights
     assert 'href="20261121T000000Z-nightly/20261121T000100Z-unit-seed5/report.html"' not in html  # no report yet
+
+
+def test_certification_report_shows_steps_phases_and_the_overall_verdict(tmp_path):
+    from harness.certify import certify
+
+    run = _finish(RunBuilder().write(tmp_path / "20261122T020000Z-unit-seed5"))
+    lines = [json.loads(l) for l in (run / "history.jsonl").read_text().splitlines()]
+    before = {"transaction.version": 1}
+    lines += [{"time": T0 + 1.0, "process": "harness", "op": 998, "type": "invoke", "f": "step:feature",
+               "value": {"index": 0, "describe": "transaction.version -> 2"}},
+              {"time": T0 + 1.2, "process": "harness", "op": 998, "type": "ok", "f": "step:feature",
+               "value": {"features_before": before, "features_after": {"transaction.version": 2}}}]
+    (run / "history.jsonl").write_text("".join(json.dumps(l) + "\n" for l in sorted(lines, key=lambda l: l["time"])))
+    cert = certify(run)
+    (run / "certification.json").write_text(json.dumps(cert))
+    html = render_run_report(run).read_text()
+    assert f"Certification: <span class=\"verdict-" in html and cert["overall"].upper() in html
+    assert "step 0: transaction.version -&gt; 2" in html  # drawn as a band on the timelines
+    assert "after step 0: transaction.version -&gt; 2" in html and "1 &rarr; 2" in html
