@@ -138,7 +138,7 @@ def gather(run: Path) -> dict[str, Any]:
     ops = pair_operations(list(read_lines(run / "history.jsonl"))) if (run / "history.jsonl").exists() else []
     start = metrics.get("start_time") or (min((op["invoke_time"] for op in ops), default=0.0))
     end = max((op["complete_time"] or op["invoke_time"] for op in ops), default=start)
-    bands = _fault_bands(ops, start, end) + _step_bands(ops, start, end)
+    bands = _fault_bands(ops, start, end)
     logs = []
     for log in sorted((run / "cluster").glob("node-*/logs/server.log")):
         logs.append(BrokerLog.load(log.parent.parent.name, log))
@@ -170,7 +170,7 @@ def gather(run: Path) -> dict[str, Any]:
         "verdict": (results or {}).get("verdict") or ("incomplete" if not status.get("complete") else "unknown"),
         "replay": _json(run / "replay.json", {}), "seed": (run / "seed").read_text().strip() if (run / "seed").exists() else None,
         "environment": _json(run / "environment.json", {}), "cluster_info": cluster_info,
-        "plots": _plots(metrics, bands), "faults": bands, "totals": metrics.get("totals") or {},
+        "plots": _plots(metrics, bands + _step_bands(ops, start, end)), "faults": bands, "totals": metrics.get("totals") or {},
         "anomalies": anomalies, "facts": facts, "lso_lag": lso_lag,
         "broker_transactions": final.get("broker_transactions") or {},
         "checks": (results or {}).get("checks") or {}, "not_checked": (results or {}).get("not_checked") or {},

@@ -512,20 +512,21 @@ public final class KchaosCtpWorker {
         }
         KchaosCtpWorker w = new KchaosCtpWorker(conf);
         CountDownLatch done = new CountDownLatch(1);
-        Thread main = Thread.currentThread();
+        int[] exitCode = {EXIT_FATAL};
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            // SIGTERM: finish the current transaction, then leave the loop
-            // (poll returns within 500 ms; no wakeup(), which could land inside a transaction step)
+            // SIGTERM: finish the current transaction, then leave the loop (poll returns within
+            // 500 ms; no wakeup(), which could land inside a transaction step). The JVM would
+            // exit 143 once this hook returns, so the hook exits with the worker's own code.
             w.stopping = true;
             try { done.await(); } catch (InterruptedException ignored) { }
+            Runtime.getRuntime().halt(exitCode[0]);
         }));
-        int code;
         try {
-            code = w.run();
+            exitCode[0] = w.run();
         } finally {
             done.countDown();
         }
         System.out.flush();
-        Runtime.getRuntime().halt(code);
+        Runtime.getRuntime().halt(exitCode[0]);
     }
 }
