@@ -127,9 +127,13 @@ class Stepper:
         self.started_at = time.monotonic()
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 300.0) -> None:
+        """No further step or node upgrade starts; a node restart under way is waited for (so
+        that no node is started after the cluster is stopped); returns within ``timeout_s``."""
         self._stop.set()
-        self._thread.join(timeout=1800)
+        if self.lock.acquire(timeout=timeout_s):
+            self.lock.release()
+        self._thread.join(timeout=5)
 
     def _run(self) -> None:
         assert self.started_at is not None
@@ -189,6 +193,8 @@ class Stepper:
         if current == target:
             return {"feature": step.feature, "level": target, "changed": False}
         with self.lock:
+            if self._stop.is_set():
+                raise KchaosError("the run stopped before the feature change")
             upgrade_feature(self.cluster, step.feature, target, downgrade=0 <= target < current)
         return {"feature": step.feature, "level": target, "from": current, "changed": True}
 
@@ -204,6 +210,8 @@ class Stepper:
         nodes = []
         for node_id in order:
             with self.lock:
+                if self._stop.is_set():
+                    break
                 done = cluster.upgrade_node(node_id, step.version)
             self.history.event("upgrade-node", done, outcome="ok")
             started = time.monotonic()

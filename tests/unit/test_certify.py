@@ -159,3 +159,58 @@ def test_java_worker_properties_escape_and_carry_the_settings():
     assert props["bootstrap.servers"] == "127.0.0.1\\:1,127.0.0.1\\:2"
     assert props["kchaos.transactional.id"] == "kc-x-w1" and props["kchaos.incarnation"] == "3"
     assert "client.id=a\\=b c" in worker_properties(config)
+
+
+def test_stopping_the_stepper_waits_for_a_node_restart_and_starts_no_other():
+    """Ctrl-C during a rolling upgrade: the node being restarted finishes, no further node is
+    touched, so nothing starts after the cluster is stopped (never leak)."""
+    import threading
+    import time as _time
+
+    from harness.steps import Stepper, StepSpec
+
+    class Node:
+        def __init__(self, node_id):
+            self.node_id = node_id
+
+    class FakeCluster:
+        nodes = [Node(1), Node(2), Node(3)]
+        upgraded: list[int] = []
+        in_restart = threading.Event()
+
+        def active_controller(self):
+            return 1
+
+        def upgrade_node(self, node_id, version):
+            self.in_restart.set()
+            _time.sleep(0.5)
+            self.upgraded.append(node_id)
+            return {"node": node_id}
+
+        def wait_healthy(self, timeout_s):
+            pass
+
+        def finish_upgrade(self, version):
+            raise AssertionError("not every node was upgraded")
+
+    class History:
+        def invoke(self, *a, **k):
+            return 0
+
+        def complete(self, *a, **k):
+            pass
+
+        def event(self, *a, **k):
+            pass
+
+    cluster = FakeCluster()
+    step = StepSpec(at_s=0, action="rolling-upgrade", version="4.3.1", settle_s=0)
+    stepper = Stepper(cluster, (step,), History(), threading.Lock())
+    stepper._features = lambda: {}  # no tools in a unit test
+    stepper.start()
+    assert cluster.in_restart.wait(5)
+    stepper.stop()
+    assert cluster.upgraded == [2]  # the active controller (1) would have been last
+    _time.sleep(0.7)
+    assert cluster.upgraded == [2]
+    assert stepper.executed and stepper.executed[0]["outcome"] == "fail"
