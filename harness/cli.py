@@ -159,6 +159,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         from harness.certify import certify_run
 
         code = certify_run(run)
+    from harness.run import render_report
+
+    render_report(run)  # the page shows the new results
     return code
 
 
