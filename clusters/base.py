@@ -13,7 +13,9 @@ its target just before injection hits the node that holds the role *now*.
 from __future__ import annotations
 
 import abc
+import base64
 import enum
+import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -241,7 +243,7 @@ class Cluster(abc.ABC):
 
         futures = self.admin().describe_topics(TopicCollection([topic]), request_timeout=10)
         desc = futures[topic].result()
-        return str(desc.topic_id)
+        return topic_id_string(desc.topic_id)
 
     def active_controller(self) -> int:
         """The KRaft quorum leader. Backends override with cheaper sources."""
@@ -263,6 +265,16 @@ class Cluster(abc.ABC):
             wait_until(healthy, timeout_s, 0.5, "cluster did not become healthy", retry_on=(Exception,))
         except WaitTimeout as exc:
             raise ClusterError(str(exc)) from None
+
+
+def topic_id_string(uuid: Any) -> str:
+    """Kafka's printed form of a topic id: URL-safe base64 of the 16 bytes, no padding.
+
+    Not ``str()`` of the client's Uuid: librdkafka prints standard base64 ('+' and '/'),
+    which is a different string (and a different coordinator-key hash) for about half
+    of all ids."""
+    raw = struct.pack(">qq", uuid.get_most_significant_bits(), uuid.get_least_significant_bits())
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def java_string_hash(value: str) -> int:

@@ -20,20 +20,14 @@ changes what is consumer-group specific:
 
 from __future__ import annotations
 
-import base64
 import struct
 import time
 from typing import Any
 
+from clusters.base import topic_id_string
 from workloads.ctp import CtpWorkload
 
 TXN_SHARE_ACKNOWLEDGE_API_KEY = 93
-
-
-def topic_id_string(uuid: Any) -> str:
-    """Kafka's printed form of a topic id (URL-safe base64, no padding)."""
-    raw = struct.pack(">qq", uuid.get_most_significant_bits(), uuid.get_least_significant_bits())
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def api_versions(host: str, port: int, timeout_s: float = 10.0) -> dict[int, tuple[int, int]]:

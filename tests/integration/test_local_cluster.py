@@ -8,6 +8,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer
 
+from clusters.base import coordinator_partition
 from clusters.kafka_tools import describe_features, describe_quorum_leader, run_tool
 from clusters.processes import processes_with_marker
 from clusters.clients import create_topic, quiet
@@ -173,8 +174,14 @@ def test_share_coordinator_lookup_names_the_leader_that_holds_the_state(cluster3
         if rec is not None and rec.group == group:
             holders[rec.partition] = r["partition"]
     assert sorted(holders) == [0, 1]
-    coordinators = cluster3.share_coordinators(group, topic)
-    assert coordinators == {p: cluster3.leader("__share_group_state", holders[p]) for p in (0, 1)}
+    state_partitions = len(cluster3.partition_metadata("__share_group_state"))
+    computed = {p: coordinator_partition(f"{group}:{topic_id}:{p}", state_partitions) for p in (0, 1)}
+    assert computed == holders
+    # leadership of the state partitions may move between two metadata reads (preferred-leader
+    # election after earlier kills); the look-up must agree with a read taken around it
+    wait_until(lambda: cluster3.share_coordinators(group, topic)
+               == {p: cluster3.leader("__share_group_state", holders[p]) for p in (0, 1)},
+               30, 1, "share-coordinator look-up disagrees with the leaders of the state partitions")
 
 
 def test_features_show_the_release_default_transaction_version(cluster3):
