@@ -16,37 +16,38 @@ from verifier.pychecker import RunData
 FLIP = """
 name = "flip-test"
 [run]
-duration_s = 60
+duration_s = 75
 seed = 5
 [cluster]
 nodes = 3
 transaction_version = 1
 [workload]
 client = "mixed"
-records = 6000
+records = 7500
 rate = 100
 workers = 2
 input_partitions = 4
 max_batch = 20
 transaction_timeout_ms = 10000
-# inputs are seeded for the whole 60 s, and coordinator kills come before the first step and
-# after the last: every phase keeps ~20 s of work for both clients, never vacuous by bad luck
+# inputs are seeded for the whole 75 s; the Java workers' JVMs take seconds to start, so the
+# first phase is 20 s long, and the one coordinator kill comes well after the last step: every
+# phase keeps >= 12 s of work for both clients, never vacuous by bad luck on a loaded machine
 [faults]
 order = "round-robin"
-start_after_s = 4
+start_after_s = 60
 interval_s = 50
 duration_s = 3
 [[faults.mix]]
 kind = "kill"
 target = "txn-coordinator"
 [[steps]]
-at_s = 12
+at_s = 20
 action = "feature"
 feature = "transaction.version"
 level = 2
 restart_workers = true
 [[steps]]
-at_s = 36
+at_s = 45
 action = "feature"
 feature = "transaction.version"
 level = 1
