@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from verifier.model import case_time_and_slots, worker_slot
+
 #: a step shorter than this is a boundary, not a phase of its own
 INSTANT_STEP_S = 2.0
 CERT_EXIT = {"pass": 0, "fail": 1, "unknown": 2}
@@ -46,34 +48,6 @@ class Phase:
 
     def contains(self, t: float) -> bool:
         return self.start <= t < self.end
-
-
-def _slot(process: str | None) -> str | None:
-    if not process or not process.startswith("w"):
-        return None
-    return process.split(".")[0]
-
-
-def _walk(value: Any, times: list[float], workers: set[str]) -> None:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if k == "invoke_time" and isinstance(v, (int, float)):
-                times.append(float(v))
-            elif k in ("process", "worker") and isinstance(v, str) and _slot(v):
-                workers.add(_slot(v))  # type: ignore[arg-type]
-            else:
-                _walk(v, times, workers)
-    elif isinstance(value, list):
-        for v in value:
-            _walk(v, times, workers)
-
-
-def case_time_and_slots(case: dict[str, Any]) -> tuple[float | None, set[str]]:
-    """The earliest history time a case's evidence names, and the worker slots it names."""
-    times: list[float] = []
-    slots: set[str] = set()
-    _walk(case, times, slots)
-    return (min(times) if times else None), slots
 
 
 def build_phases(ops: list[dict[str, Any]], kafka_version: str = "") -> tuple[list[Phase], list[dict[str, Any]]]:
@@ -143,7 +117,7 @@ def certify(run_path: Path) -> dict[str, Any]:
     java_v2_commits: dict[str, int] = Counter()
     for op in ops:
         if op["f"] == "commit" and op["outcome"] == "ok" and op["complete_time"] is not None:
-            phase, slot = phase_of(op["complete_time"]), _slot(op["process"])
+            phase, slot = phase_of(op["complete_time"]), worker_slot(op["process"])
             if phase is not None and slot in slot_client:
                 commits[(phase.name, slot_client[slot])] += 1
                 if op.get("txn_v2"):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from reports.plots import Band, Plot, Series, render_svg
+from verifier.model import case_time_and_slots
 
 LOG_WINDOW_S = 2.0
 LOG_LINES_PER_NODE = 12
@@ -118,14 +119,6 @@ def _plots(metrics: dict[str, Any], bands: list[dict[str, Any]]) -> list[str]:
     )]
 
 
-def _case_time(case: dict[str, Any]) -> float | None:
-    for txn in case.get("transactions") or []:
-        op = txn.get("history_op") or {}
-        if op.get("invoke_time"):
-            return op["invoke_time"]
-    return case.get("commit_invoked")
-
-
 def gather(run: Path) -> dict[str, Any]:
     """Everything the page shows, from the run directory alone."""
     from workloads.history import pair_operations, read_lines
@@ -146,7 +139,7 @@ def gather(run: Path) -> dict[str, Any]:
     for name, cases in sorted(((results or {}).get("anomalies") or {}).items()):
         rendered = []
         for case in cases:
-            t = _case_time(case)
+            t, _ = case_time_and_slots(case)
             excerpts = []
             if t is not None:
                 for log in logs:

@@ -154,6 +154,41 @@ def zombie_successor(inits: dict[str, list[dict[str, Any]]], process: str, txid:
     return None
 
 
+def worker_slot(process: str | None) -> str | None:
+    """The worker slot (``w1``) of a history process (``w1.3``); None for the harness, seeder..."""
+    if not process or not process.startswith("w"):
+        return None
+    return process.split(".")[0]
+
+
+#: evidence keys that carry a history time (``invoke_time`` of an operation; the commit's
+#: invoke time copied into offsets cases)
+CASE_TIME_KEYS = ("invoke_time", "commit_invoked")
+
+
+def case_time_and_slots(case: dict[str, Any]) -> tuple[float | None, set[str]]:
+    """When an anomaly case happened (the earliest history time its evidence names) and the
+    worker slots it names: how the report finds broker log lines and certification a phase."""
+    times: list[float] = []
+    slots: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if k in CASE_TIME_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool):
+                    times.append(float(v))
+                elif k in ("process", "worker") and isinstance(v, str) and worker_slot(v):
+                    slots.add(worker_slot(v))  # type: ignore[arg-type]
+                else:
+                    walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    walk(case)
+    return (min(times) if times else None), slots
+
+
 def read_json(path: Path, default: Any = None) -> Any:
     return json.loads(path.read_text()) if path.exists() else default
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness.campaign import CAMPAIGNS_DIR, load_campaign
-from harness.certify import build_phases, case_time_and_slots, certify
+from harness.certify import build_phases, certify
+from verifier.model import case_time_and_slots
 from harness.errors import ConfigError
 from workloads.java_client import worker_properties
 
@@ -99,6 +100,10 @@ def test_anomaly_cases_land_in_their_phase_and_client(tmp_path):
     assert bad[0]["cases"][0]["anomaly"] == "duplicate"
     assert cert["unattributed_cases"][0]["explanation"] == "input in-9 never processed"
     assert case_time_and_slots(case) == (20.5, {"w1"})
+    # an offsets case carries the commit's invoke time; the earliest time named wins
+    offsets = {"commit_invoked": 31.0, "worker": "w0.1", "transactions": [{"history_op": {"invoke_time": 33.0}}]}
+    assert case_time_and_slots(offsets) == (31.0, {"w0"})
+    assert case_time_and_slots(timeless) == (None, set())
 
 
 def test_a_failed_step_makes_the_certification_unknown(tmp_path):
