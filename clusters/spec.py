@@ -182,17 +182,32 @@ def apply_overrides(data: dict[str, Any], assignments: list[str], prefix: str = 
         parts = key.strip().split(".")
         if not all(parts):
             raise ConfigError(f"--set {assignment!r}: empty key part")
-        target = result
+        target: Any = result
         i = 0
         while i < len(parts) - 1:
             part = parts[i]
-            node = target.setdefault(part, {})
+            where = f"{prefix}{'.'.join(parts[:i + 1])}"
+            if isinstance(target, list):
+                # an array of tables ([[steps]], [[faults.mix]]): the part is a 0-based index
+                if not part.isdigit() or int(part) >= len(target):
+                    raise ConfigError(f"--set {key}: {where}: no such entry; the array has {len(target)} "
+                                      "(0-based indices); add entries in the campaign file")
+                node = target[int(part)]
+            else:
+                node = target.setdefault(part, {})
+            if isinstance(node, list) and all(isinstance(x, dict) for x in node):
+                target = node
+                i += 1
+                continue
             if not isinstance(node, dict):
-                raise ConfigError(f"--set {key}: {prefix}{'.'.join(parts[:i + 1])} is not a table")
+                raise ConfigError(f"--set {key}: {where} is not a table")
             target = node
             if part in MAP_FIELDS:
                 parts = parts[: i + 1] + [".".join(parts[i + 1:])]
                 break
             i += 1
+        if isinstance(target, list):
+            raise ConfigError(f"--set {key}: {prefix}{'.'.join(parts[:-1])} is an array of tables; "
+                              f"set a key of one entry, e.g. {key}.0.<key>=<value>")
         target[parts[-1]] = parse_value(value.strip())
     return result

@@ -63,6 +63,29 @@ def test_set_overrides_nest_and_keep_map_keys_whole():
         apply_overrides({}, ["cluster.nodes"])
 
 
+def test_set_reaches_into_arrays_of_tables_by_index():
+    data = {"steps": [{"at_s": 30, "level": 2}, {"at_s": 60, "level": 1}], "faults": {"mix": [{"kind": "kill"}]}}
+    out = apply_overrides(data, ["steps.1.at_s=300", "faults.mix.0.target=controller"])
+    assert out["steps"] == [{"at_s": 30, "level": 2}, {"at_s": 300, "level": 1}]
+    assert out["faults"]["mix"] == [{"kind": "kill", "target": "controller"}]
+    assert data["steps"][1]["at_s"] == 60  # the loaded campaign is not changed in place
+    with pytest.raises(ConfigError, match="steps.2: no such entry; the array has 2"):
+        apply_overrides(data, ["steps.2.at_s=5"])
+    with pytest.raises(ConfigError, match="steps.x: no such entry"):
+        apply_overrides(data, ["steps.x.at_s=5"])
+    with pytest.raises(ConfigError, match="steps is an array of tables"):
+        apply_overrides(data, ["steps.at_s=5"])
+
+
+def test_set_step_keys_are_validated_like_the_file(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[run]\nduration_s = 100\n[cluster]\ntransaction_version = 1\n[workload]\nclient = "java"\n'
+                    '[[steps]]\nat_s = 20\naction = "feature"\nfeature = "transaction.version"\nlevel = 2\n')
+    assert load_campaign(path, ["steps.0.at_s=50"]).steps[0].at_s == 50
+    with pytest.raises(ConfigError, match="duration"):
+        load_campaign(path, ["steps.0.at_s=500"])
+
+
 def test_campaign_errors_name_file_and_key(tmp_path):
     bad = tmp_path / "c.toml"
     bad.write_text('[cluster]\nnodes = "three"\n[workloadz]\n')
