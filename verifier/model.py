@@ -189,6 +189,18 @@ def case_time_and_slots(case: dict[str, Any]) -> tuple[float | None, set[str]]:
     return (min(times) if times else None), slots
 
 
+def commits_by_client_tv(rows: Any, txid_prefix: str | None) -> dict[str, dict[str, int]]:
+    """Per transactional.id of this run, the transactions the coordinator completed as committed,
+    by the client transaction version it recorded for them (``"2"``: KIP-890, ``"0"``: classic).
+    ``rows``: (transactional_id, status, client_transaction_version, how many such records) from
+    the decoded log."""
+    out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for txid, status, ctv, n in rows:
+        if status == "CompleteCommit" and txid and (not txid_prefix or txid.startswith(txid_prefix)):
+            out[txid][str(ctv if ctv is not None else 0)] += n
+    return {txid: dict(sorted(v.items())) for txid, v in sorted(out.items())}
+
+
 def read_json(path: Path, default: Any = None) -> Any:
     return json.loads(path.read_text()) if path.exists() else default
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from verifier.model import (LINEAGE_FIELDS, MAX_CASES, OPEN_TXN_STATES, ORDER_PROMISED_DELIVERY, TXN_NEXT,
-                            HistoryIndex, NotApplicable, hanging_cases, read_ops, run_checks, zombie_successor)
+                            HistoryIndex, NotApplicable, commits_by_client_tv, hanging_cases, read_ops, run_checks,
+                            zombie_successor)
 from verifier.results import INVALID, UNKNOWN, VALID, CheckResult, Results
 
 
@@ -420,5 +421,8 @@ def facts(data: RunData) -> dict[str, Any]:
         "transaction_log_records": len(data.txn_log) if data.txn_log is not None else None,
         "client_transaction_versions": dict(Counter(str(r["entry"].client_transaction_version)
                                                     for r in data.txn_log or [] if r["entry"].producer_id is not None)),
+        "commits_by_client_tv_per_txid": commits_by_client_tv(
+            ((r["entry"].transactional_id, r["entry"].status, r["entry"].client_transaction_version, 1)
+             for r in data.txn_log or [] if r["entry"].producer_id is not None), data.txid_prefix),
         "liveness": data.liveness,
     }

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from verifier.model import (LINEAGE_FIELDS, MAX_CASES, OPEN_TXN_STATES, ORDER_PROMISED_DELIVERY, TXN_NEXT,
-                            HistoryIndex, NotApplicable, hanging_cases, read_json, read_ops, run_checks,
-                            zombie_successor)
+                            HistoryIndex, NotApplicable, commits_by_client_tv, hanging_cases, read_json, read_ops,
+                            run_checks, zombie_successor)
 from verifier.results import INVALID, UNKNOWN, VALID, CheckResult, Results
 
 TOPIC_SCHEMA = "partition INT, offset BIGINT, timestamp BIGINT, key BINARY, value BINARY"
@@ -540,11 +540,17 @@ def facts(d: SparkRun) -> dict[str, Any]:
               for view, df in group.items()}
     aborted_inputs = d.inputs["raw"].join(d.inputs["committed"].select("p", "o"), ["p", "o"], "left_anti").count()
     ctv: dict[str, int] = {}
+    per_txid: dict[str, dict[str, int]] = {}
     records = None
     if d.txn_log is not None:
         records = d.txn_log.count()
         ctv = {str(r["client_transaction_version"]): r["count"] for r in
                d.txn_log.filter(F.col("producer_id").isNotNull()).groupBy("client_transaction_version").count().collect()}
+        completed = (d.txn_log.filter(F.col("producer_id").isNotNull() & (F.col("status") == "CompleteCommit"))
+                     .groupBy("transactional_id", "status", "client_transaction_version").count().collect())
+        per_txid = commits_by_client_tv(
+            ((r["transactional_id"], r["status"], r["client_transaction_version"], r["count"]) for r in completed),
+            d.history.txid_prefix)
     return {
         "inputs_committed": counts["inputs_committed"],
         "inputs_aborted_or_undecided": aborted_inputs,
@@ -557,6 +563,7 @@ def facts(d: SparkRun) -> dict[str, Any]:
         "faults": len(d.history.faults),
         "transaction_log_records": records,
         "client_transaction_versions": dict(sorted(ctv.items())),
+        "commits_by_client_tv_per_txid": per_txid,
         "liveness": d.final.get("liveness"),
         "topic_source": d.source,
     }

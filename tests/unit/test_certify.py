@@ -11,7 +11,7 @@ import pytest
 
 from harness.campaign import CAMPAIGNS_DIR, load_campaign
 from harness.certify import build_phases, certify
-from verifier.model import case_time_and_slots
+from verifier.model import case_time_and_slots, commits_by_client_tv
 from harness.errors import ConfigError
 from workloads.java_client import worker_properties
 
@@ -219,3 +219,11 @@ def test_stopping_the_stepper_waits_for_a_node_restart_and_starts_no_other():
     _time.sleep(0.7)
     assert cluster.upgraded == [2]
     assert stepper.executed and stepper.executed[0]["outcome"] == "fail"
+
+
+def test_commits_by_client_tv_counts_only_this_runs_commits():
+    rows = [("run1-w0", "CompleteCommit", 0, 3), ("run1-w1", "CompleteCommit", 2, 5), ("run1-w1", "CompleteCommit", 0, 1),
+            ("run1-w1", "CompleteAbort", 2, 4), ("run1-w1", "PrepareCommit", 2, 5), ("other-w0", "CompleteCommit", 2, 9),
+            ("run1-w0", "CompleteCommit", None, 1)]
+    assert commits_by_client_tv(rows, "run1") == {"run1-w0": {"0": 4}, "run1-w1": {"0": 1, "2": 5}}
+    assert commits_by_client_tv(rows, None)["other-w0"] == {"2": 9}

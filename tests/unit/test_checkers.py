@@ -118,6 +118,8 @@ def test_clean_run_is_valid_with_facts(tmp_path):
     assert results["facts"]["transactions"] == {"committed": 1}
     assert results["not_checked"] == {} and results["checks"]["nonmonotonic"]["verdict"] == "valid"
     assert results["facts"]["transaction_log_records"] == 4
+    # the protocol each committed transaction ran under, per transactional.id (v0 records: classic)
+    assert results["facts"]["commits_by_client_tv_per_txid"] == {"tx-w0": {"0": 1}}
 
 
 def test_duplicate(tmp_path):
