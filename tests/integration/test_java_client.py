@@ -25,6 +25,11 @@ def test_java_client_pipeline_is_valid_and_speaks_tv2(cluster3, tmp_path):
     assert any(len(set(epochs)) > 1 for epochs in by_process.values()), by_process
     # the transaction log says which protocol each transaction ran under
     assert results["facts"]["client_transaction_versions"].get("2", 0) > 0, results["facts"]
+    # ... per transactional.id: each Java worker's committed transactions all ran under TV2
+    per_txid = results["facts"]["commits_by_client_tv_per_txid"]
+    worker_txids = {op["txid"] for op in commits}
+    assert worker_txids and worker_txids <= set(per_txid), (worker_txids, per_txid)
+    assert all(set(per_txid[t]) == {"2"} for t in worker_txids), per_txid
 
 
 def test_mixed_clients_share_one_group_and_are_valid(cluster3, tmp_path):
