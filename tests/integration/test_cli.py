@@ -63,11 +63,22 @@ def test_crashed_harness_then_down_leaves_nothing(tmp_path):
     wait_until(lambda: processes_with_marker(str(state)) == [], 15, 0.2, "processes left after `cluster down`")
 
 
+def _as_a_foreground_command() -> None:
+    """Give the child SIGINT's default disposition, as a shell does for a command in the foreground.
+
+    A test runner started as a background job of a non-interactive shell inherits SIGINT
+    ignored, and so would every child; Ctrl-C on such a job never reaches it, so that is not
+    the case this test is about.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_during_run_stops_everything(tmp_path, sig):
     out = tmp_path / "runs"
     proc = subprocess.Popen([*KCHAOS, "run", "--out", str(out), "--set", "cluster.nodes=1", "--seed", "3"], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_as_a_foreground_command)
     try:
         wait_until(lambda: list(out.glob("*/cluster/pids/node-1.pid")), 120, 0.1, "the run never started a node")
         time.sleep(1.0)
