@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from clusters import ClusterSpec  # noqa: E402
-from clusters.local import LocalJvmCluster  # noqa: E402
+from kchaos.clusters import ClusterSpec  # noqa: E402
+from kchaos.clusters.local import LocalJvmCluster  # noqa: E402
 
 
 def main() -> None:

@@ -18,17 +18,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from clusters import ClusterSpec  # noqa: E402
-from clusters.local import LocalJvmCluster  # noqa: E402
-from harness.rundir import RunDir  # noqa: E402
-from workloads.history import HistoryWriter  # noqa: E402
-from workloads.spec import WorkloadSpec  # noqa: E402
+from kchaos.clusters import ClusterSpec  # noqa: E402
+from kchaos.clusters.local import LocalJvmCluster  # noqa: E402
+from kchaos.rundir import RunDir  # noqa: E402
+from kchaos.workloads.history import HistoryWriter  # noqa: E402
+from kchaos.workloads.spec import WorkloadSpec  # noqa: E402
 
 
 def measure(cluster, root: Path, delivery: str, records: int, workers: int, batch: int, kind: str = "ctp",
             partitions: int = 6) -> float:
     """Inputs per second from the first worker start until every input is processed."""
-    from workloads import make_workload
+    from kchaos.workloads import make_workload
 
     tag = uuid.uuid4().hex[:6]
     spec = WorkloadSpec(kind=kind, input_topic=f"in-{tag}", output_topics=(f"a-{tag}", f"b-{tag}"), group_id=f"g-{tag}",
@@ -40,14 +40,14 @@ def measure(cluster, root: Path, delivery: str, records: int, workers: int, batc
     workload = make_workload(spec, cluster, run, 1, history)
     workload.setup()
     # seed the whole backlog first, so that the timing covers only the pipeline
-    from workloads.seeder import Seeder
+    from kchaos.workloads.seeder import Seeder
 
     seeder = Seeder(workload.client, spec.input_topic, records, 1e9, 1, run.path / "history" / "seeder.jsonl",
                     f"bench-{tag}-seeder", abort_fraction=0.0)
     seeder.start()
     seeder.wait(600)
     workload.seeder = seeder
-    from workloads.pool import WorkerPool
+    from kchaos.workloads.pool import WorkerPool
 
     workload.pool = WorkerPool(spec, workload.client, run.path, 1, workload.txid_prefix, history)
     started = time.monotonic()

@@ -18,8 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.pipeline_throughput import measure  # noqa: E402
-from clusters import ClusterSpec  # noqa: E402
-from clusters.local import LocalJvmCluster  # noqa: E402
+from kchaos.clusters import ClusterSpec  # noqa: E402
+from kchaos.clusters.local import LocalJvmCluster  # noqa: E402
 
 
 def main() -> None:

@@ -24,11 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from clusters import ClusterSpec  # noqa: E402
-from clusters.local import LocalJvmCluster  # noqa: E402
-from harness.rundir import RunDir  # noqa: E402
-from workloads.history import HistoryWriter, read_lines  # noqa: E402
-from workloads.spec import WorkloadSpec  # noqa: E402
+from kchaos.clusters import ClusterSpec  # noqa: E402
+from kchaos.clusters.local import LocalJvmCluster  # noqa: E402
+from kchaos.rundir import RunDir  # noqa: E402
+from kchaos.workloads.history import HistoryWriter, read_lines  # noqa: E402
+from kchaos.workloads.spec import WorkloadSpec  # noqa: E402
 
 
 def committed_transactions(history_dir: Path) -> int:
@@ -40,9 +40,9 @@ def committed_transactions(history_dir: Path) -> int:
 
 
 def measure(cluster, root: Path, client: str, workers: int, records: int, batch: int) -> dict[str, float]:
-    from workloads import make_workload
-    from workloads.pool import WorkerPool
-    from workloads.seeder import Seeder
+    from kchaos.workloads import make_workload
+    from kchaos.workloads.pool import WorkerPool
+    from kchaos.workloads.seeder import Seeder
 
     tag = uuid.uuid4().hex[:6]
     spec = WorkloadSpec(input_topic=f"in-{tag}", output_topics=(f"a-{tag}", f"b-{tag}"), group_id=f"g-{tag}",

@@ -113,7 +113,7 @@ def write_run(run: Path, outputs: int) -> int:
 _PYTHON_ENGINE = """
 import json, resource, sys, time
 from pathlib import Path
-from verifier.pychecker import check_run
+from kchaos.verifier.pychecker import check_run
 t = time.monotonic()
 r = check_run(Path(sys.argv[1])).to_json()
 print(json.dumps({"verdict": r["verdict"], "anomalies": r["anomaly_types"], "outputs": r["facts"].get("outputs_committed"),
@@ -126,7 +126,7 @@ def run_engine(engine: str, run: Path, master: str) -> dict:
     if engine == "python":
         proc = subprocess.run([sys.executable, "-c", _PYTHON_ENGINE, str(run)], capture_output=True, text=True, cwd=ROOT)
     else:
-        proc = subprocess.run([sys.executable, "-m", "verifier.spark_job", str(run), "--master", master,
+        proc = subprocess.run([sys.executable, "-m", "kchaos.verifier.spark_job", str(run), "--master", master,
                                "--out", str(run / "results.spark.json")], capture_output=True, text=True, cwd=ROOT)
     wall = time.monotonic() - started
     if proc.returncode != 0:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kchaos.files import atomic_target
+
 
 @dataclass
 class RunOutcome:
@@ -63,7 +65,6 @@ def write_junit(outcomes: list[RunOutcome], path: Path, suite: str) -> Path:
         out = ET.SubElement(case, "system-out")
         out.text = f"run directory: {o.run_dir}\nreport: {o.run_dir}/report.html\nreplay: {o.replay}\n"
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True)
-    tmp.replace(path)
+    with atomic_target(path) as tmp:
+        ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True)
     return path

@@ -29,9 +29,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ci.junit import RunOutcome, write_junit
-from harness.campaign import CAMPAIGNS_DIR, Campaign, load_campaign
-from harness.errors import ConfigError, KchaosError
+from kchaos.ci.junit import RunOutcome, write_junit
+from kchaos.harness.campaign import CAMPAIGNS_DIR, Campaign, load_campaign
+from kchaos.errors import ConfigError, KchaosError
 
 DEFAULT_MATRIX = CAMPAIGNS_DIR / "nightly.toml"
 
@@ -62,7 +62,7 @@ def load_matrix(path: Path) -> tuple[Matrix, list[tuple[MatrixEntry, Path, Campa
     try:
         matrix = Matrix.model_validate(data)
     except ValidationError as exc:
-        from clusters.spec import describe_validation_error
+        from kchaos.clusters.spec import describe_validation_error
 
         raise ConfigError(f"{path}: {describe_validation_error(exc, '').lstrip('.')}") from None
     resolved = []
@@ -93,8 +93,8 @@ def exit_code(outcomes: list[RunOutcome]) -> int:
 def run_nightly(matrix_path: Path, out_root: Path, extra_fresh: int = 0) -> int:
     import json
 
-    from harness.run import execute_run, say
-    from reports.index import render_index
+    from kchaos.harness.run import execute_run, say
+    from kchaos.reports.index import render_index
 
     matrix, entries = load_matrix(matrix_path)  # every campaign validated before anything starts
     night = out_root / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{matrix.name}"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clusters.base import Capability, Cluster, Node, NodeInfo, Role, coordinator_partition, java_string_hash
-from clusters.spec import ClusterSpec
+from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role, coordinator_partition, java_string_hash
+from kchaos.clusters.spec import ClusterSpec
 
 __all__ = ["Capability", "Cluster", "ClusterSpec", "Node", "NodeInfo", "Role", "create_cluster",
            "coordinator_partition", "java_string_hash"]
@@ -19,13 +19,13 @@ __all__ = ["Capability", "Cluster", "ClusterSpec", "Node", "NodeInfo", "Role", "
 def create_cluster(spec: ClusterSpec, work_dir: Path) -> Cluster:
     """The backend ``spec.backend`` names, owning ``work_dir`` (configs, data, logs, pid files)."""
     if spec.backend == "local":
-        from clusters.local import LocalJvmCluster
+        from kchaos.clusters.local import LocalJvmCluster
 
         return LocalJvmCluster(spec, work_dir)
     if spec.backend == "docker":
-        from clusters.docker import DockerCluster
+        from kchaos.clusters.docker import DockerCluster
 
         return DockerCluster(spec, work_dir)
-    from clusters.external import ExternalCluster
+    from kchaos.clusters.external import ExternalCluster
 
     return ExternalCluster(spec, work_dir)

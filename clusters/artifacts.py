@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from harness.errors import SetupError
-from harness.paths import cache_dir
+from kchaos.errors import SetupError
+from kchaos.paths import cache_dir
 
 #: log4j2 is not in Kafka's published POM; without it the broker logs nothing.
 LOG4J_VERSION = "2.25.1"

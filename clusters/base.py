@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from harness.errors import CapabilityError, ClusterError
+from kchaos.errors import CapabilityError, ClusterError
 
 
 class Capability(str, enum.Enum):
@@ -247,13 +247,13 @@ class Cluster(abc.ABC):
 
     def active_controller(self) -> int:
         """The KRaft quorum leader. Backends override with cheaper sources."""
-        from clusters.kafka_tools import describe_quorum_leader
+        from kchaos.clusters.kafka_tools import describe_quorum_leader
 
         return describe_quorum_leader(self)
 
     def wait_healthy(self, timeout_s: float = 60.0) -> None:
         """Wait until every broker is registered and no partition is under-replicated."""
-        from harness.waiting import WaitTimeout, wait_until
+        from kchaos.waiting import WaitTimeout, wait_until
 
         expected = {n.node_id for n in self.brokers}
 
@@ -298,7 +298,7 @@ def coordinator_partition(key: str, partitions: int) -> int:
 
 
 def wait_for_process_exit(pids: list[int], timeout_s: float) -> bool:
-    from clusters.processes import is_alive
+    from kchaos.clusters.processes import is_alive
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

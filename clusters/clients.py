@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusters.base import Cluster
-from harness.errors import ClusterError
+from kchaos.clusters.base import Cluster
+from kchaos.errors import ClusterError
 
 
 def quiet(conf: dict[str, Any]) -> dict[str, Any]:
@@ -25,7 +25,7 @@ def create_topic(cluster: Cluster, topic: str, partitions: int, replication: int
         if "TOPIC_ALREADY_EXISTS" not in str(exc):
             raise ClusterError(f"could not create topic {topic}: {exc}") from None
     # The controller has it; wait until the brokers' metadata shows a leader for every partition.
-    from harness.waiting import WaitTimeout, wait_until
+    from kchaos.waiting import WaitTimeout, wait_until
 
     def visible() -> bool:
         md = cluster.admin().list_topics(topic=topic, timeout=5).topics.get(topic)

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clusters.base import Capability, Cluster, Node, NodeInfo, Role
-from clusters.local import SMALL_MACHINE_DEFAULTS, new_cluster_id
-from clusters.spec import ClusterSpec
-from harness.errors import ClusterError, ConfigError, SetupError
-from harness.waiting import WaitTimeout, wait_until
+from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role
+from kchaos.clusters.local import SMALL_MACHINE_DEFAULTS, new_cluster_id
+from kchaos.clusters.spec import ClusterSpec
+from kchaos.errors import ClusterError, ConfigError, SetupError
+from kchaos.waiting import WaitTimeout, wait_until
 
 INTERNAL_PORT = 19092
 CONTROLLER_PORT = 19093
@@ -208,7 +208,7 @@ class DockerCluster(Cluster):
             wait_until(lambda: expected <= set(self.admin().list_topics(timeout=5).brokers),
                        self.spec.ready_timeout_s, 1.0, "brokers did not register", retry_on=(Exception,))
             if self.spec.transaction_version is not None:
-                from clusters.kafka_tools import upgrade_feature
+                from kchaos.clusters.kafka_tools import upgrade_feature
 
                 upgrade_feature(self, "transaction.version", self.spec.transaction_version,
                                 downgrade=self.spec.transaction_version < 2)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clusters.base import Cluster, Node, NodeInfo, Role
-from clusters.spec import ClusterSpec
-from harness.errors import ClusterError, ConfigError
+from kchaos.clusters.base import Cluster, Node, NodeInfo, Role
+from kchaos.clusters.spec import ClusterSpec
+from kchaos.errors import ClusterError, ConfigError
 
 
 class ExternalNode(Node):

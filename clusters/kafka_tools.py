@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from clusters.artifacts import JarSet, require_java, resolve_kafka
-from harness.errors import ClusterError
+from kchaos.clusters.artifacts import JarSet, require_java, resolve_kafka
+from kchaos.errors import ClusterError
 
 if TYPE_CHECKING:
-    from clusters.base import Cluster
+    from kchaos.clusters.base import Cluster
 
 _TOOL_JVM_OPTS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
 
@@ -77,7 +77,7 @@ def java_error_summary(output: str) -> str:
     return lines[-1].strip() if lines else "no output"
 
 
-def _tool_args(cluster: "Cluster") -> tuple[list[str], str]:
+def tool_args(cluster: "Cluster") -> tuple[list[str], str]:
     version = getattr(cluster, "kafka_version", None)
     if version is None:
         raise ClusterError("this cluster does not say which Kafka version its tools should come from")
@@ -85,7 +85,7 @@ def _tool_args(cluster: "Cluster") -> tuple[list[str], str]:
 
 
 def describe_quorum_leader(cluster: "Cluster") -> int:
-    args, version = _tool_args(cluster)
+    args, version = tool_args(cluster)
     out = run_tool("quorum", [*args, "describe", "--status"], version).stdout
     match = re.search(r"^LeaderId:\s+(-?\d+)", out, re.M)
     if not match:
@@ -95,7 +95,7 @@ def describe_quorum_leader(cluster: "Cluster") -> int:
 
 def describe_features(cluster: "Cluster") -> dict[str, int]:
     """Finalized feature levels, e.g. ``{"metadata.version": 27, "transaction.version": 2}``."""
-    args, version = _tool_args(cluster)
+    args, version = tool_args(cluster)
     out = run_tool("features", [*args, "describe"], version).stdout
     levels = {}
     for match in re.finditer(r"Feature:\s*(\S+)\s+SupportedMinVersion:.*?FinalizedVersionLevel:\s*(\S+)", out):
@@ -108,7 +108,7 @@ def describe_features(cluster: "Cluster") -> dict[str, int]:
 
 
 def upgrade_feature(cluster: "Cluster", feature: str, level: int, downgrade: bool = False) -> None:
-    args, version = _tool_args(cluster)
+    args, version = tool_args(cluster)
     verb = "downgrade" if downgrade else "upgrade"
     run_tool("features", [*args, verb, "--feature", f"{feature}={level}"], version)
 
@@ -130,7 +130,7 @@ def broker_transaction_state(cluster: "Cluster", broker_ids: list[int],
     LSO stayed pinned, the producers the partition leader tracks (``describe-producers``)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    args, version = _tool_args(cluster)
+    args, version = tool_args(cluster)
     calls = {"list": [*args, "list"]}
     calls.update({f"find-hanging:{b}": [*args, "find-hanging", "--broker-id", str(b)] for b in broker_ids})
     calls.update({f"describe-producers:{t}-{p}": [*args, "describe-producers", "--topic", t, "--partition", str(p)]

@@ -29,14 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clusters.artifacts import JarSet, require_java, resolve_kafka
-from clusters.base import Capability, Cluster, Node, NodeInfo, Role
-from clusters.kafka_tools import run_tool
-from clusters.processes import ManagedProcess, reap
-from clusters.spec import ClusterSpec
-from clusters.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary
-from harness.errors import ClusterError, ConfigError
-from harness.waiting import WaitTimeout, wait_until
+from kchaos.files import atomic_write
+from kchaos.clusters.artifacts import JarSet, require_java, resolve_kafka
+from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role
+from kchaos.clusters.kafka_tools import run_tool
+from kchaos.clusters.processes import ManagedProcess, reap
+from kchaos.clusters.spec import ClusterSpec
+from kchaos.clusters.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary
+from kchaos.errors import ClusterError, ConfigError
+from kchaos.waiting import WaitTimeout, wait_until
 
 HOST = "127.0.0.1"
 READY_TOPIC = "__kchaos_ready"
@@ -672,9 +673,7 @@ class LocalJvmCluster(Cluster):
             "kafka_version": self.kafka_version,
             "node_jars": {str(n.node_id): [n.version, str(n.jars.directory)] for n in self._nodes if n.jars},
         }
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=2))
-        tmp.replace(self.state_file)
+        atomic_write(self.state_file, json.dumps(state, indent=2))
 
     @classmethod
     def attach(cls, work_dir: Path) -> "LocalJvmCluster":

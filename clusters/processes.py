@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kchaos.files import atomic_write
+
 
 def _cmdline(pid: int, settle_s: float = 1.0) -> str | None:
     """The command line of ``pid``; None when it is gone.
@@ -63,9 +65,8 @@ class PidFile:
     owner: int | None = None
 
     def write(self) -> None:
-        tmp = self.path.with_suffix(".pid.tmp")
-        tmp.write_text(json.dumps({"pid": self.pid, "pgid": self.pgid, "marker": self.marker, "owner": self.owner}))
-        tmp.replace(self.path)
+        atomic_write(self.path, json.dumps({"pid": self.pid, "pgid": self.pgid, "marker": self.marker,
+                                            "owner": self.owner}))
 
     @classmethod
     def read(cls, path: Path) -> "PidFile | None":

@@ -1,4 +1,4 @@
-"""A watchdog that outlives a crashed harness: ``python -m clusters.reaper PID`` (directory in
+"""A watchdog that outlives a crashed harness: ``python -m kchaos.clusters.reaper PID`` (directory in
 ``$KCHAOS_REAP_DIR``, so that the reaper's own command line does not carry the run directory
 that leak checks look for).
 
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from clusters.processes import is_alive, reap
+from kchaos.clusters.processes import is_alive, reap
 
 
 def watch(parent: int, directory: Path, poll_s: float = 0.5) -> list[int]:
@@ -27,7 +27,7 @@ def watch(parent: int, directory: Path, poll_s: float = 0.5) -> list[int]:
 
 def start_reaper(directory: Path) -> subprocess.Popen:
     """Spawn the watchdog for the current process; it needs no further care."""
-    return subprocess.Popen([sys.executable, "-m", "clusters.reaper", str(os.getpid())],
+    return subprocess.Popen([sys.executable, "-m", "kchaos.clusters.reaper", str(os.getpid())],
                             env={**os.environ, "KCHAOS_REAP_DIR": str(directory)},
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)

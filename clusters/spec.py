@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harness.errors import ConfigError
-from clusters.artifacts import DEFAULT_KAFKA_VERSION, KNOWN_KAFKA_VERSIONS
+from kchaos.errors import ConfigError
+from kchaos.clusters.artifacts import DEFAULT_KAFKA_VERSION, KNOWN_KAFKA_VERSIONS
 
 #: Broker properties kchaos sets itself; overriding them would break the topology or the proxies.
 MANAGED_BROKER_PROPERTIES = frozenset({

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.errors import ClusterError, SetupError
-from harness.paths import cache_dir
+from kchaos.errors import ClusterError, SetupError
+from kchaos.paths import cache_dir
 
 TOXIPROXY_VERSION = "2.12.0"
 TOXIPROXY_MODULE = "github.com/Shopify/toxiproxy/v2/cmd/server"

@@ -13,10 +13,10 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from clusters.base import Capability, Cluster
-from clusters.toxiproxy import Toxic
-from faults.schedule import ScheduledFault
-from harness.errors import ClusterError, ConfigError
+from kchaos.clusters.base import Capability, Cluster
+from kchaos.clusters.toxiproxy import Toxic
+from kchaos.faults.schedule import ScheduledFault
+from kchaos.errors import ClusterError, ConfigError
 
 
 @dataclass

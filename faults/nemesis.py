@@ -15,11 +15,11 @@ import time
 import traceback
 from typing import Any
 
-from clusters.base import Capability
-from faults.library import Fault, FaultContext, make_fault
-from faults.schedule import ScheduledFault
-from harness.errors import KchaosError
-from workloads.history import HistoryWriter
+from kchaos.clusters.base import Capability
+from kchaos.faults.library import Fault, FaultContext, make_fault
+from kchaos.faults.schedule import ScheduledFault
+from kchaos.errors import KchaosError
+from kchaos.workloads.history import HistoryWriter
 
 
 class Nemesis:

@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from faults.spec import FaultsSpec
+from kchaos.files import atomic_write
+from kchaos.faults.spec import FaultsSpec
 
 
 @dataclass(frozen=True)
@@ -58,9 +59,7 @@ def generate_schedule(spec: FaultsSpec, run_duration_s: float, seed: int) -> lis
 
 
 def write_schedule(path: Path, schedule: list[ScheduledFault], seed: int) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps({"seed": seed, "faults": [f.to_json() for f in schedule]}, indent=2))
-    tmp.replace(path)
+    atomic_write(path, json.dumps({"seed": seed, "faults": [f.to_json() for f in schedule]}, indent=2))
 
 
 def read_schedule(path: Path) -> list[ScheduledFault]:

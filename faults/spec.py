@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from clusters.base import Capability
+from kchaos.clusters.base import Capability
 
 #: fault kind -> (capability it needs, accepted targets, what it does)
 FAULT_KINDS: dict[str, tuple[Capability | None, tuple[str, ...], str]] = {
@@ -142,7 +142,7 @@ def capabilities_for_backend(backend: str) -> frozenset[Capability]:
 
 
 def check_capabilities(faults: FaultsSpec, backend: str, proxied: bool = True) -> None:
-    from harness.errors import CapabilityError
+    from kchaos.errors import CapabilityError
 
     caps = set(capabilities_for_backend(backend))
     if not proxied:

@@ -8,21 +8,39 @@ are errors, so a typo never silently falls back to a default.
 
 from __future__ import annotations
 
+import importlib.resources
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from clusters.spec import ClusterSpec, apply_overrides, describe_validation_error
-from harness.errors import ConfigError
-from faults.spec import FaultsSpec, check_capabilities
-from harness.steps import StepSpec, check_steps
-from verifier.spec import VerifierSpec
-from workloads.spec import WorkloadSpec
+from kchaos.clusters.spec import ClusterSpec, apply_overrides, describe_validation_error
+from kchaos.errors import ConfigError
+from kchaos.faults.spec import FaultsSpec, check_capabilities
+from kchaos.harness.steps import StepSpec, check_steps
+from kchaos.verifier.spec import VerifierSpec
+from kchaos.workloads.spec import WorkloadSpec
 
-CAMPAIGNS_DIR = Path(__file__).resolve().parent.parent / "campaigns"
+# Shipped campaigns are package data (kchaos.campaigns), installed as plain files by a wheel too.
+CAMPAIGNS_DIR = Path(str(importlib.resources.files("kchaos.campaigns")))
 DEFAULT_CAMPAIGN = CAMPAIGNS_DIR / "default.toml"
+
+
+def resolve_campaign_path(path: Path | str | None) -> Path:
+    """A campaign file as given, or else a shipped one by name (``certify-tv-flip``,
+    ``certify-tv-flip.toml`` or ``campaigns/certify-tv-flip.toml``): a wheel install has no
+    campaigns/ folder of the user's own."""
+    if path is None:
+        return DEFAULT_CAMPAIGN
+    given = Path(path)
+    if given.exists():
+        return given
+    name = given.name if given.suffix == ".toml" else f"{given.name}.toml"
+    shipped = CAMPAIGNS_DIR / name
+    if given.parent in (Path("."), Path("campaigns")) and shipped.exists():
+        return shipped
+    return given
 
 
 class RunSettings(BaseModel):
@@ -71,11 +89,13 @@ class Campaign(BaseModel):
 
 def load_campaign(path: Path | None, overrides: list[str] | None = None) -> Campaign:
     """Read, override (``--set a.b=c``) and validate a campaign; raise ConfigError on any problem."""
-    path = path or DEFAULT_CAMPAIGN
+    path = resolve_campaign_path(path)
     try:
         data: dict[str, Any] = tomllib.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise ConfigError(f"campaign file {path} does not exist", "pass an existing .toml file or none for the default") from None
+        shipped = ", ".join(sorted(p.stem for p in CAMPAIGNS_DIR.glob("*.toml")))
+        raise ConfigError(f"campaign file {path} does not exist",
+                          f"pass an existing .toml file, a shipped campaign's name ({shipped}), or none for the default") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"campaign file {path} is not valid TOML: {exc}") from None
     data = apply_overrides(data, overrides or [])

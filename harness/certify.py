@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from verifier.model import case_time_and_slots, worker_slot
+from kchaos.verifier.model import case_time_and_slots, worker_slot
 
 #: a step shorter than this is a boundary, not a phase of its own
 INSTANT_STEP_S = 2.0
@@ -93,8 +93,8 @@ def build_phases(ops: list[dict[str, Any]], kafka_version: str = "") -> tuple[li
 def certify(run_path: Path) -> dict[str, Any]:
     import json
 
-    from verifier.model import read_ops
-    from verifier.pychecker import RunData
+    from kchaos.verifier.model import read_ops
+    from kchaos.verifier.pychecker import RunData
 
     run_path = Path(run_path)
     results = json.loads((run_path / "results.json").read_text())
@@ -124,7 +124,7 @@ def certify(run_path: Path) -> dict[str, Any]:
                     java_v2_commits[phase.name] += 1
 
     protocol: dict[tuple[str, str], Counter] = defaultdict(Counter)
-    txn_log = RunData._decoded_txn_log(run_path) or []
+    txn_log = RunData.decoded_txn_log(run_path) or []
     for rec in txn_log:
         e = rec["entry"]
         if e.status != "CompleteCommit" or not prefix or not str(e.transactional_id).startswith(f"{prefix}-"):
@@ -200,7 +200,7 @@ def certify(run_path: Path) -> dict[str, Any]:
 
 def certify_run(run: Any) -> int:
     """Write ``certification.json`` for a verified run; mark the run complete; return the exit code."""
-    from harness.run import say
+    from kchaos.harness.run import say
 
     cert = certify(run.path)
     run.write_json("certification.json", cert)

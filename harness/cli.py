@@ -12,9 +12,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from harness import signals
-from harness.errors import ClusterError, ConfigError, KchaosError
-from harness.paths import state_dir
+from kchaos import signals
+from kchaos.errors import ClusterError, ConfigError, KchaosError
+from kchaos.paths import state_dir
 
 
 def _cluster_dir(args: argparse.Namespace) -> Path:
@@ -25,8 +25,8 @@ def _cluster_dir(args: argparse.Namespace) -> Path:
 
 def cmd_setup(args: argparse.Namespace) -> int:
     """Install everything the local backend needs, into the caches (idempotent)."""
-    from clusters.artifacts import require_java, resolve_kafka
-    from clusters.toxiproxy import ensure_toxiproxy_binary
+    from kchaos.clusters.artifacts import require_java, resolve_kafka
+    from kchaos.clusters.toxiproxy import ensure_toxiproxy_binary
 
     require_java()
     for version in args.kafka_version or ["4.2.1"]:
@@ -34,28 +34,28 @@ def cmd_setup(args: argparse.Namespace) -> int:
         print(f"kafka {version}: {jars.directory}")
     print(f"toxiproxy: {ensure_toxiproxy_binary()}")
     if shutil.which("javac"):  # the Java workload client (certification campaigns); optional
-        from workloads.java_client import client_classpath
-        from workloads.spec import WorkloadSpec
+        from kchaos.workloads.java_client import client_classpath
+        from kchaos.workloads.spec import WorkloadSpec
 
         version = WorkloadSpec().java_client_version
         print(f"java workload client (kafka-clients {version}): {client_classpath(version).split(':')[0]}")
     else:
         print("java workload client: skipped (no javac: workload.client = 'java' needs a JDK)")
     if not args.no_spark:
-        from verifier.spark_env import SPARK_VERSION, kafka_source_jars
+        from kchaos.verifier.spark_env import SPARK_VERSION, kafka_source_jars
 
         print(f"spark {SPARK_VERSION} kafka source: {len(kafka_source_jars())} jars")
     if args.browser:
-        from reports.browser import ensure_browser
+        from kchaos.reports.browser import ensure_browser
 
         print("browser: {} (driver {})".format(*ensure_browser()))
     return 0
 
 
 def cmd_cluster_up(args: argparse.Namespace) -> int:
-    from clusters.local import LocalJvmCluster
-    from clusters.processes import live_processes
-    from clusters.spec import ClusterSpec, apply_overrides
+    from kchaos.clusters.local import LocalJvmCluster
+    from kchaos.clusters.processes import live_processes
+    from kchaos.clusters.spec import ClusterSpec, apply_overrides
 
     data: dict = {"kafka_version": args.kafka_version, "nodes": args.nodes,
                   "dedicated_controllers": args.dedicated_controllers,
@@ -76,7 +76,7 @@ def cmd_cluster_up(args: argparse.Namespace) -> int:
 
 
 def cmd_cluster_status(args: argparse.Namespace) -> int:
-    from clusters.local import LocalJvmCluster
+    from kchaos.clusters.local import LocalJvmCluster
 
     cluster = LocalJvmCluster.attach(_cluster_dir(args))
     info = cluster.info()
@@ -93,8 +93,8 @@ def cmd_cluster_status(args: argparse.Namespace) -> int:
 
 
 def cmd_cluster_down(args: argparse.Namespace) -> int:
-    from clusters.local import LocalJvmCluster
-    from clusters.processes import reap
+    from kchaos.clusters.local import LocalJvmCluster
+    from kchaos.clusters.processes import reap
 
     directory = _cluster_dir(args)
     if not directory.exists():
@@ -112,8 +112,8 @@ def cmd_cluster_down(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness.campaign import load_campaign
-    from harness.run import execute_run
+    from kchaos.harness.campaign import load_campaign
+    from kchaos.harness.run import execute_run
 
     overrides = list(args.set or [])
     if args.duration is not None:
@@ -126,9 +126,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Re-run a stored run: its resolved campaign, its seed and its stored fault schedule."""
-    from faults.schedule import read_schedule
-    from harness.campaign import Campaign
-    from harness.run import execute_run
+    from kchaos.faults.schedule import read_schedule
+    from kchaos.harness.campaign import Campaign
+    from kchaos.harness.run import execute_run
 
     source = Path(args.run_dir)
     try:
@@ -143,8 +143,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from harness.run import verify
-    from harness.rundir import RunDir
+    from kchaos.harness.run import verify
+    from kchaos.rundir import RunDir
 
     path = Path(args.run_dir)
     if not (path / "campaign.json").exists():
@@ -156,17 +156,17 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     run = RunDir(path)
     code = verify(run, bootstrap=args.bootstrap, verifier_overrides=overrides)
     if run.read_json("campaign.json").get("steps"):
-        from harness.certify import certify_run
+        from kchaos.harness.certify import certify_run
 
         code = certify_run(run)
-    from harness.run import render_report
+    from kchaos.harness.run import render_report
 
     render_report(run)  # the page shows the new results
     return code
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from reports.run_report import render_run_report
+    from kchaos.reports.run_report import render_run_report
 
     for run_dir in args.run_dir:
         print(render_run_report(Path(run_dir)))
@@ -174,14 +174,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from reports.index import render_index
+    from kchaos.reports.index import render_index
 
     print(render_index(Path(args.root)))
     return 0
 
 
 def cmd_ci_nightly(args: argparse.Namespace) -> int:
-    from ci.nightly import DEFAULT_MATRIX, run_nightly
+    from kchaos.ci.nightly import DEFAULT_MATRIX, run_nightly
 
     return run_nightly(Path(args.matrix) if args.matrix else DEFAULT_MATRIX, Path(args.out), args.fresh_seeds)
 

@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clusters import create_cluster
-from harness.campaign import Campaign
-from harness.rundir import RunDir
-from harness.steps import Stepper
+from kchaos.clusters import create_cluster
+from kchaos.harness.campaign import Campaign
+from kchaos.rundir import RunDir
+from kchaos.harness.steps import Stepper
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_HARNESS_ERROR = 0, 1, 2, 3
 VERDICT_EXIT = {"valid": EXIT_VALID, "invalid": EXIT_INVALID, "unknown": EXIT_UNKNOWN}
@@ -40,12 +40,12 @@ def replay_command(run: RunDir, campaign_path: Path | None, seed: int, overrides
 def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
                 campaign_path: Path | None = None, schedule: list | None = None,
                 replay_of: Path | None = None, overrides: list[str] | None = None) -> tuple[RunDir, int]:
-    from faults.library import FaultContext
-    from faults.nemesis import Nemesis
-    from faults.schedule import generate_schedule, write_schedule
-    from workloads import make_workload
-    from workloads.ctp import CtpWorkload
-    from workloads.history import HistoryWriter, merge_history
+    from kchaos.faults.library import FaultContext
+    from kchaos.faults.nemesis import Nemesis
+    from kchaos.faults.schedule import generate_schedule, write_schedule
+    from kchaos.workloads import make_workload
+    from kchaos.workloads.ctp import CtpWorkload
+    from kchaos.workloads.history import HistoryWriter, merge_history
 
     seed = seed if seed is not None else campaign.run.seed
     if seed is None:
@@ -65,7 +65,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
     run.set_status("setup")
     say(f"run directory {run.path} (seed {seed})")
     history = HistoryWriter(run.path / "history" / "harness.jsonl", "harness")
-    from clusters.reaper import start_reaper
+    from kchaos.clusters.reaper import start_reaper
 
     start_reaper(run.path)  # kills whatever this run started if the harness itself dies
     prepare_artifacts(campaign)  # jars and the Java driver: a failure here starts nothing
@@ -128,7 +128,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         # verified while the cluster is still up: the Spark job reads the topics through Kafka
         code = verify(run, bootstrap=cluster.bootstrap_servers if campaign.verifier.read_from_kafka else None)
         if campaign.steps:
-            from harness.certify import certify_run
+            from kchaos.harness.certify import certify_run
 
             code = certify_run(run)
     finally:
@@ -150,10 +150,10 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
 def prepare_artifacts(campaign: Campaign) -> None:
     """Resolve what the run will need later (the Java driver, the releases of a rolling upgrade)
     before any cluster starts, so that a missing artefact is an error that starts nothing."""
-    from clusters.artifacts import resolve_kafka
+    from kchaos.clusters.artifacts import resolve_kafka
 
     if campaign.workload.client != "confluent":
-        from workloads.java_client import client_classpath
+        from kchaos.workloads.java_client import client_classpath
 
         client_classpath(campaign.workload.java_client_version)
     for step in campaign.steps:
@@ -182,7 +182,7 @@ def environment() -> dict[str, Any]:
 
 def render_report(run: RunDir) -> None:
     """The HTML report; a failure to render is said, never turned into a verdict."""
-    from reports.run_report import render_run_report
+    from kchaos.reports.run_report import render_run_report
 
     try:
         say(f"report: {render_run_report(run.path)}")
@@ -195,7 +195,7 @@ def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, pha
     """Wait ``duration_s``, and on until every scheduled fault ran (at most twice as long) and
     every planned step is done (at most 2 x duration + 15 min), showing live progress
     (harness/progress.py)."""
-    from harness.progress import Progress
+    from kchaos.harness.progress import Progress
 
     progress = Progress(interval_s)
     started = time.monotonic()
@@ -230,11 +230,11 @@ def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, pha
 def run_spark_verifier(run: RunDir, master: str | None, bootstrap: str | None, timeout_s: float) -> dict[str, Any]:
     """The Spark job in a process of its own (its JVM too), recorded by a pid file so that a
     crashed harness's reaper stops it; its results, or an ``unknown`` naming why there are none."""
-    from clusters.processes import ManagedProcess
+    from kchaos.clusters.processes import ManagedProcess
 
     out = run.path / "results.spark.json"
     out.unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "verifier.spark_job", str(run.path), "--out", str(out)]
+    argv = [sys.executable, "-m", "kchaos.verifier.spark_job", str(run.path), "--out", str(out)]
     if master:
         argv += ["--master", master]
     if bootstrap:
@@ -281,13 +281,13 @@ def verify(run: RunDir, bootstrap: str | None = None, verifier_overrides: dict[s
     is left as it was."""
     from pydantic import ValidationError
 
-    from clusters.spec import describe_validation_error
-    from harness.errors import ConfigError
-    from verifier.pychecker import check_run
-    from verifier.results import merge_verdicts
-    from verifier.spec import VerifierSpec
-    from workloads.history import pair_operations, read_lines
-    from workloads.metrics import compute_metrics
+    from kchaos.clusters.spec import describe_validation_error
+    from kchaos.errors import ConfigError
+    from kchaos.verifier.pychecker import check_run
+    from kchaos.verifier.results import merge_verdicts
+    from kchaos.verifier.spec import VerifierSpec
+    from kchaos.workloads.history import pair_operations, read_lines
+    from kchaos.workloads.metrics import compute_metrics
 
     campaign = run.read_json("campaign.json")
     try:

@@ -11,9 +11,9 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from clusters.base import Cluster
-from clusters.clients import create_topic, quiet
-from harness.errors import ClusterError
+from kchaos.clusters.base import Cluster
+from kchaos.clusters.clients import create_topic, quiet
+from kchaos.errors import ClusterError
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from clusters.artifacts import validate_kafka_version
-from harness.errors import KchaosError
+from kchaos.clusters.artifacts import validate_kafka_version
+from kchaos.errors import KchaosError
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
@@ -97,9 +97,9 @@ def latest_level(cluster: Any, feature: str) -> int:
     """The level ``feature`` has by default in the release the cluster's tools come from."""
     import re
 
-    from clusters.kafka_tools import _tool_args, run_tool
+    from kchaos.clusters.kafka_tools import tool_args, run_tool
 
-    args, version = _tool_args(cluster)
+    args, version = tool_args(cluster)
     out = run_tool("features", [*args, "version-mapping"], version).stdout
     match = re.search(rf"^{re.escape(feature)}=(\d+)", out, re.MULTILINE)
     if not match:
@@ -146,7 +146,7 @@ class Stepper:
             self._execute(index, step)
 
     def _features(self) -> dict[str, Any]:
-        from clusters.kafka_tools import describe_features
+        from kchaos.clusters.kafka_tools import describe_features
 
         try:
             return describe_features(self.cluster)
@@ -183,7 +183,7 @@ class Stepper:
             self.current = None
 
     def _feature(self, step: StepSpec, before: dict[str, Any]) -> dict[str, Any]:
-        from clusters.kafka_tools import upgrade_feature
+        from kchaos.clusters.kafka_tools import upgrade_feature
 
         assert step.feature is not None
         target = latest_level(self.cluster, step.feature) if step.level == "latest" else int(step.level)  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 
-from harness.errors import SetupError
+from kchaos.errors import SetupError
 
 PACKAGES = ("chromium", "chromium-driver")
 

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from reports.plots import Plot, Series, render_svg
+from kchaos.files import atomic_write
+from kchaos.reports.plots import Plot, Series, render_svg
 
 
 def _json(path: Path, default: Any = None) -> Any:
@@ -65,11 +66,11 @@ def trends(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def render_index(root: Path) -> Path:
-    from reports.run_report import _environment
+    from kchaos.reports.run_report import template_environment
 
     root = Path(root)
     if not root.is_dir():
-        from harness.errors import ConfigError
+        from kchaos.errors import ConfigError
 
         raise ConfigError(f"{root} is not a directory", "pass the --out directory of kchaos run or kchaos ci nightly")
     rows = [run_row(run, root) for run in find_runs(root)]
@@ -80,10 +81,8 @@ def render_index(root: Path) -> Path:
             Series("median inputs/s", [(i, t["median_inputs_per_s"]) for i, t in enumerate(trend)]),
             Series("unexpected verdicts", [(i, t["unexpected"]) for i, t in enumerate(trend)]),
         ]))
-    html = _environment().get_template("index.html.j2").render(
+    html = template_environment().get_template("index.html.j2").render(
         root=str(root), rows=list(reversed(rows)), trend=list(reversed(trend)), plot=plot,
         generated=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
-    tmp = root / ".index.html.tmp"
-    tmp.write_text(html)
-    tmp.replace(root / "index.html")
+    atomic_write(root / "index.html", html)
     return root / "index.html"

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reports.plots import Band, Plot, Series, render_svg
-from verifier.model import case_time_and_slots
+from kchaos.files import atomic_write
+from kchaos.reports.plots import Band, Plot, Series, render_svg
+from kchaos.verifier.model import case_time_and_slots
 
 LOG_WINDOW_S = 2.0
 LOG_LINES_PER_NODE = 12
@@ -121,7 +122,7 @@ def _plots(metrics: dict[str, Any], bands: list[dict[str, Any]]) -> list[str]:
 
 def gather(run: Path) -> dict[str, Any]:
     """Everything the page shows, from the run directory alone."""
-    from workloads.history import pair_operations, read_lines
+    from kchaos.workloads.history import pair_operations, read_lines
 
     campaign = _json(run / "campaign.json", {})
     status = _json(run / "status.json", {})
@@ -174,7 +175,7 @@ def gather(run: Path) -> dict[str, Any]:
     }
 
 
-def _environment() -> Any:
+def template_environment() -> Any:
     from jinja2 import Environment, PackageLoader, select_autoescape
 
     env = Environment(loader=PackageLoader("reports", "templates"), autoescape=select_autoescape(["html", "j2"]),
@@ -190,11 +191,9 @@ def render_run_report(run: Path) -> Path:
     """Write ``RUN_DIR/report.html`` (atomically) and return its path."""
     run = Path(run)
     if not (run / "campaign.json").exists():
-        from harness.errors import ConfigError
+        from kchaos.errors import ConfigError
 
         raise ConfigError(f"{run} is not a kchaos run directory (no campaign.json)", "pass a directory made by `kchaos run`")
-    html = _environment().get_template("run.html.j2").render(**gather(run))
-    tmp = run / ".report.html.tmp"
-    tmp.write_text(html)
-    tmp.replace(run / "report.html")
+    html = template_environment().get_template("run.html.j2").render(**gather(run))
+    atomic_write(run / "report.html", html)
     return run / "report.html"

@@ -11,7 +11,7 @@ import pytest
 @pytest.fixture(scope="session")
 def spark():
     """One local Spark session for the whole test session (the verifier's engine)."""
-    from verifier.spark_env import spark_session
+    from kchaos.verifier.spark_env import spark_session
 
     session = spark_session("local[2]", app="kchaos-tests", driver_memory="1g",
                             extra_conf={"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"})

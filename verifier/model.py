@@ -48,11 +48,11 @@ def run_checks(results: Any, data: Any, checks: tuple[tuple[str, str], ...], loo
     share ledger replaces) are skipped. Returns whether it is a share-group run."""
     import traceback
 
-    from verifier.results import UNKNOWN, CheckResult
+    from kchaos.verifier.results import UNKNOWN, CheckResult
 
     share = data.workload.get("kind") == "share"
     if share:
-        from verifier.share_checks import NOT_FOR_SHARE
+        from kchaos.verifier.share_checks import NOT_FOR_SHARE
 
         results.not_checked.update(NOT_FOR_SHARE)
     for name, function in checks:
@@ -68,7 +68,7 @@ def run_checks(results: Any, data: Any, checks: tuple[tuple[str, str], ...], loo
 
 
 def read_ops(run: Path) -> list[dict[str, Any]]:
-    from workloads.history import pair_operations, read_lines
+    from kchaos.workloads.history import pair_operations, read_lines
 
     path = run / "history.jsonl"
     return pair_operations(list(read_lines(path))) if path.exists() else []

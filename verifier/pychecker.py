@@ -16,10 +16,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from verifier.model import (LINEAGE_FIELDS, MAX_CASES, OPEN_TXN_STATES, ORDER_PROMISED_DELIVERY, TXN_NEXT,
+from kchaos.verifier.model import (LINEAGE_FIELDS, MAX_CASES, OPEN_TXN_STATES, ORDER_PROMISED_DELIVERY, TXN_NEXT,
                             HistoryIndex, NotApplicable, commits_by_client_tv, hanging_cases, read_ops, run_checks,
                             zombie_successor)
-from verifier.results import INVALID, UNKNOWN, VALID, CheckResult, Results
+from kchaos.verifier.results import INVALID, UNKNOWN, VALID, CheckResult, Results
 
 
 def _read_topic(run: Path, topic: str, view: str) -> list[dict[str, Any]]:
@@ -66,7 +66,7 @@ class RunData:
                     else:
                         target.append(lineage)
         self.liveness = final.get("liveness")
-        self.txn_log = self._decoded_txn_log(run)
+        self.txn_log = self.decoded_txn_log(run)
         self.offset_log = self._decoded_offsets(run)
         self.history = HistoryIndex(read_ops(run) if ops is None else ops)
         h = self.history
@@ -75,11 +75,11 @@ class RunData:
         self.unexplained: list[tuple[tuple[int, int], str]] | None = None
 
     @staticmethod
-    def _decoded_txn_log(run: Path) -> list[dict[str, Any]] | None:
+    def decoded_txn_log(run: Path) -> list[dict[str, Any]] | None:
         """Decoded __transaction_state records in log order (partition, offset), or None."""
         import pyarrow.parquet as pq
 
-        from verifier.decoders import decode_transaction_record
+        from kchaos.verifier.decoders import decode_transaction_record
 
         path = run / "topics" / "__transaction_state.raw.parquet"
         if not path.exists():
@@ -96,7 +96,7 @@ class RunData:
         transactional offset commits excluded), or None."""
         import pyarrow.parquet as pq
 
-        from verifier.decoders import OffsetCommit, decode_offsets_record
+        from kchaos.verifier.decoders import OffsetCommit, decode_offsets_record
 
         path = run / "topics" / "__consumer_offsets.committed.parquet"
         if not path.exists():
@@ -131,7 +131,7 @@ def check_run(run: Path, ops: list[dict[str, Any]] | None = None) -> Results:
     share = run_checks(results, data, CHECKS, sys.modules[__name__])
     results.facts = facts(data)
     if share:
-        from verifier.share_checks import share_checks
+        from kchaos.verifier.share_checks import share_checks
 
         checks, share_facts = share_checks(data)
         results.checks.extend(checks)

@@ -19,11 +19,12 @@ pipeline is at-least-once, and the results say so.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from verifier.results import INVALID, UNKNOWN, VALID, CheckResult
+from kchaos.verifier.results import INVALID, UNKNOWN, VALID, CheckResult
 
 ACKNOWLEDGED, ARCHIVED = 2, 4
 
@@ -31,21 +32,16 @@ ACKNOWLEDGED, ARCHIVED = 2, 4
 class ShareLedger:
     def __init__(self, data: Any):
         """``data``: a verifier.pychecker.RunData of a share run."""
-        from workloads.share_worker import is_poison
-
         self.data = data
         share = data.final.get("share") or {}
         self.limit = int(share.get("delivery_count_limit") or data.workload.get("share_delivery_count_limit") or 5)
         self.mode = (share.get("kip1289") or {}).get("mode", "at-least-once")
-        import json
-
-        seed_file = Path(data.run) / "seed"
-        self.seed = (int(seed_file.read_text().strip()) if seed_file.exists() else
-                     json.loads((Path(data.run) / "campaign.json").read_text()).get("run", {}).get("seed"))
-        if self.seed is None:
-            raise ValueError("the run's seed is unknown (no seed file): poison inputs cannot be told apart")
-        fraction = data.workload.get("share_poison_fraction", 0.0)
-        self.poison = {pos for pos, in_id in data.inputs_committed.items() if is_poison(self.seed, in_id, fraction)}
+        # Ground truth recorded by the workload (workloads/share.py), never recomputed here.
+        truth = Path(data.run) / "share_poison.json"
+        if not truth.exists():
+            raise ValueError("the run directory has no share_poison.json: poison inputs cannot be told apart")
+        poison_ids = set(json.loads(truth.read_text())["poison_ids"])
+        self.poison = {pos for pos, in_id in data.inputs_committed.items() if in_id in poison_ids}
         self.acquisitions: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
         self.acks: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
         for op in data.ops:
@@ -66,7 +62,7 @@ class ShareLedger:
     def _persisted_state(self, run: Path, topic_id: str | None) -> dict[int, dict[str, Any]] | None:
         import pyarrow.parquet as pq
 
-        from verifier.decoders import decode_share_state_record, share_partition_state
+        from kchaos.verifier.decoders import decode_share_state_record, share_partition_state
 
         path = run / "topics" / "__share_group_state.raw.parquet"
         if not path.exists() or topic_id is None:
@@ -108,7 +104,7 @@ class ShareLedger:
 
 
 def _result(name: str, cases: list[dict[str, Any]]) -> CheckResult:
-    from verifier.model import MAX_CASES
+    from kchaos.verifier.model import MAX_CASES
 
     return CheckResult(name, INVALID if cases else VALID, cases[:MAX_CASES], note=f"{len(cases)} cases" if cases else None)
 

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness.errors import SetupError
+from kchaos.errors import SetupError
 
 SPARK_VERSION = "4.0.0"
 
@@ -39,7 +39,7 @@ def _artifact_name(jar: Path) -> str:
 
 def kafka_source_jars() -> list[str]:
     """Jars for ``spark.jars``: the Kafka source and what it needs that pyspark lacks."""
-    from clusters.artifacts import MavenArtifact, resolve_jars
+    from kchaos.clusters.artifacts import MavenArtifact, resolve_jars
 
     home = pyspark_home()
     jars = resolve_jars(f"spark-kafka-{SPARK_VERSION}",

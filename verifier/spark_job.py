@@ -1,6 +1,6 @@
 """The verifier: a PySpark job that proves (or refutes) exactly-once for one run directory.
 
-    python -m verifier.spark_job RUN_DIR [--master local[2] | spark://host:port]
+    python -m kchaos.verifier.spark_job RUN_DIR [--master local[2] | spark://host:port]
                                          [--bootstrap HOST:PORT] [--out FILE]
 
 Inputs
@@ -30,10 +30,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from verifier.model import (LINEAGE_FIELDS, MAX_CASES, OPEN_TXN_STATES, ORDER_PROMISED_DELIVERY, TXN_NEXT,
+from kchaos.files import atomic_target, atomic_write
+from kchaos.verifier.model import (LINEAGE_FIELDS, MAX_CASES, OPEN_TXN_STATES, ORDER_PROMISED_DELIVERY, TXN_NEXT,
                             HistoryIndex, NotApplicable, commits_by_client_tv, hanging_cases, read_json, read_ops,
                             run_checks, zombie_successor)
-from verifier.results import INVALID, UNKNOWN, VALID, CheckResult, Results
+from kchaos.verifier.results import INVALID, UNKNOWN, VALID, CheckResult, Results
 
 TOPIC_SCHEMA = "partition INT, offset BIGINT, timestamp BIGINT, key BINARY, value BINARY"
 LINEAGE_SCHEMA = ("in_id STRING, in_topic STRING, in_partition INT, in_offset BIGINT, slot INT, slots INT, "
@@ -92,7 +93,7 @@ def write_decoded_tables(run: Path, workload: dict[str, Any], history: HistoryIn
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from verifier.decoders import OffsetCommit, decode_offsets_record, decode_transaction_record
+    from kchaos.verifier.decoders import OffsetCommit, decode_offsets_record, decode_transaction_record
 
     out = run / "decoded"
     out.mkdir(exist_ok=True)
@@ -100,9 +101,8 @@ def write_decoded_tables(run: Path, workload: dict[str, Any], history: HistoryIn
 
     def write(name: str, columns: dict[str, tuple[list[Any], Any]]) -> None:
         table = pa.table({k: pa.array(v, t) for k, (v, t) in columns.items()})
-        tmp = out / f".{name}.parquet.tmp"
-        pq.write_table(table, tmp)
-        tmp.replace(out / f"{name}.parquet")
+        with atomic_target(out / f"{name}.parquet") as tmp:
+            pq.write_table(table, tmp)
         counts[name] = table.num_rows
 
     txn = {k: [] for k in ("partition", "offset", "transactional_id", "producer_id", "producer_epoch", "status",
@@ -585,8 +585,8 @@ def check_run_spark(spark: Any, run: Path, ops: list[dict[str, Any]] | None = No
     if share:
         # The share ledger is per record and per delivery, built in the driver from the client
         # dumps and the history (verifier/share_checks.py); the other checks above ran on Spark.
-        from verifier.pychecker import RunData
-        from verifier.share_checks import share_checks
+        from kchaos.verifier.pychecker import RunData
+        from kchaos.verifier.share_checks import share_checks
 
         checks, share_facts = share_checks(RunData(Path(run), data.history.ops))
         results.checks.extend(checks)
@@ -596,13 +596,13 @@ def check_run_spark(spark: Any, run: Path, ops: list[dict[str, Any]] | None = No
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verifier.spark_job", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kchaos.verifier.spark_job", description=__doc__.split("\n")[0])
     parser.add_argument("run", type=Path)
     parser.add_argument("--master", default=None, help="Spark master (default local[2] or $KCHAOS_SPARK_MASTER)")
     parser.add_argument("--bootstrap", default=None, help="read the user topics from this live cluster first")
     parser.add_argument("--out", type=Path, default=None, help="write the results here (default RUN/results.spark.json)")
     args = parser.parse_args(argv)
-    from verifier.spark_env import spark_session
+    from kchaos.verifier.spark_env import spark_session
 
     out = args.out or args.run / "results.spark.json"
     started = time.monotonic()
@@ -630,9 +630,7 @@ def main(argv: list[str] | None = None) -> int:
             spark.stop()
     data = results.to_json()
     data["spark"] = {"master": args.master or "default", "timings": timings}
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    tmp.replace(out)
+    atomic_write(out, json.dumps(data, indent=2, default=str))
     print(json.dumps({"verdict": data["verdict"], "anomaly_types": data["anomaly_types"], "timings": timings}))
     return 0
 

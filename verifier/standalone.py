@@ -5,7 +5,7 @@ cluster point the verifier at its master instead. Processes are recorded by pid 
 given directory (the never-leak rules of clusters/processes.py apply: ``stop()`` or a reaper on
 that directory kills the master, the worker and the executors it launched).
 
-    python -m verifier.standalone DIR      # start, print the master URL, stay up until Ctrl-C
+    python -m kchaos.verifier.standalone DIR      # start, print the master URL, stay up until Ctrl-C
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import sys
 import time
 from pathlib import Path
 
-from clusters.artifacts import require_java
-from clusters.processes import ManagedProcess
-from harness.errors import SetupError
-from harness.waiting import wait_until
-from verifier.spark_env import pyspark_home
+from kchaos.clusters.artifacts import require_java
+from kchaos.clusters.processes import ManagedProcess
+from kchaos.errors import SetupError
+from kchaos.waiting import wait_until
+from kchaos.verifier.spark_env import pyspark_home
 
 
 def _free_port() -> int:
@@ -79,7 +79,7 @@ class StandaloneSpark:
         return self
 
     def stop(self) -> None:
-        from clusters.processes import reap
+        from kchaos.clusters.processes import reap
 
         for process in reversed(self.processes):
             process.kill()
@@ -94,7 +94,7 @@ class StandaloneSpark:
 
 
 if __name__ == "__main__":
-    from harness import signals
+    from kchaos import signals
 
     signals.install()
     cluster = StandaloneSpark(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("spark-standalone"))

@@ -10,9 +10,9 @@ from typing import Any
 def make_workload(spec: Any, cluster: Any, run: Any, seed: int, history: Any) -> Any:
     """The workload driver for ``spec.kind``."""
     if spec.kind == "share":
-        from workloads.share import ShareWorkload
+        from kchaos.workloads.share import ShareWorkload
 
         return ShareWorkload(spec, cluster, run, seed, history)
-    from workloads.ctp import CtpWorkload
+    from kchaos.workloads.ctp import CtpWorkload
 
     return CtpWorkload(spec, cluster, run, seed, history)

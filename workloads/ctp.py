@@ -6,15 +6,15 @@ import hashlib
 import time
 from typing import Any
 
-from clusters.base import Cluster
-from harness.errors import ClusterError
-from harness.rundir import RunDir
-from clusters.clients import create_topic
-from workloads.dump import dump_all
-from workloads.history import HistoryWriter
-from workloads.pool import WorkerPool
-from workloads.seeder import Seeder
-from workloads.spec import WorkloadSpec
+from kchaos.clusters.base import Cluster
+from kchaos.errors import ClusterError
+from kchaos.rundir import RunDir
+from kchaos.clusters.clients import create_topic
+from kchaos.workloads.dump import dump_all
+from kchaos.workloads.history import HistoryWriter
+from kchaos.workloads.pool import WorkerPool
+from kchaos.workloads.seeder import Seeder
+from kchaos.workloads.spec import WorkloadSpec
 
 
 class CtpWorkload:
@@ -117,7 +117,7 @@ class CtpWorkload:
     def wait_stable(self, timeout_s: float) -> dict[str, Any]:
         """Liveness after heal: every user partition's LSO reaches its high watermark (no open
         transaction pins it) within ``timeout_s``. Returns the last snapshot and how long it took."""
-        from workloads.dump import stable_offsets
+        from kchaos.workloads.dump import stable_offsets
 
         started = time.monotonic()
         while True:
@@ -150,8 +150,8 @@ class CtpWorkload:
 
     def _broker_transactions(self, pinned: list[tuple[str, int]]) -> dict[str, Any]:
         """Coordinators' and partition leaders' own view after heal (list, find-hanging)."""
-        from clusters.base import Role
-        from clusters.kafka_tools import broker_transaction_state
+        from kchaos.clusters.base import Role
+        from kchaos.clusters.kafka_tools import broker_transaction_state
 
         try:
             brokers = [n.node_id for n in self.cluster.nodes if Role.BROKER in n.roles]

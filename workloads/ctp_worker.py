@@ -1,4 +1,4 @@
-"""One consume-transform-produce worker process: ``python -m workloads.ctp_worker CONFIG.json``.
+"""One consume-transform-produce worker process: ``python -m kchaos.workloads.ctp_worker CONFIG.json``.
 
 Per poll batch, in exactly-once mode: begin; transform every input into K outputs (lineage
 contract, workloads/lineage.py); ``send_offsets_to_transaction`` with the consumer's group
@@ -34,9 +34,9 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from workloads.history import HistoryWriter
-from workloads.lineage import Lineage
-from workloads.spec import WorkloadSpec
+from kchaos.workloads.history import HistoryWriter
+from kchaos.workloads.lineage import Lineage
+from kchaos.workloads.spec import WorkloadSpec
 
 EXIT_STOPPED, EXIT_FENCED, EXIT_FATAL, EXIT_UNKNOWN = 0, 10, 11, 12
 FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH,

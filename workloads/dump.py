@@ -20,6 +20,8 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
+from kchaos.files import atomic_target
+
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state", "__share_group_state")
 
 
@@ -75,8 +77,8 @@ def dump_topic(client: dict[str, Any], admin: Any, topic: str, view: str, out_di
     })
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{topic}.{view}.parquet"
-    pq.write_table(table, out_dir / f".{target.name}.tmp")
-    (out_dir / f".{target.name}.tmp").replace(target)
+    with atomic_target(target) as tmp:
+        pq.write_table(table, tmp)
     summary["records"] = table.num_rows
     return summary
 

@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from kchaos.files import atomic_target
+
 OUTCOMES = ("ok", "fail", "info")
 
 
@@ -120,11 +122,9 @@ def pair_operations(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def merge_history(history_dir: Path, out_dir: Path) -> int:
     """Write ``history.jsonl`` and ``history.parquet`` into ``out_dir``; return the line count."""
     records = read_history(history_dir)
-    tmp = out_dir / ".history.jsonl.tmp"
-    with open(tmp, "w") as fh:
+    with atomic_target(out_dir / "history.jsonl") as tmp, open(tmp, "w") as fh:
         for r in records:
             fh.write(json.dumps(r, separators=(",", ":"), default=str) + "\n")
-    tmp.replace(out_dir / "history.jsonl")
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -153,6 +153,6 @@ def merge_history(history_dir: Path, out_dir: Path) -> int:
         "value": pa.array(columns["value"], pa.string()),
         "error": pa.array([None if v is None else str(v) for v in columns["error"]], pa.string()),
     })
-    pq.write_table(table, out_dir / ".history.parquet.tmp")
-    (out_dir / ".history.parquet.tmp").replace(out_dir / "history.parquet")
+    with atomic_target(out_dir / "history.parquet") as tmp:
+        pq.write_table(table, tmp)
     return len(records)

@@ -11,17 +11,19 @@ own settings under ``kchaos.*``.
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from clusters.artifacts import MavenArtifact, resolve_jars, require_java, validate_kafka_version
-from harness.errors import SetupError
-from harness.paths import cache_dir
+from kchaos.clusters.artifacts import MavenArtifact, resolve_jars, require_java, validate_kafka_version
+from kchaos.errors import SetupError
+from kchaos.paths import cache_dir
 
-SOURCE = Path(__file__).resolve().parent / "java" / "KchaosCtpWorker.java"
+# Package data (kchaos.workloads: java/*.java): a wheel installs it as a plain file beside this module.
+SOURCE = Path(str(importlib.resources.files("kchaos.workloads").joinpath("java", "KchaosCtpWorker.java")))
 MAIN_CLASS = "KchaosCtpWorker"
 SLF4J_NOP = MavenArtifact("org.slf4j", "slf4j-nop", "1.7.36")
 

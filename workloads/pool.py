@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clusters.processes import ManagedProcess
-from harness.errors import ConfigError
-from workloads.history import HistoryWriter
-from workloads.spec import WorkloadSpec
+from kchaos.clusters.processes import ManagedProcess
+from kchaos.errors import ConfigError
+from kchaos.workloads.history import HistoryWriter
+from kchaos.workloads.spec import WorkloadSpec
 
 EXIT_NAMES = {0: "stopped", 10: "fenced", 11: "fatal", 12: "unknown-outcome", -9: "killed", -15: "terminated"}
 
@@ -72,12 +72,12 @@ class WorkerPool:
         if self.spec.external_command:
             return [*self.spec.external_command]
         if self.spec.client_of(int(config["worker"][1:])) == "java":
-            from workloads.java_client import client_classpath, java_argv, worker_properties
+            from kchaos.workloads.java_client import client_classpath, java_argv, worker_properties
 
             props = config_path.with_suffix(".properties")
             props.write_text(worker_properties(config))
             return java_argv(client_classpath(self.spec.java_client_version), props)
-        module = "workloads.share_worker" if self.spec.kind == "share" else "workloads.ctp_worker"
+        module = "kchaos.workloads.share_worker" if self.spec.kind == "share" else "kchaos.workloads.ctp_worker"
         return [sys.executable, "-m", module, str(config_path)]
 
     def _spawn(self, slot: WorkerSlot) -> WorkerProcess:

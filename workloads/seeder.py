@@ -16,8 +16,8 @@ from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
-from workloads.history import HistoryWriter
-from workloads.lineage import input_id, input_value
+from kchaos.workloads.history import HistoryWriter
+from kchaos.workloads.lineage import input_id, input_value
 
 SEED_BATCH = 50
 

@@ -24,8 +24,8 @@ import struct
 import time
 from typing import Any
 
-from clusters.base import topic_id_string
-from workloads.ctp import CtpWorkload
+from kchaos.clusters.base import topic_id_string
+from kchaos.workloads.ctp import CtpWorkload
 
 TXN_SHARE_ACKNOWLEDGE_API_KEY = 93
 
@@ -69,7 +69,7 @@ def detect_kip1289(cluster: Any) -> dict[str, Any]:
     facts: dict[str, Any] = {"client": f"confluent-kafka {importlib.metadata.version('confluent-kafka')}",
                              "client_supports": client_method is not None, "client_method": client_method}
     try:
-        from clusters.kafka_tools import describe_features
+        from kchaos.clusters.kafka_tools import describe_features
 
         facts["share_version"] = describe_features(cluster).get("share.version")
     except Exception as exc:
@@ -94,6 +94,22 @@ def detect_kip1289(cluster: Any) -> dict[str, Any]:
     return facts
 
 
+#: Ground truth for the share checks, recorded before any worker runs: which inputs are poison.
+POISON_FILE = "share_poison.json"
+
+
+def poison_inputs(seed: int, records: int, fraction: float) -> dict[str, Any]:
+    """The inputs the share workers must REJECT: the same seeded decision the workers make
+    (workloads/share_worker.py), written to the run directory so that the checker reads it
+    rather than re-running worker code."""
+    from kchaos.workloads.lineage import input_id
+    from kchaos.workloads.share_worker import is_poison
+
+    ids = [input_id(seed, i) for i in range(records)]
+    return {"seed": seed, "fraction": fraction, "records": records,
+            "poison_ids": sorted(i for i in ids if is_poison(seed, i, fraction))}
+
+
 class ShareWorkload(CtpWorkload):
     def setup(self) -> None:
         super().setup()
@@ -105,6 +121,7 @@ class ShareWorkload(CtpWorkload):
             self.share_facts["kip1289"]["why"] += " (but kchaos' share worker cannot stage acknowledgements yet)"
         self.run.write_json("share_group.json", self.share_facts)
         self.history.event("share-setup", self.share_facts, outcome="ok")
+        self.run.write_json(POISON_FILE, poison_inputs(self.seed, self.spec.records, self.spec.share_poison_fraction))
 
     def _configure_group(self) -> dict[str, Any]:
         """Set the group configs; a config this Kafka version does not know at group level is
@@ -112,7 +129,7 @@ class ShareWorkload(CtpWorkload):
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-        from harness.errors import ClusterError
+        from kchaos.errors import ClusterError
 
         spec = self.spec
         wanted = {"share.auto.offset.reset": "earliest", "share.isolation.level": spec.isolation,

@@ -1,4 +1,4 @@
-"""One share-group (KIP-932) worker process: ``python -m workloads.share_worker CONFIG.json``.
+"""One share-group (KIP-932) worker process: ``python -m kchaos.workloads.share_worker CONFIG.json``.
 
 A ``ShareConsumer`` in explicit acknowledgement mode in share group ``group_id`` (any number of
 workers per partition) and a transactional producer (``<prefix>-w<i>``, kept across restarts so a
@@ -26,9 +26,9 @@ from typing import Any
 
 from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
 
-from workloads.ctp_worker import (EXIT_FATAL, EXIT_FENCED, EXIT_STOPPED, EXIT_UNKNOWN, Fatal, Fenced, UnknownOutcome,
+from kchaos.workloads.ctp_worker import (EXIT_FATAL, EXIT_FENCED, EXIT_STOPPED, EXIT_UNKNOWN, Fatal, Fenced, UnknownOutcome,
                                   Worker, exit_process, main)
-from workloads.lineage import Lineage
+from kchaos.workloads.lineage import Lineage
 
 ACK_NAMES = {AcknowledgeType.ACCEPT: "accept", AcknowledgeType.RELEASE: "release", AcknowledgeType.REJECT: "reject"}
 

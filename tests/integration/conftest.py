@@ -1,9 +1,9 @@
 import pytest
 
-from clusters import ClusterSpec
-from clusters.local import LocalJvmCluster
-from clusters.processes import processes_with_marker
-from clusters.reaper import start_reaper
+from kchaos.clusters import ClusterSpec
+from kchaos.clusters.local import LocalJvmCluster
+from kchaos.clusters.processes import processes_with_marker
+from kchaos.clusters.reaper import start_reaper
 
 # Faster failure detection than the slow-machine defaults, so ISR changes show within seconds.
 FAST_ISR = {"replica.lag.time.max.ms": "8000"}

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from clusters.processes import processes_with_marker
-from harness.campaign import load_campaign
-from harness.run import execute_run
-from verifier.pychecker import RunData
+from kchaos.clusters.processes import processes_with_marker
+from kchaos.harness.campaign import load_campaign
+from kchaos.harness.run import execute_run
+from kchaos.verifier.pychecker import RunData
 
 FLIP = """
 name = "flip-test"
@@ -76,7 +76,7 @@ def test_short_tv_flip_campaign_certifies_both_clients(tmp_path):
                   if '"f":"setup"' in line)
     java_txids = {f"{prefix}-w1"}
     tv2_times, classic_times = [], []
-    for rec in RunData._decoded_txn_log(run.path):
+    for rec in RunData.decoded_txn_log(run.path):
         e = rec["entry"]
         if e.transactional_id in java_txids and e.status == "CompleteCommit":
             (tv2_times if e.client_transaction_version == 2 else classic_times).append(e.last_update_ms / 1000)

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from clusters.processes import processes_with_marker
-from harness.waiting import wait_until
+from kchaos.clusters.processes import processes_with_marker
+from kchaos.waiting import wait_until
 
-KCHAOS = [sys.executable, "-m", "harness.cli"]
+KCHAOS = [sys.executable, "-m", "kchaos.harness.cli"]
 REPO = Path(__file__).resolve().parents[2]
 
 

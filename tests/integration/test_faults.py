@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import Producer
 
-from faults.library import FaultContext, make_fault
-from faults.schedule import ScheduledFault
-from clusters.clients import create_topic, quiet
-from harness.waiting import wait_until
+from kchaos.faults.library import FaultContext, make_fault
+from kchaos.faults.schedule import ScheduledFault
+from kchaos.clusters.clients import create_topic, quiet
+from kchaos.waiting import wait_until
 
 from .conftest import start_local
 
@@ -88,7 +88,7 @@ def test_isolating_a_leader_stops_replication_and_moves_leadership(cluster3):
     # scenario (a quorum election first; see docs/faults.md, "Open findings").
     import random
 
-    from faults.library import resolve_node_target
+    from kchaos.faults.library import resolve_node_target
 
     controller = cluster3.active_controller()
     seed = next(s for s in range(100)

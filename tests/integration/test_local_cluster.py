@@ -8,12 +8,12 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from clusters.base import coordinator_partition
-from clusters.kafka_tools import describe_features, describe_quorum_leader, run_tool
-from clusters.processes import processes_with_marker
-from clusters.clients import create_topic, quiet
-from harness.smoke import run_smoke
-from harness.waiting import wait_until
+from kchaos.clusters.base import coordinator_partition
+from kchaos.clusters.kafka_tools import describe_features, describe_quorum_leader, run_tool
+from kchaos.clusters.processes import processes_with_marker
+from kchaos.clusters.clients import create_topic, quiet
+from kchaos.harness.smoke import run_smoke
+from kchaos.waiting import wait_until
 
 from .conftest import start_local
 
@@ -145,8 +145,8 @@ def test_share_coordinator_lookup_names_the_leader_that_holds_the_state(cluster3
     from confluent_kafka import ShareConsumer
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-    from verifier.decoders import decode_share_state_record
-    from workloads.dump import dump_topic
+    from kchaos.verifier.decoders import decode_share_state_record
+    from kchaos.workloads.dump import dump_topic
 
     topic, group = f"share-{uuid.uuid4().hex[:6]}", f"sg-{uuid.uuid4().hex[:6]}"
     create_topic(cluster3, topic, 2, 3)
@@ -212,9 +212,9 @@ def test_dedicated_controller_mode(tmp_path):
 
 
 def test_invalid_broker_config_fails_before_any_broker_starts(tmp_path):
-    from clusters import ClusterSpec
-    from clusters.local import LocalJvmCluster
-    from harness.errors import ClusterError
+    from kchaos.clusters import ClusterSpec
+    from kchaos.clusters.local import LocalJvmCluster
+    from kchaos.errors import ClusterError
 
     cluster = LocalJvmCluster(ClusterSpec.load({"nodes": 1, "broker": {"num.io.threads": "zero"}}), tmp_path)
     with pytest.raises(ClusterError) as err:
@@ -226,9 +226,9 @@ def test_invalid_broker_config_fails_before_any_broker_starts(tmp_path):
 
 
 def test_broker_that_dies_during_start_fails_fast_and_leaves_nothing(tmp_path):
-    from clusters import ClusterSpec
-    from clusters.local import LocalJvmCluster
-    from harness.errors import ClusterError
+    from kchaos.clusters import ClusterSpec
+    from kchaos.clusters.local import LocalJvmCluster
+    from kchaos.errors import ClusterError
 
     # Valid for the config parser (so format succeeds), fatal when the broker loads the class.
     cluster = LocalJvmCluster(ClusterSpec.load({"nodes": 1, "ready_timeout_s": 90,

@@ -12,8 +12,8 @@ import json
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from clusters.clients import quiet
-from workloads.lineage import Lineage, input_id, input_value
+from kchaos.clusters.clients import quiet
+from kchaos.workloads.lineage import Lineage, input_id, input_value
 
 from .test_workload import Harness, _spec
 

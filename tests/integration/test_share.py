@@ -9,8 +9,8 @@ import time
 
 from confluent_kafka import Producer, ShareConsumer
 
-from clusters.clients import quiet
-from workloads.lineage import input_id, input_value
+from kchaos.clusters.clients import quiet
+from kchaos.workloads.lineage import input_id, input_value
 
 from .test_workload import Harness, _spec, wait_in_flight
 

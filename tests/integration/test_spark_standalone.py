@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from clusters.processes import processes_with_marker
-from harness.run import verify
-from verifier.standalone import StandaloneSpark
+from kchaos.clusters.processes import processes_with_marker
+from kchaos.harness.run import verify
+from kchaos.verifier.standalone import StandaloneSpark
 
 from .test_workload import Harness, _spec
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from clusters.kafka_tools import describe_features
-from clusters.processes import processes_with_marker
-from harness.smoke import run_smoke
+from kchaos.clusters.kafka_tools import describe_features
+from kchaos.clusters.processes import processes_with_marker
+from kchaos.harness.smoke import run_smoke
 
 from .conftest import start_local
 

@@ -9,11 +9,11 @@ from collections import Counter
 
 import pytest
 
-from harness.rundir import RunDir
-from harness.run import verify
-from workloads import make_workload
-from workloads.history import HistoryWriter, merge_history, pair_operations, read_lines
-from workloads.spec import WorkloadSpec
+from kchaos.rundir import RunDir
+from kchaos.harness.run import verify
+from kchaos.workloads import make_workload
+from kchaos.workloads.history import HistoryWriter, merge_history, pair_operations, read_lines
+from kchaos.workloads.spec import WorkloadSpec
 
 
 def _spec(**overrides) -> WorkloadSpec:
@@ -204,7 +204,7 @@ def test_bring_your_own_pipeline_runs_and_is_verified_by_lineage(cluster3, tmp_p
     """An external command as the transform app: it gets only the KCHAOS_* environment."""
     import sys
 
-    h = Harness(cluster3, tmp_path, _spec(external_command=(sys.executable, "-m", "workloads.ctp_worker")))
+    h = Harness(cluster3, tmp_path, _spec(external_command=(sys.executable, "-m", "kchaos.workloads.ctp_worker")))
     results = h.finish()
     assert results["verdict"] == "valid", json.dumps(results, indent=1)[:3000]
     assert results["facts"]["outputs_committed"] == 4000
@@ -215,8 +215,8 @@ def test_bring_your_own_pipeline_runs_and_is_verified_by_lineage(cluster3, tmp_p
 
 def test_external_backend_drives_an_existing_cluster(cluster3, tmp_path):
     """The external backend against a cluster it does not own: look-ups work, node faults are refused."""
-    from clusters import ClusterSpec, create_cluster
-    from harness.errors import CapabilityError
+    from kchaos.clusters import ClusterSpec, create_cluster
+    from kchaos.errors import CapabilityError
 
     ext = create_cluster(ClusterSpec.load({"backend": "external",
                                            "external": {"bootstrap_servers": cluster3.bootstrap_servers}}), tmp_path)

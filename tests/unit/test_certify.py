@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.campaign import CAMPAIGNS_DIR, load_campaign
-from harness.certify import build_phases, certify
-from verifier.model import case_time_and_slots, commits_by_client_tv
-from harness.errors import ConfigError
-from workloads.java_client import worker_properties
+from kchaos.harness.campaign import CAMPAIGNS_DIR, load_campaign
+from kchaos.harness.certify import build_phases, certify
+from kchaos.verifier.model import case_time_and_slots, commits_by_client_tv
+from kchaos.errors import ConfigError
+from kchaos.workloads.java_client import worker_properties
 
 FEATURES = {"metadata.version": "4.2-IV1", "transaction.version": 1}
 
@@ -155,7 +155,7 @@ def test_java_client_needs_the_exactly_once_ctp_pipeline(tmp_path):
 
 
 def test_java_worker_properties_escape_and_carry_the_settings():
-    from workloads.spec import WorkloadSpec
+    from kchaos.workloads.spec import WorkloadSpec
 
     config = {"workload": WorkloadSpec(client="java").model_dump(mode="json"), "worker": "w1", "incarnation": 3,
               "client": {"bootstrap.servers": "127.0.0.1:1,127.0.0.1:2", "client.id": "a=b c"}, "seed": 7,
@@ -172,7 +172,7 @@ def test_stopping_the_stepper_waits_for_a_node_restart_and_starts_no_other():
     import threading
     import time as _time
 
-    from harness.steps import Stepper, StepSpec
+    from kchaos.harness.steps import Stepper, StepSpec
 
     class Node:
         def __init__(self, node_id):

@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import verifier.pychecker as pychecker
-import verifier.spark_job as spark_job
+import kchaos.verifier.pychecker as pychecker
+import kchaos.verifier.spark_job as spark_job
 
 ENGINE = {}
 

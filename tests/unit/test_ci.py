@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import xmlschema
 
-from ci.junit import RunOutcome, write_junit
-from ci.nightly import exit_code, load_matrix
-from harness.errors import ConfigError
+from kchaos.ci.junit import RunOutcome, write_junit
+from kchaos.ci.nightly import exit_code, load_matrix
+from kchaos.errors import ConfigError
 
 SCHEMA = Path(__file__).resolve().parents[2] / "ci" / "junit.xsd"
 CASE = {"explanation": "input 0@2 slot 0 is visible 2 times in committed outputs"}

@@ -1,7 +1,7 @@
 import base64
 import struct
 
-from clusters.base import coordinator_partition, java_string_hash, topic_id_string
+from kchaos.clusters.base import coordinator_partition, java_string_hash, topic_id_string
 
 
 def test_java_string_hash_matches_java():

@@ -2,9 +2,9 @@
 
 import pytest
 
-from clusters import ClusterSpec, create_cluster
-from clusters.docker import DockerCluster, container_specs
-from harness.errors import ClusterError
+from kchaos.clusters import ClusterSpec, create_cluster
+from kchaos.clusters.docker import DockerCluster, container_specs
+from kchaos.errors import ClusterError
 
 
 def test_combined_mode_specs():

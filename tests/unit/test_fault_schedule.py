@@ -1,9 +1,9 @@
 import pytest
 
-from faults.schedule import generate_schedule, read_schedule, write_schedule
-from faults.spec import FAULT_KINDS, PACKAGES, FaultsSpec, check_capabilities
-from harness.campaign import load_campaign
-from harness.errors import CapabilityError, ConfigError
+from kchaos.faults.schedule import generate_schedule, read_schedule, write_schedule
+from kchaos.faults.spec import FAULT_KINDS, PACKAGES, FaultsSpec, check_capabilities
+from kchaos.harness.campaign import load_campaign
+from kchaos.errors import CapabilityError, ConfigError
 
 
 def _spec(**kw):

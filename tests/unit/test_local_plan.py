@@ -5,9 +5,9 @@ from unittest import mock
 
 import pytest
 
-from clusters import ClusterSpec
-from clusters.local import LocalJvmCluster, PortPlan, allocate_ports, new_cluster_id
-from harness.errors import ConfigError
+from kchaos.clusters import ClusterSpec
+from kchaos.clusters.local import LocalJvmCluster, PortPlan, allocate_ports, new_cluster_id
+from kchaos.errors import ConfigError
 
 
 def test_cluster_ids_are_22_chars_and_never_start_with_a_dash():

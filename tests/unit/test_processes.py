@@ -1,7 +1,7 @@
 import sys
 import time
 
-from clusters.processes import ManagedProcess, PidFile, is_alive, live_processes, processes_with_marker, reap
+from kchaos.clusters.processes import ManagedProcess, PidFile, is_alive, live_processes, processes_with_marker, reap
 
 
 def _sleeper(tmp_path, name="p", marker=None):

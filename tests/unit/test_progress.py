@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from harness.progress import Progress
+from kchaos.harness.progress import Progress
 
 
 class FakeTty(io.StringIO):
@@ -33,7 +33,7 @@ def test_one_redrawn_line_on_a_tty():
 
 
 def test_throughput_from_processed_counts(monkeypatch):
-    import harness.progress as progress
+    import kchaos.harness.progress as progress
 
     clock = iter([10.0, 12.0])
     monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from reports.browser import find_browser
-from reports.run_report import render_run_report
+from kchaos.reports.browser import find_browser
+from kchaos.reports.run_report import render_run_report
 
 from .test_checkers import RunBuilder, _out
 from .test_reports import _finish

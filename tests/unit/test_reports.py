@@ -7,9 +7,9 @@ import json
 import time
 from pathlib import Path
 
-from reports.index import render_index
-from reports.run_report import render_run_report
-from verifier.pychecker import check_run
+from kchaos.reports.index import render_index
+from kchaos.reports.run_report import render_run_report
+from kchaos.verifier.pychecker import check_run
 
 from .test_checkers import RunBuilder, _out
 
@@ -106,7 +106,7 @@ def test_index_lists_every_run_and_the_trend_across_nights(tmp_path):
 
 
 def test_certification_report_shows_steps_phases_and_the_overall_verdict(tmp_path):
-    from harness.certify import certify
+    from kchaos.harness.certify import certify
 
     run = _finish(RunBuilder().write(tmp_path / "20261122T020000Z-unit-seed5"))
     lines = [json.loads(l) for l in (run / "history.jsonl").read_text().splitlines()]

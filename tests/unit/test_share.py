@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from verifier.decoders import ShareStateBatch, decode_share_state_record, share_partition_state
-from workloads.share_worker import is_poison, seeded_fraction
+from kchaos.verifier.decoders import ShareStateBatch, decode_share_state_record, share_partition_state
+from kchaos.workloads.share_worker import is_poison, seeded_fraction
 
 from .test_checkers import ENGINE, RunBuilder, _out, _write_topic, engine  # noqa: F401  (engine: autouse fixture)
 
@@ -81,6 +81,10 @@ class ShareRunBuilder(RunBuilder):
         final["share"] = {"input_topic_id": TOPIC_ID, "delivery_count_limit": 5, "kip1289": {"mode": "at-least-once"}}
         (run / "final.json").write_text(json.dumps(final))
         (run / "seed").write_text("3\n")
+        fraction = self.workload_extra.get("share_poison_fraction", 0.0)
+        ids = [f"id-{p}-{o}" for p, o in self.inputs]
+        (run / "share_poison.json").write_text(json.dumps(
+            {"seed": 3, "fraction": fraction, "poison_ids": [i for i in ids if is_poison(3, i, fraction)]}))
         _write_topic(run, "__share_group_state", "raw",
                      [(0, i, share_key(kind), value) for i, (kind, value) in enumerate(self.share_records)])
         return run
@@ -174,9 +178,10 @@ def test_poison_records_rejected_are_fine_and_counted(tmp_path):
     assert results["facts"]["share"]["poison_inputs"] == len(poison) == results["facts"]["share"]["rejected"]
 
 
-@pytest.mark.parametrize("missing", ["seed"])
-def test_unknown_seed_makes_the_share_checks_unknown(tmp_path, missing):
+def test_missing_poison_ground_truth_makes_the_share_checks_unknown(tmp_path):
+    """The checker reads which inputs are poison from the run directory; without it, it cannot
+    tell a rejected poison input from a lost one, and says so."""
     run = ShareRunBuilder().write(tmp_path / "r")
-    (run / missing).unlink()
+    (run / "share_poison.json").unlink()
     results = _check(run)
-    assert results["verdict"] == "unknown" and "seed" in results["checks"]["share-lost"]["note"]
+    assert results["verdict"] == "unknown" and "share_poison.json" in results["checks"]["share-lost"]["note"]

@@ -1,8 +1,8 @@
 import pytest
 
-from clusters.spec import ClusterSpec, apply_overrides, parse_value
-from harness.campaign import load_campaign
-from harness.errors import ConfigError
+from kchaos.clusters.spec import ClusterSpec, apply_overrides, parse_value
+from kchaos.harness.campaign import load_campaign
+from kchaos.errors import ConfigError
 
 
 def test_defaults_are_a_three_node_local_cluster():

@@ -5,11 +5,11 @@ import threading
 
 import pytest
 
-from clusters.local import allocate_ports
-from clusters.processes import ManagedProcess
-from clusters.toxiproxy import Proxy, Toxic, ToxiproxyClient, ensure_toxiproxy_binary
-from harness.errors import ClusterError
-from harness.waiting import wait_until
+from kchaos.clusters.local import allocate_ports
+from kchaos.clusters.processes import ManagedProcess
+from kchaos.clusters.toxiproxy import Proxy, Toxic, ToxiproxyClient, ensure_toxiproxy_binary
+from kchaos.errors import ClusterError
+from kchaos.waiting import wait_until
 
 
 @pytest.fixture

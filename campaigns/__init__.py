@@ -1,0 +1,1 @@
+"""The shipped campaign files (``kchaos.campaigns`` package data, read with importlib.resources)."""

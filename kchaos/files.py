@@ -1,0 +1,30 @@
+"""Atomic writes: a reader sees the old file or the whole new one, never half of it.
+
+Every file of a run directory, a pid file and a cluster's state file is written this way, so a
+crash or a signal in the middle of a write never leaves a truncated file that looks complete.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+
+@contextmanager
+def atomic_target(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path`` for any writer (Parquet, XML, a file handle);
+    rename it onto ``path`` when the block ends without an exception, remove it otherwise."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def atomic_write(path: Path, text: str) -> None:
+    with atomic_target(path) as tmp:
+        tmp.write_text(text)
