@@ -167,7 +167,7 @@ def parse_value(text: str) -> Any:
 
 
 #: Fields whose value is a map: in a dotted ``--set`` path the rest after them is one key.
-MAP_FIELDS = {"broker", "client_config", "env", "group_config"}
+MAP_FIELDS = {"broker", "client_config", "env", "group_config", "producer", "consumer"}
 
 
 def apply_overrides(data: dict[str, Any], assignments: list[str], prefix: str = "") -> dict[str, Any]:

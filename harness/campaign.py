@@ -20,6 +20,7 @@ from kchaos.errors import ConfigError
 from kchaos.faults.spec import FaultsSpec, check_capabilities
 from kchaos.harness.steps import StepSpec, check_steps
 from kchaos.verifier.spec import VerifierSpec
+from kchaos.workloads.client_settings import check_confluent_properties
 from kchaos.workloads.spec import WorkloadSpec
 
 # Shipped campaigns are package data (kchaos.campaigns), installed as plain files by a wheel too.
@@ -103,6 +104,8 @@ def load_campaign(path: Path | None, overrides: list[str] | None = None) -> Camp
         campaign = Campaign.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{path}: {describe_validation_error(exc, '').lstrip('.')}") from None
+    if campaign.workload.client in ("confluent", "mixed"):
+        check_confluent_properties(campaign.workload.producer, campaign.workload.consumer)
     if campaign.faults.enabled:
         check_capabilities(campaign.faults, campaign.cluster.backend,
                            proxied=campaign.cluster.proxy_clients or campaign.cluster.proxy_internal)

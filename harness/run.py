@@ -50,6 +50,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
     seed = seed if seed is not None else campaign.run.seed
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
+    prepare_artifacts(campaign)  # jars, the Java driver, client properties: a failure creates and starts nothing
     run = RunDir.create(out_root, campaign.name, seed)
     (run.path / "seed").write_text(f"{seed}\n")
     run.write_json("campaign.json", {**campaign.model_dump(mode="json"), "run": {**campaign.run.model_dump(mode="json"),
@@ -68,7 +69,6 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
     from kchaos.clusters.reaper import start_reaper
 
     start_reaper(run.path)  # kills whatever this run started if the harness itself dies
-    prepare_artifacts(campaign)  # jars and the Java driver: a failure here starts nothing
     cluster = create_cluster(campaign.cluster, run.cluster_dir)
     workload: CtpWorkload | None = None
     nemesis: Nemesis | None = None
@@ -152,10 +152,13 @@ def prepare_artifacts(campaign: Campaign) -> None:
     before any cluster starts, so that a missing artefact is an error that starts nothing."""
     from kchaos.clusters.artifacts import resolve_kafka
 
+    if campaign.cluster.backend == "local":
+        resolve_kafka(campaign.cluster.kafka_version)
     if campaign.workload.client != "confluent":
-        from kchaos.workloads.java_client import client_classpath
+        from kchaos.workloads.java_client import check_java_properties, client_classpath
 
         client_classpath(campaign.workload.java_client_version)
+        check_java_properties(campaign.workload.model_dump(mode="json"), campaign.workload.java_client_version)
     for step in campaign.steps:
         if step.action == "rolling-upgrade" and step.version:
             resolve_kafka(step.version)

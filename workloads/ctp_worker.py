@@ -34,6 +34,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from kchaos.workloads.client_settings import BATCH_GATHER_S, confluent_producer_conf
 from kchaos.workloads.history import HistoryWriter
 from kchaos.workloads.lineage import Lineage
 from kchaos.workloads.spec import WorkloadSpec
@@ -109,7 +110,7 @@ class Worker:
 
     def _new_producer(self, txid: str | None) -> Producer:
         spec = self.spec
-        conf: dict[str, Any] = {**self.client, "log_level": 3, "acks": "all", "linger.ms": 5}
+        conf: dict[str, Any] = {**confluent_producer_conf(self.client, spec.producer), "log_level": 3}
         if txid is not None:
             capture = PidCapture()
             logger = logging.getLogger(f"rdkafka.{txid}")
@@ -139,7 +140,7 @@ class Worker:
     def _new_consumer(self) -> Consumer:
         spec = self.spec
         conf: dict[str, Any] = {
-            **self.client, "log_level": 3, "group.id": spec.group_id, "enable.auto.commit": False,
+            **self.client, **spec.consumer, "log_level": 3, "group.id": spec.group_id, "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "isolation.level": spec.isolation,
             "enable.partition.eof": False,
         }
@@ -180,7 +181,7 @@ class Worker:
             self.consumer = self._new_consumer()
             self.consumer.subscribe([spec.input_topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
             while not self.stopping:
-                msgs = [m for m in self.consumer.consume(spec.max_batch, 0.5) if m.error() is None]
+                msgs = self._poll_batch()
                 if not msgs:
                     continue
                 self._record_poll(msgs)
@@ -220,6 +221,17 @@ class Worker:
             return EXIT_FENCED if fenced else EXIT_FATAL
         finally:
             self._close()
+
+    def _poll_batch(self) -> list[Any]:
+        """Up to ``max_batch`` inputs: wait (up to 0.5 s) for the first, then gather for at most
+        BATCH_GATHER_S. librdkafka's consume(n, timeout) would wait the whole timeout for n
+        messages, a floor per transaction whenever inputs arrive slower than n per poll."""
+        assert self.consumer is not None
+        first = self.consumer.consume(1, 0.5)
+        if not first:
+            return []
+        rest = self.consumer.consume(self.spec.max_batch - 1, BATCH_GATHER_S) if self.spec.max_batch > 1 else []
+        return [m for m in first + rest if m.error() is None]
 
     def _close(self) -> None:
         if self.consumer is not None:

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.clusters.artifacts import MavenArtifact, resolve_jars, require_java, validate_kafka_version
-from kchaos.errors import SetupError
+from kchaos.errors import ConfigError, SetupError
 from kchaos.paths import cache_dir
+from kchaos.workloads.client_settings import java_value
 
 # Package data (kchaos.workloads: java/*.java): a wheel installs it as a plain file beside this module.
 SOURCE = Path(str(importlib.resources.files("kchaos.workloads").joinpath("java", "KchaosCtpWorker.java")))
@@ -77,8 +78,33 @@ def worker_properties(config: dict[str, Any]) -> str:
              "kchaos.abort.fraction": repr(float(spec["abort_fraction"])),
              "kchaos.transaction.timeout.ms": str(spec["transaction_timeout_ms"]),
              "kchaos.session.timeout.ms": str(spec["session_timeout_ms"]), "kchaos.isolation": spec["isolation"],
-             "kchaos.group.id": spec["group_id"]}
+             "kchaos.group.id": spec["group_id"],
+             **campaign_properties(spec)}
     return "".join(f"{_escape(k)}={_escape(v)}\n" for k, v in sorted(lines.items()))
+
+
+def campaign_properties(workload: dict[str, Any]) -> dict[str, str]:
+    """``[workload.producer]`` / ``[workload.consumer]`` as the driver's ``kchaos.<table>.<name>`` lines."""
+    return {f"kchaos.{table}.{name}": java_value(value)
+            for table in ("producer", "consumer") for name, value in (workload.get(table) or {}).items()}
+
+
+def check_java_properties(workload: dict[str, Any], version: str) -> None:
+    """kafka-clients only warns about an unknown property; the driver's ``--check-config`` makes
+    it (and a value kafka-clients cannot parse) a load error, before any cluster starts."""
+    lines = campaign_properties(workload)
+    if not lines:
+        return
+    classpath = client_classpath(version)
+    with tempfile.TemporaryDirectory(prefix="kchaos-java-check-") as tmp:
+        path = Path(tmp) / "check.properties"
+        path.write_text("".join(f"{_escape(k)}={_escape(v)}\n" for k, v in sorted(lines.items())))
+        proc = subprocess.run([*java_argv(classpath, path)[:-1], "--check-config", str(path)],
+                              capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        problems = [line for line in proc.stdout.splitlines() if line.strip()] or [proc.stderr.strip()[-500:]]
+        raise ConfigError("; ".join(problems), "use kafka-clients' property names and values "
+                                               f"(ProducerConfig / ConsumerConfig of kafka-clients {version})")
 
 
 def _escape(text: str) -> str:

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kchaos.workloads.client_settings import refuse_owned
+
 Delivery = Literal["exactly-once", "at-least-once", "at-least-once-no-idempotence"]
 
 
@@ -51,6 +53,12 @@ class WorkloadSpec(BaseModel):
         description="confluent: librdkafka (classic transaction protocol); java: kafka-clients (KIP-890 TV2 when the "
                     "cluster has it); mixed: odd worker slots java, even ones confluent, in one group")
     java_client_version: str = Field("4.2.1", description="kafka-clients release of the Java workers (4.0 or later)")
+    producer: dict[str, str | int | float | bool] = Field(
+        default_factory=dict,
+        description="Kafka producer properties of the workers, in the client's own names (librdkafka for confluent, "
+                    "kafka-clients for java); see workloads/client_settings.py for kchaos' defaults and owned names")
+    consumer: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="Kafka consumer properties of the workers (as producer)")
     external_command: tuple[str, ...] | None = Field(
         None, description="bring your own pipeline: argv run instead of kchaos' worker (see docs/workload.md)")
 
@@ -76,6 +84,10 @@ class WorkloadSpec(BaseModel):
             if len(parts) != 3 or not all(x.isdigit() for x in parts) or int(parts[0]) < 4:
                 raise ValueError(f"java_client_version {self.java_client_version!r}: a kafka-clients release "
                                  "X.Y.Z, 4.0.0 or later")
+        refuse_owned(self.producer, self.consumer)
+        if (self.producer or self.consumer) and self.external_command:
+            raise ValueError("workload.producer / workload.consumer configure kchaos' own workers; an external_command "
+                             "pipeline sets its own client properties")
         if self.external_command is not None and not self.external_command:
             raise ValueError("external_command must name a program")
         return self

@@ -40,3 +40,25 @@ def test_mixed_clients_share_one_group_and_are_valid(cluster3, tmp_path):
     assert clients == {"w0": "confluent", "w1": "java"}
     committers = {op["process"].split(".")[0] for op in _events(h.ops(), "commit") if op["outcome"] == "ok"}
     assert committers == {"w0", "w1"}, committers
+
+
+def test_java_property_tables_are_checked_by_kafka_clients_before_any_cluster():
+    """kafka-clients would only warn about an unknown name: the driver's --check-config makes it
+    (and a value kafka-clients cannot parse) a one-line load error. Needs the compiled driver's
+    JVM, no cluster."""
+    import pytest
+
+    from kchaos.errors import ConfigError
+    from kchaos.workloads.java_client import check_java_properties
+    from kchaos.workloads.spec import WorkloadSpec
+
+    good = WorkloadSpec(client="java", producer={"request.timeout.ms": 3000, "delivery.timeout.ms": 10000,
+                                                 "socket.connection.setup.timeout.ms": 500},
+                        consumer={"fetch.max.wait.ms": 50})
+    check_java_properties(good.model_dump(mode="json"), good.java_client_version)
+    bad = WorkloadSpec(client="java", producer={"no.such.property": 1, "request.timeout.ms": "soon"})
+    with pytest.raises(ConfigError) as err:
+        check_java_properties(bad.model_dump(mode="json"), bad.java_client_version)
+    message = str(err.value)
+    assert "workload.producer.no.such.property: not a kafka-clients producer property" in message
+    assert "request.timeout.ms" in message and "\n" not in message.strip()

@@ -232,3 +232,32 @@ def test_external_backend_drives_an_existing_cluster(cluster3, tmp_path):
         assert h.finish()["verdict"] == "valid"
     finally:
         ext.stop()
+
+
+def test_campaign_client_properties_reach_the_workers_clients(cluster3, tmp_path):
+    """[workload.producer] and [workload.consumer] read back from the brokers: the producer's
+    compression.type is in the output topic's log (DumpLogSegments on the segment files), the
+    consumer's client.id is what the group coordinator lists for the group's members."""
+    from confluent_kafka.admin import AdminClient
+
+    from kchaos.clusters.kafka_tools import run_tool
+    from kchaos.waiting import wait_until
+
+    spec = _spec(records=400, abort_fraction=0.0, producer={"compression.type": "gzip"},
+                 consumer={"client.id": "kchaos-property-probe"})
+    h = Harness(cluster3, tmp_path, spec)
+    admin = AdminClient(cluster3.client_config())
+
+    def member_client_ids():
+        group = admin.describe_consumer_groups([spec.group_id])[spec.group_id].result(10)
+        return {m.client_id for m in group.members}
+
+    assert wait_until(member_client_ids, 60, 0.5, "no member in the group", retry_on=(Exception,)) == \
+        {"kchaos-property-probe"}
+    results = h.finish()
+    assert results["verdict"] == "valid", json.dumps(results["checks"], indent=1)
+    segments = [str(p) for node in cluster3.nodes for p in node.data_dir.glob(f"{spec.output_topics[0]}-*/*.log")]
+    out = run_tool("dump-log", ["--files", ",".join(segments)], cluster3.kafka_version).stdout
+    codecs = {line.split("compresscodec: ")[1].split()[0] for line in out.splitlines() if "compresscodec: " in line
+              and "isTransactional: true" in line and "isControl: false" in line}
+    assert codecs == {"gzip"}, codecs

@@ -211,6 +211,55 @@ public final class KchaosCtpWorker {
         return p;
     }
 
+    /** The campaign's [workload.producer] / [workload.consumer] properties (kchaos.producer.NAME). */
+    static Properties campaignProps(Properties conf, String table) {
+        String prefix = "kchaos." + table + ".";
+        Properties p = new Properties();
+        for (String name : conf.stringPropertyNames()) {
+            if (name.startsWith(prefix)) p.put(name.substring(prefix.length()), conf.getProperty(name));
+        }
+        return p;
+    }
+
+    /**
+     * Validates the campaign's properties against kafka-clients' own definitions, before any
+     * cluster starts: an unknown name (kafka-clients would only log a warning and ignore it) or
+     * a value it cannot parse is an error. Prints one line per problem; exit 0 when all is well.
+     */
+    static int checkConfig(Properties conf) {
+        List<String> problems = new ArrayList<>();
+        String[][] tables = {{"producer"}, {"consumer"}};
+        for (String[] t : tables) {
+            String table = t[0];
+            Properties given = campaignProps(conf, table);
+            java.util.Set<String> known = table.equals("producer")
+                ? org.apache.kafka.clients.producer.ProducerConfig.configNames()
+                : org.apache.kafka.clients.consumer.ConsumerConfig.configNames();
+            for (String name : given.stringPropertyNames()) {
+                if (!known.contains(name)) problems.add("workload." + table + "." + name + ": not a kafka-clients "
+                                                        + table + " property");
+            }
+            Properties p = new Properties();
+            p.putAll(given);
+            p.put("bootstrap.servers", "127.0.0.1:9");
+            try {
+                if (table.equals("producer")) {
+                    p.put("key.serializer", ByteArraySerializer.class.getName());
+                    p.put("value.serializer", ByteArraySerializer.class.getName());
+                    new org.apache.kafka.clients.producer.ProducerConfig(p);
+                } else {
+                    p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+                    p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+                    new org.apache.kafka.clients.consumer.ConsumerConfig(p);
+                }
+            } catch (RuntimeException e) {
+                problems.add("workload." + table + ": kafka-clients refuses it: " + e.getMessage());
+            }
+        }
+        for (String problem : problems) System.out.println(problem);
+        return problems.isEmpty() ? 0 : 2;
+    }
+
     // -- what the producer knows about itself (not public API: read by reflection) ------------
     private Object transactionManager() {
         try {
@@ -248,11 +297,12 @@ public final class KchaosCtpWorker {
     // -- clients ----------------------------------------------------------------------------
     void newProducer() {
         Properties p = clientProps();
+        p.put("acks", "all");
+        p.put("linger.ms", "5");
+        p.putAll(campaignProps(conf, "producer"));
         p.put("transactional.id", txid);
         p.put("transaction.timeout.ms", conf.getProperty("kchaos.transaction.timeout.ms"));
         p.put("enable.idempotence", "true");
-        p.put("acks", "all");
-        p.put("linger.ms", "5");
         p.put("key.serializer", ByteArraySerializer.class.getName());
         p.put("value.serializer", ByteArraySerializer.class.getName());
         producer = new KafkaProducer<>(p);
@@ -268,6 +318,7 @@ public final class KchaosCtpWorker {
 
     void newConsumer() {
         Properties p = clientProps();
+        p.putAll(campaignProps(conf, "consumer"));
         int txnTimeout = Integer.parseInt(conf.getProperty("kchaos.transaction.timeout.ms"));
         p.put("group.id", conf.getProperty("kchaos.group.id"));
         p.put("enable.auto.commit", "false");
@@ -502,13 +553,18 @@ public final class KchaosCtpWorker {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 1) {
-            System.err.println("usage: KchaosCtpWorker WORKER.properties");
+        boolean check = args.length == 2 && args[0].equals("--check-config");
+        if (args.length != 1 && !check) {
+            System.err.println("usage: KchaosCtpWorker WORKER.properties | --check-config FILE.properties");
             System.exit(2);
         }
         Properties conf = new Properties();
-        try (InputStream in = new FileInputStream(args[0])) {
+        try (InputStream in = new FileInputStream(args[args.length - 1])) {
             conf.load(in);
+        }
+        if (check) {
+            System.out.flush();
+            Runtime.getRuntime().halt(checkConfig(conf));
         }
         KchaosCtpWorker w = new KchaosCtpWorker(conf);
         CountDownLatch done = new CountDownLatch(1);

@@ -1,0 +1,115 @@
+"""Client settings of the pipeline: kchaos' own defaults (this is the one place they live, with
+the reason for each), the Kafka client properties a campaign sets in ``[workload.producer]`` and
+``[workload.consumer]``, and the properties kchaos owns and refuses to take from a campaign.
+
+Precedence when a worker builds a client: the cluster's connection settings, then kchaos'
+defaults below, then the campaign's properties, then the properties kchaos owns (which a campaign
+cannot name: refused on load). Property names are the client's own: librdkafka's for
+``client = "confluent"``, kafka-clients' for ``"java"``; ``"mixed"`` gives both clients the same
+table, so each name must be valid for both.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from kchaos.errors import ConfigError
+
+PropertyValue = str | int | float | bool
+
+#: librdkafka producer defaults of kchaos' workers. Why each value:
+CONFLUENT_PRODUCER = {
+    # every output acknowledged by the ISR; idempotence (and so transactions) demands it
+    "acks": "all",
+    # a transaction's outputs go out in one batch per partition; commit flushes without waiting
+    "linger.ms": 5,
+    # The per-transaction floor. Measured (debug=eos logs, docs/benchmarks.md): right after a
+    # commit, the next transaction's AddPartitionsToTxn/AddOffsetsToTxn is answered
+    # CONCURRENT_TRANSACTIONS while the coordinator still writes the previous transaction's
+    # markers; librdkafka then waits a whole retry backoff (default 100 ms, growing to
+    # retry.backoff.max.ms 1000) before it asks again. The markers take a few milliseconds, so
+    # a short backoff removes the floor. Kafka's Java producer special-cases this retry itself.
+    "retry.backoff.ms": 10,
+    "retry.backoff.max.ms": 100,
+}
+
+#: kafka-clients producer defaults (the Java client retries CONCURRENT_TRANSACTIONS after a
+#: commit with its own short backoff, so only batching is set).
+JAVA_PRODUCER = {"acks": "all", "linger.ms": 5}
+
+#: The seeder is kchaos' input source, not the system under test: it keeps kchaos' settings
+#: whatever a campaign sets for the workers, with the same short retry backoff (it commits a
+#: transaction per batch of inputs and would otherwise pay the same floor).
+SEEDER_PRODUCER = {"linger.ms": 5, "retry.backoff.ms": 10, "retry.backoff.max.ms": 100,
+                   "transaction.timeout.ms": 60000}
+
+#: Poll: how long a worker gathers inputs for one transaction once the first has arrived. A
+#: batch is up to ``max_batch`` inputs; librdkafka's consume() otherwise blocks until the whole
+#: batch is there, which is a floor of the full poll timeout per transaction when inputs arrive
+#: slower than ``max_batch`` per poll.
+BATCH_GATHER_S = 0.02
+
+#: Properties a campaign may not set, and why (what to use instead).
+OWNED_PRODUCER: dict[str, str] = {
+    "bootstrap.servers": "kchaos points every client at the cluster it started (or cluster.external)",
+    "transactional.id": "kchaos assigns them (workload.transactional_id_strategy)",
+    "enable.idempotence": "set by workload.delivery (exactly-once, at-least-once, at-least-once-no-idempotence)",
+    "transaction.timeout.ms": "use workload.transaction_timeout_ms",
+    "key.serializer": "kchaos writes bytes", "value.serializer": "kchaos writes bytes",
+    "debug": "kchaos reads librdkafka's eos debug log for producer ids and epochs",
+    "logger": "kchaos reads librdkafka's log", "log_level": "kchaos reads librdkafka's log",
+}
+OWNED_CONSUMER: dict[str, str] = {
+    "bootstrap.servers": OWNED_PRODUCER["bootstrap.servers"],
+    "group.id": "use workload.group_id",
+    "group.protocol": "use workload.group_protocol",
+    "isolation.level": "use workload.isolation",
+    "enable.auto.commit": "offsets are committed in the transaction (or by the negative control)",
+    "auto.offset.reset": "the pipeline must start from the earliest input",
+    "session.timeout.ms": "use workload.session_timeout_ms",
+    "max.poll.records": "use workload.max_batch",
+    "enable.partition.eof": "kchaos' poll loop relies on it being off",
+    "key.deserializer": "kchaos reads bytes", "value.deserializer": "kchaos reads bytes",
+    "debug": OWNED_PRODUCER["debug"], "logger": OWNED_PRODUCER["logger"], "log_level": OWNED_PRODUCER["log_level"],
+}
+
+
+def refuse_owned(producer: Mapping[str, Any], consumer: Mapping[str, Any]) -> None:
+    """Raise ValueError (a campaign load error) for a property kchaos owns."""
+    for table, given, owned in (("producer", producer, OWNED_PRODUCER), ("consumer", consumer, OWNED_CONSUMER)):
+        for name in sorted(given):
+            if name in owned:
+                raise ValueError(f"workload.{table}.{name} is set by kchaos: {owned[name]}")
+
+
+def confluent_producer_conf(client: Mapping[str, Any], user: Mapping[str, Any]) -> dict[str, Any]:
+    """librdkafka producer settings of a worker, before the owned ones are added."""
+    return {**client, **CONFLUENT_PRODUCER, **user}
+
+
+def java_value(value: PropertyValue) -> str:
+    """A TOML value as a Java property (booleans lower case, as kafka-clients parses them)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def check_confluent_properties(producer: Mapping[str, Any], consumer: Mapping[str, Any]) -> None:
+    """librdkafka rejects an unknown property or a bad value when a client is constructed: build
+    one of each (connecting nowhere) so that the mistake is a load error, before any cluster."""
+    from confluent_kafka import Consumer, KafkaException, Producer
+
+    probe = {"bootstrap.servers": "127.0.0.1:9", "log_level": 0}
+    for table, given, make in (("producer", producer, Producer), ("consumer", consumer, Consumer)):
+        if not given:
+            continue
+        conf = {**probe, **given, **({"group.id": "kchaos-config-check"} if table == "consumer" else {})}
+        try:
+            client = make(conf)
+        except (KafkaException, ValueError, TypeError) as exc:
+            err = exc.args[0] if exc.args else exc
+            reason = " ".join((err.str() if hasattr(err, "str") else str(err)).split())
+            raise ConfigError(f"workload.{table}: librdkafka refuses it: {reason}",
+                              "use librdkafka's property names and values (CONFIGURATION.md of librdkafka)") from None
+        if table == "consumer":
+            client.close()
