@@ -7,9 +7,18 @@ workers of a client, faultless, and counts the transactions the workers' own his
 as committed, divided by the time from the first worker start until every input is processed.
 It also prints the harness's load average, so a figure is read next to how busy the 2 cores were.
 
+The reference, on the same cluster in the same run: Kafka's own transactional producer
+(``kafka-producer-perf-test``, ``org.apache.kafka.tools.ProducerPerformance`` from the kafka-tools
+jar) with ``--transactional-id`` and ``--transaction-duration-ms 1`` (a commit as soon as 1 ms
+has passed since the transaction began: as many transactions as the tool makes), W instances at
+once for W workers, each on a one-partition topic of its own. Its committed transactions are
+counted exactly from the topic: high watermark minus records = commit markers. The pipeline does
+more per transaction (consume, two outputs, offsets in the transaction), so the ratio says how
+much of the cluster's transaction capacity the harness itself leaves unused.
+
     .venv/bin/python bench/transaction_rate.py [--workers 2 --workers 4 --workers 8]
         [--client confluent|java|mixed] [--records 3000] [--batch 1] [--nodes 3]
-        [--transaction-version 2]
+        [--transaction-version 2] [--perf-records 20000] [--no-reference]
 """
 
 from __future__ import annotations
@@ -73,6 +82,48 @@ def measure(cluster, root: Path, client: str, workers: int, records: int, batch:
             "inputs_per_s": records / elapsed, "load": max(load_before, load_after)}
 
 
+def measure_perf_tool(cluster, instances: int, records: int) -> dict[str, float]:
+    """W concurrent kafka-producer-perf-test processes, transactional; committed transactions/s."""
+    import re
+    import subprocess
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    from kchaos.clusters.artifacts import require_java, resolve_kafka
+    from kchaos.clusters.clients import create_topic
+    from kchaos.clusters.kafka_tools import tool_main_class
+
+    tag = uuid.uuid4().hex[:6]
+    topics = [f"perf-{tag}-{i}" for i in range(instances)]
+    for topic in topics:
+        create_topic(cluster, topic, 1, min(3, len(cluster.brokers)))
+    jars = resolve_kafka(cluster.kafka_version)
+    load_before = os.getloadavg()[0]
+    procs = [subprocess.Popen(
+        [require_java(), "-Xmx256m", "-cp", jars.classpath, tool_main_class("producer-perf", cluster.kafka_version),
+         "--topic", topic, "--num-records", str(records), "--record-size", "100", "--throughput", "-1",
+         "--transactional-id", f"{topic}-tx", "--transaction-duration-ms", "1",
+         "--producer-props", f"bootstrap.servers={cluster.bootstrap_servers}", "acks=all", "linger.ms=5"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for topic in topics]
+    outputs = [p.communicate(timeout=1800)[0] for p in procs]
+    load_after = os.getloadavg()[0]
+    elapsed = []
+    for out in outputs:
+        # the summary line: "N records sent, R records/sec (...)": the tool's own elapsed time
+        match = re.search(r"^(\d+) records sent, ([\d.]+) records/sec", out, re.M)
+        if not match:
+            raise SystemExit(f"kafka-producer-perf-test printed no summary:\n{out[-2000:]}")
+        elapsed.append(int(match.group(1)) / float(match.group(2)))
+    consumer = Consumer({**cluster.client_config(), "group.id": f"perf-{tag}", "log_level": 3})
+    transactions = 0
+    for topic in topics:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        transactions += high - records  # one commit marker per transaction on a one-partition topic
+    consumer.close()
+    return {"elapsed_s": max(elapsed), "commits": transactions, "txn_per_s": transactions / max(elapsed),
+            "load": max(load_before, load_after)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, action="append")
@@ -81,6 +132,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--transaction-version", type=int, default=None)
+    parser.add_argument("--perf-records", type=int, default=20000, help="records per perf-tool instance")
+    parser.add_argument("--no-reference", action="store_true", help="skip kafka-producer-perf-test")
     args = parser.parse_args()
     spec: dict = {"nodes": args.nodes}
     if args.transaction_version is not None:
@@ -91,15 +144,21 @@ def main() -> None:
         cluster.start()
         try:
             for workers in args.workers or [2, 4, 8]:
-                rows.append((workers, measure(cluster, Path(tmp), args.client, workers, args.records, args.batch)))
+                pipeline = measure(cluster, Path(tmp), args.client, workers, args.records, args.batch)
+                reference = None if args.no_reference else measure_perf_tool(cluster, workers, args.perf_records)
+                rows.append((workers, pipeline, reference))
         finally:
             cluster.stop()
     print(f"client={args.client} records={args.records} max_batch={args.batch} nodes={args.nodes} "
-          f"cpus={os.cpu_count()}")
-    print(f"{'workers':>7} {'commits':>8} {'seconds':>8} {'txn/s':>7} {'inputs/s':>9} {'load':>5}")
-    for workers, m in rows:
-        print(f"{workers:>7} {m['commits']:>8} {m['elapsed_s']:>8.1f} {m['txn_per_s']:>7.1f} "
-              f"{m['inputs_per_s']:>9.1f} {m['load']:>5.1f}")
+          f"cpus={os.cpu_count()} perf-tool records/instance={args.perf_records}")
+    print(f"{'workers':>7} {'what':>10} {'commits':>8} {'seconds':>8} {'txn/s':>7} {'load':>5} {'ratio':>6}")
+    for workers, m, ref in rows:
+        ratio = f"{m['txn_per_s'] / ref['txn_per_s']:.2f}" if ref else "-"
+        print(f"{workers:>7} {'pipeline':>10} {m['commits']:>8} {m['elapsed_s']:>8.1f} {m['txn_per_s']:>7.1f} "
+              f"{m['load']:>5.1f} {ratio:>6}")
+        if ref:
+            print(f"{workers:>7} {'perf-tool':>10} {ref['commits']:>8} {ref['elapsed_s']:>8.1f} "
+                  f"{ref['txn_per_s']:>7.1f} {ref['load']:>5.1f}")
 
 
 if __name__ == "__main__":

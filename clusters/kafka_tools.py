@@ -35,6 +35,7 @@ def tool_main_class(tool: str, version: str) -> str:
         "transactions": "org.apache.kafka.tools.TransactionsCommand",
         "configs": "kafka.admin.ConfigCommand" if v < (4, 2, 0) else "org.apache.kafka.tools.ConfigCommand",
         "dump-log": "org.apache.kafka.tools.DumpLogSegments" if v >= (4, 3, 0) else "kafka.tools.DumpLogSegments",
+        "producer-perf": "org.apache.kafka.tools.ProducerPerformance",
     }
     if tool not in classes:
         raise ValueError(f"unknown tool {tool!r}; known: {', '.join(classes)}")
