@@ -17,11 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.clusters import create_cluster
+from kchaos.signals import GracefulStop
 from kchaos.harness.campaign import Campaign
 from kchaos.rundir import RunDir
 from kchaos.harness.steps import Stepper
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_HARNESS_ERROR = 0, 1, 2, 3
+#: after a graceful stop, how long the drain may take at most (the user wants out soon)
+INTERRUPTED_DRAIN_S = 60.0
 VERDICT_EXIT = {"valid": EXIT_VALID, "invalid": EXIT_INVALID, "unknown": EXIT_UNKNOWN}
 
 
@@ -76,6 +79,11 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
     cluster_lock = threading.Lock()
     drained = merged = False
     heal: dict[str, Any] = {"healthy": True, "faults": 0}
+    workload_started = time.monotonic()
+    # From the workload's start to the verdict, a first signal winds the run down gracefully
+    # (kchaos/signals.py); before that, and at a second signal, it aborts as any exception does.
+    stop = GracefulStop(on_request=say, describe=lambda: {
+        "phase": run.phase, "at_s": round(time.monotonic() - workload_started, 1)})
     try:
         say(f"starting {campaign.cluster.nodes}-node Kafka {campaign.cluster.kafka_version} cluster ({campaign.cluster.backend})")
         cluster.start()
@@ -85,6 +93,8 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         workload.setup()
         run.set_status("steady")
         history.event("phase", {"phase": "steady"}, outcome="ok")
+        workload_started = time.monotonic()
+        stop.__enter__()
         workload.start()
         if schedule:
             nemesis = Nemesis(FaultContext(cluster, workload), schedule, history, on_event=say, cluster_lock=cluster_lock)
@@ -96,7 +106,10 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
             stepper.start()
             say(f"planned steps: {'; '.join(f'{s.at_s:.0f}s {s.describe()}' for s in campaign.steps)}")
         _wait_with_progress(workload, campaign.run.duration_s, campaign.run.progress_interval_s,
-                            "faults" if schedule else "steady", nemesis, stepper)
+                            "faults" if schedule else "steady", nemesis, stepper, stop)
+        if stop.requested:
+            history.event("interrupted", stop.requested, outcome="info")
+            workload.halt_seeding()
         if stepper is not None:
             stepper.stop()
             run.write_json("steps.json", {"steps": stepper.executed,
@@ -111,8 +124,13 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
             say("cluster healthy again" if heal["healthy"] else f"cluster NOT healthy after heal: {heal.get('error')}")
         run.set_status("drain")
         history.event("phase", {"phase": "drain"}, outcome="ok")
-        say(f"draining: waiting up to {campaign.workload.drain_timeout_s:.0f}s for every input to be processed")
-        drained = workload.drain(campaign.workload.drain_timeout_s)
+        drain_s = campaign.workload.drain_timeout_s
+        if stop.requested:
+            drain_s = min(drain_s, INTERRUPTED_DRAIN_S)
+        interrupted_before_drain = stop.requested is not None
+        say(f"draining: waiting up to {drain_s:.0f}s for every input to be processed")
+        # a signal during the drain ends it (the final reads and the verdict follow)
+        drained = workload.drain(drain_s, cancel=lambda: stop.requested is not None and not interrupted_before_drain)
         say("drained" if drained else "drain timed out: some inputs were not processed")
         workload.stop()
         run.set_status("final-reads")
@@ -120,6 +138,8 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         final = workload.final_reads()
         final["drained"] = drained
         final["heal"] = {k: v for k, v in heal.items() if k != "trace"}
+        if stop.requested:
+            final["interrupted"] = stop.requested
         run.write_json("final.json", final)
         workload.close()
         history.close()
@@ -132,6 +152,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
 
             code = certify_run(run)
     finally:
+        stop.__exit__()
         if stepper is not None:
             stepper.stop()
         if nemesis is not None:
@@ -194,7 +215,7 @@ def render_report(run: RunDir) -> None:
 
 
 def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, phase: str, nemesis: Any = None,
-                        stepper: Any = None) -> None:
+                        stepper: Any = None, stop: GracefulStop | None = None) -> None:
     """Wait ``duration_s``, and on until every scheduled fault ran (at most twice as long) and
     every planned step is done (at most 2 x duration + 15 min), showing live progress
     (harness/progress.py)."""
@@ -208,6 +229,8 @@ def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, pha
             schedule_done = nemesis is None or len(nemesis.executed) >= len(nemesis.schedule)
             steps_done = stepper is None or stepper.done
             elapsed = now - started
+            if stop is not None and stop.requested:
+                return
             if (elapsed >= duration_s and (schedule_done or elapsed >= 2 * duration_s)
                     and (steps_done or elapsed >= 2 * duration_s + 900)):
                 return
@@ -286,7 +309,7 @@ def verify(run: RunDir, bootstrap: str | None = None, verifier_overrides: dict[s
 
     from kchaos.clusters.spec import describe_validation_error
     from kchaos.errors import ConfigError
-    from kchaos.verifier.pychecker import check_run
+    from kchaos.verifier.pychecker import check_run, check_unfinished_run
     from kchaos.verifier.results import merge_verdicts
     from kchaos.verifier.spec import VerifierSpec
     from kchaos.workloads.history import pair_operations, read_lines
@@ -297,12 +320,18 @@ def verify(run: RunDir, bootstrap: str | None = None, verifier_overrides: dict[s
         spec = VerifierSpec.model_validate({**(campaign.get("verifier") or {}), **(verifier_overrides or {})})
     except ValidationError as exc:
         raise ConfigError(f"bad verifier settings: {describe_validation_error(exc, 'verifier')}") from None
+    stopped_in = (run.read_json("status.json") if (run.path / "status.json").exists() else {}).get("phase")
     run.set_status("verify")
     ops = None
     if (run.path / "history.jsonl").exists():
         ops = pair_operations(list(read_lines(run.path / "history.jsonl")))  # read once, for both
         run.write_json("metrics.json", compute_metrics(ops))
-    if spec.engine == "spark":
+    if not (run.path / "final.json").exists():
+        # stopped before its final reads: what it recorded is kept, nothing is passed
+        results = check_unfinished_run(run.path, ops or [], stopped_in).to_json()
+        results["interrupted"] = True
+        results["interruption"] = {"phase": stopped_in, "final_reads": False}
+    elif spec.engine == "spark":
         results = run_spark_verifier(run, spec.spark_master, bootstrap, spec.timeout_s)
         outputs = (results.get("facts") or {}).get("outputs_raw") or 0
         if spec.cross_check and results.get("checks") and outputs <= spec.cross_check_max_outputs:
@@ -325,6 +354,10 @@ def verify(run: RunDir, bootstrap: str | None = None, verifier_overrides: dict[s
         results["errors"].append(f"the cluster was not healthy after the final heal: {heal.get('error')}")
         if results["verdict"] == "valid":
             results["verdict"] = "unknown"
+    if final.get("interrupted"):
+        # a graceful stop: what ran was healed, drained (bounded), read and checked
+        results["interrupted"] = True
+        results["interruption"] = {**final["interrupted"], "final_reads": True}
     run.write_json("results.json", results)
     code = VERDICT_EXIT[results["verdict"]]
     if campaign.get("steps"):  # complete once certified (harness/certify.py)

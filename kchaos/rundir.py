@@ -20,6 +20,8 @@ from kchaos.files import atomic_write
 class RunDir:
     def __init__(self, path: Path):
         self.path = Path(path).resolve()
+        #: the phase last written to status.json by this process
+        self.phase: str | None = None
 
     @classmethod
     def create(cls, out_root: Path, name: str, seed: int) -> "RunDir":
@@ -45,4 +47,5 @@ class RunDir:
         return json.loads((self.path / name).read_text())
 
     def set_status(self, phase: str, complete: bool = False, **extra: Any) -> None:
+        self.phase = phase
         self.write_json("status.json", {"phase": phase, "complete": complete, "updated": time.time(), **extra})

@@ -139,6 +139,23 @@ def check_run(run: Path, ops: list[dict[str, Any]] | None = None) -> Results:
     return results
 
 
+def check_unfinished_run(run: Path, ops: list[dict[str, Any]] | None = None, phase: str | None = None) -> Results:
+    """A run stopped before its final reads (aborted, crashed, killed): there are no topic dumps,
+    so no check of the taxonomy can be made. Every one is listed as not checked with the reason,
+    never passed; what the history says (operations, commits, faults) is kept as facts. The
+    verdict is ``unknown``."""
+    results = Results(checker="python")
+    where = f" (it stopped in phase {phase!r})" if phase else ""
+    results.errors.append(f"the run stopped before its final reads{where}: no topic dumps, nothing can be verified")
+    reason = "the run stopped before its final reads: no dumps of the topics or of the internal topics"
+    results.not_checked = {name: reason for name, _ in CHECKS}
+    history = HistoryIndex(read_ops(Path(run)) if ops is None else ops)
+    results.facts = {"transactions": dict(Counter(history.txn_outcome.values())),
+                     "transactions_per_txid": history.per_txid_outcomes(), "faults": len(history.faults),
+                     "operations": len(history.ops)}
+    return results
+
+
 #: anomaly name -> the function that checks it (looked up at call time)
 CHECKS = (("duplicate", "check_duplicates"), ("lost-input", "check_lost_input"), ("offsets-ahead", "check_offsets_ahead"),
           ("torn-transaction", "check_torn"), ("aborted-read", "check_aborted_read"), ("lost-write", "check_lost_write"),

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Any
+from typing import Any, Callable
 
 from kchaos.clusters.base import Cluster
 from kchaos.errors import ClusterError
 from kchaos.rundir import RunDir
+from kchaos.waiting import WaitTimeout, wait_until
 from kchaos.clusters.clients import create_topic
 from kchaos.workloads.dump import dump_all
 from kchaos.workloads.history import HistoryWriter
 from kchaos.workloads.pool import WorkerPool
 from kchaos.workloads.seeder import Seeder
 from kchaos.workloads.spec import WorkloadSpec
+
+
+class _DrainCancelled(Exception):
+    pass
 
 
 class CtpWorkload:
@@ -80,7 +85,7 @@ class CtpWorkload:
         for p, last in self.seeder.last_committed_offset.items():
             if committed.get(p, 0) <= last:
                 behind += 1
-        return behind + (self.spec.records - self.seeder.committed)
+        return behind + (0 if self.seeder.halted else self.spec.records - self.seeder.committed)
 
     def processed_inputs(self) -> int | None:
         """For progress: the sum of the group's committed offsets (input records behind them,
@@ -90,17 +95,28 @@ class CtpWorkload:
         except Exception:
             return None
 
-    def drain(self, timeout_s: float) -> bool:
-        """Wait until every seeded input is committed and processed (group offsets past it)."""
+    def halt_seeding(self) -> None:
+        """No more inputs: the drain then waits only for those already committed."""
+        if self.seeder is not None:
+            self.seeder.halt()
+
+    def drain(self, timeout_s: float, cancel: Callable[[], bool] | None = None) -> bool:
+        """Wait until every seeded input is committed and processed (group offsets past it);
+        False when ``timeout_s`` passes or ``cancel()`` says to stop waiting."""
         assert self.seeder is not None
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.seeder.error is not None:
-                raise ClusterError(f"the input seeder failed: {self.seeder.error!r}")
-            if self.seeder.done and self.remaining_inputs() == 0:
-                return True
-            time.sleep(1.0)
-        return False
+        seeder = self.seeder
+
+        def drained() -> bool:
+            if seeder.error is not None:
+                raise ClusterError(f"the input seeder failed: {seeder.error!r}")
+            if cancel is not None and cancel():
+                raise _DrainCancelled()
+            return (seeder.done or seeder.halted) and self.remaining_inputs() == 0
+
+        try:
+            return wait_until(drained, timeout_s, 1.0, "inputs not all processed")
+        except (WaitTimeout, _DrainCancelled):
+            return False
 
     def stop(self) -> None:
         if self.pool is not None:

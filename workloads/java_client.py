@@ -21,7 +21,7 @@ from typing import Any
 from kchaos.clusters.artifacts import MavenArtifact, resolve_jars, require_java, validate_kafka_version
 from kchaos.errors import ConfigError, SetupError
 from kchaos.paths import cache_dir
-from kchaos.workloads.client_settings import java_value
+from kchaos.workloads.client_settings import JAVA_PRODUCER, java_value
 
 # Package data (kchaos.workloads: java/*.java): a wheel installs it as a plain file beside this module.
 SOURCE = Path(str(importlib.resources.files("kchaos.workloads").joinpath("java", "KchaosCtpWorker.java")))
@@ -83,16 +83,19 @@ def worker_properties(config: dict[str, Any]) -> str:
     return "".join(f"{_escape(k)}={_escape(v)}\n" for k, v in sorted(lines.items()))
 
 
-def campaign_properties(workload: dict[str, Any]) -> dict[str, str]:
-    """``[workload.producer]`` / ``[workload.consumer]`` as the driver's ``kchaos.<table>.<name>`` lines."""
-    return {f"kchaos.{table}.{name}": java_value(value)
-            for table in ("producer", "consumer") for name, value in (workload.get(table) or {}).items()}
+def campaign_properties(workload: dict[str, Any], defaults: bool = True) -> dict[str, str]:
+    """kchaos' Java defaults under ``[workload.producer]`` / ``[workload.consumer]``, as the
+    driver's ``kchaos.<table>.<name>`` lines (the driver adds the properties kchaos owns)."""
+    tables = {"producer": {**(JAVA_PRODUCER if defaults else {}), **(workload.get("producer") or {})},
+              "consumer": dict(workload.get("consumer") or {})}
+    return {f"kchaos.{table}.{name}": java_value(value) for table, given in tables.items()
+            for name, value in given.items()}
 
 
 def check_java_properties(workload: dict[str, Any], version: str) -> None:
     """kafka-clients only warns about an unknown property; the driver's ``--check-config`` makes
     it (and a value kafka-clients cannot parse) a load error, before any cluster starts."""
-    lines = campaign_properties(workload)
+    lines = campaign_properties(workload, defaults=False)
     if not lines:
         return
     classpath = client_classpath(version)

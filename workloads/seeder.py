@@ -40,6 +40,8 @@ class Seeder:
         self.committed = 0
         self.aborted_batches = 0
         self.error: BaseException | None = None
+        #: stopped before every record was seeded (halt()): the drain waits only for what was
+        self.halted = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="seeder", daemon=True)
 
@@ -50,6 +52,13 @@ class Seeder:
         self._stop.set()
         self._thread.join(timeout=120)
         self.history.close()
+
+    def halt(self) -> None:
+        """Stop seeding now (a run winding down after a signal); what was committed stays the
+        drain's target. The history stays open for the seeder's last words."""
+        self.halted = True
+        self._stop.set()
+        self._thread.join(timeout=120)
 
     @property
     def done(self) -> bool:

@@ -73,26 +73,71 @@ def _as_a_foreground_command() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_signal_during_run_stops_everything(tmp_path, sig):
-    out = tmp_path / "runs"
-    proc = subprocess.Popen([*KCHAOS, "run", "--out", str(out), "--set", "cluster.nodes=1", "--seed", "3"], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+def _start_run(out: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([*KCHAOS, "run", "--out", str(out), "--set", "cluster.nodes=1", "--seed", "3",
+                             "--set", "faults.start_after_s=1", "--set", "workload.records=200000", *extra],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=_as_a_foreground_command)
+
+
+def _history_has(out: Path, name: str, needle: str) -> bool:
+    return any(needle in path.read_text() for path in out.glob(f"*/history/{name}"))
+
+
+def test_first_signal_during_the_workload_heals_drains_and_verifies_what_ran(tmp_path):
+    """Ctrl-C in the fault phase: no more faults or inputs, heal, a bounded drain, final reads
+    and a verdict; results.json says interrupted, with the phase and time; the exit code is the
+    verdict's; nothing is left running."""
+    out = tmp_path / "runs"
+    proc = _start_run(out, "--set", "verifier.engine=python")  # the end-to-end test covers Spark
     try:
-        wait_until(lambda: list(out.glob("*/cluster/pids/node-1.pid")), 120, 0.1, "the run never started a node")
-        time.sleep(1.0)
-        proc.send_signal(sig)
-        _, err = proc.communicate(timeout=60)
+        # a worker has committed and the nemesis has started a fault: the run is in its fault phase
+        wait_until(lambda: _history_has(out, "w*.jsonl", '"f":"commit"') and _history_has(out, "harness.jsonl", '"f":"fault'),
+                   180, 0.2, "the run never reached its fault phase")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 3, err
+    run_dir = next(out.iterdir())
+    results = json.loads((run_dir / "results.json").read_text())
+    assert "received SIGINT" in err and proc.returncode == {"valid": 0, "invalid": 1, "unknown": 2}[results["verdict"]], err[-3000:]
+    assert results["verdict"] == "valid", (results["errors"], results["anomaly_types"])
+    assert results["interrupted"] is True
+    interruption = results["interruption"]
+    assert interruption["signal"] == "SIGINT" and interruption["phase"] == "faults" and interruption["final_reads"]
+    assert 0 < interruption["at_s"] < 60
+    assert results["facts"]["outputs_committed"] > 0
+    assert json.loads((run_dir / "status.json").read_text())["complete"] is True
+    assert processes_with_marker(str(run_dir)) == []
+
+
+def test_second_signal_aborts_at_once_and_analyze_says_what_it_could_not_check(tmp_path):
+    """Two SIGTERMs: abort (exit 3), nothing left running, never claimed complete; `kchaos
+    analyze` on what it recorded says unknown and lists every check as not checked."""
+    out = tmp_path / "runs"
+    proc = _start_run(out)
+    try:
+        wait_until(lambda: _history_has(out, "w*.jsonl", '"f":"commit"'), 180, 0.2, "no worker ever committed")
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 3, err[-3000:]
     assert "interrupted" in err
     run_dir = next(out.iterdir())
     assert processes_with_marker(str(run_dir)) == []
-    status = json.loads((run_dir / "status.json").read_text())
-    assert status["complete"] is False  # an interrupted run is never claimed complete
+    assert json.loads((run_dir / "status.json").read_text())["complete"] is False
+    assert not (run_dir / "results.json").exists()
+    again = kchaos("analyze", str(run_dir), "--engine", "python")
+    assert again.returncode == 2, again.stderr
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["verdict"] == "unknown" and results["interrupted"] is True
+    assert {"duplicate", "lost-input", "aborted-read", "torn-transaction"} <= set(results["not_checked"])
+    assert results["facts"]["transactions"].get("committed", 0) > 0, results["facts"]
 
 
 def test_run_default_campaign_end_to_end_then_analyze(tmp_path):

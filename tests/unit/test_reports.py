@@ -91,6 +91,32 @@ def test_unknown_and_incomplete_runs_say_so(tmp_path):
     assert 'class="banner incomplete"' in html and "no result is claimed" in html
 
 
+def test_interrupted_runs_and_campaign_client_properties_are_shown(tmp_path):
+    run = _finish(RunBuilder().write(tmp_path / "20261122T050000Z-unit-seed5"))
+    campaign = json.loads((run / "campaign.json").read_text())
+    campaign["workload"]["producer"] = {"request.timeout.ms": 3000}
+    (run / "campaign.json").write_text(json.dumps(campaign))
+    results = json.loads((run / "results.json").read_text())
+    results.update(interrupted=True, interruption={"signal": "SIGINT", "phase": "faults", "at_s": 31.5,
+                                                   "final_reads": True})
+    (run / "results.json").write_text(json.dumps(results))
+    html = render_run_report(run).read_text()
+    assert "interrupted by SIGINT in phase faults, 31.5s into the workload" in html
+    assert "healed, drained and verified what ran" in html
+    assert 'producer {&#34;request.timeout.ms&#34;: 3000}' in html or 'producer {"request.timeout.ms": 3000}' in html
+
+
+def test_unfinished_run_lists_every_check_as_not_checked(tmp_path):
+    from kchaos.verifier.pychecker import CHECKS, check_unfinished_run
+
+    run = RunBuilder().write(tmp_path / "r")
+    (run / "final.json").unlink()
+    results = check_unfinished_run(run, phase="faults").to_json()
+    assert results["verdict"] == "unknown" and "phase 'faults'" in results["errors"][0]
+    assert set(results["not_checked"]) == {name for name, _ in CHECKS} and not results["checks"]
+    assert results["facts"]["transactions"] == {"committed": 1}
+
+
 def test_index_lists_every_run_and_the_trend_across_nights(tmp_path):
     root = tmp_path / "nightly"
     _finish(RunBuilder().write(root / "20261120T000000Z-nightly" / "20261120T000100Z-unit-seed5"))

@@ -297,9 +297,7 @@ public final class KchaosCtpWorker {
     // -- clients ----------------------------------------------------------------------------
     void newProducer() {
         Properties p = clientProps();
-        p.put("acks", "all");
-        p.put("linger.ms", "5");
-        p.putAll(campaignProps(conf, "producer"));
+        p.putAll(campaignProps(conf, "producer"));  // kchaos' defaults, then the campaign's (client_settings.py)
         p.put("transactional.id", txid);
         p.put("transaction.timeout.ms", conf.getProperty("kchaos.transaction.timeout.ms"));
         p.put("enable.idempotence", "true");
