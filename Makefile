@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test setup clean-venv
+.PHONY: run test test-long setup clean-venv
 
 $(BIN)/.kchaos-installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,9 +19,15 @@ setup: $(BIN)/.kchaos-installed
 run: setup
 	$(BIN)/kchaos run $(ARGS)
 
+# The CI tier: unit tests (hand-made data, no JVM, proxy or browser) and the real-broker tests
+# that every check and fault kind needs; the 15 slowest are printed. Multi-minute scenarios are
+# marked `long` and run by `make test-long` (and, as campaigns, by `kchaos ci nightly`).
 test: setup
 	$(BIN)/kchaos setup --browser
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest -m "not long" --durations=15 $(ARGS)
+
+test-long: setup
+	$(BIN)/python -m pytest -m long --durations=15 $(ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

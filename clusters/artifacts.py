@@ -22,8 +22,9 @@ from kchaos.paths import cache_dir
 
 #: log4j2 is not in Kafka's published POM; without it the broker logs nothing.
 LOG4J_VERSION = "2.25.1"
-#: Releases known to work with the local backend (any released version is accepted).
-KNOWN_KAFKA_VERSIONS = ("3.9.1", "4.1.2", "4.2.0", "4.2.1", "4.3.0", "4.3.1")
+#: Releases the tests run (any released version is accepted; the registry's list is asked when
+#: one does not resolve).
+KNOWN_KAFKA_VERSIONS = ("3.9.1", "4.1.2", "4.2.1", "4.3.1", "4.4.0")
 DEFAULT_KAFKA_VERSION = "4.2.1"
 _VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
 
@@ -118,6 +119,12 @@ def _maven_settings_args(work: Path) -> list[str]:
     return ["-s", str(work / "settings.xml")]
 
 
+def maven_log_path(name: str) -> Path:
+    path = cache_dir() / "jars" / "logs" / f"{name}.maven.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def resolve_jars(name: str, artifacts: list[MavenArtifact], missing_hint: str | None = None) -> JarSet:
     """Resolve ``artifacts`` and their runtime closure into ``<cache>/jars/<name>``; idempotent."""
     target = cache_dir() / "jars" / name
@@ -140,16 +147,18 @@ def resolve_jars(name: str, artifacts: list[MavenArtifact], missing_hint: str | 
                 capture_output=True, text=True,
             )
             if proc.returncode != 0:
+                # Maven's own words go to a log file; the error names what is missing and points there
+                log = maven_log_path(name)
+                log.write_text(proc.stdout + proc.stderr)
                 text = proc.stdout + proc.stderr
                 if "Could not find artifact" in text or "could not be resolved" in text.lower():
-                    missing = ", ".join(str(a) for a in artifacts)
-                    raise SetupError(
-                        f"Maven could not resolve {missing}",
-                        missing_hint or "check the version exists on Maven Central and that Maven Central is reachable",
-                        detail=text[-3000:],
-                    )
-                raise SetupError("Maven failed to resolve jars", "run `mvn -v` and check network access to Maven Central",
-                                 detail=text[-3000:])
+                    missing = sorted(set(re.findall(r"Could not find artifact ([\w.\-]+:[\w.\-]+):\w+:([\w.\-]+)", text)))
+                    named = ", ".join(f"{ga}:{v}" for ga, v in missing) or ", ".join(str(a) for a in artifacts)
+                    raise SetupError(f"Maven could not resolve {named} (Maven's output: {log})",
+                                     missing_hint or "check the version exists on Maven Central and that Maven Central "
+                                                     "is reachable")
+                raise SetupError(f"Maven failed to resolve jars (its output: {log})",
+                                 "run `mvn -v` and check network access to Maven Central")
             if target.exists():
                 shutil.rmtree(target)
             out.rename(target)
@@ -159,23 +168,95 @@ def resolve_jars(name: str, artifacts: list[MavenArtifact], missing_hint: str | 
     return JarSet(name, target)
 
 
+MAVEN_REPOSITORY = os.environ.get("KCHAOS_MAVEN_REPOSITORY", "https://repo.maven.apache.org/maven2")
+
+
+def released_versions(group: str, artifact: str) -> list[str] | None:
+    """Release numbers of an artifact from the registry's maven-metadata.xml, oldest first;
+    None when the registry cannot be asked (the caller then says so instead of guessing)."""
+    import urllib.request
+
+    cached = cache_dir() / "jars" / "metadata" / f"{group}.{artifact}.xml"
+    url = f"{MAVEN_REPOSITORY}/{group.replace('.', '/')}/{artifact}/maven-metadata.xml"
+    try:
+        with urllib.request.urlopen(url, timeout=15) as response:
+            text = response.read().decode()
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(text)
+    except OSError:
+        if not cached.exists():
+            return None
+        text = cached.read_text()
+    versions = [v for v in re.findall(r"<version>([^<]+)</version>", text) if _VERSION_RE.match(v)]
+    return sorted(set(versions), key=version_key)
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split("."))
+
+
+def _broker_artifacts(version: str) -> list[MavenArtifact]:
+    return [MavenArtifact("org.apache.kafka", "kafka_2.13", version),
+            MavenArtifact("org.apache.logging.log4j", "log4j-core", LOG4J_VERSION),
+            MavenArtifact("org.apache.logging.log4j", "log4j-slf4j-impl", LOG4J_VERSION)]
+
+
+def _missing_release_error(version: str) -> SetupError:
+    brokers = released_versions("org.apache.kafka", "kafka_2.13")
+    listed = (f"releases of the broker (kafka_2.13) on the registry: {', '.join(brokers[-12:])}" if brokers
+              else "the registry's version list could not be read either")
+    return SetupError(f"Kafka {version}: org.apache.kafka:kafka_2.13:{version} does not resolve from Maven "
+                      f"(Maven's output: {maven_log_path(f'kafka-{version}')})", f"use a released version; {listed}")
+
+
 def resolve_kafka(version: str) -> JarSet:
-    """Broker, controller and admin tools of one Kafka release, plus log4j2, on one classpath."""
+    """Broker and controller of one Kafka release, plus log4j2, on one classpath, with the
+    release's admin tools (kafka-tools) when that release of them resolves. A release whose
+    kafka-tools is not on the registry (4.4.0 here) still gets its broker: see
+    :func:`resolve_kafka_tools` for the tools it is then run with."""
     validate_kafka_version(version)
-    artifacts = [
-        MavenArtifact("org.apache.kafka", "kafka_2.13", version),
-        MavenArtifact("org.apache.kafka", "kafka-tools", version),
-        MavenArtifact("org.apache.logging.log4j", "log4j-core", LOG4J_VERSION),
-        MavenArtifact("org.apache.logging.log4j", "log4j-slf4j-impl", LOG4J_VERSION),
-    ]
-    jars = resolve_jars(
-        f"kafka-{version}", artifacts,
-        missing_hint=f"Kafka {version} is not on Maven Central; use a released version such as "
-                     f"{', '.join(KNOWN_KAFKA_VERSIONS)}",
-    )
+    try:
+        jars = resolve_jars(f"kafka-{version}",
+                            [*_broker_artifacts(version)[:1], MavenArtifact("org.apache.kafka", "kafka-tools", version),
+                             *_broker_artifacts(version)[1:]],
+                            missing_hint="-")
+    except SetupError as exc:
+        if "kafka_2.13" in exc.cause:
+            raise _missing_release_error(version) from None
+        if "kafka-tools" not in exc.cause:
+            raise
+        try:  # the broker without its own release of the tools
+            jars = resolve_jars(f"kafka-{version}", _broker_artifacts(version), missing_hint="-")
+        except SetupError as again:
+            if "kafka_2.13" in again.cause:
+                raise _missing_release_error(version) from None
+            raise
     # Kafka 3.x brings its own slf4j binding (reload4j). Two bindings on one classpath make
     # slf4j pick one at random, so keep exactly one: the release's own when it has one.
     if any(jars.directory.glob("slf4j-reload4j-*.jar")):
         for extra in jars.directory.glob("log4j-slf4j-impl-*.jar"):
             extra.unlink()
     return jars
+
+
+def has_own_tools(jars: JarSet) -> bool:
+    return any(jars.directory.glob("kafka-tools-[0-9]*.jar"))
+
+
+def resolve_kafka_tools(version: str) -> tuple[JarSet, str]:
+    """The admin tools to run against a ``version`` cluster: its own release's, or else the
+    newest older release of kafka-tools that resolves. Only tools that speak the wire protocol
+    may come from another release (kafka_tools.py says which); the pair says which release."""
+    jars = resolve_kafka(version)
+    if has_own_tools(jars):
+        return jars, version
+    known = released_versions("org.apache.kafka", "kafka-tools") or []
+    for candidate in sorted((v for v in known if version_key(v) < version_key(version)), key=version_key, reverse=True):
+        try:
+            older = resolve_kafka(candidate)
+        except SetupError:
+            continue
+        if has_own_tools(older):
+            return older, candidate
+    raise SetupError(f"no release of org.apache.kafka:kafka-tools up to {version} resolves from Maven",
+                     "check that Maven Central is reachable")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kchaos.clusters.artifacts import JarSet, require_java, resolve_kafka
+from kchaos.clusters.artifacts import JarSet, has_own_tools, require_java, resolve_kafka, resolve_kafka_tools
 from kchaos.errors import ClusterError
 
 if TYPE_CHECKING:
@@ -50,13 +50,37 @@ class ToolResult:
     stderr: str
 
 
+#: Tools that read or write the broker's on-disk format: only the broker's own release may run them.
+ON_DISK_TOOLS = frozenset({"storage", "dump-log"})
+
+
+def tool_jars(tool: str, version: str) -> tuple[JarSet, str]:
+    """The jars (and their release) to run ``tool`` for a ``version`` cluster with.
+
+    StorageTool is in the broker's own jars (kafka_2.13). DumpLogSegments reads segment files,
+    so it must be the broker's release too: when that release's kafka-tools does not resolve
+    (4.4.0 here) it is not used at all. Tools that only speak the wire protocol (features,
+    transactions, quorum, configs, perf) may come from the newest older kafka-tools; what that
+    can get wrong is release-specific output, e.g. FeatureCommand's version-mapping (see
+    docs/clusters.md, "Kafka releases and their tools")."""
+    if tool in ON_DISK_TOOLS:
+        jars = resolve_kafka(version)
+        if tool == "dump-log" and _version_tuple(version) >= (4, 3, 0) and not has_own_tools(jars):
+            raise ClusterError(f"DumpLogSegments of Kafka {version} is not available (kafka-tools {version} does not "
+                               "resolve), and another release's must not read this broker's segment files")
+        return jars, version
+    return resolve_kafka_tools(version)
+
+
 def run_tool(tool: str, args: list[str], version: str, jars: JarSet | None = None,
              timeout_s: float = 120.0, check: bool = True, log4j_config: Path | None = None) -> ToolResult:
-    jars = jars or resolve_kafka(version)
+    tools_version = version
+    if jars is None:
+        jars, tools_version = tool_jars(tool, version)
     argv = [require_java(), *_TOOL_JVM_OPTS, "-cp", jars.classpath]
     if log4j_config is not None:
         argv += [f"-Dlog4j2.configurationFile={log4j_config}", f"-Dlog4j.configuration=file:{log4j_config.with_suffix('.properties')}"]
-    argv += [tool_main_class(tool, version), *args]
+    argv += [tool_main_class(tool, tools_version), *args]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired as exc:

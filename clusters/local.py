@@ -675,6 +675,14 @@ class LocalJvmCluster(Cluster):
         }
         atomic_write(self.state_file, json.dumps(state, indent=2))
 
+    def info(self) -> dict[str, Any]:
+        """The base facts, plus which release the brokers and the admin tools come from (they
+        differ when a release's kafka-tools is not on the registry: clusters/kafka_tools.py)."""
+        from kchaos.clusters.kafka_tools import tool_jars
+
+        return {**super().info(), "kafka_version": self.kafka_version,
+                "admin_tools_version": tool_jars("features", self.kafka_version)[1]}
+
     @classmethod
     def attach(cls, work_dir: Path) -> "LocalJvmCluster":
         """Re-open a cluster started by another process (``kchaos cluster up``)."""

@@ -99,8 +99,15 @@ def latest_level(cluster: Any, feature: str) -> int:
 
     from kchaos.clusters.kafka_tools import tool_args, run_tool
 
+    from kchaos.clusters.kafka_tools import tool_jars
+
     args, version = tool_args(cluster)
-    out = run_tool("features", [*args, "version-mapping"], version).stdout
+    if tool_jars("features", version)[1] == version:
+        out = run_tool("features", [*args, "version-mapping"], version).stdout
+    else:
+        # version-mapping is release-specific: an older release's tools would name its own
+        # levels, so ask the broker's own StorageTool instead
+        out = run_tool("storage", ["version-mapping"], version).stdout
     match = re.search(rf"^{re.escape(feature)}=(\d+)", out, re.MULTILINE)
     if not match:
         raise KchaosError(f"Kafka {version} maps no level for feature {feature!r}")

@@ -1,6 +1,7 @@
-"""Both checkers (the Spark job and the single-process Python reader) on hand-made run
-directories: clean data passes, and each injected anomaly is named (and only that one), with
-the same evidence from either engine."""
+"""The checkers on hand-made run directories: clean data passes, and each injected anomaly is
+named (and only that one), with its evidence. Here the single-process Python reader; the same
+tests run on the Spark job in tests/integration/test_checkers_spark.py (Spark is a JVM, and unit
+tests start none)."""
 
 from __future__ import annotations
 
@@ -17,15 +18,16 @@ import kchaos.verifier.spark_job as spark_job
 ENGINE = {}
 
 
-@pytest.fixture(params=["python", "spark"], autouse=True)
-def engine(request):
-    """Every test runs once per checker engine."""
-    if request.param == "spark":
-        spark = request.getfixturevalue("spark")
-        ENGINE.update(name="spark", module=spark_job, check=lambda run: spark_job.check_run_spark(spark, run))
-    else:
-        ENGINE.update(name="python", module=pychecker, check=pychecker.check_run)
-    yield request.param
+def use_spark_engine(spark) -> None:
+    """Point ENGINE at the Spark job (tests/integration/test_checkers_spark.py)."""
+    ENGINE.update(name="spark", module=spark_job, check=lambda run: spark_job.check_run_spark(spark, run))
+
+
+@pytest.fixture(autouse=True)
+def engine():
+    """The engine the tests of this module check with (ENGINE); the Python reader here."""
+    ENGINE.update(name="python", module=pychecker, check=pychecker.check_run)
+    yield "python"
     ENGINE.clear()
 
 WORKLOAD = {"input_topic": "in", "output_topics": ["a", "b"], "outputs_per_input": 2, "delivery": "exactly-once",

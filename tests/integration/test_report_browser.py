@@ -9,8 +9,8 @@ import pytest
 from kchaos.reports.browser import find_browser
 from kchaos.reports.run_report import render_run_report
 
-from .test_checkers import RunBuilder, _out
-from .test_reports import _finish
+from tests.unit.test_checkers import RunBuilder, _out
+from tests.unit.test_reports import _finish
 
 
 @pytest.fixture(scope="module")
