@@ -397,7 +397,9 @@ def check_offsets_behind(d: SparkRun) -> CheckResult:
 
 
 def _allowed_transition_sql() -> str:
-    whens = " ".join(f"WHEN '{src}' THEN status IN ({', '.join(repr(t) for t in sorted(dst)) or 'NULL'})"
+    # A state with no successor (Dead) must render as false: "status IN (NULL)" is NULL, and a
+    # NULL filter drops the row, so a transition out of Dead would never be reported.
+    whens = " ".join(f"WHEN '{src}' THEN " + (f"status IN ({', '.join(repr(t) for t in sorted(dst))})" if dst else "false")
                      for src, dst in TXN_NEXT.items())
     return f"CASE prev_status {whens} ELSE false END"
 

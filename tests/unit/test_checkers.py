@@ -32,7 +32,8 @@ def engine():
 
 WORKLOAD = {"input_topic": "in", "output_topics": ["a", "b"], "outputs_per_input": 2, "delivery": "exactly-once",
             "group_id": "g"}
-STATUS = {"Empty": 0, "Ongoing": 1, "PrepareCommit": 2, "PrepareAbort": 3, "CompleteCommit": 4, "CompleteAbort": 5}
+STATUS = {"Empty": 0, "Ongoing": 1, "PrepareCommit": 2, "PrepareAbort": 3, "CompleteCommit": 4, "CompleteAbort": 5,
+          "Dead": 6, "PrepareEpochFence": 7}
 
 
 def _txn_record(txid: str, status: str, epoch: int = 0, pid: int = 7) -> tuple[bytes, bytes]:
@@ -229,6 +230,10 @@ def test_offsets_ahead_when_no_operation_processed_the_input(tmp_path):
     ([("tx-w0", "Ongoing", 0), ("tx-w0", "CompleteCommit", 0)], "Ongoing -> CompleteCommit"),
     ([("tx-w0", "PrepareCommit", 0), ("tx-w0", "CompleteAbort", 0)], "PrepareCommit -> CompleteAbort"),
     ([("tx-w0", "Ongoing", 3), ("tx-w0", "PrepareCommit", 2)], "epoch went backwards (3 -> 2)"),
+    # states with no or one successor: the Spark engine once rendered Dead's empty set as NULL
+    ([("tx-w0", "CompleteCommit", 0), ("tx-w0", "Dead", 0), ("tx-w0", "Ongoing", 0)], "Dead -> Ongoing"),
+    ([("tx-w0", "Ongoing", 0), ("tx-w0", "PrepareEpochFence", 0), ("tx-w0", "CompleteCommit", 0)],
+     "PrepareEpochFence -> CompleteCommit"),
 ])
 def test_invalid_transaction_transitions(tmp_path, states, needle):
     b = RunBuilder()
