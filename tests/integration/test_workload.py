@@ -13,6 +13,7 @@ from kchaos.rundir import RunDir
 from kchaos.harness.run import verify
 from kchaos.workloads import make_workload
 from kchaos.workloads.history import HistoryWriter, merge_history, pair_operations, read_lines
+from kchaos.waiting import wait_until
 from kchaos.workloads.spec import WorkloadSpec
 
 
@@ -61,6 +62,25 @@ class Harness:
 
     def ops(self) -> list[dict]:
         return pair_operations(list(read_lines(self.run.path / "history.jsonl")))
+
+
+def wait_for_history(h: Harness, pattern: str, predicate, timeout_s: float = 90) -> dict:
+    """Block until a history line of the processes matching ``pattern`` (e.g. ``w0.*``)
+    satisfies ``predicate``: tests wait on what the workload did, never on a fixed time."""
+    history_dir = h.run.path / "history"
+
+    def found():
+        for path in history_dir.glob(f"{pattern}.jsonl"):
+            for line in read_lines(path):
+                if predicate(line):
+                    return line
+        return None
+
+    return wait_until(found, timeout_s, 0.1, f"no history line of {pattern} as expected")
+
+
+def committed(line: dict) -> bool:
+    return line["f"] == "commit" and line["type"] == "ok"
 
 
 def _events(ops, f):
@@ -114,10 +134,10 @@ def test_faultless_run_processes_every_input_and_is_valid(cluster3, tmp_path):
 
 def test_worker_crash_and_pause_are_recorded_and_recovered(cluster3, tmp_path):
     h = Harness(cluster3, tmp_path, _spec(records=3000, rate=600))
-    time.sleep(3)
+    wait_for_history(h, "w0.*", committed)
     crashed = h.workload.pool.crash("w0")
     h.history.event("client-fault", {"kind": "crash", **crashed})
-    time.sleep(2)
+    wait_for_history(h, "w0.2", lambda line: line["f"] == "init" and line["type"] == "ok")  # restarted
     paused = h.workload.pool.pause("w1", 4)
     h.history.event("client-fault", {"kind": "pause", **paused})
     results = h.finish()
@@ -133,7 +153,7 @@ def test_worker_crash_and_pause_are_recorded_and_recovered(cluster3, tmp_path):
 def test_zombie_past_the_transaction_timeout_is_fenced(cluster3, tmp_path):
     # Input keeps flowing for ~20 s, well past the zombie's resumption, so it must try to write again.
     h = Harness(cluster3, tmp_path, _spec(records=7000, rate=300, transaction_timeout_ms=5000))
-    time.sleep(3)
+    wait_for_history(h, "w0.*", committed)
     info = h.workload.pool.zombie("w0", pause_s=8, overlap_s=5)
     h.history.event("client-fault", {"kind": "zombie", **info})
     results = h.finish()
@@ -151,7 +171,7 @@ def test_zombie_past_the_transaction_timeout_is_fenced(cluster3, tmp_path):
 
 def test_transactional_id_takeover_fences_the_old_instance(cluster3, tmp_path):
     h = Harness(cluster3, tmp_path, _spec(records=3000, rate=500))
-    time.sleep(3)
+    wait_for_history(h, "w1.*", committed)
     info = h.workload.pool.takeover("w1")
     results = h.finish()
     assert results["verdict"] == "valid", json.dumps(results, indent=1)[:3000]
@@ -192,7 +212,8 @@ def test_at_least_once_negative_controls_run_and_are_caught_under_crashes(cluste
     h.workload.pool.suspend("w0")
     wait_in_flight(h, "w1", "send")
     h.workload.pool.crash("w1")
-    time.sleep(14)
+    # w0 is suspended past its session timeout: wait until the restarted w1 owns every partition
+    wait_for_history(h, "w1.2", lambda line: line["f"] == "assign" and len(line["value"]["partitions"]) == 4, 60)
     h.workload.pool.resume_all()
     results = h.finish()
     assert results["facts"]["inputs_committed"] == 10000
