@@ -178,7 +178,7 @@ def gather(run: Path) -> dict[str, Any]:
 def template_environment() -> Any:
     from jinja2 import Environment, PackageLoader, select_autoescape
 
-    env = Environment(loader=PackageLoader("reports", "templates"), autoescape=select_autoescape(["html", "j2"]),
+    env = Environment(loader=PackageLoader("kchaos.reports", "templates"), autoescape=select_autoescape(["html", "j2"]),
                       trim_blocks=True, lstrip_blocks=True)
     from jinja2 import Undefined
 
