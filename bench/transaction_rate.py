@@ -48,7 +48,8 @@ def committed_transactions(history_dir: Path) -> int:
     return count
 
 
-def measure(cluster, root: Path, client: str, workers: int, records: int, batch: int) -> dict[str, float]:
+def measure(cluster, root: Path, client: str, workers: int, records: int, batch: int,
+            producer: dict[str, str] | None = None) -> dict[str, float]:
     from kchaos.workloads import make_workload
     from kchaos.workloads.pool import WorkerPool
     from kchaos.workloads.seeder import Seeder
@@ -56,7 +57,8 @@ def measure(cluster, root: Path, client: str, workers: int, records: int, batch:
     tag = uuid.uuid4().hex[:6]
     spec = WorkloadSpec(input_topic=f"in-{tag}", output_topics=(f"a-{tag}", f"b-{tag}"), group_id=f"g-{tag}",
                         client=client, records=records, rate=1e9, workers=workers, max_batch=batch,
-                        input_partitions=max(workers, 2), abort_fraction=0.0, drain_timeout_s=1800)
+                        input_partitions=max(workers, 2), abort_fraction=0.0, drain_timeout_s=1800,
+                        producer=producer or {})
     run = RunDir.create(root, f"txn-{client}-{workers}", 1)
     history = HistoryWriter(run.path / "history" / "harness.jsonl", "harness")
     workload = make_workload(spec, cluster, run, 1, history)
@@ -134,6 +136,8 @@ def main() -> None:
     parser.add_argument("--transaction-version", type=int, default=None)
     parser.add_argument("--perf-records", type=int, default=20000, help="records per perf-tool instance")
     parser.add_argument("--no-reference", action="store_true", help="skip kafka-producer-perf-test")
+    parser.add_argument("--producer", action="append", default=[], metavar="NAME=VALUE",
+                        help="a worker producer property, as [workload.producer] (e.g. retry.backoff.ms=2)")
     args = parser.parse_args()
     spec: dict = {"nodes": args.nodes}
     if args.transaction_version is not None:
@@ -144,13 +148,14 @@ def main() -> None:
         cluster.start()
         try:
             for workers in args.workers or [2, 4, 8]:
-                pipeline = measure(cluster, Path(tmp), args.client, workers, args.records, args.batch)
+                pipeline = measure(cluster, Path(tmp), args.client, workers, args.records, args.batch,
+                                   dict(p.split("=", 1) for p in args.producer))
                 reference = None if args.no_reference else measure_perf_tool(cluster, workers, args.perf_records)
                 rows.append((workers, pipeline, reference))
         finally:
             cluster.stop()
     print(f"client={args.client} records={args.records} max_batch={args.batch} nodes={args.nodes} "
-          f"cpus={os.cpu_count()} perf-tool records/instance={args.perf_records}")
+          f"cpus={os.cpu_count()} perf-tool records/instance={args.perf_records} producer={args.producer}")
     print(f"{'workers':>7} {'what':>10} {'commits':>8} {'seconds':>8} {'txn/s':>7} {'load':>5} {'ratio':>6}")
     for workers, m, ref in rows:
         ratio = f"{m['txn_per_s'] / ref['txn_per_s']:.2f}" if ref else "-"

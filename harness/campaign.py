@@ -105,7 +105,7 @@ def load_campaign(path: Path | None, overrides: list[str] | None = None) -> Camp
     except ValidationError as exc:
         raise ConfigError(f"{path}: {describe_validation_error(exc, '').lstrip('.')}") from None
     if campaign.workload.client in ("confluent", "mixed"):
-        check_confluent_properties(campaign.workload.producer, campaign.workload.consumer)
+        check_confluent_properties(campaign.workload)
     if campaign.faults.enabled:
         check_capabilities(campaign.faults, campaign.cluster.backend,
                            proxied=campaign.cluster.proxy_clients or campaign.cluster.proxy_internal)

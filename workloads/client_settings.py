@@ -43,6 +43,17 @@ JAVA_PRODUCER = {"acks": "all", "linger.ms": 5}
 #: transaction per batch of inputs and would otherwise pay the same floor).
 SEEDER_PRODUCER = {"linger.ms": 5, "retry.backoff.ms": 10, "transaction.timeout.ms": 60000}
 
+def classic_consumer_defaults(spec: Any) -> dict[str, Any]:
+    """Consumer defaults under the classic group protocol (both clients), below the campaign's.
+    A heartbeat every second notices a lost coordinator quickly. ``max.poll.interval.ms`` is
+    also the rebalance timeout: how long a rebalance waits for a member that does not rejoin
+    (one blocked in a commit or abort during a fault). It must outlast a transaction, so the
+    default is twice the transaction timeout, at least 60 s; a campaign with short faults may
+    lower it in ``[workload.consumer]`` to shorten the stall a fault causes."""
+    return {"heartbeat.interval.ms": 1000,
+            "max.poll.interval.ms": max(60000, spec.transaction_timeout_ms * 2)}
+
+
 #: Poll: how long a worker gathers inputs for one transaction once the first has arrived. A
 #: batch is up to ``max_batch`` inputs; librdkafka's consume() otherwise blocks until the whole
 #: batch is there, which is a floor of the full poll timeout per transaction when inputs arrive
@@ -94,16 +105,23 @@ def java_value(value: PropertyValue) -> str:
     return str(value)
 
 
-def check_confluent_properties(producer: Mapping[str, Any], consumer: Mapping[str, Any]) -> None:
-    """librdkafka rejects an unknown property or a bad value when a client is constructed: build
-    one of each (connecting nowhere) so that the mistake is a load error, before any cluster."""
+def check_confluent_properties(spec: Any) -> None:
+    """librdkafka rejects an unknown property or a bad value (or a combination, such as
+    max.poll.interval.ms below session.timeout.ms) when a client is constructed: build one of
+    each as a worker would (connecting nowhere), so that the mistake is a load error, before any
+    cluster."""
     from confluent_kafka import Consumer, KafkaException, Producer
 
     probe = {"bootstrap.servers": "127.0.0.1:9", "log_level": 0}
-    for table, given, make in (("producer", producer, Producer), ("consumer", consumer, Consumer)):
-        if not given:
+    classic = spec.group_protocol == "classic"
+    consumer_conf = {**(classic_consumer_defaults(spec) if classic else {}), **spec.consumer,
+                     "group.id": "kchaos-config-check",
+                     **({"session.timeout.ms": spec.session_timeout_ms} if classic else {"group.protocol": "consumer"})}
+    for table, given, make in (("producer", {**CONFLUENT_PRODUCER, **spec.producer}, Producer),
+                               ("consumer", consumer_conf, Consumer)):
+        if not (spec.producer if table == "producer" else spec.consumer):
             continue
-        conf = {**probe, **given, **({"group.id": "kchaos-config-check"} if table == "consumer" else {})}
+        conf = {**probe, **given}
         try:
             client = make(conf)
         except (KafkaException, ValueError, TypeError) as exc:

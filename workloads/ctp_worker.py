@@ -34,7 +34,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from kchaos.workloads.client_settings import BATCH_GATHER_S, confluent_producer_conf
+from kchaos.workloads.client_settings import BATCH_GATHER_S, classic_consumer_defaults, confluent_producer_conf
 from kchaos.workloads.history import HistoryWriter
 from kchaos.workloads.lineage import Lineage
 from kchaos.workloads.spec import WorkloadSpec
@@ -139,16 +139,17 @@ class Worker:
 
     def _new_consumer(self) -> Consumer:
         spec = self.spec
+        classic = spec.group_protocol == "classic"
         conf: dict[str, Any] = {
-            **self.client, **spec.consumer, "log_level": 3, "group.id": spec.group_id, "enable.auto.commit": False,
+            **self.client, **(classic_consumer_defaults(spec) if classic else {}), **spec.consumer,
+            "log_level": 3, "group.id": spec.group_id, "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "isolation.level": spec.isolation,
             "enable.partition.eof": False,
         }
-        if spec.group_protocol == "consumer":
-            conf["group.protocol"] = "consumer"
+        if classic:
+            conf["session.timeout.ms"] = spec.session_timeout_ms
         else:
-            conf.update({"session.timeout.ms": spec.session_timeout_ms, "heartbeat.interval.ms": 1000,
-                         "max.poll.interval.ms": max(60000, spec.transaction_timeout_ms * 2)})
+            conf["group.protocol"] = "consumer"
         return Consumer(conf)
 
     def _partition_txid(self, partition: int) -> str:

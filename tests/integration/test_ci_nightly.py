@@ -10,7 +10,7 @@ import xmlschema
 
 from .test_cli import REPO, kchaos
 
-SHORT = ['"run.duration_s=10"', '"workload.records=1500"', '"workload.rate=500"']
+SHORT = ['"run.duration_s=10"', '"workload.records=1500"', '"workload.rate=500"', '"workload.max_batch=50"']
 
 
 def test_nightly_matrix_writes_junit_index_and_exit_code(tmp_path):

@@ -144,7 +144,7 @@ def test_run_default_campaign_end_to_end_then_analyze(tmp_path):
     """The README's main job, shortened: a valid verdict, a complete run directory, exit 0."""
     out = tmp_path / "runs"
     result = kchaos("run", "--out", str(out), "--seed", "11", "--duration", "8",
-                    "--set", "workload.records=4000", "--set", "workload.rate=2000")
+                    "--set", "workload.records=4000", "--set", "workload.rate=2000", "--set", "workload.max_batch=50")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "verdict: VALID" in result.stderr
     run_dir = next(out.iterdir())
@@ -232,7 +232,7 @@ def test_missing_java_is_a_clear_error(tmp_path):
 def test_faulted_run_is_valid_and_replay_reuses_its_schedule(tmp_path):
     out = tmp_path / "runs"
     args = ["--seed", "21", "--duration", "26", "--set", "workload.records=6000", "--set", "workload.rate=400",
-            "--set", "faults.interval_s=8"]
+            "--set", "faults.interval_s=8", "--set", "workload.max_batch=20"]
     first = kchaos("run", "--out", str(out), *args, timeout=600)
     assert first.returncode == 0, first.stderr[-4000:]
     run_dir = next(out.iterdir())

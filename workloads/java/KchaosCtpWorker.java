@@ -316,15 +316,16 @@ public final class KchaosCtpWorker {
 
     void newConsumer() {
         Properties p = clientProps();
-        p.putAll(campaignProps(conf, "consumer"));
         int txnTimeout = Integer.parseInt(conf.getProperty("kchaos.transaction.timeout.ms"));
+        // kchaos' defaults (client_settings.classic_consumer_defaults), then the campaign's
+        p.put("heartbeat.interval.ms", "1000");
+        p.put("max.poll.interval.ms", String.valueOf(Math.max(60000, txnTimeout * 2)));
+        p.putAll(campaignProps(conf, "consumer"));
         p.put("group.id", conf.getProperty("kchaos.group.id"));
         p.put("enable.auto.commit", "false");
         p.put("auto.offset.reset", "earliest");
         p.put("isolation.level", conf.getProperty("kchaos.isolation"));
         p.put("session.timeout.ms", conf.getProperty("kchaos.session.timeout.ms"));
-        p.put("heartbeat.interval.ms", "1000");
-        p.put("max.poll.interval.ms", String.valueOf(Math.max(60000, txnTimeout * 2)));
         p.put("max.poll.records", String.valueOf(maxBatch));
         // librdkafka's default is "range,roundrobin": the same names, so the two clients can
         // share one classic consumer group
