@@ -16,7 +16,6 @@ import abc
 import base64
 import enum
 import struct
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -183,15 +182,21 @@ class Cluster(abc.ABC):
     def partition_metadata(self, topic: str, timeout_s: float = 10.0) -> dict[int, Any]:
         """Partition metadata of ``topic``. Brokers apply new metadata at slightly different
         moments, so "unknown topic" is retried for a few seconds before it is believed."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            md = self.admin().list_topics(topic=topic, timeout=timeout_s)
-            tmd = md.topics.get(topic)
+        from kchaos.waiting import WaitTimeout, wait_until
+
+        seen: dict[str, Any] = {"error": "missing"}
+
+        def known() -> dict[int, Any] | None:
+            tmd = self.admin().list_topics(topic=topic, timeout=timeout_s).topics.get(topic)
             if tmd is not None and tmd.error is None:
                 return dict(tmd.partitions)
-            if time.monotonic() >= deadline:
-                raise ClusterError(f"topic {topic} is not known to the cluster ({tmd.error if tmd else 'missing'})")
-            time.sleep(0.25)
+            seen["error"] = tmd.error if tmd else "missing"
+            return None
+
+        try:
+            return wait_until(known, timeout_s, 0.25)
+        except WaitTimeout:
+            raise ClusterError(f"topic {topic} is not known to the cluster ({seen['error']})") from None
 
     def leader(self, topic: str, partition: int) -> int:
         """Current leader node id of ``topic``-``partition`` (-1 when it has none)."""
@@ -299,10 +304,6 @@ def coordinator_partition(key: str, partitions: int) -> int:
 
 def wait_for_process_exit(pids: list[int], timeout_s: float) -> bool:
     from kchaos.clusters.processes import is_alive
+    from kchaos.waiting import gone_within
 
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not any(is_alive(p) for p in pids):
-            return True
-        time.sleep(0.1)
-    return not any(is_alive(p) for p in pids)
+    return gone_within(lambda: any(is_alive(p) for p in pids), timeout_s, 0.1)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kchaos.files import atomic_write
+from kchaos.waiting import gone_within
 
 
 def _cmdline(pid: int, settle_s: float = 1.0) -> str | None:
@@ -162,12 +163,7 @@ class ManagedProcess:
                 return True
             except subprocess.TimeoutExpired:
                 return False
-        deadline = time.monotonic() + timeout_s
-        while self.is_running():
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
-        return True
+        return gone_within(self.is_running, timeout_s, 0.05)
 
     def kill(self) -> None:
         """SIGKILL the whole process group and reap it."""
@@ -249,9 +245,7 @@ def reap(directory: Path, timeout_s: float = 10.0, owner: int | None = None) -> 
                     os.kill(entry.pid, sig)
             killed.append(entry.pid)
         pid_path.unlink(missing_ok=True)
-    deadline = time.monotonic() + timeout_s
-    while any(is_alive(p) for p in killed) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    gone_within(lambda: any(is_alive(p) for p in killed), timeout_s, 0.05)
     return killed
 
 

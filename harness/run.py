@@ -18,6 +18,7 @@ from typing import Any
 
 from kchaos.clusters import create_cluster
 from kchaos.signals import GracefulStop
+from kchaos.waiting import gone_within
 from kchaos.harness.campaign import Campaign
 from kchaos.rundir import RunDir
 from kchaos.harness.steps import Stepper
@@ -269,10 +270,8 @@ def run_spark_verifier(run: RunDir, master: str | None, bootstrap: str | None, t
     job = ManagedProcess("spark-verifier", argv, log, run.path / "verifier", marker=str(run.path))
     say(f"verifying with Spark ({master or 'local[2]'}{', reading the topics from Kafka' if bootstrap else ''})")
     job.start()
-    deadline = time.monotonic() + timeout_s
     try:
-        while job.is_running() and time.monotonic() < deadline:
-            time.sleep(0.5)
+        gone_within(job.is_running, timeout_s, 0.5)
     finally:
         timed_out = job.is_running()
         if timed_out:

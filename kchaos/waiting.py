@@ -42,3 +42,13 @@ def wait_until(
         if time.monotonic() >= deadline:
             raise WaitTimeout(f"{err_msg} within {timeout_s:.0f}s", last_error)
         time.sleep(backoff_s)
+
+
+def gone_within(present: Callable[[], bool], timeout_s: float, backoff_s: float = 0.1) -> bool:
+    """Wait until ``present()`` is false (a process exited, a worker was replaced); whether it
+    went within ``timeout_s``. For waits whose timeout is an outcome, not an error."""
+    try:
+        wait_until(lambda: not present(), timeout_s, backoff_s)
+        return True
+    except WaitTimeout:
+        return False

@@ -28,6 +28,7 @@ from typing import Any
 
 from kchaos.clusters.processes import ManagedProcess
 from kchaos.errors import ConfigError
+from kchaos.waiting import WaitTimeout, gone_within, wait_until
 from kchaos.workloads.history import HistoryWriter
 from kchaos.workloads.spec import WorkloadSpec
 
@@ -198,14 +199,15 @@ class WorkerPool:
             if wp is None:
                 continue
             wp.process.signal(15)
-            deadline = time.monotonic() + timeout_s
-            while time.monotonic() < deadline:
+
+            def replaced(name: str = name, wp: WorkerProcess = wp) -> bool:
                 with self._lock:
                     current = self.slots[name].current
-                if current is not None and current is not wp:
-                    break
-                time.sleep(0.1)
-            else:
+                return current is not None and current is not wp
+
+            try:
+                wait_until(replaced, timeout_s, 0.1)
+            except WaitTimeout:
                 wp.process.kill()  # the supervisor restarts it
             done.append({"slot": name, "old_incarnation": wp.incarnation})
         return done
@@ -267,10 +269,7 @@ class WorkerPool:
             if wp.process.is_running():
                 wp.process.resume()
                 wp.process.signal(15)
-        deadline = time.monotonic() + timeout_s
-        for wp in procs:
-            while wp.process.is_running() and time.monotonic() < deadline:
-                time.sleep(0.1)
+        gone_within(lambda: any(wp.process.is_running() for wp in procs), timeout_s, 0.1)
         for wp in procs:
             running = wp.process.is_running()
             if not wp.exit_recorded and not running:

@@ -21,10 +21,10 @@ changes what is consumer-group specific:
 from __future__ import annotations
 
 import struct
-import time
 from typing import Any
 
 from kchaos.clusters.base import topic_id_string
+from kchaos.waiting import WaitTimeout, wait_until
 from kchaos.workloads.ctp import CtpWorkload
 
 TXN_SHARE_ACKNOWLEDGE_API_KEY = 93
@@ -146,16 +146,22 @@ class ShareWorkload(CtpWorkload):
                 if "Unknown group config" not in str(exc) or key in ("share.auto.offset.reset", "share.isolation.level"):
                     raise ClusterError(f"could not set share group config {key}={value}: {exc}") from None
                 unsupported[key] = str(exc.args[0].str() if exc.args else exc)
-        deadline = time.monotonic() + 20
-        while True:  # the group coordinator applies the change asynchronously
+        mismatched: dict[str, Any] = {}
+        actual: dict[str, Any] = {}
+
+        def applied() -> bool:  # the group coordinator applies the change asynchronously
             described = admin.describe_configs([ConfigResource(ResourceType.GROUP, spec.group_id)])
-            actual = {k: e.value for k, e in next(iter(described.values())).result(30).items() if k in wanted}
-            mismatched = {k: (v, actual.get(k)) for k, v in wanted.items() if k not in unsupported and actual.get(k) != v}
-            if not mismatched:
-                break
-            if time.monotonic() > deadline:
-                raise ClusterError(f"the share group configs did not take: {mismatched}")
-            time.sleep(0.5)
+            actual.clear()
+            actual.update({k: e.value for k, e in next(iter(described.values())).result(30).items() if k in wanted})
+            mismatched.clear()
+            mismatched.update({k: (v, actual.get(k)) for k, v in wanted.items()
+                               if k not in unsupported and actual.get(k) != v})
+            return not mismatched
+
+        try:
+            wait_until(applied, 20, 0.5)
+        except WaitTimeout:
+            raise ClusterError(f"the share group configs did not take: {mismatched}") from None
         broker_wide = {}
         if unsupported:
             broker = next(n.node_id for n in self.cluster.nodes if n.is_broker)
