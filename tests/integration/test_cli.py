@@ -188,7 +188,8 @@ def test_analyze_rejects_a_directory_that_is_not_a_run(tmp_path):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["cluster", "up", "--kafka-version", "9.9.9", "--nodes", "1"], "Kafka 9.9.9 is not on Maven Central"),
+    (["cluster", "up", "--kafka-version", "9.9.9", "--nodes", "1"], "kafka_2.13:9.9.9 does not resolve"),
+    (["run", "--set", "cluster.kafka_version=9.9.9"], "kafka_2.13:9.9.9 does not resolve"),
     (["cluster", "up", "--kafka-version", "latest"], "not a release number"),
     (["cluster", "up", "--nodes", "0"], "cluster.nodes"),
     (["cluster", "up", "--set", "broker.listeners=PLAINTEXT://:1"], "managed by kchaos"),
@@ -208,6 +209,10 @@ def test_bad_input_is_one_clear_line_and_exit_3(tmp_path, args, needle):
     assert first.startswith("kchaos: error:") and needle in first, result.stderr
     assert "Traceback" not in result.stderr
     assert processes_with_marker(str(tmp_path)) == []
+    if args[0] == "run":  # refused before the run directory exists
+        assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
+    if "9.9.9" in " ".join(args):  # the releases the registry lists, and where Maven's output went
+        assert "4.4.0" in first and "kafka-9.9.9.maven.log" in first and len(result.stderr.strip().splitlines()) == 1
 
 
 def test_port_already_taken_is_reported_before_anything_starts(tmp_path):
