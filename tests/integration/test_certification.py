@@ -56,6 +56,7 @@ restart_workers = true
 
 
 @pytest.mark.cluster
+@pytest.mark.long  # a certification campaign (about 3 minutes); certification logic is unit-tested
 def test_short_tv_flip_campaign_certifies_both_clients(tmp_path):
     path = tmp_path / "flip.toml"
     path.write_text(FLIP)

@@ -4,6 +4,8 @@ negative control that must be caught), JUnit XML valid against the schema, the i
 from __future__ import annotations
 
 import json
+
+import pytest
 from pathlib import Path
 
 import xmlschema
@@ -13,6 +15,7 @@ from .test_cli import REPO, kchaos
 SHORT = ['"run.duration_s=10"', '"workload.records=1500"', '"workload.rate=500"', '"workload.max_batch=50"']
 
 
+@pytest.mark.long  # two campaigns end to end (about 3 minutes); JUnit and exit codes are unit-tested
 def test_nightly_matrix_writes_junit_index_and_exit_code(tmp_path):
     matrix = tmp_path / "matrix.toml"
     matrix.write_text(f"""

@@ -10,10 +10,9 @@ from .test_workload import Harness, _events, _spec
 
 
 def test_java_client_pipeline_is_valid_and_speaks_tv2(cluster3, tmp_path):
-    h = Harness(cluster3, tmp_path, _spec(client="java", records=1500, workers=2), engine="spark")
+    h = Harness(cluster3, tmp_path, _spec(client="java", records=1500, workers=2))
     results = h.finish()
     assert results["verdict"] == "valid", json.dumps(results["checks"], indent=1)
-    assert results["cross_check"]["agrees"] is True
     assert results["facts"]["outputs_committed"] == 3000
     commits = [op for op in _events(h.ops(), "commit") if op["outcome"] == "ok"]
     assert commits and all(op.get("client") == "java" for op in commits)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from kchaos.clusters.processes import processes_with_marker
 from kchaos.harness.run import verify
 from kchaos.verifier.standalone import StandaloneSpark
@@ -13,6 +15,7 @@ from kchaos.verifier.standalone import StandaloneSpark
 from .test_workload import Harness, _spec
 
 
+@pytest.mark.long  # a standalone master and worker plus a run (about 2 minutes)
 def test_verifier_runs_on_a_standalone_spark_master(cluster3, tmp_path):
     h = Harness(cluster3, tmp_path / "run", _spec(records=600, rate=2000))
     assert h.finish()["verdict"] == "valid"

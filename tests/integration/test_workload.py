@@ -246,7 +246,7 @@ def test_external_backend_drives_an_existing_cluster(cluster3, tmp_path):
         assert sorted(n.node_id for n in ext.nodes) == [1, 2, 3]
         assert ext.active_controller() == cluster3.active_controller()
         with pytest.raises(CapabilityError, match="external backend cannot kill"):
-            ext.require(__import__("clusters").Capability.KILL)
+            ext.require(Capability.KILL)
         with pytest.raises(CapabilityError):
             ext.nodes[0].kill()
         h = Harness(ext, tmp_path / "w", _spec(records=1000))
