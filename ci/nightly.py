@@ -113,10 +113,12 @@ def run_nightly(matrix_path: Path, out_root: Path, extra_fresh: int = 0) -> int:
         name = f"{label} seed={seed}" + (f" [{' '.join(entry.set)}]" if entry.set else "")
         started = time.monotonic()
         outcome = RunOutcome(name, label, entry.expect, "harness-error", 0.0)
+        interrupted = False
         try:
             run, _ = execute_run(campaign, night, seed=seed, campaign_path=path, overrides=entry.set)
             (run.path / "expect.json").write_text(json.dumps({"verdict": entry.expect}))
             results = run.read_json("results.json")
+            interrupted = bool(results.get("interrupted"))  # a graceful stop (Ctrl-C) ends the night
             outcome.verdict, outcome.anomalies = results["verdict"], results.get("anomalies") or {}
             outcome.errors = results.get("errors") or []
             outcome.run_dir = str(run.path)
@@ -129,6 +131,9 @@ def run_nightly(matrix_path: Path, out_root: Path, extra_fresh: int = 0) -> int:
         outcomes.append(outcome)
         say(f"{name}: {outcome.verdict} (expected {entry.expect})")
         write_junit(outcomes, night / "junit.xml", f"kchaos.{matrix.name}")  # after every run: partial is usable
+        if interrupted:
+            say("the run was interrupted by a signal: no further runs tonight")
+            break
     code = exit_code(outcomes)
     (night / "summary.json").write_text(json.dumps({"exit_code": code, "runs": [
         {"name": o.name, "verdict": o.verdict, "expected": o.expected, "run_dir": o.run_dir, "errors": o.errors}
