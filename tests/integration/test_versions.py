@@ -13,7 +13,7 @@ from .conftest import start_local
     ("4.4.0", 2, "4.3.1"),  # kafka-tools 4.4.0 is not on the registry: the newest older tools, recorded
     ("4.3.1", 2, "4.3.1"),
     pytest.param("4.1.2", 2, "4.1.2", marks=pytest.mark.long),
-    ("3.9.1", None, "3.9.1"),
+    pytest.param("3.9.1", None, "3.9.1", marks=pytest.mark.long),
 ])
 def test_release_starts_and_runs_transactions(tmp_path, version, tv, tools):
     cluster = start_local(tmp_path, nodes=1, kafka_version=version)
