@@ -217,16 +217,14 @@ def resolve_kafka(version: str) -> JarSet:
     validate_kafka_version(version)
     try:
         jars = resolve_jars(f"kafka-{version}",
-                            [*_broker_artifacts(version)[:1], MavenArtifact("org.apache.kafka", "kafka-tools", version),
-                             *_broker_artifacts(version)[1:]],
-                            missing_hint="-")
+                            [*_broker_artifacts(version), MavenArtifact("org.apache.kafka", "kafka-tools", version)])
     except SetupError as exc:
         if "kafka_2.13" in exc.cause:
             raise _missing_release_error(version) from None
         if "kafka-tools" not in exc.cause:
             raise
         try:  # the broker without its own release of the tools
-            jars = resolve_jars(f"kafka-{version}", _broker_artifacts(version), missing_hint="-")
+            jars = resolve_jars(f"kafka-{version}", _broker_artifacts(version))
         except SetupError as again:
             if "kafka_2.13" in again.cause:
                 raise _missing_release_error(version) from None
