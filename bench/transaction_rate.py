@@ -16,9 +16,14 @@ counted exactly from the topic: high watermark minus records = commit markers. T
 more per transaction (consume, two outputs, offsets in the transaction), so the ratio says how
 much of the cluster's transaction capacity the harness itself leaves unused.
 
+With ``--message-proxy`` the cluster has the message proxy on its client path
+(clusters/message_proxy.py) and each pipeline measurement is made twice on it, with no fault
+active: through the message proxy, then with the Toxiproxy client proxies pointed straight at
+the brokers (the message proxy bypassed). The ratio is the proxy's cost.
+
     .venv/bin/python bench/transaction_rate.py [--workers 2 --workers 4 --workers 8]
         [--client confluent|java|mixed] [--records 3000] [--batch 1] [--nodes 3]
-        [--transaction-version 2] [--perf-records 20000] [--no-reference]
+        [--transaction-version 2] [--perf-records 20000] [--no-reference] [--message-proxy]
 """
 
 from __future__ import annotations
@@ -126,6 +131,16 @@ def measure_perf_tool(cluster, instances: int, records: int) -> dict[str, float]
             "load": max(load_before, load_after)}
 
 
+def bypass_message_proxy(cluster, bypass: bool) -> None:
+    """Point every client proxy straight at its broker (or back at the message proxy)."""
+    from kchaos.clusters.local import HOST, proxy_name_client
+
+    ports = cluster.ports
+    for broker in ports.proxy_client:
+        port = ports.client[broker] if bypass else ports.client_upstream(broker)
+        cluster.toxiproxy.set_upstream(proxy_name_client(broker), f"{HOST}:{port}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, action="append")
@@ -136,10 +151,12 @@ def main() -> None:
     parser.add_argument("--transaction-version", type=int, default=None)
     parser.add_argument("--perf-records", type=int, default=20000, help="records per perf-tool instance")
     parser.add_argument("--no-reference", action="store_true", help="skip kafka-producer-perf-test")
+    parser.add_argument("--message-proxy", action="store_true",
+                        help="measure the pipeline through the message proxy and with it bypassed")
     parser.add_argument("--producer", action="append", default=[], metavar="NAME=VALUE",
                         help="a worker producer property, as [workload.producer] (e.g. retry.backoff.ms=2)")
     args = parser.parse_args()
-    spec: dict = {"nodes": args.nodes}
+    spec: dict = {"nodes": args.nodes, "proxy_messages": args.message_proxy}
     if args.transaction_version is not None:
         spec["transaction_version"] = args.transaction_version
     rows = []
@@ -148,8 +165,14 @@ def main() -> None:
         cluster.start()
         try:
             for workers in args.workers or [2, 4, 8]:
-                pipeline = measure(cluster, Path(tmp), args.client, workers, args.records, args.batch,
-                                   dict(p.split("=", 1) for p in args.producer))
+                producer = dict(p.split("=", 1) for p in args.producer)
+                pipeline = measure(cluster, Path(tmp), args.client, workers, args.records, args.batch, producer)
+                if args.message_proxy:
+                    bypass_message_proxy(cluster, True)
+                    direct = measure(cluster, Path(tmp), args.client, workers, args.records, args.batch, producer)
+                    bypass_message_proxy(cluster, False)
+                    rows.append((workers, pipeline, {**direct, "what": "bypassed"}))
+                    continue
                 reference = None if args.no_reference else measure_perf_tool(cluster, workers, args.perf_records)
                 rows.append((workers, pipeline, reference))
         finally:
@@ -159,10 +182,11 @@ def main() -> None:
     print(f"{'workers':>7} {'what':>10} {'commits':>8} {'seconds':>8} {'txn/s':>7} {'load':>5} {'ratio':>6}")
     for workers, m, ref in rows:
         ratio = f"{m['txn_per_s'] / ref['txn_per_s']:.2f}" if ref else "-"
-        print(f"{workers:>7} {'pipeline':>10} {m['commits']:>8} {m['elapsed_s']:>8.1f} {m['txn_per_s']:>7.1f} "
+        what = "via proxy" if args.message_proxy else "pipeline"
+        print(f"{workers:>7} {what:>10} {m['commits']:>8} {m['elapsed_s']:>8.1f} {m['txn_per_s']:>7.1f} "
               f"{m['load']:>5.1f} {ratio:>6}")
         if ref:
-            print(f"{workers:>7} {'perf-tool':>10} {ref['commits']:>8} {ref['elapsed_s']:>8.1f} "
+            print(f"{workers:>7} {ref.get('what', 'perf-tool'):>10} {ref['commits']:>8} {ref['elapsed_s']:>8.1f} "
                   f"{ref['txn_per_s']:>7.1f} {ref['load']:>5.1f}")
 
 

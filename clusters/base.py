@@ -31,6 +31,7 @@ class Capability(str, enum.Enum):
     NETWORK = "network"      # per-link faults through proxies (client and inter-node)
     LOGS = "logs"            # node log files on this machine
     UPGRADE = "upgrade"      # restart a node on another Kafka release (rolling binary upgrade)
+    MESSAGES = "messages"    # delay, hold, duplicate or answer single Kafka requests (message proxy)
 
 
 class Role(str, enum.Enum):

@@ -23,9 +23,10 @@ import concurrent.futures
 import json
 import shutil
 import socket
+import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role
 from kchaos.clusters.kafka_tools import run_tool
 from kchaos.clusters.processes import ManagedProcess, reap
 from kchaos.clusters.spec import ClusterSpec
+from kchaos.clusters.message_proxy import MessageProxyClient
 from kchaos.clusters.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary
 from kchaos.errors import ClusterError, ConfigError
 from kchaos.waiting import WaitTimeout, wait_until
@@ -169,6 +171,8 @@ class PortPlan:
     proxy_client: dict[int, int]           # broker -> client proxy port
     proxy_repl: dict[str, int]             # "i>k": proxy for broker i fetching from broker k
     proxy_quorum: dict[str, int]           # "i>c": proxy for node i talking to controller c
+    message_api: int | None = None         # message proxy control API
+    proxy_message: dict[int, int] = field(default_factory=dict)  # broker -> message proxy listener
 
     @classmethod
     def build(cls, spec: ClusterSpec, broker_ids: list[int], controller_ids: list[int],
@@ -178,8 +182,9 @@ class PortPlan:
         quorum_pairs = ([f"{i}>{c}" for i in node_ids for c in controller_ids if i != c]
                         if spec.proxy_internal else [])
         client_proxies = broker_ids if spec.proxy_clients else []
+        message_proxies = broker_ids if spec.proxy_messages else []
         count = (1 + len(broker_ids) + len(pairs) + len(controller_ids) + len(client_proxies)
-                 + len(proxied_pairs) + len(quorum_pairs))
+                 + len(proxied_pairs) + len(quorum_pairs) + (1 + len(message_proxies) if message_proxies else 0))
         it = iter(allocate_ports(count, spec.base_port))
         return cls(
             toxiproxy_api=next(it),
@@ -189,14 +194,24 @@ class PortPlan:
             proxy_client={b: next(it) for b in client_proxies},
             proxy_repl={p: next(it) for p in proxied_pairs},
             proxy_quorum={p: next(it) for p in quorum_pairs},
+            message_api=next(it) if message_proxies else None,
+            proxy_message={b: next(it) for b in message_proxies},
         )
+
+    def client_upstream(self, broker: int) -> int:
+        """Where the client proxy of ``broker`` forwards: the message proxy when there is one."""
+        return self.proxy_message.get(broker, self.client[broker])
+
+    def client_entry(self, broker: int) -> int:
+        """The port clients are told to use for ``broker``: the first proxy on the path."""
+        return self.proxy_client.get(broker, self.client_upstream(broker))
 
     def to_json(self) -> dict[str, Any]:
         return {k: ({str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) else v) for k, v in self.__dict__.items()}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "PortPlan":
-        intkeys = ("client", "controller", "proxy_client")
+        intkeys = ("client", "controller", "proxy_client", "proxy_message")
         return cls(**{k: ({int(kk) if k in intkeys else kk: vv for kk, vv in v.items()} if isinstance(v, dict) else v)
                       for k, v in data.items()})
 
@@ -305,7 +320,7 @@ class LocalNode(Node):
         ports = self.cluster.ports
         if ports is None or not self.is_broker:
             return None
-        port = ports.proxy_client.get(self.node_id, ports.client[self.node_id])
+        port = ports.client_entry(self.node_id)
         return f"{HOST}:{port}"
 
     def info(self) -> NodeInfo:
@@ -327,7 +342,7 @@ class LocalNode(Node):
         listeners, advertised, protocols = [], [], {}
         if self.is_broker:
             listeners.append(f"CLIENT://{HOST}:{ports.client[i]}")
-            advertised.append(f"CLIENT://{HOST}:{ports.proxy_client.get(i, ports.client[i])}")
+            advertised.append(f"CLIENT://{HOST}:{ports.client_entry(i)}")
             protocols["CLIENT"] = "PLAINTEXT"
             for src in c.broker_ids:
                 name = f"REPL{src}"
@@ -396,6 +411,8 @@ class LocalJvmCluster(Cluster):
         self.ports: PortPlan | None = None
         self.toxiproxy: ToxiproxyClient | None = None
         self._toxiproxy_process: ManagedProcess | None = None
+        self.messages: MessageProxyClient | None = None
+        self._message_process: ManagedProcess | None = None
         ctl = spec.dedicated_controllers
         if ctl:
             self.controller_ids = list(range(1, ctl + 1))
@@ -418,6 +435,8 @@ class LocalJvmCluster(Cluster):
                 Capability.UPGRADE}
         if self.spec.proxy_internal or self.spec.proxy_clients:
             caps.add(Capability.NETWORK)
+        if self.spec.proxy_messages:
+            caps.add(Capability.MESSAGES)
         return frozenset(caps)
 
     @property
@@ -465,6 +484,7 @@ class LocalJvmCluster(Cluster):
         self._save_state()
         self._format_storage()
         self._start_toxiproxy()
+        self._start_message_proxy()
         for node in self._nodes:
             node.start()
         self._wait_ready(started)
@@ -474,6 +494,7 @@ class LocalJvmCluster(Cluster):
         for node in self._nodes:
             shutil.rmtree(node.dir, ignore_errors=True)
         shutil.rmtree(self.work_dir / "toxiproxy", ignore_errors=True)
+        shutil.rmtree(self.work_dir / "messages", ignore_errors=True)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.pid_dir.mkdir(parents=True, exist_ok=True)
 
@@ -517,10 +538,33 @@ class LocalJvmCluster(Cluster):
             raise ClusterError(str(exc), detail=self._tail(self.work_dir / "toxiproxy" / "toxiproxy.log")) from None
         self.toxiproxy.populate(self.planned_proxies())
 
+    def _message_proxy_process(self) -> ManagedProcess:
+        ports = self.ports
+        assert ports is not None and ports.message_api is not None
+        argv = [sys.executable, "-m", "kchaos.clusters.message_proxy", "--control", str(ports.message_api),
+                "--events", str(self.work_dir / "messages" / "events.jsonl")]
+        for broker, listen in ports.proxy_message.items():
+            argv += ["--route", f"{broker}={listen}:{ports.client[broker]}"]
+        return ManagedProcess("message-proxy", argv, self.work_dir / "messages" / "message-proxy.log",
+                              self.pid_dir, marker=str(self.work_dir))
+
+    def _start_message_proxy(self) -> None:
+        if not self.spec.proxy_messages:
+            return
+        assert self.ports is not None and self.ports.message_api is not None
+        (self.work_dir / "messages").mkdir(parents=True, exist_ok=True)
+        self._message_process = self._message_proxy_process()
+        self._message_process.start()
+        self.messages = MessageProxyClient(self.ports.message_api)
+        try:
+            wait_until(self.messages.version, 20, 0.1, "the message proxy did not answer", retry_on=(ClusterError,))
+        except WaitTimeout as exc:
+            raise ClusterError(str(exc), detail=self._tail(self.work_dir / "messages" / "message-proxy.log")) from None
+
     def planned_proxies(self) -> list[Proxy]:
         ports = self.ports
         assert ports is not None
-        proxies = [Proxy(proxy_name_client(b), f"{HOST}:{p}", f"{HOST}:{ports.client[b]}")
+        proxies = [Proxy(proxy_name_client(b), f"{HOST}:{p}", f"{HOST}:{ports.client_upstream(b)}")
                    for b, p in ports.proxy_client.items()]
         for pair, port in ports.proxy_repl.items():
             src, dst = (int(x) for x in pair.split(">"))
@@ -611,12 +655,13 @@ class LocalJvmCluster(Cluster):
                 node.terminate()
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(self._nodes))) as pool:
             list(pool.map(lambda n: n.kill(), self._nodes))
-        if self._toxiproxy_process is not None:
-            self._toxiproxy_process.kill()
-            self._toxiproxy_process = None
+        for proc in (self._toxiproxy_process, self._message_process):
+            if proc is not None:
+                proc.kill()
+        self._toxiproxy_process = self._message_process = None
         if self.pid_dir.exists():
             reap(self.pid_dir)
-        self.toxiproxy = None
+        self.toxiproxy = self.messages = None
 
     # -- rolling binary upgrade -----------------------------------------------------------
     def node_versions(self) -> dict[int, str]:
@@ -714,6 +759,11 @@ class LocalJvmCluster(Cluster):
                                   cluster.pid_dir, marker=str(cluster.work_dir))
             if proc.adopt():
                 cluster._toxiproxy_process = proc
+        if cluster.ports is not None and cluster.spec.proxy_messages and cluster.ports.message_api is not None:
+            cluster.messages = MessageProxyClient(cluster.ports.message_api)
+            proc = cluster._message_proxy_process()
+            if proc.adopt():
+                cluster._message_process = proc
         return cluster
 
     # -- role look-ups ---------------------------------------------------------------------

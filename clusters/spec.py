@@ -77,6 +77,8 @@ class ClusterSpec(BaseModel):
     broker: dict[str, str] = Field(default_factory=dict, description="extra broker properties")
     proxy_clients: bool = True
     proxy_internal: bool = True
+    proxy_messages: bool = Field(False, description="put the message proxy (Kafka-protocol message faults) on the client "
+                                                    "path; set on load when the campaign has message faults")
     base_port: int | None = Field(None, ge=1024, le=65000, description="first port to use; None: free ports chosen at start")
     ready_timeout_s: float = Field(120.0, gt=0)
     external: ExternalSpec | None = None
@@ -154,7 +156,16 @@ def describe_validation_error(exc: ValidationError, where: str) -> str:
 
 
 def parse_value(text: str) -> Any:
-    """``--set`` values: integers, floats and booleans are typed; anything else stays a string."""
+    """``--set`` values: integers, floats and booleans are typed, a TOML array (``[]``,
+    ``["kip890", "leaders"]``) is a list; anything else stays a string."""
+    if text.startswith("[") and text.endswith("]"):
+        import tomllib
+
+        try:
+            return tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"--set value {text} is not a TOML array: {exc}",
+                              'write strings in quotes, e.g. --set faults.packages=["kip890"]') from None
     lowered = text.lower()
     if lowered in ("true", "false"):
         return lowered == "true"

@@ -142,6 +142,9 @@ class ToxiproxyClient:
         """``enabled=False`` closes the listener and every open connection: the link is down."""
         return Proxy.from_json(self._call("POST", f"/proxies/{name}", {"enabled": enabled}))
 
+    def set_upstream(self, name: str, upstream: str) -> Proxy:
+        return Proxy.from_json(self._call("POST", f"/proxies/{name}", {"upstream": upstream}))
+
     def delete(self, name: str) -> None:
         self._call("DELETE", f"/proxies/{name}")
 

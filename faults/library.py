@@ -16,6 +16,8 @@ from typing import Any
 from kchaos.clusters.base import Capability, Cluster
 from kchaos.clusters.toxiproxy import Toxic
 from kchaos.faults.schedule import ScheduledFault
+from kchaos.faults.spec import MESSAGE_DEFAULTS, MESSAGE_KINDS
+from kchaos.workloads.client_settings import WORKER_CLIENT_PREFIX
 from kchaos.errors import ClusterError, ConfigError
 
 
@@ -270,6 +272,52 @@ class ClientFault(Fault):
         return {}
 
 
+class MessageFault(Fault):
+    """A message-proxy rule (clusters/message_proxy.py) on the requests some workers send to the
+    broker holding a role. Invoke resolves the broker and the workers now and adds the rule;
+    heal removes it, which releases what it holds and returns every request it affected (API,
+    correlation id, producer id and epoch, the broker's answer): they go into the history with
+    the fault's completion, and into ``cluster/messages/events.jsonl`` as they happen."""
+
+    def invoke(self) -> dict[str, Any]:
+        cluster = self.ctx.cluster
+        cluster.require(Capability.MESSAGES)
+        params = {**MESSAGE_DEFAULTS, **self.scheduled.params}
+        if self.scheduled.target == "all":
+            resolved = {"nodes": sorted(n.node_id for n in cluster.brokers), "role": "every broker", "detail": {}}
+        else:
+            resolved = resolve_node_target(self.ctx, self.scheduled.target, self.rng)
+        worker = params["worker"]
+        if worker == "random":
+            pool = getattr(self.ctx.workload, "pool", None)
+            slots = sorted(pool.slots) if pool is not None else []
+            if not slots:
+                raise ConfigError("worker = 'random' needs a running workload")
+            worker = self.rng.choice(slots)
+        elif worker != "all":
+            worker = f"w{int(worker)}"
+        prefix = WORKER_CLIENT_PREFIX if worker == "all" else f"kchaos-{worker}-"
+        rule = {"id": f"kchaos-fault-{self.scheduled.index}", "kind": MESSAGE_KINDS[self.scheduled.kind],
+                "apis": list(params["apis"]), "nodes": resolved["nodes"], "client_prefix": prefix,
+                "count": int(params["count"]), "delay_ms": int(params["delay_ms"]),
+                "release_after_ms": int(params["release_after_ms"]),
+                "duplicate_after_ms": int(params["duplicate_after_ms"]), "error": params["error"]}
+        cluster.messages.add_rule(rule)  # type: ignore[attr-defined]
+        to = "every broker" if self.scheduled.target == "all" else f"the {resolved['role']}"
+        self.target = {**resolved, "role": f"{', '.join(rule['apis'])} of {'every worker' if worker == 'all' else worker} "
+                                           f"to {to}",
+                       "detail": {**resolved["detail"], "rule": rule}}
+        return self.target
+
+    def heal(self) -> dict[str, Any]:
+        if self.healed or not self.target:
+            self.healed = True
+            return {}
+        self.healed = True
+        events = self.ctx.cluster.messages.remove_rule(self.target["detail"]["rule"]["id"])  # type: ignore[attr-defined]
+        return {"messages": events}
+
+
 def make_fault(scheduled: ScheduledFault, ctx: FaultContext) -> Fault:
     kind = scheduled.kind
     if kind in ("kill", "terminate", "pause", "restart"):
@@ -282,4 +330,6 @@ def make_fault(scheduled: ScheduledFault, ctx: FaultContext) -> Fault:
         return ClientLinkFault(scheduled, ctx)
     if kind in ("worker-crash", "worker-pause", "zombie", "txid-takeover"):
         return ClientFault(scheduled, ctx)
+    if kind in MESSAGE_KINDS:
+        return MessageFault(scheduled, ctx)
     raise ConfigError(f"unknown fault kind {kind!r}")

@@ -102,6 +102,9 @@ class Nemesis:
             if cluster.has(Capability.NETWORK):
                 cluster.network.heal()  # type: ignore[attr-defined]
                 actions.append("network reset")
+            if cluster.has(Capability.MESSAGES):
+                released = cluster.messages.reset()  # type: ignore[attr-defined]
+                actions.append(f"message rules removed ({len(released)} requests affected)")
             for node in cluster.nodes:
                 if getattr(node, "is_paused", False):
                     node.resume()

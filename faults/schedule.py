@@ -26,7 +26,7 @@ class ScheduledFault:
     target: str
     hold_s: float
     seed: int            # drives the choices made at injection (random node, worker...)
-    params: dict[str, float] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)  # numbers; message faults also names (apis, error)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from kchaos.clusters.spec import ClusterSpec, apply_overrides, describe_validation_error
 from kchaos.errors import ConfigError
-from kchaos.faults.spec import FaultsSpec, check_capabilities
+from kchaos.faults.spec import MESSAGE_KINDS, PACKAGES, FaultsSpec, check_capabilities
 from kchaos.harness.steps import StepSpec, check_steps
 from kchaos.verifier.spec import VerifierSpec
 from kchaos.workloads.client_settings import check_confluent_properties
@@ -61,6 +61,22 @@ class Campaign(BaseModel):
     faults: FaultsSpec = Field(default_factory=lambda: FaultsSpec(enabled=False))
     verifier: VerifierSpec = Field(default_factory=VerifierSpec)
     steps: tuple[StepSpec, ...] = Field((), description="planned feature flips and rolling upgrades (harness/steps.py)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _message_proxy(cls, data: Any) -> Any:
+        """Message faults need the message proxy on the client path: turn it on unless the
+        campaign says otherwise (then the capability check names the conflict)."""
+        faults = data.get("faults") if isinstance(data, dict) else None
+        if not isinstance(faults, dict) or faults.get("enabled", True) is False:
+            return data
+        kinds = [e.get("kind") for e in faults.get("mix") or () if isinstance(e, dict)]
+        kinds += [e["kind"] for name in faults.get("packages") or () for e in PACKAGES.get(name, [])]
+        if any(kind in MESSAGE_KINDS for kind in kinds):
+            cluster = dict(data.get("cluster") or {})
+            cluster.setdefault("proxy_messages", True)
+            data = {**data, "cluster": cluster}
+        return data
 
     @model_validator(mode="after")
     def _steps_fit(self) -> "Campaign":
@@ -108,5 +124,6 @@ def load_campaign(path: Path | None, overrides: list[str] | None = None) -> Camp
         check_confluent_properties(campaign.workload)
     if campaign.faults.enabled:
         check_capabilities(campaign.faults, campaign.cluster.backend,
-                           proxied=campaign.cluster.proxy_clients or campaign.cluster.proxy_internal)
+                           proxied=campaign.cluster.proxy_clients or campaign.cluster.proxy_internal,
+                           messages=campaign.cluster.proxy_messages)
     return campaign

@@ -29,72 +29,10 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from kchaos.wire import DecodeError, Reader
+
 TXN_STATUS = {0: "Empty", 1: "Ongoing", 2: "PrepareCommit", 3: "PrepareAbort", 4: "CompleteCommit",
               5: "CompleteAbort", 6: "Dead", 7: "PrepareEpochFence"}
-
-
-class DecodeError(ValueError):
-    pass
-
-
-class Reader:
-    def __init__(self, data: bytes):
-        self.data = data
-        self.pos = 0
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise DecodeError(f"record too short: wanted {n} bytes at {self.pos} of {len(self.data)}")
-        chunk = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return chunk
-
-    def int8(self) -> int:
-        return struct.unpack(">b", self._take(1))[0]
-
-    def int16(self) -> int:
-        return struct.unpack(">h", self._take(2))[0]
-
-    def int32(self) -> int:
-        return struct.unpack(">i", self._take(4))[0]
-
-    def int64(self) -> int:
-        return struct.unpack(">q", self._take(8))[0]
-
-    def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            byte = self._take(1)[0]
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise DecodeError("unsigned varint too long")
-
-    def string(self) -> str | None:
-        n = self.int16()
-        return None if n < 0 else self._take(n).decode()
-
-    def compact_string(self) -> str | None:
-        n = self.uvarint() - 1
-        return None if n < 0 else self._take(n).decode()
-
-    def uuid(self) -> str:
-        """Kafka prints topic ids as URL-safe base64 without padding."""
-        import base64
-
-        return base64.urlsafe_b64encode(self._take(16)).decode().rstrip("=")
-
-    def tagged_fields(self) -> dict[int, bytes]:
-        out = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            out[tag] = self._take(self.uvarint())
-        return out
-
-    def done(self) -> bool:
-        return self.pos == len(self.data)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any
 from kchaos.verifier.model import (LINEAGE_FIELDS, MAX_CASES, OPEN_TXN_STATES, ORDER_PROMISED_DELIVERY, TXN_NEXT,
                             HistoryIndex, NotApplicable, commits_by_client_tv, hanging_cases, read_ops, run_checks,
                             zombie_successor)
+from kchaos.verifier.late_requests import late_request_facts
 from kchaos.verifier.results import INVALID, UNKNOWN, VALID, CheckResult, Results
 
 
@@ -438,6 +439,7 @@ def facts(data: RunData) -> dict[str, Any]:
         "transaction_log_records": len(data.txn_log) if data.txn_log is not None else None,
         "client_transaction_versions": dict(Counter(str(r["entry"].client_transaction_version)
                                                     for r in data.txn_log or [] if r["entry"].producer_id is not None)),
+        "late_requests": late_request_facts(data.run, data.txn_log),
         "commits_by_client_tv_per_txid": commits_by_client_tv(
             ((r["entry"].transactional_id, r["entry"].status, r["entry"].client_transaction_version, 1)
              for r in data.txn_log or [] if r["entry"].producer_id is not None), data.txid_prefix),

@@ -537,6 +537,9 @@ CHECKS = (("duplicate", "check_duplicates"), ("lost-input", "check_lost_input"),
 def facts(d: SparkRun) -> dict[str, Any]:
     from collections import Counter
 
+    from kchaos.verifier.late_requests import late_request_facts
+    from kchaos.verifier.pychecker import RunData
+
     F = d.F
     counts = {f"{name}_{view}": df.count() for name, group in (("inputs", d.inputs), ("outputs", d.outputs))
               for view, df in group.items()}
@@ -568,6 +571,8 @@ def facts(d: SparkRun) -> dict[str, Any]:
         "commits_by_client_tv_per_txid": per_txid,
         "liveness": d.final.get("liveness"),
         "topic_source": d.source,
+        # small data (the proxy's events, the decoded transaction log), one definition for both engines
+        "late_requests": late_request_facts(d.run, RunData.decoded_txn_log(d.run)),
     }
 
 

@@ -43,6 +43,17 @@ JAVA_PRODUCER = {"acks": "all", "linger.ms": 5}
 #: transaction per batch of inputs and would otherwise pay the same floor).
 SEEDER_PRODUCER = {"linger.ms": 5, "retry.backoff.ms": 10, "transaction.timeout.ms": 60000}
 
+def client_id(worker: str, role: str) -> str:
+    """``client.id`` of a worker's producer or consumer (``kchaos-w0-producer``). It is in every
+    request header, so message faults aim at one worker by this prefix (faults/library.py)."""
+    return f"kchaos-{worker}-{role}"
+
+
+#: every worker's client ids start with this; the seeder's never do
+WORKER_CLIENT_PREFIX = "kchaos-w"
+SEEDER_CLIENT_ID = "kchaos-seeder"
+
+
 def classic_consumer_defaults(spec: Any) -> dict[str, Any]:
     """Consumer defaults under the classic group protocol (both clients), below the campaign's.
     A heartbeat every second notices a lost coordinator quickly. ``max.poll.interval.ms`` is
@@ -63,6 +74,7 @@ BATCH_GATHER_S = 0.02
 #: Properties a campaign may not set, and why (what to use instead).
 OWNED_PRODUCER: dict[str, str] = {
     "bootstrap.servers": "kchaos points every client at the cluster it started (or cluster.external)",
+    "client.id": "kchaos names each worker's clients (kchaos-w<slot>-producer): message faults aim at them by it",
     "transactional.id": "kchaos assigns them (workload.transactional_id_strategy)",
     "enable.idempotence": "set by workload.delivery (exactly-once, at-least-once, at-least-once-no-idempotence)",
     "transaction.timeout.ms": "use workload.transaction_timeout_ms",
@@ -73,6 +85,7 @@ OWNED_PRODUCER: dict[str, str] = {
 OWNED_CONSUMER: dict[str, str] = {
     "bootstrap.servers": OWNED_PRODUCER["bootstrap.servers"],
     "group.id": "use workload.group_id",
+    "client.id": "kchaos names each worker's clients (kchaos-w<slot>-consumer): message faults aim at them by it",
     "group.protocol": "use workload.group_protocol",
     "isolation.level": "use workload.isolation",
     "enable.auto.commit": "offsets are committed in the transaction (or by the negative control)",
@@ -117,7 +130,11 @@ def check_confluent_properties(spec: Any) -> None:
     consumer_conf = {**(classic_consumer_defaults(spec) if classic else {}), **spec.consumer,
                      "group.id": "kchaos-config-check",
                      **({"session.timeout.ms": spec.session_timeout_ms} if classic else {"group.protocol": "consumer"})}
-    for table, given, make in (("producer", {**CONFLUENT_PRODUCER, **spec.producer}, Producer),
+    # the producer as a worker builds it: a transactional one checks more combinations
+    # (message.timeout.ms must not exceed transaction.timeout.ms)
+    owned = ({"transactional.id": "kchaos-config-check", "transaction.timeout.ms": spec.transaction_timeout_ms}
+             if spec.transactional else {})
+    for table, given, make in (("producer", {**CONFLUENT_PRODUCER, **spec.producer, **owned}, Producer),
                                ("consumer", consumer_conf, Consumer)):
         if not (spec.producer if table == "producer" else spec.consumer):
             continue

@@ -34,7 +34,8 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from kchaos.workloads.client_settings import BATCH_GATHER_S, classic_consumer_defaults, confluent_producer_conf
+from kchaos.workloads.client_settings import (BATCH_GATHER_S, classic_consumer_defaults, client_id,
+                                              confluent_producer_conf)
 from kchaos.workloads.history import HistoryWriter
 from kchaos.workloads.lineage import Lineage
 from kchaos.workloads.spec import WorkloadSpec
@@ -110,7 +111,8 @@ class Worker:
 
     def _new_producer(self, txid: str | None) -> Producer:
         spec = self.spec
-        conf: dict[str, Any] = {**confluent_producer_conf(self.client, spec.producer), "log_level": 3}
+        conf: dict[str, Any] = {**confluent_producer_conf(self.client, spec.producer), "log_level": 3,
+                                "client.id": client_id(self.worker, "producer")}
         if txid is not None:
             capture = PidCapture()
             logger = logging.getLogger(f"rdkafka.{txid}")
@@ -144,7 +146,7 @@ class Worker:
             **self.client, **(classic_consumer_defaults(spec) if classic else {}), **spec.consumer,
             "log_level": 3, "group.id": spec.group_id, "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "isolation.level": spec.isolation,
-            "enable.partition.eof": False,
+            "enable.partition.eof": False, "client.id": client_id(self.worker, "consumer"),
         }
         if classic:
             conf["session.timeout.ms"] = spec.session_timeout_ms

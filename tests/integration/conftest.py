@@ -20,6 +20,8 @@ def restore(cluster: LocalJvmCluster) -> None:
     """Put a shared cluster back as a test may have left it: links up, every node running."""
     if cluster.toxiproxy is not None:
         cluster.network.heal()
+    if cluster.messages is not None:
+        cluster.messages.reset()
     for node in cluster.nodes:
         if node.is_paused:
             node.resume()
@@ -32,7 +34,9 @@ def restore(cluster: LocalJvmCluster) -> None:
 @pytest.fixture(scope="session")
 def _cluster3_session(tmp_path_factory):
     work = tmp_path_factory.mktemp("cluster3")
-    cluster = start_local(work, nodes=3, broker=FAST_ISR)
+    # the message proxy sits on every client link of the shared cluster, so the tests that use
+    # it for message faults cost no cluster of their own and every other test runs through it
+    cluster = start_local(work, nodes=3, broker=FAST_ISR, proxy_messages=True)
     yield cluster
     cluster.stop()
     assert processes_with_marker(str(cluster.work_dir)) == [], "cluster3 leaked processes"

@@ -145,6 +145,6 @@ def test_certification_report_shows_steps_phases_and_the_overall_verdict(tmp_pat
     cert = certify(run)
     (run / "certification.json").write_text(json.dumps(cert))
     html = render_run_report(run).read_text()
-    assert f"Certification: <span class=\"verdict-" in html and cert["overall"].upper() in html
+    assert "Certification: <span class=\"verdict-" in html and cert["overall"].upper() in html
     assert "step 0: transaction.version -&gt; 2" in html  # drawn as a band on the timelines
     assert "after step 0: transaction.version -&gt; 2" in html and "1 &rarr; 2" in html

@@ -63,6 +63,13 @@ def test_set_overrides_nest_and_keep_map_keys_whole():
         apply_overrides({}, ["cluster.nodes"])
 
 
+def test_set_takes_toml_arrays():
+    assert parse_value("[]") == [] and parse_value('["kip890", "leaders"]') == ["kip890", "leaders"]
+    assert load_campaign(None, ['faults.packages=["coordinators"]']).faults.packages == ("coordinators",)
+    with pytest.raises(ConfigError, match="not a TOML array"):
+        parse_value("[kip890]")
+
+
 def test_set_reaches_into_arrays_of_tables_by_index():
     data = {"steps": [{"at_s": 30, "level": 2}, {"at_s": 60, "level": 1}], "faults": {"mix": [{"kind": "kill"}]}}
     out = apply_overrides(data, ["steps.1.at_s=300", "faults.mix.0.target=controller"])

@@ -298,6 +298,7 @@ public final class KchaosCtpWorker {
     void newProducer() {
         Properties p = clientProps();
         p.putAll(campaignProps(conf, "producer"));  // kchaos' defaults, then the campaign's (client_settings.py)
+        p.put("client.id", "kchaos-" + worker + "-producer");  // client_settings.client_id
         p.put("transactional.id", txid);
         p.put("transaction.timeout.ms", conf.getProperty("kchaos.transaction.timeout.ms"));
         p.put("enable.idempotence", "true");
@@ -321,6 +322,7 @@ public final class KchaosCtpWorker {
         p.put("heartbeat.interval.ms", "1000");
         p.put("max.poll.interval.ms", String.valueOf(Math.max(60000, txnTimeout * 2)));
         p.putAll(campaignProps(conf, "consumer"));
+        p.put("client.id", "kchaos-" + worker + "-consumer");
         p.put("group.id", conf.getProperty("kchaos.group.id"));
         p.put("enable.auto.commit", "false");
         p.put("auto.offset.reset", "earliest");

@@ -1,0 +1,239 @@
+"""The slice of Kafka's protocol the message proxy reads and writes.
+
+Every request frame is ``int32 size`` + header + body. The header (v1, or v2 when the API
+version is flexible) is ``api_key int16, api_version int16, correlation_id int32, client_id
+nullable string`` (+ tagged fields in v2; the client id stays a classic string). A response
+frame is ``int32 size`` + ``correlation_id`` (+ tagged fields when the request version is
+flexible, except for ApiVersions) + body. Layouts come from the message schemas in
+apache/kafka (``clients/src/main/resources/common/message``).
+
+The proxy needs the header of every request (to match a fault), the producer id and epoch of
+the transactional requests (the evidence a message fault records), the error code of a few
+responses (what the broker answered to a late message), and, for the ``error`` fault, the
+encoding of those few responses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kchaos.wire import DecodeError, Reader, Writer
+
+#: API name -> key, for the APIs a message fault may aim at (and those seen most in the logs)
+API_KEYS: dict[str, int] = {
+    "Produce": 0, "Fetch": 1, "ListOffsets": 2, "Metadata": 3, "OffsetCommit": 8, "OffsetFetch": 9,
+    "FindCoordinator": 10, "JoinGroup": 11, "Heartbeat": 12, "LeaveGroup": 13, "SyncGroup": 14,
+    "ApiVersions": 18, "InitProducerId": 22, "AddPartitionsToTxn": 24, "AddOffsetsToTxn": 25,
+    "EndTxn": 26, "TxnOffsetCommit": 28, "ConsumerGroupHeartbeat": 68,
+}
+API_NAMES: dict[int, str] = {v: k for k, v in API_KEYS.items()}
+
+#: first flexible version of each API's request (and response), from the schemas
+FLEXIBLE_FROM: dict[int, int] = {
+    0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 18: 3, 22: 2, 24: 3, 25: 3,
+    26: 3, 28: 3, 68: 0,
+}
+
+#: error names a message fault may answer with (Kafka's Errors enum)
+ERROR_CODES: dict[str, int] = {
+    "UNKNOWN_SERVER_ERROR": -1, "NOT_LEADER_OR_FOLLOWER": 6, "REQUEST_TIMED_OUT": 7,
+    "NETWORK_EXCEPTION": 13, "COORDINATOR_LOAD_IN_PROGRESS": 14, "COORDINATOR_NOT_AVAILABLE": 15,
+    "NOT_COORDINATOR": 16, "NOT_ENOUGH_REPLICAS": 19, "INVALID_PRODUCER_EPOCH": 47,
+    "INVALID_TXN_STATE": 48, "INVALID_PRODUCER_ID_MAPPING": 49, "CONCURRENT_TRANSACTIONS": 51,
+    "OUT_OF_ORDER_SEQUENCE_NUMBER": 45, "DUPLICATE_SEQUENCE_NUMBER": 46,
+    "TRANSACTION_COORDINATOR_FENCED": 52, "UNKNOWN_PRODUCER_ID": 59, "PRODUCER_FENCED": 90,
+    "TRANSACTION_ABORTABLE": 120,
+}
+ERROR_NAMES: dict[int, str] = {0: "NONE", **{v: k for k, v in ERROR_CODES.items()}}
+
+#: APIs whose response the proxy can forge (the ``error`` fault): their responses carry one
+#: top-level error code. Per-partition responses (Produce, TxnOffsetCommit, AddPartitionsToTxn)
+#: would need the request's partitions echoed back and are not offered.
+FORGEABLE_APIS: tuple[str, ...] = ("EndTxn", "AddOffsetsToTxn", "InitProducerId")
+
+
+def is_flexible(api_key: int, api_version: int) -> bool:
+    first = FLEXIBLE_FROM.get(api_key)
+    return first is not None and api_version >= first
+
+
+@dataclass(frozen=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body_at: int  # offset of the body in the frame (after the header's tagged fields)
+
+    @property
+    def api(self) -> str:
+        return API_NAMES.get(self.api_key, f"api-{self.api_key}")
+
+
+def parse_request_header(frame: bytes) -> RequestHeader:
+    """The header of a request frame (without its size prefix)."""
+    r = Reader(frame)
+    api_key, api_version, correlation_id = r.int16(), r.int16(), r.int32()
+    client_id = r.string()
+    # ApiVersions' request header is v2 from version 3, as for any flexible version; an
+    # unknown API's flexibility is unknown, so its body is never read
+    if is_flexible(api_key, api_version):
+        r.tagged_fields()
+    return RequestHeader(api_key, api_version, correlation_id, client_id, r.pos)
+
+
+def response_correlation_id(frame: bytes) -> int:
+    return Reader(frame[:4]).int32()
+
+
+def _string(r: Reader, flexible: bool) -> str | None:
+    return r.compact_string() if flexible else r.string()
+
+
+def _array_len(r: Reader, flexible: bool) -> int:
+    return r.uvarint() - 1 if flexible else r.int32()
+
+
+def _bytes_len(r: Reader, flexible: bool) -> int:
+    return r.uvarint() - 1 if flexible else r.int32()
+
+
+def _batch_producer(records: bytes) -> dict[str, Any]:
+    """Producer id, epoch, base sequence and record count of the first record batch (magic 2)."""
+    if len(records) < 61:
+        return {}
+    r = Reader(records)
+    r.int64(), r.int32(), r.int32()  # base offset, batch length, partition leader epoch
+    if r.int8() != 2:
+        return {}
+    r.int32()  # crc
+    attributes = r.int16()
+    r.int32(), r.int64(), r.int64()  # last offset delta, base and max timestamp
+    pid, epoch, base_seq, count = r.int64(), r.int16(), r.int32(), r.int32()
+    return {"producer_id": pid, "producer_epoch": epoch, "base_sequence": base_seq, "records": count,
+            "transactional": bool(attributes & 0x10)}
+
+
+def describe_request(frame: bytes, header: RequestHeader) -> dict[str, Any]:
+    """What a transactional request says about its producer: transactional id, producer id and
+    epoch, and what it does (commit or abort, group, partitions). Empty for other APIs; a body
+    that does not parse gives ``{"parse_error": ...}`` rather than an exception, since the
+    proxy forwards every frame whatever it can read of it."""
+    flexible = is_flexible(header.api_key, header.api_version)
+    r = Reader(frame)
+    r.pos = header.body_at
+    v = header.api_version
+    try:
+        if header.api_key == API_KEYS["EndTxn"]:
+            return {"transactional_id": _string(r, flexible), "producer_id": r.int64(),
+                    "producer_epoch": r.int16(), "committed": bool(r.int8())}
+        if header.api_key == API_KEYS["AddOffsetsToTxn"]:
+            return {"transactional_id": _string(r, flexible), "producer_id": r.int64(),
+                    "producer_epoch": r.int16(), "group_id": _string(r, flexible)}
+        if header.api_key == API_KEYS["InitProducerId"]:
+            out: dict[str, Any] = {"transactional_id": _string(r, flexible), "transaction_timeout_ms": r.int32()}
+            if v >= 3:
+                out.update(producer_id=r.int64(), producer_epoch=r.int16())
+            return out
+        if header.api_key == API_KEYS["TxnOffsetCommit"]:
+            out = {"transactional_id": _string(r, flexible), "group_id": _string(r, flexible),
+                   "producer_id": r.int64(), "producer_epoch": r.int16()}
+            if v >= 3:
+                out["generation_id"] = r.int32()
+                out["member_id"] = _string(r, flexible)
+                _string(r, flexible)  # group instance id
+            offsets = []
+            for _ in range(_array_len(r, flexible)):
+                topic = _string(r, flexible)
+                for _ in range(_array_len(r, flexible)):
+                    partition, offset = r.int32(), r.int64()
+                    if v >= 2:
+                        r.int32()
+                    _string(r, flexible)
+                    if flexible:
+                        r.tagged_fields()
+                    offsets.append({"topic": topic, "partition": partition, "offset": offset})
+                if flexible:
+                    r.tagged_fields()
+            out["offsets"] = offsets
+            return out
+        if header.api_key == API_KEYS["AddPartitionsToTxn"] and v <= 3:
+            out = {"transactional_id": _string(r, flexible), "producer_id": r.int64(), "producer_epoch": r.int16()}
+            partitions = []
+            for _ in range(_array_len(r, flexible)):
+                topic = _string(r, flexible)
+                partitions += [f"{topic}-{r.int32()}" for _ in range(_array_len(r, flexible))]
+                if flexible:
+                    r.tagged_fields()
+            out["partitions"] = partitions
+            return out
+        if header.api_key == API_KEYS["Produce"]:
+            out = {"transactional_id": _string(r, flexible) if v >= 3 else None}
+            r.int16(), r.int32()  # acks, timeout
+            batches = []
+            for _ in range(_array_len(r, flexible)):
+                topic = r.uuid() if v >= 13 else _string(r, flexible)
+                for _ in range(_array_len(r, flexible)):
+                    partition = r.int32()
+                    size = _bytes_len(r, flexible)
+                    records = r._take(size) if size > 0 else b""
+                    if flexible:
+                        r.tagged_fields()
+                    batches.append({"topic": topic, "partition": partition, **_batch_producer(records)})
+                if flexible:
+                    r.tagged_fields()
+            first = next((b for b in batches if "producer_id" in b), {})
+            out.update(producer_id=first.get("producer_id"), producer_epoch=first.get("producer_epoch"),
+                       batches=batches)
+            return out
+    except DecodeError as exc:
+        return {"parse_error": str(exc)}
+    return {}
+
+
+def parse_response(frame: bytes, header: RequestHeader) -> dict[str, Any]:
+    """The broker's answer to a request, as far as the evidence needs it: the error code (and
+    for Produce the first partition's error and base offset). Empty when not understood."""
+    flexible = is_flexible(header.api_key, header.api_version)
+    r = Reader(frame)
+    try:
+        r.int32()
+        if flexible and header.api_key != API_KEYS["ApiVersions"]:
+            r.tagged_fields()
+        if header.api_key in (API_KEYS["EndTxn"], API_KEYS["AddOffsetsToTxn"], API_KEYS["InitProducerId"]):
+            r.int32()  # throttle
+            code = r.int16()
+            return {"error": ERROR_NAMES.get(code, str(code))}
+        if header.api_key == API_KEYS["Produce"]:
+            for _ in range(_array_len(r, flexible)):
+                topic = r.uuid() if header.api_version >= 13 else _string(r, flexible)
+                for _ in range(_array_len(r, flexible)):
+                    partition, code, base_offset = r.int32(), r.int16(), r.int64()
+                    return {"error": ERROR_NAMES.get(code, str(code)), "topic": topic, "partition": partition,
+                            "base_offset": base_offset}
+    except DecodeError:
+        return {}
+    return {}
+
+
+def error_response(header: RequestHeader, error: str) -> bytes:
+    """A response frame body (without its size prefix) answering ``header``'s request with
+    ``error``, as the broker would encode it for that API version."""
+    api = header.api
+    if api not in FORGEABLE_APIS:
+        raise ValueError(f"cannot forge a {api} response; forgeable: {', '.join(FORGEABLE_APIS)}")
+    flexible = is_flexible(header.api_key, header.api_version)
+    w = Writer().int32(header.correlation_id)
+    if flexible:
+        w.no_tagged_fields()
+    w.int32(0).int16(ERROR_CODES[error] if error != "NONE" else 0)  # throttle, error
+    if api == "InitProducerId":
+        w.int64(-1).int16(-1)
+        if header.api_version >= 6:
+            w.int64(-1).int16(-1)
+    elif api == "EndTxn" and header.api_version >= 5:
+        w.int64(-1).int16(-1)
+    if flexible:
+        w.no_tagged_fields()
+    return w.bytes()

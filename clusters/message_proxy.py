@@ -1,0 +1,455 @@
+"""The message proxy: a Kafka-protocol-aware proxy on the client path that delays, holds,
+duplicates, answers for, or swallows the answer to single requests.
+
+Why kchaos' own and not Kroxylicious (docs/faults.md, "Message faults", has the whole
+argument): the KAFKA-17754 shape needs a request that reaches the broker *after* the client
+gave up on it and moved on, on a connection the client has closed. Kroxylicious closes the
+upstream connection when the client disconnects, pauses the connection while a request is
+deferred and bounds a deferral at 20 s, so a held request is lost exactly when it matters. A
+frame-level proxy only needs the request header (size, api key, version, correlation id, client
+id), which every Kafka version shares; kchaos.clusters.kafka_protocol reads the few bodies the
+evidence needs.
+
+Chain: client -> Toxiproxy ``client-n<i>`` -> this proxy's listener for broker i -> broker i.
+One process serves every broker (one listener each) and a small HTTP control API; the local
+backend starts, tracks and reaps it like Toxiproxy.
+
+Per client connection there is one upstream connection, and it outlives the client's: when the
+client closes, what the proxy already accepted from it (held and delayed requests included) is
+still delivered, in order, and the broker's answers are read and recorded before the upstream
+closes. That is the "client gave up, the message still arrives" of a real network.
+
+Rule kinds (``POST /rules``), each aimed at API keys, broker ids and a client-id prefix, and
+affecting at most ``count`` requests per client id (0: every match):
+
+* ``delay``: the request waits ``delay_ms`` before it goes on; later requests on the same
+  connection wait behind it (TCP's order is kept, as Kafka requires).
+* ``hold``: the request waits until the rule is removed (the fault heals) or ``release_after_ms``,
+  then goes on, even if its client has gone.
+* ``drop-response``: the broker gets the request; its response and every later one on that
+  connection are swallowed, so the client sees a silent connection and times out: an unknown
+  outcome. (A lone lost response would desynchronise a client that matches responses in order.)
+* ``duplicate``: the request goes on, and a copy is sent ``duplicate_after_ms`` later on a
+  connection of the proxy's own (its answer is recorded, never shown to the client).
+* ``error``: the request never reaches the broker; the client gets ``error`` in a response
+  forged for its API version (kafka_protocol.FORGEABLE_APIS), in order after earlier answers.
+
+Every affected request is an event (``GET /events``, and a line of ``events.jsonl``): rule,
+action, broker, client id, API, version, correlation id, and what the body says (transactional
+id, producer id and epoch, commit or abort, partitions and sequence numbers), then the broker's
+answer when one was read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import signal
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kchaos.clusters.kafka_protocol import (API_KEYS, API_NAMES, ERROR_CODES, FORGEABLE_APIS, RequestHeader,
+                                            describe_request, error_response, parse_request_header, parse_response)
+from kchaos.errors import ClusterError
+
+HOST = "127.0.0.1"
+RULE_KINDS = ("delay", "hold", "drop-response", "duplicate", "error")
+#: after a client closes: how long its upstream waits for the answers to what was sent
+DRAIN_S = 30.0
+#: how long removing a rule waits for the answers to the requests it released
+ANSWER_WAIT_S = 10.0
+MAX_FRAME = 100 * 1024 * 1024
+
+
+def validate_rule(body: dict[str, Any]) -> dict[str, Any]:
+    """A rule as the control API accepts it; ValueError names the bad field."""
+    kind = body.get("kind")
+    if kind not in RULE_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(RULE_KINDS)}, not {kind!r}")
+    apis = body.get("apis") or []
+    unknown = [a for a in apis if a not in API_KEYS]
+    if not apis or unknown:
+        raise ValueError(f"apis must name one or more of {', '.join(API_KEYS)}; unknown: {unknown or 'none given'}")
+    if kind == "error":
+        if body.get("error") not in ERROR_CODES:
+            raise ValueError(f"error must be one of {', '.join(ERROR_CODES)}, not {body.get('error')!r}")
+        not_forgeable = [a for a in apis if a not in FORGEABLE_APIS]
+        if not_forgeable:
+            raise ValueError(f"an error response can be forged for {', '.join(FORGEABLE_APIS)} only, "
+                             f"not {', '.join(not_forgeable)}")
+    rule = {"id": str(body.get("id") or f"rule-{time.monotonic_ns()}"), "kind": kind, "apis": list(apis),
+            "nodes": [int(n) for n in body.get("nodes") or []], "client_prefix": str(body.get("client_prefix") or ""),
+            "count": int(body.get("count", 1)), "delay_ms": int(body.get("delay_ms", 0)),
+            "release_after_ms": int(body.get("release_after_ms", 0)),
+            "duplicate_after_ms": int(body.get("duplicate_after_ms", 0)), "error": body.get("error")}
+    if rule["count"] < 0 or rule["delay_ms"] < 0 or rule["release_after_ms"] < 0 or rule["duplicate_after_ms"] < 0:
+        raise ValueError("count, delay_ms, release_after_ms and duplicate_after_ms must be >= 0")
+    return rule
+
+
+@dataclass
+class Rule:
+    spec: dict[str, Any]
+    api_keys: frozenset[int]
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+    hits: dict[str, int] = field(default_factory=dict)
+    unanswered: int = 0
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return self.spec["id"]
+
+    def matches(self, node: int, header: RequestHeader) -> bool:
+        if self.released.is_set() or header.api_key not in self.api_keys:
+            return False
+        if self.spec["nodes"] and node not in self.spec["nodes"]:
+            return False
+        client = header.client_id or ""
+        if not client.startswith(self.spec["client_prefix"]):
+            return False
+        limit = self.spec["count"]
+        if limit and self.hits.get(client, 0) >= limit:
+            return False
+        self.hits[client] = self.hits.get(client, 0) + 1
+        return True
+
+
+@dataclass
+class Pending:
+    """A request sent upstream (or answered by the proxy), in the order the client sent it."""
+    header: RequestHeader
+    rule: Rule | None = None
+    record: dict[str, Any] | None = None  # the event whose answer is awaited
+    drop: bool = False
+    forged: bytes | None = None
+
+
+async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
+    try:
+        size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
+        if size < 0 or size > MAX_FRAME:
+            return None
+        return await reader.readexactly(size)
+    except (asyncio.IncompleteReadError, ConnectionError, OSError):
+        return None
+
+
+def frame_bytes(frame: bytes) -> bytes:
+    return len(frame).to_bytes(4, "big") + frame
+
+
+class Connection:
+    ids = itertools.count(1)
+
+    def __init__(self, proxy: "MessageProxy", node: int, creader: asyncio.StreamReader,
+                 cwriter: asyncio.StreamWriter, ureader: asyncio.StreamReader, uwriter: asyncio.StreamWriter):
+        self.proxy, self.node = proxy, node
+        self.id = next(self.ids)
+        self.creader, self.cwriter, self.ureader, self.uwriter = creader, cwriter, ureader, uwriter
+        self.pending: deque[Pending] = deque()
+        self.client_open = True
+        self.deaf = False  # after a dropped response: nothing more reaches the client
+
+    def to_client(self, data: bytes) -> None:
+        if self.client_open and not self.deaf:
+            try:
+                self.cwriter.write(data)
+            except (ConnectionError, OSError, RuntimeError):
+                self.client_open = False
+
+    def flush_forged(self) -> None:
+        while self.pending and self.pending[0].forged is not None:
+            self.to_client(frame_bytes(self.pending.popleft().forged or b""))
+
+    async def requests(self) -> None:
+        """Client -> broker, one request at a time, in order."""
+        while True:
+            frame = await read_frame(self.creader)
+            if frame is None:
+                self.client_open = False
+                return
+            try:
+                header = parse_request_header(frame)
+            except Exception:
+                header = RequestHeader(-1, -1, -1, None, len(frame))
+            rule = self.proxy.match(self.node, header)
+            if rule is None:
+                self.pending.append(Pending(header))
+                self.uwriter.write(frame_bytes(frame))
+                continue
+            await self.affect(rule, frame, header)
+
+    async def affect(self, rule: Rule, frame: bytes, header: RequestHeader) -> None:
+        kind = rule.spec["kind"]
+        event = self.proxy.event(rule, self, header, frame, {"delay": "delayed", "hold": "held",
+                                                                "drop-response": "sent, response dropped",
+                                                                "duplicate": "sent and duplicated",
+                                                                "error": f"answered {rule.spec['error']}"}[kind])
+        if kind == "error":
+            self.pending.append(Pending(header, rule, forged=error_response(header, rule.spec["error"])))
+            self.flush_forged()
+            return
+        if kind == "delay":
+            await asyncio.sleep(rule.spec["delay_ms"] / 1000)
+        elif kind == "hold":
+            timeout = rule.spec["release_after_ms"] / 1000 or None
+            try:
+                await asyncio.wait_for(rule.released.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+        if kind in ("delay", "hold"):
+            event["released_after_ms"] = round((time.time() - event["time"]) * 1000)
+            event["client_connected_at_release"] = self.client_open and not self.creader.at_eof()
+        rule.unanswered += 1
+        self.pending.append(Pending(header, rule, record=event, drop=kind == "drop-response"))
+        self.uwriter.write(frame_bytes(frame))
+        if kind == "duplicate":
+            asyncio.get_running_loop().create_task(self.duplicate(rule, frame, header, event))
+
+    async def duplicate(self, rule: Rule, frame: bytes, header: RequestHeader, event: dict[str, Any]) -> None:
+        await asyncio.sleep(rule.spec["duplicate_after_ms"] / 1000)
+        copy = self.proxy.event(rule, self, header, frame, "duplicate sent")
+        copy["original_time"] = event["time"]
+        rule.unanswered += 1
+        try:
+            reader, writer = await asyncio.open_connection(HOST, self.proxy.routes[self.node][1])
+            writer.write(frame_bytes(frame))
+            answer = await asyncio.wait_for(read_frame(reader), DRAIN_S)
+            writer.close()
+            copy["answer"] = parse_response(answer, header) if answer else {"error": "no answer"}
+        except (OSError, asyncio.TimeoutError) as exc:
+            copy["answer"] = {"error": f"not delivered: {exc!r}"}
+        rule.unanswered -= 1
+        self.proxy.log(copy)
+
+    async def responses(self) -> None:
+        """Broker -> client, matched to the requests in order."""
+        while True:
+            frame = await read_frame(self.ureader)
+            if frame is None:  # the broker closed (or died): so does the client's connection
+                self.cwriter.close()
+                return
+            head = self.pending.popleft() if self.pending else None
+            if head is not None and head.record is not None and head.rule is not None:
+                head.record["answer"] = parse_response(frame, head.header)
+                head.record["answered_after_ms"] = round((time.time() - head.record["time"]) * 1000)
+                head.rule.unanswered -= 1
+                self.proxy.log(head.record)
+            if head is not None and head.drop:
+                self.deaf = True
+            self.to_client(frame_bytes(frame))
+            self.flush_forged()
+            if not self.client_open and not self.pending:
+                return
+
+    async def run(self) -> None:
+        responder = asyncio.get_running_loop().create_task(self.responses())
+        try:
+            await self.requests()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            self.client_open = False
+            # the client is gone: what was sent still gets its answer (recorded), then close
+            if self.pending and not responder.done():
+                try:
+                    await asyncio.wait_for(asyncio.shield(responder), DRAIN_S)
+                except asyncio.TimeoutError:
+                    pass
+            responder.cancel()
+            for writer in (self.uwriter, self.cwriter):
+                try:
+                    writer.close()
+                except Exception:
+                    pass
+            self.proxy.connections.discard(self)
+
+
+class MessageProxy:
+    def __init__(self, routes: dict[int, tuple[int, int]], events_path: Path):
+        self.routes = routes  # broker -> (listen port, upstream port)
+        self.rules: dict[str, Rule] = {}
+        self.removed: dict[str, Rule] = {}
+        self.connections: set[Connection] = set()
+        self.events_file = open(events_path, "a", buffering=1)
+        self.forwarded = 0
+
+    def match(self, node: int, header: RequestHeader) -> Rule | None:
+        self.forwarded += 1
+        for rule in self.rules.values():
+            if rule.matches(node, header):
+                return rule
+        return None
+
+    def event(self, rule: Rule, conn: Connection, header: RequestHeader, frame: bytes, action: str) -> dict[str, Any]:
+        event = {"time": time.time(), "rule": rule.id, "kind": rule.spec["kind"], "action": action,
+                 "node": conn.node, "connection": conn.id, "client_id": header.client_id,
+                 "api": API_NAMES.get(header.api_key, str(header.api_key)), "api_key": header.api_key,
+                 "api_version": header.api_version, "correlation_id": header.correlation_id,
+                 **describe_request(frame, header)}
+        rule.events.append(event)
+        self.log(event)
+        return event
+
+    def log(self, event: dict[str, Any]) -> None:
+        self.events_file.write(json.dumps(event, default=str) + "\n")
+
+    async def client_connected(self, node: int, creader: asyncio.StreamReader, cwriter: asyncio.StreamWriter) -> None:
+        try:
+            ureader, uwriter = await asyncio.open_connection(HOST, self.routes[node][1])
+        except OSError:
+            cwriter.close()  # the broker is down: the client sees a refused connection's effect
+            return
+        conn = Connection(self, node, creader, cwriter, ureader, uwriter)
+        self.connections.add(conn)
+        await conn.run()
+
+    async def remove(self, rule_id: str) -> list[dict[str, Any]]:
+        rule = self.rules.pop(rule_id, None) or self.removed.get(rule_id)
+        if rule is None:
+            raise KeyError(rule_id)
+        self.removed[rule_id] = rule
+        rule.released.set()
+        deadline = time.monotonic() + ANSWER_WAIT_S
+        while rule.unanswered > 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        return rule.events
+
+    # -- control API (tiny HTTP/1.1, one request per connection) ----------------------------
+    async def control(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        status, body = 200, {}
+        try:
+            request_line = (await reader.readline()).decode().split()
+            length = 0
+            while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
+                name, _, value = line.decode().partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value.strip())
+            payload = json.loads(await reader.readexactly(length)) if length else None
+            status, body = await self.route(request_line[0], request_line[1], payload)
+        except Exception as exc:  # a bad control request must never take the proxy down
+            status, body = 500, {"error": repr(exc)}
+        data = json.dumps(body, default=str).encode()
+        writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+                     f"Connection: close\r\n\r\n".encode() + data)
+        await writer.drain()
+        writer.close()
+
+    async def route(self, method: str, path: str, payload: Any) -> tuple[int, Any]:
+        if method == "GET" and path == "/version":
+            return 200, {"version": 1, "pid": os.getpid()}
+        if method == "GET" and path == "/rules":
+            return 200, [r.spec for r in self.rules.values()]
+        if method == "GET" and path == "/stats":
+            return 200, {"connections": len(self.connections), "requests": self.forwarded,
+                         "held": sum(1 for r in self.rules.values() for e in r.events if e["action"] == "held")}
+        if method == "POST" and path == "/rules":
+            try:
+                spec = validate_rule(payload or {})
+            except ValueError as exc:
+                return 400, {"error": str(exc)}
+            if spec["id"] in self.rules:
+                return 409, {"error": f"rule {spec['id']} exists"}
+            self.rules[spec["id"]] = Rule(spec, frozenset(API_KEYS[a] for a in spec["apis"]))
+            return 200, spec
+        if method == "DELETE" and path.startswith("/rules/"):
+            try:
+                return 200, {"events": await self.remove(path.removeprefix("/rules/"))}
+            except KeyError:
+                return 404, {"error": f"no rule {path.removeprefix('/rules/')}"}
+        if method == "POST" and path == "/reset":
+            events = []
+            for rule_id in list(self.rules):
+                events += await self.remove(rule_id)
+            return 200, {"events": events}
+        return 404, {"error": f"no route {method} {path}"}
+
+
+async def serve(routes: dict[int, tuple[int, int]], control_port: int, events_path: Path) -> None:
+    proxy = MessageProxy(routes, events_path)
+    servers = [await asyncio.start_server(proxy.control, HOST, control_port)]
+    for node, (listen, _upstream) in routes.items():
+        servers.append(await asyncio.start_server(
+            lambda r, w, node=node: proxy.client_connected(node, r, w), HOST, listen))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"message proxy ready: control {control_port}, routes {routes}", flush=True)
+    await stop.wait()
+    for server in servers:
+        server.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kchaos.clusters.message_proxy")
+    parser.add_argument("--route", action="append", default=[], help="BROKER=LISTEN:UPSTREAM (ports on 127.0.0.1)")
+    parser.add_argument("--control", type=int, required=True, help="port of the HTTP control API")
+    parser.add_argument("--events", type=Path, required=True, help="JSON-lines file of affected requests")
+    args = parser.parse_args(argv)
+    routes = {}
+    for route in args.route:
+        node, _, ports = route.partition("=")
+        listen, _, upstream = ports.partition(":")
+        routes[int(node)] = (int(listen), int(upstream))
+    asyncio.run(serve(routes, args.control, args.events))
+    return 0
+
+
+class MessageProxyClient:
+    """Typed access to a running message proxy's control API."""
+
+    def __init__(self, port: int, timeout_s: float = 30.0):
+        self.base_url = f"http://{HOST}:{port}"
+        self.timeout_s = timeout_s
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base_url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                return json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")
+            try:
+                detail = json.loads(detail).get("error", detail)
+            except ValueError:
+                pass
+            raise ClusterError(f"message proxy refused {method} {path}: {detail}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise ClusterError(f"the message proxy at {self.base_url} did not answer {method} {path}: {exc}",
+                               "check that the cluster's message proxy process is running") from None
+
+    def version(self) -> dict[str, Any]:
+        return self._call("GET", "/version")
+
+    def add_rule(self, rule: dict[str, Any]) -> dict[str, Any]:
+        return self._call("POST", "/rules", rule)
+
+    def remove_rule(self, rule_id: str) -> list[dict[str, Any]]:
+        """Remove a rule, releasing what it holds; returns every request it affected."""
+        return self._call("DELETE", f"/rules/{rule_id}")["events"]
+
+    def rules(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/rules")
+
+    def stats(self) -> dict[str, Any]:
+        return self._call("GET", "/stats")
+
+    def reset(self) -> list[dict[str, Any]]:
+        return self._call("POST", "/reset")["events"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""The message proxy's protocol slice and rule checks, on hand-encoded frames (no broker)."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kchaos.clusters.kafka_protocol import (API_KEYS, ERROR_CODES, FORGEABLE_APIS, describe_request, error_response,
+                                            is_flexible, parse_request_header, parse_response)
+from kchaos.clusters.message_proxy import validate_rule
+from kchaos.wire import Reader, Writer
+
+
+def request(api: str, version: int, correlation_id: int, client_id: str | None, body: bytes) -> bytes:
+    key = API_KEYS[api]
+    w = Writer().int16(key).int16(version).int32(correlation_id).string(client_id)
+    if is_flexible(key, version):
+        w.no_tagged_fields()
+    return w.raw(body).bytes()
+
+
+def string(w: Writer, flexible: bool, value: str | None) -> Writer:
+    return w.compact_string(value) if flexible else w.string(value)
+
+
+def end_txn_body(version: int, txid: str, pid: int, epoch: int, committed: bool) -> bytes:
+    flexible = version >= 3
+    w = string(Writer(), flexible, txid).int64(pid).int16(epoch).int8(int(committed))
+    if flexible:
+        w.no_tagged_fields()
+    return w.bytes()
+
+
+@given(version=st.integers(0, 5), txid=st.text(min_size=1, max_size=40), pid=st.integers(0, 2**62),
+       epoch=st.integers(0, 32767), committed=st.booleans(), corr=st.integers(0, 2**31 - 1),
+       client=st.one_of(st.none(), st.text(max_size=30)))
+def test_end_txn_requests_of_every_version_read_back(version, txid, pid, epoch, committed, corr, client):
+    frame = request("EndTxn", version, corr, client, end_txn_body(version, txid, pid, epoch, committed))
+    header = parse_request_header(frame)
+    assert (header.api, header.api_version, header.correlation_id, header.client_id) == ("EndTxn", version, corr, client)
+    assert describe_request(frame, header) == {"transactional_id": txid, "producer_id": pid, "producer_epoch": epoch,
+                                               "committed": committed}
+
+
+def record_batch(pid: int, epoch: int, base_sequence: int, count: int, transactional: bool) -> bytes:
+    w = Writer().int64(0).int32(49 + 10).int32(0).int8(2).int32(0).int16(0x10 if transactional else 0)
+    w.int32(count - 1).int64(1).int64(2).int64(pid).int16(epoch).int32(base_sequence).int32(count)
+    return w.raw(b"\x00" * 10).bytes()
+
+
+@pytest.mark.parametrize("version", [7, 9, 11, 13])
+def test_produce_request_names_the_batches_producer_and_sequence(version):
+    flexible = version >= 9
+    batch = record_batch(pid=42, epoch=3, base_sequence=17, count=4, transactional=True)
+    w = string(Writer(), flexible, "tx-1").int16(-1).int32(30000)
+    w.uvarint(2) if flexible else w.int32(1)  # one topic
+    if version >= 13:
+        w.raw(bytes(range(16)))
+    else:
+        string(w, flexible, "out")
+    w.uvarint(2) if flexible else w.int32(1)  # one partition
+    w.int32(5)
+    w.uvarint(len(batch) + 1) if flexible else w.int32(len(batch))
+    w.raw(batch)
+    if flexible:
+        w.no_tagged_fields().no_tagged_fields().no_tagged_fields()
+    frame = request("Produce", version, 9, "kchaos-w0-producer", w.bytes())
+    described = describe_request(frame, parse_request_header(frame))
+    assert described["transactional_id"] == "tx-1"
+    assert (described["producer_id"], described["producer_epoch"]) == (42, 3)
+    [b] = described["batches"]
+    assert (b["partition"], b["base_sequence"], b["records"], b["transactional"]) == (5, 17, 4, True)
+    assert b["topic"] == ("AAECAwQFBgcICQoLDA0ODw" if version >= 13 else "out")
+
+
+def test_a_truncated_body_is_reported_not_raised():
+    frame = request("EndTxn", 1, 1, "c", b"\x00\x04tx")
+    assert "parse_error" in describe_request(frame, parse_request_header(frame))
+
+
+#: every version of the forgeable APIs (their schemas' validVersions)
+FORGEABLE_VERSIONS = {"EndTxn": range(0, 6), "AddOffsetsToTxn": range(0, 5), "InitProducerId": range(0, 7)}
+
+
+@pytest.mark.parametrize("api, version", [(api, v) for api in FORGEABLE_APIS for v in FORGEABLE_VERSIONS[api]])
+def test_forged_error_responses_read_back_as_the_broker_would_write_them(api, version):
+    frame = request(api, version, 1234, "c", b"")
+    header = parse_request_header(frame)
+    response = error_response(header, "CONCURRENT_TRANSACTIONS")
+    assert Reader(response).int32() == 1234
+    assert parse_response(response, header) == {"error": "CONCURRENT_TRANSACTIONS"}
+    # size: correlation id, (tags), throttle, error, [producer id and epoch], (tags)
+    flexible = is_flexible(API_KEYS[api], version)
+    expected = 4 + 4 + 2 + (2 if flexible else 0)
+    expected += {"InitProducerId": 10 + (10 if version >= 6 else 0), "EndTxn": 10 if version >= 5 else 0}.get(api, 0)
+    assert len(response) == expected
+
+
+def test_responses_cannot_be_forged_for_per_partition_apis():
+    header = parse_request_header(request("Produce", 9, 1, "c", b""))
+    with pytest.raises(ValueError, match="cannot forge a Produce response"):
+        error_response(header, "NOT_LEADER_OR_FOLLOWER")
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"kind": "stall", "apis": ["EndTxn"]}, "kind must be one of"),
+    ({"kind": "hold", "apis": []}, "apis must name"),
+    ({"kind": "hold", "apis": ["EndTransaction"]}, "unknown: \\['EndTransaction'\\]"),
+    ({"kind": "error", "apis": ["EndTxn"], "error": "NOPE"}, "error must be one of"),
+    ({"kind": "error", "apis": ["Produce"], "error": "NOT_COORDINATOR"}, "forged for EndTxn"),
+    ({"kind": "delay", "apis": ["Fetch"], "delay_ms": -1}, ">= 0"),
+])
+def test_the_proxy_refuses_bad_rules_with_the_reason(body, message):
+    with pytest.raises(ValueError, match=message):
+        validate_rule(body)
+
+
+def test_a_valid_rule_gets_its_defaults():
+    rule = validate_rule({"kind": "hold", "apis": ["EndTxn", "Produce"], "nodes": [2], "id": "r"})
+    assert rule == {"id": "r", "kind": "hold", "apis": ["EndTxn", "Produce"], "nodes": [2], "client_prefix": "",
+                    "count": 1, "delay_ms": 0, "release_after_ms": 0, "duplicate_after_ms": 0, "error": None}
+    assert set(ERROR_CODES) >= {"NOT_COORDINATOR", "CONCURRENT_TRANSACTIONS", "PRODUCER_FENCED"}

@@ -1,0 +1,62 @@
+"""verifier/late_requests.py on hand-made proxy events and transaction logs."""
+
+import json
+
+from kchaos.verifier.decoders import TransactionLogEntry
+from kchaos.verifier.late_requests import late_request_facts, late_requests, read_message_events
+
+
+def held_end_txn(committed: bool, answer: str, epoch: int = 2, **extra) -> dict:
+    return {"time": 100.0, "rule": "kchaos-fault-1", "connection": 7, "correlation_id": 40, "action": "held",
+            "api": "EndTxn", "api_version": 1, "transactional_id": "t", "producer_id": 1, "producer_epoch": epoch,
+            "committed": committed, "released_after_ms": 6000, "client_connected_at_release": False,
+            "answer": {"error": answer}, **extra}
+
+
+def log(*records: tuple[int, str, int, int]) -> list[dict]:
+    """(offset, status, epoch, last update ms) of transactional id t."""
+    return [{"partition": 0, "offset": o, "entry": TransactionLogEntry("t", 1, epoch, status=status, last_update_ms=ms)}
+            for o, status, epoch, ms in records]
+
+
+def test_a_late_abort_followed_by_prepare_abort_ended_the_open_transaction():
+    rows = late_requests([held_end_txn(False, "NONE")],
+                         log((1, "Ongoing", 2, 105_900), (2, "PrepareAbort", 2, 106_003), (3, "CompleteAbort", 2, 106_006)))
+    [row] = rows
+    assert row["ended_a_transaction"] is True and row["answer"] == "NONE" and row["arrived_ms"] == 106_000
+    assert [(f["after_ms"], f["status"]) for f in row["transaction_log"]] == [(3, "PrepareAbort"), (6, "CompleteAbort")]
+
+
+def test_a_late_retry_of_a_finished_transaction_writes_nothing_and_ended_nothing():
+    [row] = late_requests([held_end_txn(True, "NONE")], log((1, "CompleteCommit", 2, 105_000)))
+    assert row["ended_a_transaction"] is False and row["transaction_log"] == []
+
+
+def test_under_tv2_the_late_request_is_fenced():
+    [row] = late_requests([held_end_txn(True, "PRODUCER_FENCED", epoch=5)],
+                          log((1, "Ongoing", 6, 105_990), (2, "PrepareCommit", 6, 106_040)))
+    assert row["ended_a_transaction"] is False and row["answer"] == "PRODUCER_FENCED"
+
+
+def test_the_wrong_direction_or_epoch_or_a_later_prepare_is_not_blamed_on_the_request():
+    assert not late_requests([held_end_txn(True, "NONE")], log((2, "PrepareAbort", 2, 106_003)))[0]["ended_a_transaction"]
+    assert not late_requests([held_end_txn(False, "NONE")], log((2, "PrepareAbort", 3, 106_003)))[0]["ended_a_transaction"]
+    assert not late_requests([held_end_txn(False, "NONE")], log((2, "PrepareAbort", 2, 106_200)))[0]["ended_a_transaction"]
+
+
+def test_requests_delivered_on_time_or_unanswered_are_not_late_requests():
+    on_time = {**held_end_txn(True, "NONE"), "action": "sent, response dropped"}
+    unanswered = {**held_end_txn(True, "NONE"), "answer": None}
+    assert late_requests([on_time, unanswered], log()) == []
+
+
+def test_facts_read_the_event_log_keeping_the_answered_record(tmp_path):
+    events = tmp_path / "cluster" / "messages" / "events.jsonl"
+    events.parent.mkdir(parents=True)
+    first = {**held_end_txn(False, "NONE"), "answer": None}
+    events.write_text(json.dumps(first) + "\n" + json.dumps(held_end_txn(False, "NONE")) + "\n" + '{"cut by a ki')
+    assert len(read_message_events(tmp_path)) == 1
+    facts = late_request_facts(tmp_path, log((2, "PrepareAbort", 2, 106_001)))
+    assert {k: facts[k] for k in ("affected", "late_or_duplicated", "accepted", "ended_a_transaction")} == \
+        {"affected": 1, "late_or_duplicated": 1, "accepted": 1, "ended_a_transaction": 1}
+    assert late_request_facts(tmp_path / "none", None) is None

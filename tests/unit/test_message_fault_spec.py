@@ -1,0 +1,57 @@
+"""Message faults in a campaign: parameters checked on load, the proxy turned on by them, the
+capability refused when the campaign turns it off, and the hunt campaign as shipped."""
+
+from pathlib import Path
+
+import pytest
+
+from kchaos.errors import CapabilityError, ConfigError
+from kchaos.faults.schedule import generate_schedule
+from kchaos.harness.campaign import load_campaign
+
+HOLD = ["faults.enabled=true", "faults.mix.0.kind=message-hold", "faults.mix.0.target=txn-coordinator"]
+
+
+def test_a_message_fault_turns_the_message_proxy_on():
+    assert load_campaign(None).cluster.proxy_messages is False
+    campaign = load_campaign(None, HOLD)
+    assert campaign.cluster.proxy_messages is True
+    entry = campaign.faults.entries()[0]
+    assert entry.kind == "message-hold" and entry.params == {}
+
+
+def test_a_campaign_that_turns_the_proxy_off_gets_a_capability_error():
+    with pytest.raises(CapabilityError, match="'messages' capability"):
+        load_campaign(None, HOLD + ["cluster.proxy_messages=false"])
+
+
+@pytest.mark.parametrize("params, message", [
+    ('{ apis = ["EndTransaction"] }', "apis must be a list of API names"),
+    ('{ apis = "EndTxn" }', "apis must be a list"),
+    ('{ worker = "w1" }', "worker is a worker slot number"),
+    ('{ count = -1 }', "count must be a number >= 0"),
+    ('{ delay_ms = 5 }', "has no parameter delay_ms"),
+])
+def test_bad_message_fault_parameters_are_load_errors(tmp_path, params, message):
+    path = tmp_path / "c.toml"
+    path.write_text(f'[faults]\n[[faults.mix]]\nkind = "message-hold"\ntarget = "txn-coordinator"\nparams = {params}\n')
+    with pytest.raises(ConfigError, match=message):
+        load_campaign(path)
+
+
+def test_an_error_response_is_offered_only_where_it_can_be_forged(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[faults]\n[[faults.mix]]\nkind = "message-error"\ntarget = "leader-output"\n'
+                    'params = { apis = ["Produce"], error = "NOT_LEADER_OR_FOLLOWER" }\n')
+    with pytest.raises(ConfigError, match="forge an error response for EndTxn, AddOffsetsToTxn, InitProducerId only"):
+        load_campaign(path)
+
+
+def test_the_hunt_campaign_schedules_its_message_faults_with_their_parameters():
+    campaign = load_campaign(Path("hunt-kip890"))
+    schedule = generate_schedule(campaign.faults, campaign.run.duration_s, 11)
+    kinds = {f.kind for f in schedule}
+    assert {"message-hold", "message-duplicate", "pause"} <= kinds
+    held = next(f for f in schedule if f.kind == "message-hold" and f.target == "all")
+    assert held.params == {"apis": ["EndTxn"], "count": 1.0, "release_after_ms": 6000.0}
+    assert campaign.workload.producer["request.timeout.ms"] == 3000

@@ -1,0 +1,92 @@
+"""What each late request did: the requests a message fault delivered late (held, delayed) or
+twice (duplicated), the broker's answer, and what the transaction coordinator wrote for that
+transactional id right after the request arrived.
+
+A late EndTxn answered ``NONE`` and followed within ``ENDED_WITHIN_MS`` by a ``PrepareCommit``
+or ``PrepareAbort`` of the same producer id and epoch *ended a transaction*: the coordinator
+applied it to whatever transaction was open then. (A late EndTxn repeating a transaction that
+had already ended writes nothing: the coordinator answers a retry from its completed state.)
+This is KAFKA-17754's mechanism (docs/findings.md); the anomalies it causes are named by the
+checks, this module says which request caused them.
+
+Both engines report the same facts from this one function (it reads the proxy's event log and
+the decoded ``__transaction_state``, both small).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+#: how soon after a late EndTxn arrived a Prepare* record counts as its doing
+ENDED_WITHIN_MS = 50
+#: transaction-log records shown after a late request
+WINDOW_MS = 500
+LATE_ACTIONS = ("held", "delayed", "duplicate sent")
+
+
+def read_message_events(run: Path) -> list[dict[str, Any]]:
+    """The proxy's events, one per request and action (the last record of each: a held request
+    is logged when held and again when answered)."""
+    path = Path(run) / "cluster" / "messages" / "events.jsonl"
+    if not path.exists():
+        return []
+    latest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for line in path.read_text().splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # a line cut by a kill
+        latest[(event.get("rule"), event.get("connection"), event.get("correlation_id"), event.get("action"))] = event
+    return sorted(latest.values(), key=lambda e: e["time"])
+
+
+def arrival_ms(event: dict[str, Any]) -> float:
+    """When the broker got the request: a held or delayed one on release, a copy when sent."""
+    return event["time"] * 1000 + (event.get("released_after_ms") or 0)
+
+
+def late_requests(events: list[dict[str, Any]], txn_log: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """One row per late or duplicated request that reached the broker, with the coordinator's
+    records for its transactional id in the ``WINDOW_MS`` after it arrived."""
+    by_txid: dict[str, list[Any]] = {}
+    for r in txn_log or []:
+        entry = r["entry"]
+        if entry.producer_id is not None:
+            by_txid.setdefault(entry.transactional_id, []).append((r["offset"], entry))
+    rows = []
+    for e in events:
+        if e.get("action") not in LATE_ACTIONS or not e.get("answer"):
+            continue
+        arrived = arrival_ms(e)
+        follow = [{"offset": offset, "status": x.status, "producer_epoch": x.producer_epoch,
+                   "partitions": x.partitions, "after_ms": round(x.last_update_ms - arrived)}
+                  for offset, x in by_txid.get(e.get("transactional_id") or "", [])
+                  if -5 <= x.last_update_ms - arrived <= WINDOW_MS]
+        row = {k: e.get(k) for k in ("rule", "action", "api", "api_version", "node", "client_id", "correlation_id",
+                                     "transactional_id", "producer_id", "producer_epoch", "committed",
+                                     "client_connected_at_release")}
+        row.update(arrived_ms=round(arrived), answer=e["answer"].get("error"), transaction_log=follow,
+                   ended_a_transaction=ended_a_transaction(e, follow))
+        rows.append(row)
+    return rows
+
+
+def ended_a_transaction(event: dict[str, Any], follow: list[dict[str, Any]]) -> bool:
+    if event.get("api") != "EndTxn" or event["answer"].get("error") != "NONE":
+        return False
+    wanted = "PrepareCommit" if event.get("committed") else "PrepareAbort"
+    return any(f["status"] == wanted and f["producer_epoch"] == event.get("producer_epoch")
+               and f["after_ms"] <= ENDED_WITHIN_MS for f in follow)
+
+
+def late_request_facts(run: Path, txn_log: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """The ``late_requests`` fact of results.json: counts and the rows. None without message faults."""
+    events = read_message_events(run)
+    if not events:
+        return None
+    rows = late_requests(events, txn_log)
+    return {"affected": len({(e.get("rule"), e.get("connection"), e.get("correlation_id")) for e in events}),
+            "late_or_duplicated": len(rows), "accepted": sum(1 for r in rows if r["answer"] == "NONE"),
+            "ended_a_transaction": sum(1 for r in rows if r["ended_a_transaction"]), "requests": rows}
