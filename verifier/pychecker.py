@@ -439,7 +439,7 @@ def facts(data: RunData) -> dict[str, Any]:
         "transaction_log_records": len(data.txn_log) if data.txn_log is not None else None,
         "client_transaction_versions": dict(Counter(str(r["entry"].client_transaction_version)
                                                     for r in data.txn_log or [] if r["entry"].producer_id is not None)),
-        "late_requests": late_request_facts(data.run, data.txn_log),
+        "late_requests": late_request_facts(data.run, data.txn_log, data.ops),
         "commits_by_client_tv_per_txid": commits_by_client_tv(
             ((r["entry"].transactional_id, r["entry"].status, r["entry"].client_transaction_version, 1)
              for r in data.txn_log or [] if r["entry"].producer_id is not None), data.txid_prefix),

@@ -572,7 +572,7 @@ def facts(d: SparkRun) -> dict[str, Any]:
         "liveness": d.final.get("liveness"),
         "topic_source": d.source,
         # small data (the proxy's events, the decoded transaction log), one definition for both engines
-        "late_requests": late_request_facts(d.run, RunData.decoded_txn_log(d.run)),
+        "late_requests": late_request_facts(d.run, RunData.decoded_txn_log(d.run), d.history.ops),
     }
 
 

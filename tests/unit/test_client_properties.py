@@ -44,6 +44,8 @@ def test_owned_properties_are_refused_with_the_reason(table, name):
     ("workload.consumer.max.poll.interval.ms=5000", "must be >= `session.timeout.ms`"),
     # Jepsen's Java value: librdkafka's floor for this property is 1000
     ("workload.producer.socket.connection.setup.timeout.ms=500", "outside allowed range 1000"),
+    # only a transactional producer refuses this (the workers' is; the default transaction timeout is 10 s)
+    ("workload.producer.delivery.timeout.ms=20000", "must be set <= `transaction.timeout.ms`"),
 ])
 def test_librdkafka_refuses_unknown_names_and_bad_values_on_load(assignment, words):
     with pytest.raises(ConfigError) as err:

@@ -60,3 +60,20 @@ def test_facts_read_the_event_log_keeping_the_answered_record(tmp_path):
     assert {k: facts[k] for k in ("affected", "late_or_duplicated", "accepted", "ended_a_transaction")} == \
         {"affected": 1, "late_or_duplicated": 1, "accepted": 1, "ended_a_transaction": 1}
     assert late_request_facts(tmp_path / "none", None) is None
+
+
+def client_op(f: str, seconds: float, seq: int) -> dict:
+    return {"f": f, "process": "w0.1", "txid": "t", "invoke_time": seconds, "outcome": "ok", "value": {"txn_seq": seq}}
+
+
+def test_the_clients_next_end_of_the_transaction_says_whether_the_late_request_went_against_it():
+    ended = log((2, "PrepareAbort", 2, 106_003))
+    ops = [client_op("commit", 99.0, 1), client_op("commit", 106.060, 7), client_op("abort", 107.0, 8)]
+    [row] = late_requests([held_end_txn(False, "NONE")], ended, ops)
+    assert row["client_then"] == {"f": "commit", "process": "w0.1", "txn_seq": 7, "outcome": "ok", "after_ms": 60}
+    assert row["against_the_client"] is True  # late abort, then the client's commit: a lost write
+    [row] = late_requests([held_end_txn(False, "NONE")], ended, [client_op("abort", 106.040, 7)])
+    assert row["against_the_client"] is False and row["client_then"]["f"] == "abort"
+    [row] = late_requests([held_end_txn(True, "NONE")], log((2, "PrepareCommit", 2, 106_003)),
+                          [client_op("abort", 106.050, 7)])
+    assert row["against_the_client"] is True  # late commit, then the client's abort: an aborted read
