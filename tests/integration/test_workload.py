@@ -265,23 +265,25 @@ def test_external_backend_drives_an_existing_cluster(cluster3, tmp_path):
 def test_campaign_client_properties_reach_the_workers_clients(cluster3, tmp_path):
     """[workload.producer] and [workload.consumer] read back from the brokers: the producer's
     compression.type is in the output topic's log (DumpLogSegments on the segment files), the
-    consumer's client.id is what the group coordinator lists for the group's members."""
+    consumer's partition.assignment.strategy is the assignor the group coordinator reports; and
+    the members carry the client ids kchaos gives each worker (message faults aim by them)."""
     from confluent_kafka.admin import AdminClient
 
     from kchaos.clusters.kafka_tools import run_tool
     from kchaos.waiting import wait_until
 
     spec = _spec(records=400, abort_fraction=0.0, producer={"compression.type": "gzip"},
-                 consumer={"client.id": "kchaos-property-probe"})
+                 consumer={"partition.assignment.strategy": "roundrobin"})
     h = Harness(cluster3, tmp_path, spec)
     admin = AdminClient(cluster3.client_config())
 
-    def member_client_ids():
+    def group_when_stable():
         group = admin.describe_consumer_groups([spec.group_id])[spec.group_id].result(10)
-        return {m.client_id for m in group.members}
+        return group if len(group.members) == spec.workers and group.partition_assignor else None
 
-    assert wait_until(member_client_ids, 60, 0.5, "no member in the group", retry_on=(Exception,)) == \
-        {"kchaos-property-probe"}
+    group = wait_until(group_when_stable, 60, 0.5, "the group never had every worker", retry_on=(Exception,))
+    assert group.partition_assignor == "roundrobin"  # librdkafka's default list picks "range"
+    assert {m.client_id for m in group.members} == {f"kchaos-w{i}-consumer" for i in range(spec.workers)}
     results = h.finish()
     assert results["verdict"] == "valid", json.dumps(results["checks"], indent=1)
     segments = [str(p) for node in cluster3.nodes for p in node.data_dir.glob(f"{spec.output_topics[0]}-*/*.log")]
