@@ -83,8 +83,10 @@ def late_requests(events: list[dict[str, Any]], txn_log: list[dict[str, Any]] | 
         row.update(arrived_ms=round(arrived), answer=e["answer"].get("error"), transaction_log=follow,
                    ended_a_transaction=ended_a_transaction(e, follow), client_then=None, against_the_client=False)
         if row["ended_a_transaction"]:
+            # the client's decision still pending when the request arrived: the first end of a
+            # transaction (commit or abort) that completed after it (one in flight counts)
             nxt = next((op for op in ends.get(row["transactional_id"] or "", [])
-                        if op["invoke_time"] * 1000 >= arrived - CLOCK_SLACK_MS), None)
+                        if (op.get("complete_time") or op["invoke_time"]) * 1000 >= arrived - CLOCK_SLACK_MS), None)
             if nxt is not None:
                 row["client_then"] = {"f": nxt["f"], "process": nxt["process"], "txn_seq": nxt["value"].get("txn_seq"),
                                       "outcome": nxt["outcome"], "after_ms": round(nxt["invoke_time"] * 1000 - arrived)}

@@ -77,3 +77,12 @@ def test_the_clients_next_end_of_the_transaction_says_whether_the_late_request_w
     [row] = late_requests([held_end_txn(True, "NONE")], log((2, "PrepareCommit", 2, 106_003)),
                           [client_op("abort", 106.050, 7)])
     assert row["against_the_client"] is True  # late commit, then the client's abort: an aborted read
+
+
+def test_a_client_decision_in_flight_when_the_request_arrived_is_the_one_that_counts():
+    """The client's own commit was sent before the late commit arrived and completed after it:
+    both commit the same transaction, nothing goes against the client."""
+    in_flight = {**client_op("commit", 105.900, 6), "complete_time": 106.012}
+    [row] = late_requests([held_end_txn(True, "NONE")], log((2, "PrepareCommit", 2, 106_001)),
+                          [in_flight, client_op("abort", 106.088, 7)])
+    assert row["client_then"]["txn_seq"] == 6 and row["against_the_client"] is False
