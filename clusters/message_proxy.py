@@ -50,8 +50,6 @@ import os
 import signal
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +58,7 @@ from typing import Any
 from kchaos.clusters.kafka_protocol import (API_KEYS, API_NAMES, ERROR_CODES, FORGEABLE_APIS, RequestHeader,
                                             describe_request, error_response, parse_request_header, parse_response)
 from kchaos.errors import ClusterError
+from kchaos.http import HttpStatusError, json_call
 
 HOST = "127.0.0.1"
 RULE_KINDS = ("delay", "hold", "drop-response", "duplicate", "error")
@@ -414,20 +413,15 @@ class MessageProxyClient:
         self.timeout_s = timeout_s
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base_url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                return json.loads(resp.read() or b"null")
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")
+            return json_call(self.base_url + path, method, body, self.timeout_s)
+        except HttpStatusError as exc:
             try:
-                detail = json.loads(detail).get("error", detail)
+                detail = json.loads(exc.body).get("error", exc.body)
             except ValueError:
-                pass
+                detail = exc.body
             raise ClusterError(f"message proxy refused {method} {path}: {detail}") from None
-        except (urllib.error.URLError, OSError) as exc:
+        except OSError as exc:
             raise ClusterError(f"the message proxy at {self.base_url} did not answer {method} {path}: {exc}",
                                "check that the cluster's message proxy process is running") from None
 

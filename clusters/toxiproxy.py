@@ -7,7 +7,6 @@ stable, so a typed client over ``urllib`` keeps a dependency out and gives clear
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kchaos.errors import ClusterError, SetupError
+from kchaos.http import HttpStatusError, json_call
 from kchaos.paths import cache_dir
 
 TOXIPROXY_VERSION = "2.12.0"
@@ -104,18 +104,13 @@ class ToxiproxyClient:
         self.timeout_s = timeout_s
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base_url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as exc:
-            raise ClusterError(f"Toxiproxy {method} {path} failed: HTTP {exc.code} {exc.read().decode(errors='replace')}")
-        except (urllib.error.URLError, OSError) as exc:
+            return json_call(self.base_url + path, method, body, self.timeout_s)
+        except HttpStatusError as exc:
+            raise ClusterError(f"Toxiproxy {method} {path} failed: {exc}") from None
+        except OSError as exc:  # urllib's URLError is an OSError
             raise ClusterError(f"Toxiproxy at {self.base_url} did not answer {method} {path}: {exc}",
-                               "check that the cluster's toxiproxy process is running")
-        return json.loads(raw) if raw else None
+                               "check that the cluster's toxiproxy process is running") from None
 
     def version(self) -> str:
         req = urllib.request.Request(self.base_url + "/version")
