@@ -33,10 +33,14 @@ WINDOW_MS = 500
 LATE_ACTIONS = ("held", "delayed", "duplicate sent")
 
 
+def events_path(run: Path) -> Path:
+    return Path(run) / "cluster" / "messages" / "events.jsonl"
+
+
 def read_message_events(run: Path) -> list[dict[str, Any]]:
     """The proxy's events, one per request and action (the last record of each: a held request
     is logged when held and again when answered)."""
-    path = Path(run) / "cluster" / "messages" / "events.jsonl"
+    path = events_path(run)
     if not path.exists():
         return []
     latest: dict[tuple[Any, ...], dict[str, Any]] = {}

@@ -537,7 +537,7 @@ CHECKS = (("duplicate", "check_duplicates"), ("lost-input", "check_lost_input"),
 def facts(d: SparkRun) -> dict[str, Any]:
     from collections import Counter
 
-    from kchaos.verifier.late_requests import late_request_facts
+    from kchaos.verifier.late_requests import events_path, late_request_facts
     from kchaos.verifier.pychecker import RunData
 
     F = d.F
@@ -572,7 +572,10 @@ def facts(d: SparkRun) -> dict[str, Any]:
         "liveness": d.final.get("liveness"),
         "topic_source": d.source,
         # small data (the proxy's events, the decoded transaction log), one definition for both engines
-        "late_requests": late_request_facts(d.run, RunData.decoded_txn_log(d.run), d.history.ops),
+        # decoded in the driver only when a message fault affected something (a run without one
+        # would decode the transaction log a second time for nothing)
+        "late_requests": (late_request_facts(d.run, RunData.decoded_txn_log(d.run), d.history.ops)
+                          if events_path(d.run).exists() else None),
     }
 
 
