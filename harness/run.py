@@ -8,7 +8,6 @@ and the cluster are stopped (``finally``), and the history recorded so far is me
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 import threading
@@ -18,7 +17,6 @@ from typing import Any
 
 from kchaos.clusters import create_cluster
 from kchaos.signals import GracefulStop
-from kchaos.waiting import gone_within
 from kchaos.harness.campaign import Campaign
 from kchaos.rundir import RunDir
 from kchaos.harness.steps import Stepper
@@ -110,6 +108,10 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
                             "faults" if schedule else "steady", nemesis, stepper, stop)
         if stop.requested:
             history.event("interrupted", stop.requested, outcome="info")
+            if nemesis is not None:
+                # no new fault once the user asked to stop: halting the seeder can take seconds (a
+                # commit in flight during a fault), and the nemesis would go on injecting meanwhile
+                nemesis.stop()
             workload.halt_seeding()
         if stepper is not None:
             stepper.stop()
@@ -254,48 +256,6 @@ def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, pha
         progress.close()
 
 
-def run_spark_verifier(run: RunDir, master: str | None, bootstrap: str | None, timeout_s: float) -> dict[str, Any]:
-    """The Spark job in a process of its own (its JVM too), recorded by a pid file so that a
-    crashed harness's reaper stops it; its results, or an ``unknown`` naming why there are none."""
-    from kchaos.clusters.processes import ManagedProcess
-
-    out = run.path / "results.spark.json"
-    out.unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "kchaos.verifier.spark_job", str(run.path), "--out", str(out)]
-    if master:
-        argv += ["--master", master]
-    if bootstrap:
-        argv += ["--bootstrap", bootstrap]
-    log = run.path / "logs" / "spark-verifier.log"
-    job = ManagedProcess("spark-verifier", argv, log, run.path / "verifier", marker=str(run.path))
-    say(f"verifying with Spark ({master or 'local[2]'}{', reading the topics from Kafka' if bootstrap else ''})")
-    job.start()
-    try:
-        gone_within(job.is_running, timeout_s, 0.5)
-    finally:
-        timed_out = job.is_running()
-        if timed_out:
-            job.kill()
-        job.forget_if_exited()
-    if out.exists():
-        return json.loads(out.read_text())
-    tail = log.read_text(errors="replace").strip().splitlines()[-5:] if log.exists() else []
-    reason = f"timed out after {timeout_s:.0f}s" if timed_out else f"exited with code {job.returncode()}"
-    return {"verdict": "unknown", "checker": "spark", "anomaly_types": [], "anomalies": {}, "checks": {},
-            "not_checked": {}, "facts": {}, "errors": [f"the Spark verifier {reason} without results ({log}): "
-                                                       + " | ".join(tail)]}
-
-
-def _cross_check(primary: dict[str, Any], reference: dict[str, Any]) -> list[str]:
-    """Where the two checkers disagree: anomaly types or a check's verdict or case count."""
-    problems = []
-    for name in sorted(set(primary["checks"]) | set(reference["checks"])):
-        a, b = primary["checks"].get(name), reference["checks"].get(name)
-        if a is None or b is None or a["verdict"] != b["verdict"] or a.get("note") != b.get("note"):
-            problems.append(f"{name}: spark {a and (a['verdict'], a.get('note'))} vs python {b and (b['verdict'], b.get('note'))}")
-    return problems
-
-
 def verify(run: RunDir, bootstrap: str | None = None, verifier_overrides: dict[str, Any] | None = None) -> int:
     """Check a stored run; write ``results.json`` and ``metrics.json``; return the exit code.
 
@@ -308,9 +268,8 @@ def verify(run: RunDir, bootstrap: str | None = None, verifier_overrides: dict[s
 
     from kchaos.clusters.spec import describe_validation_error
     from kchaos.errors import ConfigError
-    from kchaos.verifier.pychecker import check_run, check_unfinished_run
-    from kchaos.verifier.results import merge_verdicts
     from kchaos.verifier.spec import VerifierSpec
+    from kchaos.verifier.verify import verify_run, write_results
     from kchaos.workloads.history import pair_operations, read_lines
     from kchaos.workloads.metrics import compute_metrics
 
@@ -325,39 +284,7 @@ def verify(run: RunDir, bootstrap: str | None = None, verifier_overrides: dict[s
     if (run.path / "history.jsonl").exists():
         ops = pair_operations(list(read_lines(run.path / "history.jsonl")))  # read once, for both
         run.write_json("metrics.json", compute_metrics(ops))
-    if not (run.path / "final.json").exists():
-        # stopped before its final reads: what it recorded is kept, nothing is passed
-        results = check_unfinished_run(run.path, ops or [], stopped_in).to_json()
-        results["interrupted"] = True
-        results["interruption"] = {"phase": stopped_in, "final_reads": False}
-    elif spec.engine == "spark":
-        results = run_spark_verifier(run, spec.spark_master, bootstrap, spec.timeout_s)
-        outputs = (results.get("facts") or {}).get("outputs_raw") or 0
-        if spec.cross_check and results.get("checks") and outputs <= spec.cross_check_max_outputs:
-            reference = check_run(run.path, ops).to_json()
-            run.write_json("results.python.json", reference)
-            disagreements = _cross_check(results, reference)
-            results["cross_check"] = {"checker": "python", "agrees": not disagreements, "disagreements": disagreements}
-            if disagreements:
-                results["errors"].append("the Spark and Python checkers disagree: " + "; ".join(disagreements))
-                results["verdict"] = merge_verdicts(results["verdict"], "unknown")
-    else:
-        results = check_run(run.path, ops).to_json()
-    final = run.read_json("final.json") if (run.path / "final.json").exists() else {}
-    if final and not final.get("drained", True):
-        results["errors"].append("the drain timed out: not every input was processed before the final reads")
-        if results["verdict"] == "valid":
-            results["verdict"] = "unknown"
-    heal = final.get("heal") or {}
-    if heal and not heal.get("healthy", True):
-        results["errors"].append(f"the cluster was not healthy after the final heal: {heal.get('error')}")
-        if results["verdict"] == "valid":
-            results["verdict"] = "unknown"
-    if final.get("interrupted"):
-        # a graceful stop: what ran was healed, drained (bounded), read and checked
-        results["interrupted"] = True
-        results["interruption"] = {**final["interrupted"], "final_reads": True}
-    run.write_json("results.json", results)
+    results = write_results(run.path, verify_run(run.path, spec, bootstrap, ops, stopped_in, say))
     code = VERDICT_EXIT[results["verdict"]]
     if campaign.get("steps"):  # complete once certified (harness/certify.py)
         run.set_status("certify", verdict=results["verdict"])

@@ -41,32 +41,6 @@ class NotApplicable(Exception):
     """Raised by a check whose guarantee this configuration does not promise."""
 
 
-def run_checks(results: Any, data: Any, checks: tuple[tuple[str, str], ...], lookup: Any) -> bool:
-    """Run each ``(anomaly, function name)`` of ``checks`` on ``data`` into ``results``: a check
-    that does not apply goes to ``not_checked`` with its reason, a crash is ``unknown`` with the
-    traceback. For a share-group run the consumer-group-only checks (and ``duplicate``, which the
-    share ledger replaces) are skipped. Returns whether it is a share-group run."""
-    import traceback
-
-    from kchaos.verifier.results import UNKNOWN, CheckResult
-
-    share = data.workload.get("kind") == "share"
-    if share:
-        from kchaos.verifier.share_checks import NOT_FOR_SHARE
-
-        results.not_checked.update(NOT_FOR_SHARE)
-    for name, function in checks:
-        if share and (name in NOT_FOR_SHARE or name == "duplicate"):
-            continue
-        try:
-            results.checks.append(getattr(lookup, function)(data))
-        except NotApplicable as reason:
-            results.not_checked[name] = str(reason)
-        except Exception:
-            results.checks.append(CheckResult(name, UNKNOWN, note="checker crashed: " + traceback.format_exc(limit=3)))
-    return share
-
-
 def read_ops(run: Path) -> list[dict[str, Any]]:
     from kchaos.workloads.history import pair_operations, read_lines
 
@@ -83,6 +57,8 @@ class HistoryIndex:
         setup = next((op for op in ops if op["f"] == "setup"), None)
         self.txid_prefix = (setup or {}).get("value", {}).get("txid_prefix")
         self.has_history = any(op["f"] == "send" for op in ops)
+        #: the input seeder's transactional ids: its commits are not the pipeline's progress
+        self.seeder_txids = {op["txid"] for op in ops if op["process"] == "seeder" and op.get("txid")}
         self.txn_ops: dict[tuple[str, int], dict[str, Any]] = {}
         #: last outcome-defining operation wins, in history order
         self.txn_outcome: dict[tuple[str, int], str] = {}
@@ -187,6 +163,21 @@ def case_time_and_slots(case: dict[str, Any]) -> tuple[float | None, set[str]]:
 
     walk(case)
     return (min(times) if times else None), slots
+
+
+def coordinator_commits(log: Any, excluded_txids: set[str]) -> int:
+    """Transactions the coordinator completed as committed, from its log: per transactional.id
+    in log order, a ``CompleteCommit`` record that does not repeat the one before it (the
+    coordinator may write a state again). ``log``: (transactional_id, status or None for a
+    tombstone) in log order. How a pipeline with no client history (an external app) shows it
+    made progress; the Spark job counts the same with a window (spark_job.coordinator_commits)."""
+    last: dict[str, str | None] = {}
+    n = 0
+    for txid, status in log:
+        if status == "CompleteCommit" and last.get(txid) != "CompleteCommit" and txid not in excluded_txids:
+            n += 1
+        last[txid] = status
+    return n
 
 
 def commits_by_client_tv(rows: Any, txid_prefix: str | None) -> dict[str, dict[str, int]]:

@@ -16,11 +16,11 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from kchaos.verifier.model import (LINEAGE_FIELDS, MAX_CASES, OPEN_TXN_STATES, ORDER_PROMISED_DELIVERY, TXN_NEXT,
-                            HistoryIndex, NotApplicable, commits_by_client_tv, hanging_cases, read_ops, run_checks,
-                            zombie_successor)
+from kchaos.verifier.checks import CHECK_NAMES, explain, progress_result, result, run_checks
+from kchaos.verifier.model import (LINEAGE_FIELDS, OPEN_TXN_STATES, TXN_NEXT, HistoryIndex, commits_by_client_tv,
+                                   coordinator_commits, hanging_cases, read_ops, zombie_successor)
 from kchaos.verifier.late_requests import late_request_facts
-from kchaos.verifier.results import INVALID, UNKNOWN, VALID, CheckResult, Results
+from kchaos.verifier.results import VALID, CheckResult, Results
 
 
 def _read_topic(run: Path, topic: str, view: str) -> list[dict[str, Any]]:
@@ -129,7 +129,7 @@ def check_run(run: Path, ops: list[dict[str, Any]] | None = None) -> Results:
     except Exception as exc:
         results.errors.append(f"could not read the run: {exc!r}")
         return results
-    share = run_checks(results, data, CHECKS, sys.modules[__name__])
+    share = run_checks(results, data, sys.modules[__name__])
     results.facts = facts(data)
     if share:
         from kchaos.verifier.share_checks import share_checks
@@ -149,7 +149,7 @@ def check_unfinished_run(run: Path, ops: list[dict[str, Any]] | None = None, pha
     where = f" (it stopped in phase {phase!r})" if phase else ""
     results.errors.append(f"the run stopped before its final reads{where}: no topic dumps, nothing can be verified")
     reason = "the run stopped before its final reads: no dumps of the topics or of the internal topics"
-    results.not_checked = {name: reason for name, _ in CHECKS}
+    results.not_checked = {name: reason for name in CHECK_NAMES}
     history = HistoryIndex(read_ops(Path(run)) if ops is None else ops)
     results.facts = {"transactions": dict(Counter(history.txn_outcome.values())),
                      "transactions_per_txid": history.per_txid_outcomes(), "faults": len(history.faults),
@@ -157,30 +157,18 @@ def check_unfinished_run(run: Path, ops: list[dict[str, Any]] | None = None, pha
     return results
 
 
-#: anomaly name -> the function that checks it (looked up at call time)
-CHECKS = (("duplicate", "check_duplicates"), ("lost-input", "check_lost_input"), ("offsets-ahead", "check_offsets_ahead"),
-          ("torn-transaction", "check_torn"), ("aborted-read", "check_aborted_read"), ("lost-write", "check_lost_write"),
-          ("offsets-behind", "check_offsets_behind"), ("invalid-txn-transition", "check_txn_transitions"),
-          ("hanging-transaction", "check_hanging"), ("zombie-write", "check_zombie_write"),
-          ("nonmonotonic", "check_nonmonotonic"), ("no-progress", "check_progress"))
-
-
 def _case(data: RunData, explanation: str, records: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     txns = sorted({data.txn_key(r) for r in records if "worker" in r})
     return {"explanation": explanation, "records": records, "transactions": [data.txn_evidence(k) for k in txns], **extra}
-
-
-def _result(name: str, cases: list[dict[str, Any]], note: str | None = None) -> CheckResult:
-    return CheckResult(name, INVALID if cases else VALID, cases[:MAX_CASES], note=note or (f"{len(cases)} cases" if cases else None))
 
 
 def check_duplicates(data: RunData) -> CheckResult:
     by_slot: dict[tuple[int, int, int], list[dict[str, Any]]] = defaultdict(list)
     for out in data.outputs_committed:
         by_slot[(out["in_partition"], out["in_offset"], out["slot"])].append(out)
-    cases = [_case(data, f"input {p}@{o} slot {s} is visible {len(outs)} times in committed outputs", outs)
+    cases = [_case(data, explain("duplicate", p=p, o=o, slot=s, n=len(outs)), outs)
              for (p, o, s), outs in sorted(by_slot.items()) if len(outs) > 1]
-    return _result("duplicate", cases)
+    return result("duplicate", cases)
 
 
 def _committed_slots(data: RunData) -> dict[tuple[int, int], set[int]]:
@@ -216,34 +204,28 @@ def check_lost_input(data: RunData) -> CheckResult:
         ops = data.input_ops.get((p, o), [])
         if data.has_history and not ops:
             continue  # never processed: offsets-ahead
-        cases.append({"explanation": f"input {in_id} at {data.workload['input_topic']}/{p}@{o} is below the "
-                                     f"group's committed offset {data.final_offsets.get(p)} and was processed, "
-                                     "but has no committed output",
+        cases.append({"explanation": explain("lost-input", in_id=in_id, topic=data.workload["input_topic"], p=p, o=o,
+                                             final=data.final_offsets.get(p)),
                       "input": {"partition": p, "offset": o, "id": in_id},
                       "transactions": [data.txn_evidence((op["process"], op["value"]["txn_seq"])) for op in ops]})
-    return _result("lost-input", cases)
+    return result("lost-input", cases)
 
 
 def check_offsets_ahead(data: RunData) -> CheckResult:
     """Committed offsets that passed inputs no operation ever processed (loss on restart)."""
-    if not data.has_history:
-        return CheckResult("offsets-ahead", VALID, note="no client history (external pipeline): reported as lost-input")
     cases = []
     for (p, o), in_id in _unexplained_inputs(data):
         if data.input_ops.get((p, o)):
             continue
         commit = _skipping_commit(data, p, o)
-        cases.append({"explanation": f"the group's committed offset for {data.workload['input_topic']}/{p} moved "
-                                     f"past input {in_id} at offset {o}, which no transaction ever processed",
+        cases.append({"explanation": explain("offsets-ahead", topic=data.workload["input_topic"], p=p, in_id=in_id, o=o),
                       "input": {"partition": p, "offset": o, "id": in_id},
                       "offset_commit": commit or {"partition": p, "offset": data.final_offsets.get(p),
                                                   "source": "final group offsets"}})
-    return _result("offsets-ahead", cases)
+    return result("offsets-ahead", cases)
 
 
 def check_txn_transitions(data: RunData) -> CheckResult:
-    if data.txn_log is None:
-        return CheckResult("invalid-txn-transition", UNKNOWN, note="no __transaction_state dump in the run directory")
     last: dict[str, dict[str, Any]] = {}
     cases = []
     for rec in data.txn_log:
@@ -262,21 +244,19 @@ def check_txn_transitions(data: RunData) -> CheckResult:
                      "to": {"offset": rec["offset"], "status": e.status, "producer_id": e.producer_id,
                             "epoch": e.producer_epoch}}
             if e.status != pe.status and e.status not in TXN_NEXT.get(pe.status, set()):
-                cases.append({"explanation": f"{e.transactional_id}: {pe.status} -> {e.status} is not a transition "
-                                             "the transaction coordinator's state machine allows", **where})
+                cases.append({"explanation": explain("invalid-txn-transition.state", txid=e.transactional_id,
+                                                     from_status=pe.status, to_status=e.status), **where})
             elif e.producer_id == pe.producer_id and e.producer_epoch < pe.producer_epoch:
-                cases.append({"explanation": f"{e.transactional_id}: producer epoch went backwards "
-                                             f"({pe.producer_epoch} -> {e.producer_epoch}) for producer id {e.producer_id}",
-                              **where})
+                cases.append({"explanation": explain("invalid-txn-transition.epoch", txid=e.transactional_id,
+                                                     from_epoch=pe.producer_epoch, to_epoch=e.producer_epoch,
+                                                     pid=e.producer_id), **where})
         last[e.transactional_id] = rec
-    return _result("invalid-txn-transition", cases)
+    return result("invalid-txn-transition", cases)
 
 
 def check_zombie_write(data: RunData) -> CheckResult:
     """A committed output from a producer whose successor (same transactional.id) had already
     finished init_transactions when this producer invoked the commit: fencing must have stopped it."""
-    if not data.has_history:
-        return CheckResult("zombie-write", VALID, note="no client history (external pipeline): not checkable")
     inits, commits = data.history.zombie_inputs()
     by_txn: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for out in data.outputs_committed:
@@ -290,18 +270,15 @@ def check_zombie_write(data: RunData) -> CheckResult:
         txid = outs[0]["txid"]
         successor = zombie_successor(inits, key[0], txid, commit)
         if successor is not None:
-            cases.append(_case(data, f"transaction {key[1]} of {key[0]} ({txid}, epoch {commit.get('epoch')}) was "
-                                     f"committed after {successor['process']} had initialised the same transactional.id "
-                                     f"(epoch {successor.get('epoch')}): a fenced producer's write became visible",
+            cases.append(_case(data, explain("zombie-write", seq=key[1], process=key[0], txid=txid, epoch=commit.get("epoch"),
+                                             successor=successor["process"], successor_epoch=successor.get("epoch")),
                                outs[:10], successor={"process": successor["process"], "epoch": successor.get("epoch"),
                                                      "init_completed": successor["complete_time"]},
                                commit_invoked=commit["invoke_time"]))
-    return _result("zombie-write", cases)
+    return result("zombie-write", cases)
 
 
 def check_hanging(data: RunData) -> CheckResult:
-    if data.liveness is None:
-        return CheckResult("hanging-transaction", UNKNOWN, note="no liveness snapshot after heal in final.json")
     open_txns = []
     if not data.liveness.get("stable"):
         latest: dict[str, Any] = {}
@@ -313,7 +290,7 @@ def check_hanging(data: RunData) -> CheckResult:
                 open_txns.append({"transactional_id": e.transactional_id, "status": e.status, "producer_id": e.producer_id,
                                   "epoch": e.producer_epoch, "partitions": e.partitions, "last_update_ms": e.last_update_ms})
     cases, note = hanging_cases(data.workload, data.final, open_txns)
-    return _result("hanging-transaction", cases) if cases else CheckResult("hanging-transaction", VALID, note=note)
+    return result("hanging-transaction", cases) if cases else CheckResult("hanging-transaction", VALID, note=note)
 
 
 def check_torn(data: RunData) -> CheckResult:
@@ -325,7 +302,7 @@ def check_torn(data: RunData) -> CheckResult:
         by_input[(out["in_partition"], out["in_offset"])].append(out)
     for key, have in sorted(slots.items()):
         if 0 < len(have) < k:
-            cases.append(_case(data, f"input {key[0]}@{key[1]}: only slots {sorted(have)} of {k} are committed",
+            cases.append(_case(data, explain("torn-transaction.slots", p=key[0], o=key[1], have=sorted(have), k=k),
                                by_input[key], missing_slots=sorted(set(range(k)) - have)))
     if data.workload["delivery"] == "exactly-once":
         committed_by_txn = Counter(data.txn_key(o) for o in data.outputs_committed)
@@ -338,9 +315,9 @@ def check_torn(data: RunData) -> CheckResult:
                 committed_ids = {(o["topic"], o["partition"], o["offset"]) for o in data.outputs_committed
                                  if data.txn_key(o) == key}
                 hidden = [o for o in outs if (o["topic"], o["partition"], o["offset"]) not in committed_ids]
-                cases.append(_case(data, f"transaction {key[1]} of {key[0]}: {seen} of {len(outs)} outputs are "
-                                         "visible to read_committed readers, the rest are not", hidden[:20]))
-    return _result("torn-transaction", cases)
+                cases.append(_case(data, explain("torn-transaction.hidden", seq=key[1], process=key[0], seen=seen,
+                                                 written=len(outs)), hidden[:20]))
+    return result("torn-transaction", cases)
 
 
 def check_aborted_read(data: RunData) -> CheckResult:
@@ -348,20 +325,16 @@ def check_aborted_read(data: RunData) -> CheckResult:
     for out in data.outputs_committed:
         key = data.txn_key(out)
         if data.txn_outcome.get(key) == "aborted":
-            cases.append(_case(data, f"committed output of transaction {key[1]} of {key[0]}, which the history "
-                                     "shows aborted", [out]))
+            cases.append(_case(data, explain("aborted-read.transaction", seq=key[1], process=key[0]), [out]))
     for out in data.outputs_committed:
         pos = (out["in_partition"], out["in_offset"])
         if pos not in data.inputs_committed and pos in data.inputs_raw:
-            cases.append(_case(data, f"committed output derived from input {pos[0]}@{pos[1]}, which belongs to an "
-                                     "aborted input transaction (read with read_uncommitted)", [out],
+            cases.append(_case(data, explain("aborted-read.input", p=pos[0], o=pos[1]), [out],
                                input={"partition": pos[0], "offset": pos[1], "id": data.inputs_raw[pos]}))
-    return _result("aborted-read", cases)
+    return result("aborted-read", cases)
 
 
 def check_lost_write(data: RunData) -> CheckResult:
-    if data.workload["delivery"] != "exactly-once":
-        return CheckResult("lost-write", VALID, note="not transactional: checked as lost-input/torn-transaction")
     committed_by_txn = Counter(data.txn_key(o) for o in data.outputs_committed)
     cases = []
     for key, outcome in sorted(data.txn_outcome.items()):
@@ -371,9 +344,9 @@ def check_lost_write(data: RunData) -> CheckResult:
         seen = committed_by_txn.get(key, 0)
         if expected is not None and seen < expected:
             raw = [o for o in data.outputs_raw if data.txn_key(o) == key][:20]
-            cases.append(_case(data, f"the client saw transaction {key[1]} of {key[0]} commit, but only {seen} of "
-                                     f"its {expected} outputs are visible", raw, transaction=data.txn_evidence(key)))
-    return _result("lost-write", cases)
+            cases.append(_case(data, explain("lost-write", seq=key[1], process=key[0], seen=seen, expected=expected), raw,
+                               transaction=data.txn_evidence(key)))
+    return result("lost-write", cases)
 
 
 def check_offsets_behind(data: RunData) -> CheckResult:
@@ -382,18 +355,14 @@ def check_offsets_behind(data: RunData) -> CheckResult:
         p, o = out["in_partition"], out["in_offset"]
         final = data.final_offsets.get(p)
         if final is not None and o >= final and (p, o) in data.inputs_committed:
-            cases.append(_case(data, f"committed output for input {p}@{o}, at or past the group's committed offset "
-                                     f"{final}: a restart would process it again", [out]))
-    return _result("offsets-behind", cases)
+            cases.append(_case(data, explain("offsets-behind", p=p, o=o, final=final), [out]))
+    return result("offsets-behind", cases)
 
 
 def check_nonmonotonic(data: RunData) -> CheckResult:
     """Within one output partition, the first appearance of the outputs of one input partition
     must follow the input order: an output whose input offset is below one already seen there.
     Re-appearances are duplicates (reported by ``duplicate``), not order violations."""
-    if data.workload["delivery"] not in ORDER_PROMISED_DELIVERY:
-        raise NotApplicable(f"order is not promised under delivery={data.workload['delivery']} "
-                            "(re-processing after a restart re-appends earlier inputs)")
     first: dict[tuple[int, int, int], dict[str, Any]] = {}
     for out in data.outputs_committed:
         key = (out["in_partition"], out["in_offset"], out["slot"])
@@ -408,20 +377,21 @@ def check_nonmonotonic(data: RunData) -> CheckResult:
         highest: dict[str, Any] | None = None
         for out in sorted(outs, key=lambda r: r["offset"]):
             if highest is not None and out["in_offset"] < highest["in_offset"]:
-                cases.append(_case(data, f"{topic}-{partition}: output of input {in_partition}@{out['in_offset']} "
-                                         f"appears after an output of input {in_partition}@{highest['in_offset']}",
+                cases.append(_case(data, explain("nonmonotonic", topic=topic, partition=partition, p=in_partition,
+                                                 o=out["in_offset"], earlier=highest["in_offset"]),
                                    [highest, out]))
             if highest is None or out["in_offset"] > highest["in_offset"]:
                 highest = out
-    return _result("nonmonotonic", cases)
+    return result("nonmonotonic", cases)
 
 
 def check_progress(data: RunData) -> CheckResult:
-    committed = data.history.committed_transactions()
-    if not data.outputs_committed or committed == 0:
-        return CheckResult("no-progress", UNKNOWN, note=f"vacuous: {committed} committed transactions, "
-                                                        f"{len(data.outputs_committed)} committed outputs")
-    return CheckResult("no-progress", VALID, note=f"{committed} committed transactions")
+    if data.has_history or data.txn_log is None:
+        return progress_result(data.history.committed_transactions(), len(data.outputs_committed))
+    log = ((r["entry"].transactional_id, r["entry"].status if r["entry"].producer_id is not None else None)
+           for r in data.txn_log)
+    return progress_result(coordinator_commits(log, data.history.seeder_txids), len(data.outputs_committed),
+                           from_log=True)
 
 
 def facts(data: RunData) -> dict[str, Any]:

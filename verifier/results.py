@@ -42,11 +42,20 @@ class CheckResult:
 
 @dataclass
 class Results:
+    """What a checker found, and (verifier/verify.py) what the verdict also depends on: the
+    cross-check against the other engine, the run's interruption, the engine's own record.
+    ``errors`` make a verdict ``unknown`` unless a check found it ``invalid``."""
+
     checker: str
     checks: list[CheckResult] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     not_checked: dict[str, str] = field(default_factory=dict)
+    cross_check: dict[str, Any] | None = None
+    #: where and how a run was stopped early (a graceful stop or a crash), None when it was not
+    interruption: dict[str, Any] | None = None
+    #: the Spark job's own record (master, timings)
+    spark: dict[str, Any] | None = None
 
     @property
     def verdict(self) -> str:
@@ -61,7 +70,7 @@ class Results:
 
     def to_json(self) -> dict[str, Any]:
         anomalies = self.anomalies
-        return {
+        out = {
             "verdict": self.verdict,
             "checker": self.checker,
             "anomaly_types": sorted(anomalies),
@@ -71,3 +80,23 @@ class Results:
             "facts": self.facts,
             "errors": self.errors,
         }
+        if self.cross_check is not None:
+            out["cross_check"] = self.cross_check
+        if self.interruption is not None:
+            out["interrupted"] = True
+            out["interruption"] = self.interruption
+        if self.spark is not None:
+            out["spark"] = self.spark
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Results":
+        """The typed results back from ``to_json``'s form (the Spark job's output file). The
+        verdict is recomputed from the checks and errors, never taken from the file."""
+        anomalies = data.get("anomalies") or {}
+        checks = [CheckResult(name, c["verdict"], list(anomalies.get(name, [])) if c["verdict"] == INVALID else [],
+                              note=c.get("note"))
+                  for name, c in (data.get("checks") or {}).items()]
+        return cls(checker=data.get("checker", "unknown"), checks=checks, facts=dict(data.get("facts") or {}),
+                   errors=list(data.get("errors") or []), not_checked=dict(data.get("not_checked") or {}),
+                   cross_check=data.get("cross_check"), interruption=data.get("interruption"), spark=data.get("spark"))

@@ -24,7 +24,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from kchaos.verifier.results import INVALID, UNKNOWN, VALID, CheckResult
+from kchaos.verifier.checks import result
+from kchaos.verifier.results import UNKNOWN, CheckResult
 
 ACKNOWLEDGED, ARCHIVED = 2, 4
 
@@ -103,12 +104,6 @@ class ShareLedger:
                 "committed_outputs": self.slots.get(pos, [])[:10]}
 
 
-def _result(name: str, cases: list[dict[str, Any]]) -> CheckResult:
-    from kchaos.verifier.model import MAX_CASES
-
-    return CheckResult(name, INVALID if cases else VALID, cases[:MAX_CASES], note=f"{len(cases)} cases" if cases else None)
-
-
 def check_share_lost(ledger: ShareLedger) -> CheckResult:
     k = ledger.data.workload["outputs_per_input"]
     cases = []
@@ -122,7 +117,7 @@ def check_share_lost(ledger: ShareLedger) -> CheckResult:
                    f"persisted as {ledger.persisted(pos)}")
             cases.append({"explanation": f"input {pos[0]}@{pos[1]} is done for the share group ({why}) but only "
                                          f"{len(have)} of its {k} outputs are committed", **ledger.evidence(pos)})
-    return _result("share-lost", cases)
+    return result("share-lost", cases)
 
 
 def check_redelivered_after_accept(ledger: ShareLedger) -> CheckResult:
@@ -147,7 +142,7 @@ def check_redelivered_after_accept(ledger: ShareLedger) -> CheckResult:
                                              f"{accepted} was ACCEPTed by {ack['process']} and the acknowledgement "
                                              "committed", **ledger.evidence(pos)})
                 break
-    return _result("share-redelivered-after-accept", cases)
+    return result("share-redelivered-after-accept", cases)
 
 
 def check_delivery_limit(ledger: ShareLedger) -> CheckResult:
@@ -164,7 +159,7 @@ def check_delivery_limit(ledger: ShareLedger) -> CheckResult:
                                                 for c in cases):
                 cases.append({"explanation": f"the persisted share state of {p}@{o} has delivery count {count}, above "
                                              f"the limit {ledger.limit}", **ledger.evidence((p, o))})
-    return _result("share-delivery-limit", cases)
+    return result("share-delivery-limit", cases)
 
 
 def check_stuck(ledger: ShareLedger) -> CheckResult:
@@ -174,7 +169,7 @@ def check_stuck(ledger: ShareLedger) -> CheckResult:
     cases = [{"explanation": f"input {pos[0]}@{pos[1]} was neither acknowledged for good nor archived after the drain "
                              f"(persisted state: {ledger.persisted(pos)})", **ledger.evidence(pos)}
              for pos in sorted(ledger.data.inputs_committed) if not ledger.done(pos)]
-    return _result("share-stuck-acquired", cases)
+    return result("share-stuck-acquired", cases)
 
 
 def check_share_duplicates(ledger: ShareLedger) -> CheckResult:
@@ -193,11 +188,11 @@ def check_share_duplicates(ledger: ShareLedger) -> CheckResult:
         cases.append({"explanation": f"input {p}@{o} slot {slot} is committed {len(outs)} times but the record was "
                                      f"delivered {len(deliveries)} time(s): no redelivery explains it",
                       "records": outs[:10], **{k: v for k, v in ledger.evidence((p, o)).items() if k != "committed_outputs"}})
-    result = _result("duplicate", cases)
+    found = result("duplicate", cases)
     if not cases:
-        result.note = (f"{explained} output slots committed more than once, each explained by a redelivery "
-                       f"(share mode {ledger.mode})" if explained else None)
-    return result
+        found.note = (f"{explained} output slots committed more than once, each explained by a redelivery "
+                      f"(share mode {ledger.mode})" if explained else None)
+    return found
 
 
 #: share-group checks, by anomaly name

@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.files import atomic_target, atomic_write
-from kchaos.verifier.model import (LINEAGE_FIELDS, MAX_CASES, OPEN_TXN_STATES, ORDER_PROMISED_DELIVERY, TXN_NEXT,
-                            HistoryIndex, NotApplicable, commits_by_client_tv, hanging_cases, read_json, read_ops,
-                            run_checks, zombie_successor)
-from kchaos.verifier.results import INVALID, UNKNOWN, VALID, CheckResult, Results
+from kchaos.verifier.checks import explain, progress_result, result, run_checks
+from kchaos.verifier.model import (LINEAGE_FIELDS, MAX_CASES, OPEN_TXN_STATES, TXN_NEXT, HistoryIndex,
+                                   commits_by_client_tv, hanging_cases, read_json, read_ops, zombie_successor)
+from kchaos.verifier.results import VALID, CheckResult, Results
 
 TOPIC_SCHEMA = "partition INT, offset BIGINT, timestamp BIGINT, key BINARY, value BINARY"
 LINEAGE_SCHEMA = ("in_id STRING, in_topic STRING, in_partition INT, in_offset BIGINT, slot INT, slots INT, "
@@ -244,11 +244,6 @@ def _first_cases(df: Any, *order: str) -> tuple[list[Any], int]:
     return rows[:MAX_CASES], (len(rows) if len(rows) <= MAX_CASES else df.count())
 
 
-def _result(name: str, cases: list[dict[str, Any]], total: int | None = None) -> CheckResult:
-    total = len(cases) if total is None else total
-    return CheckResult(name, INVALID if total else VALID, cases[:MAX_CASES], note=f"{total} cases" if total else None)
-
-
 # ---------------------------------------------------------------------------------------------
 # Checks (each returns a CheckResult; looked up by name at call time)
 
@@ -259,9 +254,9 @@ def check_duplicates(d: SparkRun) -> CheckResult:
            .agg(F.count("*").alias("n"), F.slice(F.sort_array(F.collect_list(d.record_struct())), 1, 10).alias("records"))
            .filter("n > 1"))
     rows, total = _first_cases(dup, "in_partition", "in_offset", "slot")
-    cases = [d.case(f"input {r['in_partition']}@{r['in_offset']} slot {r['slot']} is visible {r['n']} times in "
-                    "committed outputs", [d.record(x) for x in r["records"]]) for r in rows]
-    return _result("duplicate", cases, total)
+    cases = [d.case(explain("duplicate", p=r["in_partition"], o=r["in_offset"], slot=r["slot"], n=r["n"]),
+                    [d.record(x) for x in r["records"]]) for r in rows]
+    return result("duplicate", cases, total)
 
 
 def _unexplained(d: SparkRun) -> Any:
@@ -288,17 +283,14 @@ def check_lost_input(d: SparkRun) -> CheckResult:
     cases = []
     for r in rows:
         ops = d.history.input_ops.get((r["p"], r["o"]), [])
-        cases.append({"explanation": f"input {r['in_id']} at {d.workload['input_topic']}/{r['p']}@{r['o']} is below the "
-                                     f"group's committed offset {d.final_offsets.get(r['p'])} and was processed, "
-                                     "but has no committed output",
+        cases.append({"explanation": explain("lost-input", in_id=r["in_id"], topic=d.workload["input_topic"], p=r["p"],
+                                             o=r["o"], final=d.final_offsets.get(r["p"])),
                       "input": {"partition": r["p"], "offset": r["o"], "id": r["in_id"]},
                       "transactions": [d.history.txn_evidence((op["process"], op["value"]["txn_seq"])) for op in ops]})
-    return _result("lost-input", cases, total)
+    return result("lost-input", cases, total)
 
 
 def check_offsets_ahead(d: SparkRun) -> CheckResult:
-    if not d.history.has_history:
-        return CheckResult("offsets-ahead", VALID, note="no client history (external pipeline): reported as lost-input")
     F = d.F
     ahead = _unexplained(d).filter(F.col("processed").isNull())
     rows, total = _first_cases(ahead, "p", "o")
@@ -306,12 +298,11 @@ def check_offsets_ahead(d: SparkRun) -> CheckResult:
     for r in rows:
         p, o = r["p"], r["o"]
         commit = next((c for c in d.offset_log or [] if c["partition"] == p and c["offset"] > o), None)
-        cases.append({"explanation": f"the group's committed offset for {d.workload['input_topic']}/{p} moved "
-                                     f"past input {r['in_id']} at offset {o}, which no transaction ever processed",
+        cases.append({"explanation": explain("offsets-ahead", topic=d.workload["input_topic"], p=p, in_id=r["in_id"], o=o),
                       "input": {"partition": p, "offset": o, "id": r["in_id"]},
                       "offset_commit": commit or {"partition": p, "offset": d.final_offsets.get(p),
                                                   "source": "final group offsets"}})
-    return _result("offsets-ahead", cases, total)
+    return result("offsets-ahead", cases, total)
 
 
 def check_torn(d: SparkRun) -> CheckResult:
@@ -322,7 +313,7 @@ def check_torn(d: SparkRun) -> CheckResult:
                     F.slice(F.sort_array(F.collect_list(d.record_struct())), 1, 20).alias("records"))
                .filter(F.size("have") < d.k))
     rows, total = _first_cases(partial, "in_partition", "in_offset")
-    cases = [d.case(f"input {r['in_partition']}@{r['in_offset']}: only slots {list(r['have'])} of {d.k} are committed",
+    cases = [d.case(explain("torn-transaction.slots", p=r["in_partition"], o=r["in_offset"], have=list(r["have"]), k=d.k),
                     [d.record(x) for x in r["records"]], missing_slots=sorted(set(range(d.k)) - set(r["have"])))
              for r in rows]
     if d.exactly_once:
@@ -337,10 +328,10 @@ def check_torn(d: SparkRun) -> CheckResult:
         rows, more = _first_cases(torn.join(hidden, key, "left"), *key)
         total += more
         for r in rows:
-            cases.append(d.case(f"transaction {r['txn_seq']} of {r['process']}: {r['seen']} of {r['written']} outputs "
-                                "are visible to read_committed readers, the rest are not",
+            cases.append(d.case(explain("torn-transaction.hidden", seq=r["txn_seq"], process=r["process"], seen=r["seen"],
+                                        written=r["written"]),
                                 [d.record(x) for x in (r["hidden"] or [])]))
-    return _result("torn-transaction", cases, total)
+    return result("torn-transaction", cases, total)
 
 
 def check_aborted_read(d: SparkRun) -> CheckResult:
@@ -349,23 +340,20 @@ def check_aborted_read(d: SparkRun) -> CheckResult:
     aborted = d.transactions.filter(F.col("outcome") == "aborted").select("process", "txn_seq")
     of_aborted_txn = committed.join(aborted, ["process", "txn_seq"], "left_semi")
     rows, total = _first_cases(of_aborted_txn, "topic", "partition", "offset")
-    cases = [d.case(f"committed output of transaction {r['txn_seq']} of {r['process']}, which the history shows "
-                    "aborted", [d.record(r)]) for r in rows]
+    cases = [d.case(explain("aborted-read.transaction", seq=r["txn_seq"], process=r["process"]), [d.record(r)])
+             for r in rows]
     raw_only = d.inputs["raw"].join(d.inputs["committed"].select("p", "o"), ["p", "o"], "left_anti")
     of_aborted_input = (committed.join(raw_only.withColumnRenamed("p", "in_partition").withColumnRenamed("o", "in_offset")
                                        .withColumnRenamed("in_id", "aborted_input_id"), ["in_partition", "in_offset"]))
     rows, more = _first_cases(of_aborted_input, "topic", "partition", "offset")
     total += more
     for r in rows:
-        cases.append(d.case(f"committed output derived from input {r['in_partition']}@{r['in_offset']}, which belongs to "
-                            "an aborted input transaction (read with read_uncommitted)", [d.record(r)],
+        cases.append(d.case(explain("aborted-read.input", p=r["in_partition"], o=r["in_offset"]), [d.record(r)],
                             input={"partition": r["in_partition"], "offset": r["in_offset"], "id": r["aborted_input_id"]}))
-    return _result("aborted-read", cases, total)
+    return result("aborted-read", cases, total)
 
 
 def check_lost_write(d: SparkRun) -> CheckResult:
-    if not d.exactly_once:
-        return CheckResult("lost-write", VALID, note="not transactional: checked as lost-input/torn-transaction")
     F = d.F
     key = ["process", "txn_seq"]
     seen = d.outputs["committed"].groupBy(*key).agg(F.count("*").alias("seen"))
@@ -377,10 +365,10 @@ def check_lost_write(d: SparkRun) -> CheckResult:
         raw = (d.outputs["raw"].filter((F.col("process") == r["process"]) & (F.col("txn_seq") == r["txn_seq"]))
                .orderBy("topic", "partition", "offset").limit(20).collect())
         txn = (r["process"], r["txn_seq"])
-        cases.append(d.case(f"the client saw transaction {r['txn_seq']} of {r['process']} commit, but only {r['seen']} of "
-                            f"its {r['expected_outputs']} outputs are visible", [d.record(x) for x in raw],
+        cases.append(d.case(explain("lost-write", seq=r["txn_seq"], process=r["process"], seen=r["seen"],
+                                    expected=r["expected_outputs"]), [d.record(x) for x in raw],
                             transaction=d.history.txn_evidence(txn)))
-    return _result("lost-write", cases, total)
+    return result("lost-write", cases, total)
 
 
 def check_offsets_behind(d: SparkRun) -> CheckResult:
@@ -391,9 +379,9 @@ def check_offsets_behind(d: SparkRun) -> CheckResult:
               .join(d.inputs["committed"].select(F.col("p").alias("in_partition"), F.col("o").alias("in_offset")),
                     ["in_partition", "in_offset"], "left_semi"))
     rows, total = _first_cases(behind, "topic", "partition", "offset")
-    cases = [d.case(f"committed output for input {r['in_partition']}@{r['in_offset']}, at or past the group's committed "
-                    f"offset {r['final_offset']}: a restart would process it again", [d.record(r)]) for r in rows]
-    return _result("offsets-behind", cases, total)
+    cases = [d.case(explain("offsets-behind", p=r["in_partition"], o=r["in_offset"], final=r["final_offset"]),
+                    [d.record(r)]) for r in rows]
+    return result("offsets-behind", cases, total)
 
 
 def _allowed_transition_sql() -> str:
@@ -405,8 +393,6 @@ def _allowed_transition_sql() -> str:
 
 
 def check_txn_transitions(d: SparkRun) -> CheckResult:
-    if d.txn_log is None:
-        return CheckResult("invalid-txn-transition", UNKNOWN, note="no __transaction_state dump in the run directory")
     from pyspark.sql import Window
 
     F = d.F
@@ -432,13 +418,13 @@ def check_txn_transitions(d: SparkRun) -> CheckResult:
                  "to": {"offset": r["offset"], "status": r["status"], "producer_id": r["producer_id"],
                         "epoch": r["producer_epoch"]}}
         if r["bad_state"]:
-            text = (f"{r['transactional_id']}: {r['prev_status']} -> {r['status']} is not a transition the transaction "
-                    "coordinator's state machine allows")
+            text = explain("invalid-txn-transition.state", txid=r["transactional_id"], from_status=r["prev_status"],
+                           to_status=r["status"])
         else:
-            text = (f"{r['transactional_id']}: producer epoch went backwards ({r['prev_epoch']} -> {r['producer_epoch']}) "
-                    f"for producer id {r['producer_id']}")
+            text = explain("invalid-txn-transition.epoch", txid=r["transactional_id"], from_epoch=r["prev_epoch"],
+                           to_epoch=r["producer_epoch"], pid=r["producer_id"])
         cases.append({"explanation": text, **where})
-    return _result("invalid-txn-transition", cases, total)
+    return result("invalid-txn-transition", cases, total)
 
 
 def _open_transactions(d: SparkRun) -> list[dict[str, Any]]:
@@ -455,15 +441,11 @@ def _open_transactions(d: SparkRun) -> list[dict[str, Any]]:
 
 
 def check_hanging(d: SparkRun) -> CheckResult:
-    if d.final.get("liveness") is None:
-        return CheckResult("hanging-transaction", UNKNOWN, note="no liveness snapshot after heal in final.json")
     cases, note = hanging_cases(d.workload, d.final, _open_transactions(d) if not d.final["liveness"].get("stable") else [])
-    return _result("hanging-transaction", cases) if cases else CheckResult("hanging-transaction", VALID, note=note)
+    return result("hanging-transaction", cases) if cases else CheckResult("hanging-transaction", VALID, note=note)
 
 
 def check_zombie_write(d: SparkRun) -> CheckResult:
-    if not d.history.has_history:
-        return CheckResult("zombie-write", VALID, note="no client history (external pipeline): not checkable")
     F = d.F
     inits, commits = d.history.zombie_inputs()
     # only transactions whose commit ran after some other process initialised the same id can be zombies
@@ -473,7 +455,7 @@ def check_zombie_write(d: SparkRun) -> CheckResult:
         if txid and zombie_successor(inits, process, txid, commit) is not None:
             suspects.append((process, seq))
     if not suspects:
-        return _result("zombie-write", [])
+        return result("zombie-write", [])
     condition = F.lit(False)
     for process, seq in suspects:
         condition = condition | ((F.col("process") == process) & (F.col("txn_seq") == seq))
@@ -486,21 +468,18 @@ def check_zombie_write(d: SparkRun) -> CheckResult:
         successor = zombie_successor(inits, r["process"], r["txid"], commit)
         if successor is None:  # the record names another transactional.id than the history
             continue
-        cases.append(d.case(f"transaction {r['txn_seq']} of {r['process']} ({r['txid']}, epoch {commit.get('epoch')}) was "
-                            f"committed after {successor['process']} had initialised the same transactional.id "
-                            f"(epoch {successor.get('epoch')}): a fenced producer's write became visible",
+        cases.append(d.case(explain("zombie-write", seq=r["txn_seq"], process=r["process"], txid=r["txid"],
+                                    epoch=commit.get("epoch"), successor=successor["process"],
+                                    successor_epoch=successor.get("epoch")),
                             [d.record(x) for x in r["records"]],
                             successor={"process": successor["process"], "epoch": successor.get("epoch"),
                                        "init_completed": successor["complete_time"]},
                             commit_invoked=commit["invoke_time"]))
-    return _result("zombie-write", cases)
+    return result("zombie-write", cases)
 
 
 def check_nonmonotonic(d: SparkRun) -> CheckResult:
     """First appearances of one input partition's outputs in one output partition follow input order."""
-    if d.workload["delivery"] not in ORDER_PROMISED_DELIVERY:
-        raise NotApplicable(f"order is not promised under delivery={d.workload['delivery']} "
-                            "(re-processing after a restart re-appends earlier inputs)")
     from pyspark.sql import Window
 
     F = d.F
@@ -511,27 +490,33 @@ def check_nonmonotonic(d: SparkRun) -> CheckResult:
     out = (first.withColumn("highest", F.max(F.struct(F.col("in_offset"), d.record_struct().alias("r"))).over(stream))
            .filter(F.col("highest").isNotNull() & (F.col("in_offset") < F.col("highest.in_offset"))))
     rows, total = _first_cases(out, "topic", "partition", "offset")
-    cases = [d.case(f"{r['topic']}-{r['partition']}: output of input {r['in_partition']}@{r['in_offset']} appears after "
-                    f"an output of input {r['in_partition']}@{r['highest']['in_offset']}",
+    cases = [d.case(explain("nonmonotonic", topic=r["topic"], partition=r["partition"], p=r["in_partition"],
+                            o=r["in_offset"], earlier=r["highest"]["in_offset"]),
                     [d.record(r["highest"]["r"]), d.record(r)]) for r in rows]
-    return _result("nonmonotonic", cases, total)
+    return result("nonmonotonic", cases, total)
 
 
 def check_progress(d: SparkRun) -> CheckResult:
-    committed = d.history.committed_transactions()
     outputs = d.outputs["committed"].count()
-    if not outputs or committed == 0:
-        return CheckResult("no-progress", UNKNOWN, note=f"vacuous: {committed} committed transactions, "
-                                                        f"{outputs} committed outputs")
-    return CheckResult("no-progress", VALID, note=f"{committed} committed transactions")
+    if d.history.has_history or d.txn_log is None:
+        return progress_result(d.history.committed_transactions(), outputs)
+    return progress_result(coordinator_commits(d), outputs, from_log=True)
 
 
-#: anomaly name -> the function that checks it (same order and names as verifier/pychecker.py)
-CHECKS = (("duplicate", "check_duplicates"), ("lost-input", "check_lost_input"), ("offsets-ahead", "check_offsets_ahead"),
-          ("torn-transaction", "check_torn"), ("aborted-read", "check_aborted_read"), ("lost-write", "check_lost_write"),
-          ("offsets-behind", "check_offsets_behind"), ("invalid-txn-transition", "check_txn_transitions"),
-          ("hanging-transaction", "check_hanging"), ("zombie-write", "check_zombie_write"),
-          ("nonmonotonic", "check_nonmonotonic"), ("no-progress", "check_progress"))
+def coordinator_commits(d: SparkRun) -> int:
+    """model.coordinator_commits as a query: CompleteCommit records that do not repeat the
+    record before them for their transactional.id, the seeder's ids left out."""
+    from pyspark.sql import Window
+
+    F = d.F
+    w = Window.partitionBy("transactional_id").orderBy("partition", "offset")
+    status = F.when(F.col("producer_id").isNotNull(), F.col("status"))
+    steps = d.txn_log.withColumn("status_", status).withColumn("prev", F.lag("status_").over(w))
+    commits = steps.filter((F.col("status_") == "CompleteCommit")
+                           & (F.col("prev").isNull() | (F.col("prev") != "CompleteCommit")))
+    if d.history.seeder_txids:
+        commits = commits.filter(~F.col("transactional_id").isin(*sorted(d.history.seeder_txids)))
+    return commits.count()
 
 
 def facts(d: SparkRun) -> dict[str, Any]:
@@ -587,7 +572,7 @@ def check_run_spark(spark: Any, run: Path, ops: list[dict[str, Any]] | None = No
     except Exception as exc:
         results.errors.append(f"could not read the run: {exc!r}")
         return results
-    share = run_checks(results, data, CHECKS, sys.modules[__name__])
+    share = run_checks(results, data, sys.modules[__name__])
     try:
         results.facts = facts(data)
     except Exception as exc:
@@ -638,8 +623,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if spark is not None:
             spark.stop()
+    results.spark = {"master": args.master or "default", "timings": timings}
     data = results.to_json()
-    data["spark"] = {"master": args.master or "default", "timings": timings}
     atomic_write(out, json.dumps(data, indent=2, default=str))
     print(json.dumps({"verdict": data["verdict"], "anomaly_types": data["anomaly_types"], "timings": timings}))
     return 0

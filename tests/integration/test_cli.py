@@ -107,6 +107,10 @@ def test_first_signal_during_the_workload_heals_drains_and_verifies_what_ran(tmp
     assert interruption["signal"] == "SIGINT" and interruption["phase"] == "faults" and interruption["final_reads"]
     assert 0 < interruption["at_s"] < 60
     assert results["facts"]["outputs_committed"] > 0
+    harness = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()
+               if '"process":"harness"' in line.replace(" ", "")]
+    stopped_at = next(r["time"] for r in harness if r["f"] == "interrupted")
+    assert not [r for r in harness if r["f"].startswith("fault:") and r["type"] == "invoke" and r["time"] > stopped_at]
     assert json.loads((run_dir / "status.json").read_text())["complete"] is True
     assert processes_with_marker(str(run_dir)) == []
 

@@ -101,10 +101,11 @@ class RunBuilder:
         for op_id, op in enumerate(self.ops):
             f, outcome, value = op[:3]
             process, epoch = (op[3], op[4]) if len(op) > 3 else ("w0.1", 0)
+            txid = op[5] if len(op) > 5 else "tx-w0"
             for kind in ("invoke", outcome):
                 t += 0.01
                 lines.append({"time": t, "process": process, "op": op_id, "type": kind, "f": f, "value": value,
-                              "txid": "tx-w0", "pid": 7, "epoch": epoch})
+                              "txid": txid, "pid": 7, "epoch": epoch})
         (run / "history.jsonl").write_text("".join(json.dumps(l) + "\n" for l in lines))
         return run
 
@@ -304,3 +305,18 @@ def test_a_replacement_after_the_old_commit_is_not_a_zombie_write(tmp_path):
     b = RunBuilder()
     b.ops += [("init", "ok", {}, "w0.2", 1)]  # the successor arrives after w0.1's last commit
     assert _anomalies(b.write(tmp_path / "r"))[0] == "valid"
+
+
+def test_an_app_without_client_history_shows_progress_in_the_coordinators_log(tmp_path):
+    """An external pipeline records no client operations: its committed transactions are counted
+    in the decoded __transaction_state (a CompleteCommit written twice is one transaction; the
+    seeder's are not the pipeline's), so a correct one can be valid."""
+    b = RunBuilder()
+    b.ops = [("seed", "ok", {}, "seeder", 0, "seeder-tx")]
+    b.txn_states += [("tx-w0", "CompleteCommit", 0), ("seeder-tx", "Empty", 0), ("seeder-tx", "Ongoing", 0),
+                     ("seeder-tx", "PrepareCommit", 0), ("seeder-tx", "CompleteCommit", 0)]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("valid", []), results["checks"]
+    assert results["checks"]["no-progress"]["note"] == ("1 committed transactions (counted in the coordinator's log: "
+                                                         "the pipeline left no client history)")
+    assert "external pipeline" in results["checks"]["zombie-write"]["note"]

@@ -1,0 +1,90 @@
+"""The verdict belongs to verifier/: results round-trip through their file form, the run's end
+(drain, heal, interruption) and the cross-check fold into the verdict there, and ``results.json``
+is written by one function. Python engine only (no JVM)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from kchaos.verifier.pychecker import check_run
+from kchaos.verifier.results import CheckResult, Results
+from kchaos.verifier.spec import VerifierSpec
+from kchaos.verifier.verify import apply_run_conditions, disagreements, verify_run, write_results
+
+from .test_checkers import RunBuilder, _out
+
+PYTHON = VerifierSpec(engine="python")
+
+
+def _final(run, **changes):
+    final = json.loads((run / "final.json").read_text())
+    final.update(changes)
+    (run / "final.json").write_text(json.dumps(final))
+
+
+def test_results_round_trip_through_their_file_form(tmp_path):
+    b = RunBuilder()
+    b.committed["a"].append(_out(0, 2, 0))
+    results = check_run(b.write(tmp_path / "r"))
+    results.cross_check = {"checker": "python", "agrees": True, "disagreements": []}
+    results.interruption = {"phase": "faults", "final_reads": True}
+    data = json.loads(json.dumps(results.to_json(), default=str))
+    again = Results.from_json(data)
+    assert json.loads(json.dumps(again.to_json(), default=str)) == data
+    assert again.verdict == "invalid" and data["interrupted"] is True
+
+
+def test_a_timed_out_drain_or_an_unhealthy_heal_makes_valid_unknown_but_keeps_invalid(tmp_path):
+    clean = RunBuilder().write(tmp_path / "clean")
+    _final(clean, drained=False)
+    results = verify_run(clean, PYTHON)
+    assert results.verdict == "unknown" and any("drain timed out" in e for e in results.errors)
+
+    b = RunBuilder()
+    b.committed["a"].append(_out(0, 2, 0))
+    dirty = b.write(tmp_path / "dirty")
+    _final(dirty, heal={"healthy": False, "error": "node 2 did not come back"})
+    results = verify_run(dirty, PYTHON)
+    assert results.verdict == "invalid" and any("node 2 did not come back" in e for e in results.errors)
+
+
+def test_a_graceful_stop_is_recorded_and_a_run_without_final_reads_is_never_passed(tmp_path):
+    run = RunBuilder().write(tmp_path / "r")
+    _final(run, interrupted={"signal": "SIGINT", "phase": "faults"})
+    results = verify_run(run, PYTHON)
+    assert results.verdict == "valid" and results.interruption == {"signal": "SIGINT", "phase": "faults",
+                                                                   "final_reads": True}
+    (run / "final.json").unlink()
+    results = verify_run(run, PYTHON, stopped_in="drain")
+    assert results.verdict == "unknown" and results.interruption == {"phase": "drain", "final_reads": False}
+    assert not results.checks and "duplicate" in results.not_checked
+
+
+def test_engines_that_disagree_on_a_count_are_named():
+    a = Results("spark", [CheckResult("duplicate", "invalid", [{"explanation": "x"}], note="2 cases")])
+    b = Results("python", [CheckResult("duplicate", "invalid", [{"explanation": "x"}], note="1 cases")])
+    assert disagreements(a, b) == ["duplicate: spark ('invalid', '2 cases') vs python ('invalid', '1 cases')"]
+    assert disagreements(a, a) == []
+    c = Results("python")
+    apply_run_conditions(c, {})
+    assert c.errors == [] and c.interruption is None
+
+
+def test_results_json_is_the_typed_results_written_once(tmp_path):
+    run = RunBuilder().write(tmp_path / "r")
+    written = write_results(run, verify_run(run, PYTHON))
+    assert json.loads((run / "results.json").read_text()) == json.loads(json.dumps(written, sort_keys=True))
+
+
+def test_a_verdict_needs_nothing_from_the_harness(tmp_path):
+    """``kchaos analyze`` reaches its verdict through verifier/ alone: verifying a stored run
+    imports no harness module."""
+    run = RunBuilder().write(tmp_path / "r")
+    code = ("import sys; from pathlib import Path; from kchaos.verifier.verify import verify_run, write_results; "
+            "from kchaos.verifier.spec import VerifierSpec; "
+            f"r = write_results(Path({str(run)!r}), verify_run(Path({str(run)!r}), VerifierSpec(engine='python'))); "
+            "print(r['verdict'], sorted(m for m in sys.modules if m.startswith('kchaos.harness')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["valid", "[]"]

@@ -1,0 +1,120 @@
+"""The verdict of a stored run, and the one writer of ``results.json``.
+
+``verify_run`` picks the engine the campaign's ``[verifier]`` table names, runs it, cross-checks
+the Spark job against the single-process reference, and folds in what else a verdict depends on:
+a drain that timed out, a cluster unhealthy after the final heal, a run stopped early. Each of
+those is an error on the typed results, and an error makes a verdict ``unknown`` unless a check
+found it ``invalid`` (verifier/results.py). ``kchaos run`` and ``kchaos analyze`` both come here,
+so a stored run gets the same verdict from either, with nothing from the harness.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from kchaos.files import atomic_write
+from kchaos.verifier.results import Results
+from kchaos.verifier.spec import VerifierSpec
+
+RESULTS_FILE = "results.json"
+
+
+def _quiet(message: str) -> None:
+    pass
+
+
+def run_spark_job(run: Path, master: str | None, bootstrap: str | None, timeout_s: float,
+                  say: Callable[[str], None] = _quiet) -> Results:
+    """The Spark job in a process of its own (its JVM too), recorded by a pid file so that a
+    crashed harness's reaper stops it; its results, or an ``unknown`` naming why there are none."""
+    from kchaos.clusters.processes import ManagedProcess
+    from kchaos.waiting import gone_within
+
+    out = run / "results.spark.json"
+    out.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "kchaos.verifier.spark_job", str(run), "--out", str(out)]
+    if master:
+        argv += ["--master", master]
+    if bootstrap:
+        argv += ["--bootstrap", bootstrap]
+    log = run / "logs" / "spark-verifier.log"
+    job = ManagedProcess("spark-verifier", argv, log, run / "verifier", marker=str(run))
+    say(f"verifying with Spark ({master or 'local[2]'}{', reading the topics from Kafka' if bootstrap else ''})")
+    job.start()
+    try:
+        gone_within(job.is_running, timeout_s, 0.5)
+    finally:
+        timed_out = job.is_running()
+        if timed_out:
+            job.kill()
+        job.forget_if_exited()
+    if out.exists():
+        return Results.from_json(json.loads(out.read_text()))
+    tail = log.read_text(errors="replace").strip().splitlines()[-5:] if log.exists() else []
+    reason = f"timed out after {timeout_s:.0f}s" if timed_out else f"exited with code {job.returncode()}"
+    return Results(checker="spark", errors=[f"the Spark verifier {reason} without results ({log}): " + " | ".join(tail)])
+
+
+def disagreements(primary: Results, reference: Results) -> list[str]:
+    """Where two engines disagree: a check missing from one, or a check's verdict or note (which
+    carries the exact case count)."""
+    a_checks, b_checks = ({c.name: c for c in r.checks} for r in (primary, reference))
+    problems = []
+    for name in sorted(set(a_checks) | set(b_checks)):
+        a, b = a_checks.get(name), b_checks.get(name)
+        if a is None or b is None or a.verdict != b.verdict or a.note != b.note:
+            problems.append(f"{name}: {primary.checker} {a and (a.verdict, a.note)} vs "
+                            f"{reference.checker} {b and (b.verdict, b.note)}")
+    return problems
+
+
+def apply_run_conditions(results: Results, final: dict[str, Any]) -> None:
+    """What the run's end says about the verdict, from ``final.json``: a drain that timed out
+    (not every input was processed before the final reads), an unhealthy final heal, a graceful
+    stop (what ran was healed, drained within bounds, read and checked)."""
+    if final and not final.get("drained", True):
+        results.errors.append("the drain timed out: not every input was processed before the final reads")
+    heal = final.get("heal") or {}
+    if heal and not heal.get("healthy", True):
+        results.errors.append(f"the cluster was not healthy after the final heal: {heal.get('error')}")
+    if final.get("interrupted"):
+        results.interruption = {**final["interrupted"], "final_reads": True}
+
+
+def verify_run(run: Path, spec: VerifierSpec, bootstrap: str | None = None, ops: list[dict[str, Any]] | None = None,
+               stopped_in: str | None = None, say: Callable[[str], None] = _quiet) -> Results:
+    """The results of a stored run, verdict included. ``ops``: the paired history when the
+    caller has read it; ``stopped_in``: the phase ``status.json`` last recorded (for a run that
+    stopped before its final reads)."""
+    from kchaos.verifier.pychecker import check_run, check_unfinished_run
+
+    final_path = run / "final.json"
+    if not final_path.exists():
+        # stopped before its final reads: what it recorded is kept, nothing is passed
+        results = check_unfinished_run(run, ops or [], stopped_in)
+        results.interruption = {"phase": stopped_in, "final_reads": False}
+        return results
+    if spec.engine == "spark":
+        results = run_spark_job(run, spec.spark_master, bootstrap, spec.timeout_s, say)
+        outputs = results.facts.get("outputs_raw") or 0
+        if spec.cross_check and results.checks and outputs <= spec.cross_check_max_outputs:
+            reference = check_run(run, ops)
+            write_results(run, reference, "results.python.json")
+            problems = disagreements(results, reference)
+            results.cross_check = {"checker": "python", "agrees": not problems, "disagreements": problems}
+            if problems:
+                results.errors.append("the Spark and Python checkers disagree: " + "; ".join(problems))
+    else:
+        results = check_run(run, ops)
+    apply_run_conditions(results, json.loads(final_path.read_text()))
+    return results
+
+
+def write_results(run: Path, results: Results, name: str = RESULTS_FILE) -> dict[str, Any]:
+    """Write the results (atomically) as ``name`` in the run directory; return what was written."""
+    data = results.to_json()
+    atomic_write(run / name, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    return data
