@@ -241,6 +241,31 @@ def test_bring_your_own_pipeline_runs_and_is_verified_by_lineage(cluster3, tmp_p
     assert list((h.run.path / "workers" / "pids").glob("*.pid")) == []  # stopped and forgotten
 
 
+@pytest.mark.parametrize("mode,verdict", [("safe", "valid"), ("unsafe", "invalid")])
+def test_an_outside_app_is_judged_from_the_broker_side(cluster3, tmp_path, mode, verdict):
+    """An app written outside kchaos (tests/apps/outside_pipeline.py: no history, only the
+    lineage contract), each instance crashed right after a commit: offsets sent in the
+    transaction make it valid, its progress counted in the coordinator's log; offsets committed
+    after the transaction make it a duplicate."""
+    import sys
+    from pathlib import Path
+
+    app = (sys.executable, str(Path(__file__).resolve().parents[1] / "apps" / "outside_pipeline.py"), mode)
+    h = Harness(cluster3, tmp_path, _spec(external_command=app, records=3000, rate=20000, abort_fraction=0,
+                                          restart_backoff_s=0.2))
+    for slot in ("w0", "w1"):
+        log = h.run.path / "workers" / f"{slot}.1.log"
+        wait_until(lambda: log.exists() and "committed" in log.read_text(), 90, 0.02, f"{slot} never committed")
+        h.workload.pool.crash(slot)  # inside the 300 ms after a commit: offsets not yet committed if unsafe
+    results = h.finish()
+    assert results["verdict"] == verdict, json.dumps(results["checks"], indent=1)
+    assert results["facts"]["inputs_committed"] == 3000
+    if mode == "safe":
+        assert "coordinator's log" in results["checks"]["no-progress"]["note"]
+    else:
+        assert "duplicate" in results["anomaly_types"]
+
+
 def test_external_backend_drives_an_existing_cluster(cluster3, tmp_path):
     """The external backend against a cluster it does not own: look-ups work, node faults are refused."""
     from kchaos.clusters import Capability, ClusterSpec, create_cluster

@@ -1,0 +1,76 @@
+"""A consume-transform-produce app written outside kchaos (it imports nothing of it), as a user
+would bring one: it reads the KCHAOS_* environment, follows the lineage contract of
+docs/workload.md, and records no history. Two modes:
+
+    python outside_pipeline.py safe     offsets sent in the transaction (KIP-447): exactly-once
+    python outside_pipeline.py unsafe   outputs committed in a transaction, offsets committed
+                                        afterwards by the consumer: a crash in between redoes work
+
+After each commit it prints ``committed <seq>`` and does 300 ms of bookkeeping, so a test can
+crash it in the same place in both modes.
+"""
+
+import json
+import os
+import sys
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+MODE = sys.argv[1]
+ENV = os.environ
+OUTPUTS = ENV["KCHAOS_OUTPUT_TOPICS"].split(",")
+K = json.loads(open(ENV["KCHAOS_WORKER_CONFIG"]).read())["workload"]["outputs_per_input"]
+WORKER, INCARNATION, TXID = ENV["KCHAOS_WORKER"], int(ENV["KCHAOS_INCARNATION"]), ENV["KCHAOS_TRANSACTIONAL_ID"]
+
+consumer = Consumer({"bootstrap.servers": ENV["KCHAOS_BOOTSTRAP_SERVERS"], "group.id": ENV["KCHAOS_GROUP_ID"],
+                     "isolation.level": "read_committed", "enable.auto.commit": False,
+                     "auto.offset.reset": "earliest", "session.timeout.ms": 10000, "log_level": 3})
+producer = Producer({"bootstrap.servers": ENV["KCHAOS_BOOTSTRAP_SERVERS"], "transactional.id": TXID,
+                     "transaction.timeout.ms": 10000, "log_level": 3})
+producer.init_transactions(30)
+consumer.subscribe([ENV["KCHAOS_INPUT_TOPIC"]])
+
+
+def rewind() -> None:
+    """Back to the group's committed offsets after an aborted transaction."""
+    for tp in consumer.committed(consumer.assignment(), timeout=30):
+        consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+
+
+seq = 0
+while True:
+    records = [m for m in consumer.consume(50, 1.0) if m.error() is None]
+    if not records:
+        continue
+    seq += 1
+    positions = {}
+    try:
+        producer.begin_transaction()
+        for m in records:
+            for slot in range(K):
+                value = {"in_id": m.key().decode(), "in_topic": m.topic(), "in_partition": m.partition(),
+                         "in_offset": m.offset(), "slot": slot, "slots": K, "worker": WORKER,
+                         "incarnation": INCARNATION, "txid": TXID, "txn_seq": seq}
+                producer.produce(OUTPUTS[slot % len(OUTPUTS)], key=m.key(), value=json.dumps(value))
+            positions[(m.topic(), m.partition())] = m.offset() + 1
+        offsets = [TopicPartition(t, p, o) for (t, p), o in positions.items()]
+        if MODE == "safe":
+            producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30)
+        for attempt in range(5):
+            try:
+                producer.commit_transaction(30)
+                break
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or attempt == 4:
+                    raise  # a retriable commit is committed again; anything else is handled below
+    except KafkaException as exc:
+        if exc.args[0].txn_requires_abort():
+            producer.abort_transaction(30)
+            rewind()
+            continue
+        raise  # fenced or fatal: exit, and kchaos restarts the app
+    print(f"committed {seq}", flush=True)
+    time.sleep(0.3)
+    if MODE == "unsafe":
+        consumer.commit(offsets=offsets, asynchronous=False)
