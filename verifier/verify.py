@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from kchaos.files import atomic_write
+from kchaos.rundir import RunDir
 from kchaos.verifier.results import Results
 from kchaos.verifier.spec import VerifierSpec
 
@@ -114,7 +114,7 @@ def verify_run(run: Path, spec: VerifierSpec, bootstrap: str | None = None, ops:
 
 
 def write_results(run: Path, results: Results, name: str = RESULTS_FILE) -> dict[str, Any]:
-    """Write the results (atomically) as ``name`` in the run directory; return what was written."""
+    """Write the results (atomically, as every run-directory file) as ``name``; return what was written."""
     data = results.to_json()
-    atomic_write(run / name, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    RunDir(run).write_json(name, data)
     return data
