@@ -179,9 +179,11 @@ def prepare_artifacts(campaign: Campaign) -> None:
     if campaign.cluster.backend == "local":
         resolve_kafka(campaign.cluster.kafka_version)
     if campaign.workload.client != "confluent":
-        from kchaos.workloads.java_client import check_java_properties, client_classpath
+        from kchaos.workloads.java_client import CTP_WORKER, STREAMS_APP, check_java_properties, client_classpath
 
-        client_classpath(campaign.workload.java_client_version)
+        client_classpath(campaign.workload.java_client_version, CTP_WORKER)  # --check-config runs on it
+        if campaign.workload.client == "streams":
+            client_classpath(campaign.workload.java_client_version, STREAMS_APP)
         check_java_properties(campaign.workload.model_dump(mode="json"), campaign.workload.java_client_version)
     for step in campaign.steps:
         if step.action == "rolling-upgrade" and step.version:

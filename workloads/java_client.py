@@ -1,9 +1,10 @@
-"""The Java workload client: ``workloads/java/KchaosCtpWorker.java`` on ``kafka-clients``.
+"""The Java workload drivers: ``workloads/java/KchaosCtpWorker.java`` on ``kafka-clients`` and
+``workloads/java/KchaosStreamsApp.java``, a Kafka Streams application on ``kafka-streams``.
 
 librdkafka (confluent-kafka) speaks the classic transaction protocol only, even on a cluster
 with ``transaction.version=2``; the Java producer speaks KIP-890's (TV2) when the cluster has it.
-kchaos resolves ``org.apache.kafka:kafka-clients:<version>`` (and a quiet slf4j binding) from
-Maven Central like the broker jars, compiles the driver once per (source, version) into the
+kchaos resolves ``org.apache.kafka:<artifact>:<version>`` (and a quiet slf4j binding) from
+Maven Central like the broker jars, compiles the driver once per (sources, version) into the
 cache, and starts it with a flat ``.properties`` file: client settings as they are, kchaos'
 own settings under ``kchaos.*``.
 """
@@ -15,6 +16,7 @@ import importlib.resources
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,38 +26,56 @@ from kchaos.paths import cache_dir
 from kchaos.workloads.client_settings import JAVA_PRODUCER, java_value
 
 # Package data (kchaos.workloads: java/*.java): a wheel installs it as a plain file beside this module.
-SOURCE = Path(str(importlib.resources.files("kchaos.workloads").joinpath("java", "KchaosCtpWorker.java")))
-MAIN_CLASS = "KchaosCtpWorker"
+SOURCES = Path(str(importlib.resources.files("kchaos.workloads").joinpath("java")))
 SLF4J_NOP = MavenArtifact("org.slf4j", "slf4j-nop", "1.7.36")
+
+
+@dataclass(frozen=True)
+class Driver:
+    """A Java program kchaos runs as a worker: its main class, the sources it is compiled from
+    (the Streams application reuses the worker's history and JSON writers) and the artifact it
+    runs on."""
+
+    main_class: str
+    sources: tuple[str, ...]
+    artifact: str
+
+    def jars(self, version: str) -> Any:
+        return resolve_jars(f"{self.artifact}-{version}",
+                            [MavenArtifact("org.apache.kafka", self.artifact, version), SLF4J_NOP],
+                            missing_hint=f"{self.artifact} {version} is not on Maven Central; use a released version")
+
+
+CTP_WORKER = Driver("KchaosCtpWorker", ("KchaosCtpWorker.java",), "kafka-clients")
+STREAMS_APP = Driver("KchaosStreamsApp", ("KchaosCtpWorker.java", "KchaosStreamsApp.java"), "kafka-streams")
 
 
 def _require_javac() -> str:
     javac = shutil.which("javac")
     if javac is None:
-        raise SetupError("workload.client = 'java' needs a JDK (javac), not only a JRE",
+        raise SetupError("workload.client = 'java' or 'streams' needs a JDK (javac), not only a JRE",
                          "install one, e.g. `apt-get install openjdk-17-jdk-headless`")
     return javac
 
 
-def client_classpath(version: str) -> str:
-    """The compiled driver and the kafka-clients jars of ``version``, as one classpath; built once."""
+def client_classpath(version: str, driver: Driver = CTP_WORKER) -> str:
+    """The compiled driver and the jars of ``version`` it runs on, as one classpath; built once."""
     validate_kafka_version(version)
-    jars = resolve_jars(f"kafka-clients-{version}",
-                        [MavenArtifact("org.apache.kafka", "kafka-clients", version), SLF4J_NOP],
-                        missing_hint=f"kafka-clients {version} is not on Maven Central; use a released version")
-    digest = hashlib.sha256(SOURCE.read_bytes() + version.encode()).hexdigest()[:12]
-    classes = cache_dir() / "java" / f"ctp-worker-{version}-{digest}"
-    if not (classes / f"{MAIN_CLASS}.class").exists():
+    jars = driver.jars(version)
+    sources = [SOURCES / name for name in driver.sources]
+    digest = hashlib.sha256(b"".join(s.read_bytes() for s in sources) + version.encode()).hexdigest()[:12]
+    classes = cache_dir() / "java" / f"{driver.main_class}-{version}-{digest}"
+    if not (classes / f"{driver.main_class}.class").exists():
         require_java()
         javac = _require_javac()
         classes.parent.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=".ctp-worker-", dir=classes.parent))
+        work = Path(tempfile.mkdtemp(prefix=f".{driver.main_class}-", dir=classes.parent))
         try:
-            proc = subprocess.run([javac, "-nowarn", "-cp", jars.classpath, "-d", str(work), str(SOURCE)],
+            proc = subprocess.run([javac, "-nowarn", "-cp", jars.classpath, "-d", str(work), *map(str, sources)],
                                   capture_output=True, text=True)
             if proc.returncode != 0:
-                raise SetupError(f"the Java workload driver did not compile against kafka-clients {version}",
-                                 "use a kafka-clients release the driver supports (4.0 or later)",
+                raise SetupError(f"the Java driver {driver.main_class} did not compile against {driver.artifact} "
+                                 f"{version}", "use a release the driver supports (4.0 or later)",
                                  detail=(proc.stdout + proc.stderr)[-3000:])
             if classes.exists():
                 shutil.rmtree(classes)
@@ -80,7 +100,18 @@ def worker_properties(config: dict[str, Any]) -> str:
              "kchaos.session.timeout.ms": str(spec["session_timeout_ms"]), "kchaos.isolation": spec["isolation"],
              "kchaos.group.id": spec["group_id"],
              **campaign_properties(spec)}
+    if spec["client"] == "streams":
+        lines.update({"kchaos.streams.guarantee": STREAMS_GUARANTEE[spec["delivery"]],
+                      "kchaos.streams.threads": str(spec["streams_threads"]),
+                      "kchaos.streams.commit.interval.ms": str(spec.get("streams_commit_interval_ms") or ""),
+                      # per process: a paused instance and its replacement never share a state lock
+                      "kchaos.streams.state.dir": str(Path(config["history_path"]).parent.parent / "workers"
+                                                      / f"{config['worker']}.{config['incarnation']}-state")})
     return "".join(f"{_escape(k)}={_escape(v)}\n" for k, v in sorted(lines.items()))
+
+
+#: Kafka Streams' processing.guarantee for each delivery a Streams workload accepts (spec.py)
+STREAMS_GUARANTEE = {"exactly-once": "exactly_once_v2", "at-least-once": "at_least_once"}
 
 
 def campaign_properties(workload: dict[str, Any], defaults: bool = True) -> dict[str, str]:
@@ -116,7 +147,7 @@ def _escape(text: str) -> str:
     return ("\\" + out) if out.startswith(" ") else out
 
 
-def java_argv(classpath: str, properties_path: Path) -> list[str]:
+def java_argv(classpath: str, properties_path: Path, driver: Driver = CTP_WORKER) -> list[str]:
     """A small client JVM: two of these share two cores with three brokers."""
     return [require_java(), "-Xms32m", "-Xmx160m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            "-Djava.awt.headless=true", "-cp", classpath, MAIN_CLASS, str(properties_path)]
+            "-Djava.awt.headless=true", "-cp", classpath, driver.main_class, str(properties_path)]

@@ -72,12 +72,14 @@ class WorkerPool:
     def _argv(self, config_path: Path, config: dict[str, Any]) -> list[str]:
         if self.spec.external_command:
             return [*self.spec.external_command]
-        if self.spec.client_of(int(config["worker"][1:])) == "java":
-            from kchaos.workloads.java_client import client_classpath, java_argv, worker_properties
+        client = self.spec.client_of(int(config["worker"][1:]))
+        if client in ("java", "streams"):
+            from kchaos.workloads.java_client import CTP_WORKER, STREAMS_APP, client_classpath, java_argv, worker_properties
 
+            driver = STREAMS_APP if client == "streams" else CTP_WORKER
             props = config_path.with_suffix(".properties")
             props.write_text(worker_properties(config))
-            return java_argv(client_classpath(self.spec.java_client_version), props)
+            return java_argv(client_classpath(self.spec.java_client_version, driver), props, driver)
         module = "kchaos.workloads.share_worker" if self.spec.kind == "share" else "kchaos.workloads.ctp_worker"
         return [sys.executable, "-m", module, str(config_path)]
 

@@ -48,11 +48,18 @@ class WorkloadSpec(BaseModel):
         0.01, ge=0.0, le=0.5, description="share: seeded share of inputs that are poison and REJECTed")
     share_lock_duration_ms: int = Field(15_000, ge=1000, le=3_600_000, description="share: share.record.lock.duration.ms")
     share_delivery_count_limit: int = Field(5, ge=2, le=10, description="share: share.delivery.count.limit")
-    client: Literal["confluent", "java", "mixed"] = Field(
+    client: Literal["confluent", "java", "mixed", "streams"] = Field(
         "confluent",
         description="confluent: librdkafka (classic transaction protocol); java: kafka-clients (KIP-890 TV2 when the "
-                    "cluster has it); mixed: odd worker slots java, even ones confluent, in one group")
-    java_client_version: str = Field("4.2.1", description="kafka-clients release of the Java workers (4.0 or later)")
+                    "cluster has it); mixed: odd worker slots java, even ones confluent, in one group; streams: a Kafka "
+                    "Streams application per worker (processing.guarantee from delivery, see docs/workload.md)")
+    streams_threads: int = Field(1, ge=1, le=16, description="streams: num.stream.threads of each application instance")
+    streams_commit_interval_ms: int | None = Field(
+        None, ge=10, le=600_000,
+        description="streams: commit.interval.ms (unset: Streams' default, 100 for exactly_once_v2, 30000 for at_least_once)")
+    java_client_version: str = Field(
+        "4.2.1", description="kafka-clients release of the Java workers, kafka-streams release of the Streams "
+                             "application (4.0 or later)")
     producer: dict[str, str | int | float | bool] = Field(
         default_factory=dict,
         description="Kafka producer properties of the workers, in the client's own names (librdkafka for confluent, "
@@ -74,8 +81,17 @@ class WorkloadSpec(BaseModel):
                                      or self.transactional_id_strategy != "per-worker"):
             raise ValueError("kind = 'share' runs kchaos' own share worker with transactional outputs: it needs "
                              "delivery = 'exactly-once', transactional_id_strategy = 'per-worker' and no external_command")
-        if self.client != "confluent" and (self.kind != "ctp" or self.delivery != "exactly-once"
-                                           or self.transactional_id_strategy != "per-worker" or self.external_command):
+        if self.client == "streams":
+            if (self.kind != "ctp" or self.delivery == "at-least-once-no-idempotence"
+                    or self.transactional_id_strategy != "per-worker" or self.external_command
+                    or self.group_protocol != "classic"):
+                raise ValueError("client = 'streams' runs a Kafka Streams application as the consume-transform-produce "
+                                 "pipeline: kind = 'ctp', delivery 'exactly-once' (processing.guarantee exactly_once_v2) "
+                                 "or 'at-least-once' (at_least_once), Streams' own transactional ids "
+                                 "(transactional_id_strategy = 'per-worker'), group_protocol = 'classic', no "
+                                 "external_command")
+        elif self.client != "confluent" and (self.kind != "ctp" or self.delivery != "exactly-once"
+                                             or self.transactional_id_strategy != "per-worker" or self.external_command):
             raise ValueError(f"client = {self.client!r}: the Java driver runs the exactly-once consume-transform-produce "
                              "pipeline with per-worker transactional ids (kind = 'ctp', delivery = 'exactly-once', "
                              "transactional_id_strategy = 'per-worker', no external_command)")
@@ -93,7 +109,7 @@ class WorkloadSpec(BaseModel):
         return self
 
     def client_of(self, slot: int) -> str:
-        """Which client worker slot ``w<slot>`` runs: ``confluent`` or ``java``."""
+        """Which client worker slot ``w<slot>`` runs: ``confluent``, ``java`` or ``streams``."""
         if self.client == "mixed":
             return "java" if slot % 2 == 1 else "confluent"
         return self.client

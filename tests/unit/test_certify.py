@@ -227,3 +227,32 @@ def test_commits_by_client_tv_counts_only_this_runs_commits():
             ("run1-w0", "CompleteCommit", None, 1)]
     assert commits_by_client_tv(rows, "run1") == {"run1-w0": {"0": 4}, "run1-w1": {"0": 1, "2": 5}}
     assert commits_by_client_tv(rows, None)["other-w0"] == {"2": 9}
+
+
+@pytest.mark.parametrize("settings,words", [
+    ('delivery = "at-least-once-no-idempotence"', "client = 'streams'"),
+    ('group_protocol = "consumer"', "group_protocol = 'classic'"),
+    ('transactional_id_strategy = "per-partition"', "Streams' own transactional ids"),
+    ('external_command = ["app"]', "no external_command"),
+])
+def test_streams_refuses_what_a_streams_application_cannot_be(tmp_path, settings, words):
+    path = tmp_path / "c.toml"
+    path.write_text(f'[workload]\nclient = "streams"\n{settings}\n')
+    with pytest.raises(ConfigError, match=words):
+        load_campaign(path)
+
+
+@pytest.mark.parametrize("delivery,guarantee", [("exactly-once", "exactly_once_v2"), ("at-least-once", "at_least_once")])
+def test_streams_properties_carry_the_guarantee_threads_and_a_state_dir_per_process(delivery, guarantee):
+    from kchaos.workloads.spec import WorkloadSpec
+
+    spec = WorkloadSpec(client="streams", delivery=delivery, streams_threads=2, streams_commit_interval_ms=500)
+    config = {"workload": spec.model_dump(mode="json"), "worker": "w1", "incarnation": 3,
+              "client": {"bootstrap.servers": "h:1"}, "seed": 7, "txid_prefix": "kc-x",
+              "history_path": "/run/history/w1.3.jsonl"}
+    props = dict(line.split("=", 1) for line in worker_properties(config).splitlines())
+    assert props["kchaos.streams.guarantee"] == guarantee
+    assert props["kchaos.streams.threads"] == "2" and props["kchaos.streams.commit.interval.ms"] == "500"
+    # a paused instance and its replacement (w1.4) must never share Streams' state directory lock
+    assert props["kchaos.streams.state.dir"] == "/run/workers/w1.3-state"
+    assert props["kchaos.group.id"] == spec.group_id  # Streams' application.id: the group the verifier reads

@@ -261,22 +261,19 @@ public final class KchaosCtpWorker {
     }
 
     // -- what the producer knows about itself (not public API: read by reflection) ------------
-    private Object transactionManager() {
+    /** Adds the producer's id, epoch and whether it runs KIP-890 transactions ("txn_v2") to
+     * {@code m}; leaves them null when this client release hides them (never a guess). Shared
+     * with the Streams driver, whose producers kchaos observes through its client supplier. */
+    static Map<String, Object> putProducerState(KafkaProducer<?, ?> producer, Map<String, Object> m) {
+        m.put("pid", null);
+        m.put("epoch", null);
+        m.put("txn_v2", null);
+        if (producer == null) return m;
         try {
             Field f = KafkaProducer.class.getDeclaredField("transactionManager");
             f.setAccessible(true);
-            return f.get(producer);
-        } catch (ReflectiveOperationException | RuntimeException e) {
-            return null;
-        }
-    }
-
-    Map<String, Object> fields() {
-        Map<String, Object> m = map("worker", worker, "incarnation", incarnation, "txid", txid, "client", "java",
-                                    "pid", null, "epoch", null, "txn_v2", null);
-        Object tm = producer == null ? null : transactionManager();
-        if (tm == null) return m;
-        try {
+            Object tm = f.get(producer);
+            if (tm == null) return m;
             Method pe = tm.getClass().getDeclaredMethod("producerIdAndEpoch");
             pe.setAccessible(true);
             Object idAndEpoch = pe.invoke(tm);
@@ -289,9 +286,14 @@ public final class KchaosCtpWorker {
             Method v2 = tm.getClass().getMethod("isTransactionV2Enabled");
             m.put("txn_v2", v2.invoke(tm));
         } catch (ReflectiveOperationException | RuntimeException ignored) {
-            // an unknown client release: the history then says null, never a guess
+            // an unknown client release: the history then says null
         }
         return m;
+    }
+
+    Map<String, Object> fields() {
+        return putProducerState(producer, map("worker", worker, "incarnation", incarnation, "txid", txid,
+                                              "client", "java"));
     }
 
     // -- clients ----------------------------------------------------------------------------
