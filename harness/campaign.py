@@ -99,8 +99,6 @@ class Campaign(BaseModel):
                                  "worker-pause (past the record lock) or worker-crash")
             if entry.kind in ("zombie", "txid-takeover") and not self.workload.transactional:
                 raise ValueError(f"faults: {entry.kind} needs a transactional workload (workload.delivery = 'exactly-once')")
-            if entry.kind in ("zombie", "txid-takeover") and self.workload.external_command:
-                raise ValueError(f"faults: {entry.kind} is not available for an external pipeline")
         return self
 
 

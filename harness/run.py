@@ -185,6 +185,7 @@ def prepare_artifacts(campaign: Campaign) -> None:
         if campaign.workload.client == "streams":
             client_classpath(campaign.workload.java_client_version, STREAMS_APP)
         check_java_properties(campaign.workload.model_dump(mode="json"), campaign.workload.java_client_version)
+    campaign.workload.external_jars()
     for step in campaign.steps:
         if step.action == "rolling-upgrade" and step.version:
             resolve_kafka(step.version)

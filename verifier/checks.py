@@ -89,7 +89,8 @@ CHECKS: tuple[CheckDef, ...] = (
              "a visible output of a transaction the client aborted, or derived from an aborted input"),
     CheckDef("lost-write", "check_lost_write",
              "a transaction the client saw commit with fewer visible outputs than it wrote",
-             (Requirement("transactional", VALID, "not transactional: checked as lost-input/torn-transaction"),)),
+             (Requirement("transactional", VALID, "not transactional: checked as lost-input/torn-transaction"),
+              Requirement("history", None, f"{_NO_HISTORY}: nothing says which transactions the client saw commit"))),
     CheckDef("offsets-behind", "check_offsets_behind",
              "a visible output of an input at or past the group's final committed offset"),
     CheckDef("invalid-txn-transition", "check_txn_transitions",
@@ -110,6 +111,15 @@ CHECKS: tuple[CheckDef, ...] = (
 )
 
 CHECK_NAMES = tuple(c.anomaly for c in CHECKS)
+
+#: What identity lineage (an unmodified app: outputs carry only their input's id) cannot check,
+#: beside what its lack of client history already rules out (lost-write, zombie-write).
+IDENTITY_NOT_CHECKED = {
+    "torn-transaction (per transaction)": "identity lineage: an output does not name the transaction that wrote it, "
+                                          "so only the per-input half (all K outputs or none) is checked",
+    "aborted-read (client-aborted transaction)": "identity lineage: no transaction named; outputs of aborted input "
+                                                 "copies (the seeder's marked ids) are checked",
+}
 
 
 def has(data: Any, needs: str) -> bool:
@@ -142,6 +152,8 @@ def run_checks(results: Any, data: Any, engine: Any) -> bool:
         from kchaos.verifier.share_checks import NOT_FOR_SHARE
 
         results.not_checked.update(NOT_FOR_SHARE)
+    if data.workload.get("lineage") == "id":
+        results.not_checked.update(IDENTITY_NOT_CHECKED)
     for check in CHECKS:
         name = check.anomaly
         if share and (name in NOT_FOR_SHARE or name == "duplicate"):

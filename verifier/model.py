@@ -37,6 +37,26 @@ OPEN_TXN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFenc
 ORDER_PROMISED_DELIVERY = ("exactly-once",)
 
 
+def identity_positions(committed: dict[tuple[int, int], str],
+                       raw: dict[tuple[int, int], str]) -> tuple[dict[str, tuple[int, int]], set[str]]:
+    """Identity lineage (``workload.lineage = "id"``): where each input id is, so that an output
+    carrying only the id can be traced. An id committed once maps to its committed position; an
+    id never committed (a copy the seeder aborted on purpose carries ABORTED_MARK) to its first
+    raw position. An id committed more than once (a seeder batch whose commit outcome was
+    unknown and that was written again) is *ambiguous*: returned apart, its inputs and outputs
+    are set aside, never guessed. ``committed``/``raw``: position -> id. The Spark job builds the
+    same map with joins (spark_job.SparkRun)."""
+    from collections import Counter
+
+    times = Counter(committed.values())
+    ambiguous = {i for i, n in times.items() if n > 1}
+    where: dict[str, tuple[int, int]] = {i: pos for pos, i in committed.items() if i not in ambiguous}
+    for pos, i in sorted(raw.items()):
+        if i not in times:
+            where.setdefault(i, pos)
+    return where, ambiguous
+
+
 class NotApplicable(Exception):
     """Raised by a check whose guarantee this configuration does not promise."""
 

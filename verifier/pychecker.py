@@ -18,9 +18,11 @@ from typing import Any
 
 from kchaos.verifier.checks import CHECK_NAMES, explain, progress_result, result, run_checks
 from kchaos.verifier.model import (LINEAGE_FIELDS, OPEN_TXN_STATES, TXN_NEXT, HistoryIndex, commits_by_client_tv,
-                                   coordinator_commits, hanging_cases, read_ops, zombie_successor)
+                                   coordinator_commits, hanging_cases, identity_positions, read_ops,
+                                   zombie_successor)
 from kchaos.verifier.late_requests import late_request_facts
 from kchaos.verifier.results import VALID, CheckResult, Results
+from kchaos.workloads.lineage import IdLocator
 
 
 def _read_topic(run: Path, topic: str, view: str) -> list[dict[str, Any]]:
@@ -30,6 +32,19 @@ def _read_topic(run: Path, topic: str, view: str) -> list[dict[str, Any]]:
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing: the run's final reads did not complete")
     return pq.read_table(path).to_pylist()
+
+
+def _identity(record: dict[str, Any], topic: str, slot: int, locator: IdLocator,
+              where: dict[str, tuple[int, int]], workload: dict[str, Any]) -> dict[str, Any] | None:
+    """Identity lineage: the lineage an output carrying only its input's id stands for (slot: its
+    topic's index; no transaction named), or None when its id names no known input."""
+    in_id = locator.extract(record["key"], record["value"])
+    pos = where.get(in_id) if in_id is not None else None
+    if pos is None:
+        return None
+    return {"topic": topic, "partition": record["partition"], "offset": record["offset"], "in_id": in_id,
+            "in_topic": workload["input_topic"], "in_partition": pos[0], "in_offset": pos[1], "slot": slot,
+            "slots": workload["outputs_per_input"], "worker": None, "incarnation": None, "txid": None, "txn_seq": None}
 
 
 def _lineage(record: dict[str, Any], topic: str) -> dict[str, Any] | None:
@@ -54,14 +69,23 @@ class RunData:
         self.inputs_committed = {(r["partition"], r["offset"]): r["key"].decode() for r in
                                  _read_topic(run, input_topic, "committed")}
         self.inputs_raw = {(r["partition"], r["offset"]): r["key"].decode() for r in _read_topic(run, input_topic, "raw")}
+        locator = IdLocator.parse(self.workload.get("lineage_id") or "key") if self.workload.get("lineage") == "id" else None
+        #: identity lineage: inputs whose id was committed twice, set aside (model.identity_positions)
+        self.ambiguous_inputs = 0
+        if locator is not None:
+            where, ambiguous = identity_positions(self.inputs_committed, self.inputs_raw)
+            self.ambiguous_inputs = sum(1 for i in self.inputs_committed.values() if i in ambiguous)
+            self.inputs_committed = {k: v for k, v in self.inputs_committed.items() if v not in ambiguous}
+            self.inputs_raw = {k: v for k, v in self.inputs_raw.items() if v not in ambiguous}
         self.outputs_committed: list[dict[str, Any]] = []
         self.outputs_raw: list[dict[str, Any]] = []
         #: output records without the lineage fields: counted, reported in facts, never guessed at
         self.foreign_outputs: dict[str, int] = {"committed": 0, "raw": 0}
-        for topic in self.workload["output_topics"]:
+        for slot, topic in enumerate(self.workload["output_topics"]):
             for view, target in (("committed", self.outputs_committed), ("raw", self.outputs_raw)):
                 for r in _read_topic(run, topic, view):
-                    lineage = _lineage(r, topic)
+                    lineage = (_lineage(r, topic) if locator is None
+                               else _identity(r, topic, slot, locator, where, self.workload))
                     if lineage is None:
                         self.foreign_outputs[view] += 1
                     else:
@@ -158,7 +182,7 @@ def check_unfinished_run(run: Path, ops: list[dict[str, Any]] | None = None, pha
 
 
 def _case(data: RunData, explanation: str, records: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    txns = sorted({data.txn_key(r) for r in records if "worker" in r})
+    txns = sorted({data.txn_key(r) for r in records if r.get("worker")})
     return {"explanation": explanation, "records": records, "transactions": [data.txn_evidence(k) for k in txns], **extra}
 
 
@@ -304,7 +328,7 @@ def check_torn(data: RunData) -> CheckResult:
         if 0 < len(have) < k:
             cases.append(_case(data, explain("torn-transaction.slots", p=key[0], o=key[1], have=sorted(have), k=k),
                                by_input[key], missing_slots=sorted(set(range(k)) - have)))
-    if data.workload["delivery"] == "exactly-once":
+    if data.workload["delivery"] == "exactly-once" and data.workload.get("lineage", "full") == "full":
         committed_by_txn = Counter(data.txn_key(o) for o in data.outputs_committed)
         raw_by_txn: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
         for out in data.outputs_raw:
@@ -402,6 +426,7 @@ def facts(data: RunData) -> dict[str, Any]:
         "outputs_committed": len(data.outputs_committed),
         "outputs_raw": len(data.outputs_raw),
         "outputs_without_lineage": data.foreign_outputs,
+        "inputs_with_ambiguous_id": data.ambiguous_inputs,
         "transactions": dict(outcomes),
         "transactions_per_txid": data.history.per_txid_outcomes(),
         "final_group_offsets": {str(p): o for p, o in sorted(data.final_offsets.items())},

@@ -35,6 +35,7 @@ from kchaos.verifier.checks import explain, progress_result, result, run_checks
 from kchaos.verifier.model import (LINEAGE_FIELDS, MAX_CASES, OPEN_TXN_STATES, TXN_NEXT, HistoryIndex,
                                    commits_by_client_tv, hanging_cases, read_json, read_ops, zombie_successor)
 from kchaos.verifier.results import VALID, CheckResult, Results
+from kchaos.workloads.lineage import IdLocator
 
 TOPIC_SCHEMA = "partition INT, offset BIGINT, timestamp BIGINT, key BINARY, value BINARY"
 LINEAGE_SCHEMA = ("in_id STRING, in_topic STRING, in_partition INT, in_offset BIGINT, slot INT, slots INT, "
@@ -189,6 +190,18 @@ class SparkRun:
         self.inputs = {view: topic(input_topic, view).select(F.col("partition").alias("p"), F.col("offset").alias("o"),
                                                               F.col("key").cast("string").alias("in_id"))
                        .persist(StorageLevel.MEMORY_AND_DISK) for view in VIEWS}
+        self.identity = (IdLocator.parse(self.workload.get("lineage_id") or "key")
+                         if self.workload.get("lineage") == "id" else None)
+        self.ambiguous_inputs = 0
+        if self.identity is not None:  # model.identity_positions, as joins
+            ambiguous = (self.inputs["committed"].groupBy("in_id").count().filter("count > 1").select("in_id"))
+            self.ambiguous_inputs = self.inputs["committed"].join(ambiguous, "in_id", "left_semi").count()
+            self.inputs = {view: df.join(ambiguous, "in_id", "left_anti").persist(StorageLevel.MEMORY_AND_DISK)
+                           for view, df in self.inputs.items()}
+            never_committed = (self.inputs["raw"].join(self.inputs["committed"].select("in_id"), "in_id", "left_anti")
+                               .groupBy("in_id").agg(F.min(F.struct("p", "o")).alias("at"))
+                               .select("in_id", "at.p", "at.o"))
+            self.id_positions = self.inputs["committed"].select("in_id", "p", "o").unionByName(never_committed)
         self.outputs: dict[str, Any] = {}
         self.foreign_outputs: dict[str, int] = {}
         lineage_ok = F.lit(True)
@@ -199,8 +212,11 @@ class SparkRun:
             union = parts[0]
             for part in parts[1:]:
                 union = union.unionByName(part)
-            parsed = (union.withColumn("l", F.from_json(F.col("value").cast("string"), LINEAGE_SCHEMA))
-                      .withColumn("lineage_ok", F.coalesce(lineage_ok, F.lit(False))))
+            if self.identity is None:
+                parsed = (union.withColumn("l", F.from_json(F.col("value").cast("string"), LINEAGE_SCHEMA))
+                          .withColumn("lineage_ok", F.coalesce(lineage_ok, F.lit(False))))
+            else:
+                parsed = self.identity_lineage(parts, input_topic)
             parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
             self.foreign_outputs[view] = parsed.filter(~F.col("lineage_ok")).count()
             self.outputs[view] = (parsed.filter(F.col("lineage_ok"))
@@ -221,6 +237,32 @@ class SparkRun:
                                      key=lambda r: (r["log_partition"], r["log_offset"]))
         self.k = self.workload["outputs_per_input"]
         self.exactly_once = self.workload["delivery"] == "exactly-once"
+
+    def identity_lineage(self, parts: list[Any], input_topic: str) -> Any:
+        """Identity lineage (pychecker._identity): each output's id, from where the locator says,
+        joined to its input's position; the slot is the topic's index; no transaction named."""
+        F, loc = self.F, self.identity
+        value = F.col("value").cast("string")
+        in_id = {"key": F.col("key").cast("string"), "value": value}.get(loc.kind)
+        if loc.kind == "json":
+            in_id = F.get_json_object(value, loc.json_path())
+        elif loc.kind == "regex":
+            import re
+
+            in_id = F.regexp_extract(value, loc.arg, 1 if re.compile(loc.arg).groups else 0)
+            in_id = F.when(value.rlike(loc.arg), in_id)
+        union = None
+        for slot, part in enumerate(parts):
+            part = part.withColumn("in_id", in_id).withColumn("slot_", F.lit(slot))
+            union = part if union is None else union.unionByName(part)
+        joined = union.join(self.id_positions, "in_id", "left")
+        nothing = {"worker": "string", "incarnation": "int", "txid": "string", "txn_seq": "bigint"}
+        lineage = F.struct(F.col("in_id"), F.lit(input_topic).alias("in_topic"), F.col("p").cast("int").alias("in_partition"),
+                           F.col("o").alias("in_offset"), F.col("slot_").cast("int").alias("slot"),
+                           F.lit(self.workload["outputs_per_input"]).cast("int").alias("slots"),
+                           *[F.lit(None).cast(t).alias(n) for n, t in nothing.items()])
+        return (joined.withColumn("l", lineage).withColumn("lineage_ok", F.col("p").isNotNull())
+                .select("topic", "partition", "offset", "l", "lineage_ok"))
 
     # evidence ---------------------------------------------------------------------------------
 
@@ -316,7 +358,7 @@ def check_torn(d: SparkRun) -> CheckResult:
     cases = [d.case(explain("torn-transaction.slots", p=r["in_partition"], o=r["in_offset"], have=list(r["have"]), k=d.k),
                     [d.record(x) for x in r["records"]], missing_slots=sorted(set(range(d.k)) - set(r["have"])))
              for r in rows]
-    if d.exactly_once:
+    if d.exactly_once and d.identity is None:
         key = ["process", "txn_seq"]
         seen = committed.groupBy(*key).agg(F.count("*").alias("seen"))
         raw = d.outputs["raw"]
@@ -547,6 +589,7 @@ def facts(d: SparkRun) -> dict[str, Any]:
         "outputs_committed": counts["outputs_committed"],
         "outputs_raw": counts["outputs_raw"],
         "outputs_without_lineage": d.foreign_outputs,
+        "inputs_with_ambiguous_id": d.ambiguous_inputs,
         "transactions": dict(Counter(d.history.txn_outcome.values())),
         "transactions_per_txid": d.history.per_txid_outcomes(),
         "final_group_offsets": {str(p): o for p, o in sorted(d.final_offsets.items())},

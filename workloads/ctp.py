@@ -52,7 +52,7 @@ class CtpWorkload:
         history_dir = self.run.path / "history"
         self.seeder = Seeder(self.client, self.spec.input_topic, self.spec.records, self.spec.rate, self.seed,
                              history_dir / "seeder.jsonl", f"{self.txid_prefix}-seeder",
-                             abort_fraction=self.spec.seed_abort_fraction)
+                             abort_fraction=self.spec.seed_abort_fraction, mark_aborted=self.spec.lineage == "id")
         self.pool = WorkerPool(self.spec, self.client, self.run.path, self.seed, self.txid_prefix, self.history)
         self.seeder.start()
         self.pool.start()

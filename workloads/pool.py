@@ -103,6 +103,9 @@ class WorkerPool:
             "KCHAOS_WORKER": slot.name, "KCHAOS_INCARNATION": str(inc),
             "KCHAOS_WORKER_CONFIG": str(config_path),
         })
+        jars = self.spec.external_jars()  # resolved before the cluster started (harness prepare_artifacts)
+        if jars is not None:
+            env["KCHAOS_CLASSPATH"] = jars.classpath
         # The marker (the run directory) must be on the command line for reaping; an external
         # command gets it as the env of a tiny exec wrapper.
         argv = self._argv(config_path, config)

@@ -18,14 +18,14 @@ from confluent_kafka import KafkaException, Producer
 
 from kchaos.workloads.client_settings import SEEDER_CLIENT_ID, SEEDER_PRODUCER
 from kchaos.workloads.history import HistoryWriter
-from kchaos.workloads.lineage import input_id, input_value
+from kchaos.workloads.lineage import ABORTED_MARK, input_id, input_value
 
 SEED_BATCH = 50
 
 
 class Seeder:
     def __init__(self, client: dict[str, Any], topic: str, records: int, rate: float, seed: int,
-                 history_path: Path, txid: str, abort_fraction: float = 0.05):
+                 history_path: Path, txid: str, abort_fraction: float = 0.05, mark_aborted: bool = False):
         self.client = client
         self.topic = topic
         self.records = records
@@ -34,6 +34,8 @@ class Seeder:
         self.history = HistoryWriter(history_path, "seeder")
         self.txid = txid
         self.abort_fraction = abort_fraction
+        #: identity lineage: the copies aborted on purpose carry ABORTED_MARK in their id
+        self.mark_aborted = mark_aborted
         self.rng = random.Random(f"{seed}:seeder")
         #: highest offset of a committed input record, per partition (drain target)
         self.last_committed_offset: dict[int, int] = {}
@@ -99,8 +101,11 @@ class Seeder:
             op = self.history.invoke("seed", {"first": next_index, "last": end - 1, "abort": abort}, txid=self.txid)
             try:
                 producer.begin_transaction()
+                # numbered, so two aborted copies of one batch never share an id
+                mark = f"{ABORTED_MARK}{self.aborted_batches + 1}" if abort and self.mark_aborted else ""
                 for i in range(next_index, end):
-                    producer.produce(self.topic, key=input_id(self.seed, i).encode(), value=input_value(self.seed, i),
+                    producer.produce(self.topic, key=(input_id(self.seed, i) + mark).encode(),
+                                     value=input_value(self.seed, i, mark),
                                      on_delivery=lambda err, msg: offsets.append((msg.partition(), msg.offset()))
                                      if err is None else None)
                 if abort:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kchaos.workloads.client_settings import refuse_owned
+from kchaos.workloads.lineage import IdLocator
 
 Delivery = Literal["exactly-once", "at-least-once", "at-least-once-no-idempotence"]
 
@@ -68,6 +69,15 @@ class WorkloadSpec(BaseModel):
         default_factory=dict, description="Kafka consumer properties of the workers (as producer)")
     external_command: tuple[str, ...] | None = Field(
         None, description="bring your own pipeline: argv run instead of kchaos' worker (see docs/workload.md)")
+    external_classpath: tuple[str, ...] = Field(
+        (), description="bring your own JVM app: Maven coordinates (group:artifact:version) resolved with their runtime "
+                        "dependencies before the cluster starts, given to external_command as $KCHAOS_CLASSPATH")
+    lineage: Literal["full", "id"] = Field(
+        "full", description="full: outputs carry the lineage contract; id: an unmodified external app's outputs only "
+                            "carry their input's id (where: lineage_id)")
+    lineage_id: str = Field(
+        "key", description="lineage = 'id': where an output carries its input's id: key, value, json:/pointer, "
+                           "regex:PATTERN (group 1, else the match)")
 
     @model_validator(mode="after")
     def _consistent(self) -> "WorkloadSpec":
@@ -104,9 +114,35 @@ class WorkloadSpec(BaseModel):
         if (self.producer or self.consumer) and self.external_command:
             raise ValueError("workload.producer / workload.consumer configure kchaos' own workers; an external_command "
                              "pipeline sets its own client properties")
+        if self.external_classpath and not self.external_command:
+            raise ValueError("external_classpath is the classpath of an external_command app; set external_command")
+        for coords in self.external_classpath:
+            if len(coords.split(":")) != 3 or not all(coords.split(":")):
+                raise ValueError(f"external_classpath {coords!r}: Maven coordinates group:artifact:version")
+        if self.lineage == "id":
+            IdLocator.parse(self.lineage_id)
+            if not self.external_command:
+                raise ValueError("lineage = 'id' is for an external_command app that cannot write the lineage contract; "
+                                 "kchaos' own workers and the Streams driver write the full lineage")
+            if self.outputs_per_input != len(self.output_topics):
+                raise ValueError(f"lineage = 'id': an output's slot is its topic, so the app must promise one output per "
+                                 f"input in each output topic (outputs_per_input = {len(self.output_topics)}, the number "
+                                 "of output_topics)")
         if self.external_command is not None and not self.external_command:
             raise ValueError("external_command must name a program")
         return self
+
+    def external_jars(self) -> Any:
+        """The resolved ``external_classpath`` (a JarSet, built once into the cache), or None."""
+        if not self.external_classpath:
+            return None
+        import hashlib
+
+        from kchaos.clusters.artifacts import MavenArtifact, resolve_jars
+
+        name = "external-" + hashlib.sha256(",".join(self.external_classpath).encode()).hexdigest()[:12]
+        return resolve_jars(name, [MavenArtifact.parse(c) for c in self.external_classpath],
+                            missing_hint="check workload.external_classpath names released artifacts")
 
     def client_of(self, slot: int) -> str:
         """Which client worker slot ``w<slot>`` runs: ``confluent``, ``java`` or ``streams``."""

@@ -1,10 +1,15 @@
 """A consume-transform-produce app written outside kchaos (it imports nothing of it), as a user
 would bring one: it reads the KCHAOS_* environment, follows the lineage contract of
-docs/workload.md, and records no history. Two modes:
+docs/workload.md, and records no history. Modes:
 
     python outside_pipeline.py safe     offsets sent in the transaction (KIP-447): exactly-once
     python outside_pipeline.py unsafe   outputs committed in a transaction, offsets committed
                                         afterwards by the consumer: a crash in between redoes work
+    python outside_pipeline.py copy     as safe, but no lineage at all: each input's key and value
+                                        copied unchanged to every output topic (an unmodified app,
+                                        verified by identity lineage)
+    python outside_pipeline.py copy-uncommitted
+                                        as copy, reading read_uncommitted: copies aborted inputs
 
 After each commit it prints ``committed <seq>`` and does 300 ms of bookkeeping, so a test can
 crash it in the same place in both modes.
@@ -24,7 +29,7 @@ K = json.loads(open(ENV["KCHAOS_WORKER_CONFIG"]).read())["workload"]["outputs_pe
 WORKER, INCARNATION, TXID = ENV["KCHAOS_WORKER"], int(ENV["KCHAOS_INCARNATION"]), ENV["KCHAOS_TRANSACTIONAL_ID"]
 
 consumer = Consumer({"bootstrap.servers": ENV["KCHAOS_BOOTSTRAP_SERVERS"], "group.id": ENV["KCHAOS_GROUP_ID"],
-                     "isolation.level": "read_committed", "enable.auto.commit": False,
+                     "isolation.level": "read_uncommitted" if MODE == "copy-uncommitted" else "read_committed", "enable.auto.commit": False,
                      "auto.offset.reset": "earliest", "session.timeout.ms": 10000, "log_level": 3})
 producer = Producer({"bootstrap.servers": ENV["KCHAOS_BOOTSTRAP_SERVERS"], "transactional.id": TXID,
                      "transaction.timeout.ms": 10000, "log_level": 3})
@@ -49,13 +54,16 @@ while True:
         producer.begin_transaction()
         for m in records:
             for slot in range(K):
+                if MODE.startswith("copy"):
+                    producer.produce(OUTPUTS[slot % len(OUTPUTS)], key=m.key(), value=m.value())
+                    continue
                 value = {"in_id": m.key().decode(), "in_topic": m.topic(), "in_partition": m.partition(),
                          "in_offset": m.offset(), "slot": slot, "slots": K, "worker": WORKER,
                          "incarnation": INCARNATION, "txid": TXID, "txn_seq": seq}
                 producer.produce(OUTPUTS[slot % len(OUTPUTS)], key=m.key(), value=json.dumps(value))
             positions[(m.topic(), m.partition())] = m.offset() + 1
         offsets = [TopicPartition(t, p, o) for (t, p), o in positions.items()]
-        if MODE == "safe":
+        if MODE != "unsafe":
             producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30)
         for attempt in range(5):
             try:

@@ -266,6 +266,33 @@ def test_an_outside_app_is_judged_from_the_broker_side(cluster3, tmp_path, mode,
         assert "duplicate" in results["anomaly_types"]
 
 
+@pytest.mark.parametrize("mode,verdict", [("copy", "valid"), ("copy-uncommitted", "invalid")])
+def test_an_unmodified_app_is_verified_by_identity_lineage(cluster3, tmp_path, mode, verdict):
+    """An app that writes no lineage, only copies each input unchanged to every output topic:
+    outputs are traced by the id in their value (identity lineage), across an instance crash.
+    Reading read_uncommitted, it copies the seeder's aborted input copies, whose marked ids name
+    the aborted read."""
+    import sys
+    from pathlib import Path
+
+    app = (sys.executable, str(Path(__file__).resolve().parents[1] / "apps" / "outside_pipeline.py"), mode)
+    h = Harness(cluster3, tmp_path, _spec(external_command=app, lineage="id", lineage_id="json:/id", records=3000,
+                                          rate=3000, abort_fraction=0, seed_abort_fraction=0.2, restart_backoff_s=0.2))
+    log = h.run.path / "workers" / "w0.1.log"
+    wait_until(lambda: log.exists() and "committed" in log.read_text(), 90, 0.02, "w0 never committed")
+    h.workload.pool.crash("w0")
+    results = h.finish()
+    assert results["verdict"] == verdict, json.dumps(results["checks"], indent=1)
+    assert results["facts"]["inputs_committed"] == 3000
+    assert "torn-transaction (per transaction)" in results["not_checked"]
+    if mode == "copy":
+        assert results["facts"]["outputs_committed"] == 6000
+        assert "coordinator's log" in results["checks"]["no-progress"]["note"]
+    else:
+        assert results["anomaly_types"] == ["aborted-read"]
+        assert "~aborted" in results["anomalies"]["aborted-read"][0]["input"]["id"]
+
+
 def test_external_backend_drives_an_existing_cluster(cluster3, tmp_path):
     """The external backend against a cluster it does not own: look-ups work, node faults are refused."""
     from kchaos.clusters import Capability, ClusterSpec, create_cluster

@@ -75,6 +75,7 @@ class RunBuilder:
         self.liveness = {"stable": True, "waited_s": 0.1, "pinned": {}}
         self.txn_states = [("tx-w0", "Empty", 0), ("tx-w0", "Ongoing", 0), ("tx-w0", "PrepareCommit", 0),
                            ("tx-w0", "CompleteCommit", 0)]
+        self.workload: dict = {}  # over WORKLOAD, read when written
         self.ops = [
             ("init", "ok", {}),
             ("send", "ok", {"txn_seq": 1, "inputs": [[0, o] for o in range(n)], "outputs": 2 * n}),
@@ -84,7 +85,7 @@ class RunBuilder:
 
     def write(self, run: Path) -> Path:
         run.mkdir(parents=True, exist_ok=True)
-        (run / "campaign.json").write_text(json.dumps({"workload": WORKLOAD}))
+        (run / "campaign.json").write_text(json.dumps({"workload": {**WORKLOAD, **self.workload}}))
         (run / "final.json").write_text(json.dumps({"group_offsets": self.final_offsets, "drained": True,
                                                     "liveness": self.liveness}))
         _write_topic(run, "__transaction_state", "raw",
@@ -320,3 +321,88 @@ def test_an_app_without_client_history_shows_progress_in_the_coordinators_log(tm
     assert results["checks"]["no-progress"]["note"] == ("1 committed transactions (counted in the coordinator's log: "
                                                          "the pipeline left no client history)")
     assert "external pipeline" in results["checks"]["zombie-write"]["note"]
+
+
+# -- identity lineage: an unmodified app's outputs carry only their input's id -----------------
+
+#: how the app writes input ``in_id`` to its outputs, per locator
+IDENTITY_FORMS = {
+    "key": lambda in_id: (in_id.encode(), b"opaque"),
+    "value": lambda in_id: (None, in_id.encode()),
+    "json:/payload/0/ref": lambda in_id: (None, json.dumps({"payload": [{"ref": in_id}]}).encode()),
+    "regex:copy of (\\S+)!": lambda in_id: (None, f"copy of {in_id}!".encode()),
+}
+
+
+class IdentityRun(RunBuilder):
+    """An external app with identity lineage: no client history; each input copied once to each
+    output topic (a and b), its id where ``locator`` says; ``outputs[topic]``: the ids written."""
+
+    def __init__(self, n: int = 4, locator: str = "json:/payload/0/ref"):
+        super().__init__(n)
+        self.workload.update(lineage="id", lineage_id=locator)
+        self.ops = []
+        self.txn_states += [("tx-w0", "Ongoing", 0), ("tx-w0", "PrepareCommit", 0), ("tx-w0", "CompleteCommit", 0)]
+        self.outputs = {t: [f"id-0-{o}" for o in range(n)] for t in ("a", "b")}
+        self.raw_ids: list[tuple[int, int, str]] = []  # inputs only in the raw view (aborted copies)
+        self.input_ids: dict[tuple[int, int], str] = {}  # committed inputs whose id is not id-p-o
+
+    def write(self, run: Path) -> Path:
+        super().write(run)
+        form = IDENTITY_FORMS[self.workload["lineage_id"]]
+        inputs = [(p, o, self.input_ids.get((p, o), f"id-{p}-{o}").encode(), b"{}") for p, o in self.inputs]
+        _write_topic(run, "in", "committed", inputs)
+        _write_topic(run, "in", "raw", inputs + [(p, o, i.encode(), b"{}") for p, o, i in self.raw_ids])
+        for topic, ids in self.outputs.items():
+            rows = [(0, n, *form(i)) for n, i in enumerate(ids)]
+            _write_topic(run, topic, "committed", rows)
+            _write_topic(run, topic, "raw", rows)
+        return run
+
+
+@pytest.mark.parametrize("locator", sorted(IDENTITY_FORMS))
+def test_identity_lineage_traces_outputs_by_their_input_id(tmp_path, locator):
+    verdict, kinds, results = _anomalies(IdentityRun(locator=locator).write(tmp_path / "r"))
+    assert (verdict, kinds) == ("valid", []), results["checks"]
+    assert results["facts"]["outputs_committed"] == 8 and results["facts"]["outputs_without_lineage"]["committed"] == 0
+    # what the full contract would add is said, not silently passed
+    assert "torn-transaction (per transaction)" in results["not_checked"]
+    assert "external pipeline" in results["checks"]["zombie-write"]["note"]
+
+
+def test_identity_lineage_names_a_duplicate_a_lost_input_and_a_torn_input(tmp_path):
+    b = IdentityRun()
+    b.outputs["a"].append("id-0-1")   # input 1 copied twice to a
+    b.outputs["a"].remove("id-0-2")   # input 2 only in b
+    b.outputs["a"].remove("id-0-3")
+    b.outputs["b"].remove("id-0-3")   # input 3 in neither, below the committed offset
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert verdict == "invalid" and kinds == ["duplicate", "lost-input", "torn-transaction"], kinds
+    assert "input 0@1 slot 0 is visible 2 times" in results["anomalies"]["duplicate"][0]["explanation"]
+    assert results["anomalies"]["torn-transaction"][0]["missing_slots"] == [0]
+    assert results["anomalies"]["lost-input"][0]["input"] == {"partition": 0, "offset": 3, "id": "id-0-3"}
+
+
+def test_identity_lineage_names_an_output_of_an_aborted_input_copy(tmp_path):
+    b = IdentityRun()
+    b.raw_ids = [(0, 9, "id-0-1~aborted1")]  # the seeder marks the copies it aborts on purpose
+    b.outputs["a"].append("id-0-1~aborted1")
+    b.outputs["b"].append("id-0-1~aborted1")
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert kinds == ["aborted-read"], kinds
+    assert results["anomalies"]["aborted-read"][0]["input"] == {"partition": 0, "offset": 9, "id": "id-0-1~aborted1"}
+
+
+def test_identity_lineage_sets_an_id_committed_twice_aside(tmp_path):
+    """A seeder batch whose commit outcome was unknown and that committed after all is written
+    again: its ids are then committed twice. Which output came from which copy cannot be told,
+    so both inputs and their outputs are set aside and counted, never guessed."""
+    b = IdentityRun()
+    b.inputs.append((0, 4))
+    b.input_ids[(0, 4)] = "id-0-1"
+    b.final_offsets = {"0": 5}
+    b.outputs["a"].append("id-0-1")
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("valid", []), results["checks"]
+    assert results["facts"]["inputs_with_ambiguous_id"] == 2
+    assert results["facts"]["outputs_without_lineage"]["committed"] == 3
