@@ -169,10 +169,8 @@ def test_zombie_past_the_transaction_timeout_is_fenced(cluster3, tmp_path):
     assert new["txid"] == inits[zombie]["txid"] and new["epoch"] > inits[zombie]["epoch"]
 
 
-# Long tier for now: one run of three on 2026-11-23 was INVALID with a duplicate made at the
-# group's first rebalance (an input committed by w0.1's first transaction and again by w1.1's
-# eighth), before the takeover; under investigation (closing note of that session).
-@pytest.mark.long
+# Back in the CI tier: the duplicate once seen here at the group's first rebalance was the
+# worker's, an input held across a rebalance (docs/findings.md F2), fixed.
 def test_transactional_id_takeover_fences_the_old_instance(cluster3, tmp_path):
     h = Harness(cluster3, tmp_path, _spec(records=3000, rate=500))
     wait_for_history(h, "w1.*", committed)
