@@ -7,6 +7,12 @@ workers of a client, faultless, and counts the transactions the workers' own his
 as committed, divided by the time from the first worker start until every input is processed.
 It also prints the harness's load average, so a figure is read next to how busy the 2 cores were.
 
+With ``--copier`` a second reference: Kafka's own consume-transform-produce test app,
+``TransactionalMessageCopier`` (kafka-tools; the app Kafka's ``transactions_test`` runs), W
+instances in one group, ``--transaction-size`` = ``--batch``, offsets in the transaction, on an
+input seeded like the pipeline's. It writes one output per input to one topic (the pipeline: two,
+to two topics), so it is the nearest shape Kafka ships; its row's ratio is pipeline / copier.
+
 The reference, on the same cluster in the same run: Kafka's own transactional producer
 (``kafka-producer-perf-test``, ``org.apache.kafka.tools.ProducerPerformance`` from the kafka-tools
 jar) with ``--transactional-id`` and ``--transaction-duration-ms 1`` (a commit as soon as 1 ms
@@ -23,7 +29,7 @@ the brokers (the message proxy bypassed). The ratio is the proxy's cost.
 
     .venv/bin/python bench/transaction_rate.py [--workers 2 --workers 4 --workers 8]
         [--client confluent|java|mixed] [--records 3000] [--batch 1] [--nodes 3]
-        [--transaction-version 2] [--perf-records 20000] [--no-reference] [--message-proxy]
+        [--transaction-version 2] [--perf-records 20000] [--no-reference] [--copier] [--message-proxy]
 """
 
 from __future__ import annotations
@@ -131,6 +137,64 @@ def measure_perf_tool(cluster, instances: int, records: int) -> dict[str, float]
             "load": max(load_before, load_after)}
 
 
+def measure_copier(cluster, root: Path, instances: int, records: int, batch: int) -> dict[str, float]:
+    """W concurrent TransactionalMessageCopier processes (Kafka's own consume-transform-produce
+    test app, kafka-tools) in one group on a W-partition input seeded like the pipeline's, each
+    transaction ``batch`` records with the offsets in it; committed transactions/s from start until
+    the group's committed offsets cover every input."""
+    import subprocess
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    from kchaos.clusters.artifacts import require_java, resolve_kafka
+    from kchaos.clusters.clients import create_topic
+    from kchaos.workloads.seeder import Seeder
+
+    tag = uuid.uuid4().hex[:6]
+    partitions = max(instances, 2)
+    source, sink, group = f"cin-{tag}", f"cout-{tag}", f"cg-{tag}"
+    replication = min(3, len(cluster.brokers))
+    create_topic(cluster, source, partitions, replication)
+    create_topic(cluster, sink, partitions, replication)  # the copier keeps the input's partition number
+    seeder = Seeder(cluster.client_config(), source, records, 1e9, 1, root / f"copier-{tag}-seeder.jsonl",
+                    f"bench-{tag}-seeder", abort_fraction=0.0)
+    seeder.start()
+    seeder.wait(600)
+    seeder.stop()
+    ends = {p: o + 1 for p, o in seeder.last_committed_offset.items()}
+    jars = resolve_kafka(cluster.kafka_version)
+    load_before = os.getloadavg()[0]
+    started = time.monotonic()
+    procs = [subprocess.Popen(
+        [require_java(), "-Xms32m", "-Xmx128m", "-XX:+UseSerialGC", "-cp", jars.classpath,
+         "org.apache.kafka.tools.TransactionalMessageCopier", "--broker-list", cluster.bootstrap_servers,
+         "--transactional-id", f"{group}-{i}", "--consumer-group", group, "--input-topic", source,
+         "--input-partition", "0", "--output-topic", sink, "--transaction-size", str(batch),
+         "--group-mode", "--use-group-metadata"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for i in range(instances)]
+    consumer = Consumer({**cluster.client_config(), "group.id": group, "log_level": 3})
+    try:
+        while time.monotonic() - started < 1800:
+            committed = consumer.committed([TopicPartition(source, p) for p in ends], timeout=30)
+            if all(tp.offset >= ends[tp.partition] for tp in committed):
+                break
+            time.sleep(0.2)
+        else:
+            raise SystemExit("the copiers did not finish in 30 minutes")
+        elapsed = time.monotonic() - started
+        load_after = os.getloadavg()[0]
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    # each transaction writes one commit marker per output partition it touched: one, once every
+    # copier owns a single partition (a few early transactions may touch two: a slight overcount)
+    transactions = sum(consumer.get_watermark_offsets(TopicPartition(sink, p), timeout=30)[1] for p in ends) - records
+    consumer.close()
+    return {"elapsed_s": elapsed, "commits": transactions, "txn_per_s": transactions / elapsed,
+            "load": max(load_before, load_after), "what": "copier"}
+
+
 def bypass_message_proxy(cluster, bypass: bool) -> None:
     """Point every client proxy straight at its broker (or back at the message proxy)."""
     from kchaos.clusters.local import HOST, proxy_name_client
@@ -151,6 +215,8 @@ def main() -> None:
     parser.add_argument("--transaction-version", type=int, default=None)
     parser.add_argument("--perf-records", type=int, default=20000, help="records per perf-tool instance")
     parser.add_argument("--no-reference", action="store_true", help="skip kafka-producer-perf-test")
+    parser.add_argument("--copier", action="store_true",
+                        help="also run Kafka's TransactionalMessageCopier (consume-transform-produce) as a reference")
     parser.add_argument("--message-proxy", action="store_true",
                         help="measure the pipeline through the message proxy and with it bypassed")
     parser.add_argument("--producer", action="append", default=[], metavar="NAME=VALUE",
@@ -175,19 +241,25 @@ def main() -> None:
                     continue
                 reference = None if args.no_reference else measure_perf_tool(cluster, workers, args.perf_records)
                 rows.append((workers, pipeline, reference))
+                if args.copier:
+                    rows.append((workers, pipeline, measure_copier(cluster, Path(tmp), workers, args.records,
+                                                                   args.batch)))
         finally:
             cluster.stop()
     print(f"client={args.client} records={args.records} max_batch={args.batch} nodes={args.nodes} "
           f"cpus={os.cpu_count()} perf-tool records/instance={args.perf_records} producer={args.producer}")
-    print(f"{'workers':>7} {'what':>10} {'commits':>8} {'seconds':>8} {'txn/s':>7} {'load':>5} {'ratio':>6}")
+    print(f"{'workers':>7} {'what':>10} {'commits':>8} {'seconds':>8} {'txn/s':>7} {'load':>5} "
+          f"{'pipeline / this':>15}")
+    shown: set[int] = set()
     for workers, m, ref in rows:
-        ratio = f"{m['txn_per_s'] / ref['txn_per_s']:.2f}" if ref else "-"
-        what = "via proxy" if args.message_proxy else "pipeline"
-        print(f"{workers:>7} {what:>10} {m['commits']:>8} {m['elapsed_s']:>8.1f} {m['txn_per_s']:>7.1f} "
-              f"{m['load']:>5.1f} {ratio:>6}")
+        if id(m) not in shown:  # a pipeline measurement may have two references (--copier)
+            shown.add(id(m))
+            what = "via proxy" if args.message_proxy else "pipeline"
+            print(f"{workers:>7} {what:>10} {m['commits']:>8} {m['elapsed_s']:>8.1f} {m['txn_per_s']:>7.1f} "
+                  f"{m['load']:>5.1f}")
         if ref:
             print(f"{workers:>7} {ref.get('what', 'perf-tool'):>10} {ref['commits']:>8} {ref['elapsed_s']:>8.1f} "
-                  f"{ref['txn_per_s']:>7.1f} {ref['load']:>5.1f}")
+                  f"{ref['txn_per_s']:>7.1f} {ref['load']:>5.1f} {m['txn_per_s'] / ref['txn_per_s']:>15.2f}")
 
 
 if __name__ == "__main__":

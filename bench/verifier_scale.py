@@ -11,7 +11,8 @@ second and peak memory. Both engines must say ``valid`` (a benchmark of a wrong 
 worthless), and the figures include everything a user waits for: Spark's session start (shown
 separately too) and the Python reader's Parquet decoding.
 
-Targets (issue 5): >= 1M output records per minute on 2 cores; 5M takes <= 1.2 x 5 x the 1M time.
+Targets: issue 5, >= 1M output records per minute on 2 cores and 5M in <= 1.2 x 5 x the 1M time;
+issue 17, >= 3M/min at 1M and 5M with Spark ``local[2]``, the Python reference <= 4 GB at 5M.
 """
 
 from __future__ import annotations

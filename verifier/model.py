@@ -17,6 +17,38 @@ MAX_CASES = 50  # per anomaly type; the note on each check carries the exact cou
 #: fields an output record's value must have to follow the lineage contract (workloads/lineage.py)
 LINEAGE_FIELDS = ("in_id", "in_partition", "in_offset", "slot", "worker", "incarnation", "txn_seq")
 
+#: an output record as evidence: where it is, and its lineage (both engines report these fields)
+RECORD_COLUMNS = ("topic", "partition", "offset", "in_id", "in_topic", "in_partition", "in_offset", "slot", "slots",
+                  "worker", "incarnation", "txid", "txn_seq")
+
+
+class Output:
+    """One output record and its lineage, held by the Python reference. Slots, not a dict: a
+    run holds millions (a 13-key dict costs about 4 times the memory; measured in
+    bench/verifier_scale.py). Read like a dict (``out["slot"]``, ``out.get("txid")``);
+    ``as_dict()`` for evidence."""
+
+    __slots__ = RECORD_COLUMNS
+
+    def __init__(self, values: dict[str, Any]):
+        for name in RECORD_COLUMNS:
+            setattr(self, name, values.get(name))
+
+    def __getitem__(self, name: str) -> Any:
+        return getattr(self, name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        value = getattr(self, name, None)
+        return default if value is None else value
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in RECORD_COLUMNS}
+
+
+def as_evidence(records: list[Any]) -> list[dict[str, Any]]:
+    return [r.as_dict() if isinstance(r, Output) else r for r in records]
+
+
 #: Kafka's transaction state machine (TransactionState): state -> states it may move to.
 #: A state written again (the coordinator retried an append) is allowed.
 TXN_NEXT = {

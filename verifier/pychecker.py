@@ -6,6 +6,12 @@ merged history, and checks the consume-transform-produce guarantees by the linea
 checker ``kchaos run``/``analyze`` use until that lands. Every case carries its evidence: the
 records (topic, partition, offset, lineage), the transaction (transactional.id, producer id and
 epoch, worker incarnation, sequence number), the history operations, the faults active then.
+
+Memory is what bounds a single process, so the committed outputs are held as compact records
+(model.Output, strings interned), the topics are read in batches, the raw view is held only as
+counts per transaction (its records are read again for the few cases that cite them), the raw
+inputs only where they differ from the committed ones, and the per-check indexes are built
+for the cases found rather than for every record.
 """
 
 from __future__ import annotations
@@ -14,48 +20,61 @@ import json
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from kchaos.verifier.checks import CHECK_NAMES, explain, progress_result, result, run_checks
-from kchaos.verifier.model import (LINEAGE_FIELDS, OPEN_TXN_STATES, TXN_NEXT, HistoryIndex, commits_by_client_tv,
-                                   coordinator_commits, hanging_cases, identity_positions, read_ops,
-                                   zombie_successor)
+from kchaos.verifier.model import (LINEAGE_FIELDS, OPEN_TXN_STATES, TXN_NEXT, HistoryIndex, Output, as_evidence,
+                                   commits_by_client_tv, coordinator_commits, hanging_cases, identity_positions,
+                                   read_ops, zombie_successor)
 from kchaos.verifier.late_requests import late_request_facts
 from kchaos.verifier.results import VALID, CheckResult, Results
 from kchaos.workloads.lineage import IdLocator
 
 
-def _read_topic(run: Path, topic: str, view: str) -> list[dict[str, Any]]:
+def _read_topic(run: Path, topic: str, view: str) -> Iterator[dict[str, Any]]:
+    """The dumped topic's records, read in batches (never the whole table as Python objects)."""
     import pyarrow.parquet as pq
 
     path = run / "topics" / f"{topic}.{view}.parquet"
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing: the run's final reads did not complete")
-    return pq.read_table(path).to_pylist()
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=65536):
+        yield from batch.to_pylist()
 
 
 def _identity(record: dict[str, Any], topic: str, slot: int, locator: IdLocator,
-              where: dict[str, tuple[int, int]], workload: dict[str, Any]) -> dict[str, Any] | None:
+              where: dict[str, tuple[int, int]], workload: dict[str, Any]) -> Output | None:
     """Identity lineage: the lineage an output carrying only its input's id stands for (slot: its
     topic's index; no transaction named), or None when its id names no known input."""
     in_id = locator.extract(record["key"], record["value"])
     pos = where.get(in_id) if in_id is not None else None
     if pos is None:
         return None
-    return {"topic": topic, "partition": record["partition"], "offset": record["offset"], "in_id": in_id,
-            "in_topic": workload["input_topic"], "in_partition": pos[0], "in_offset": pos[1], "slot": slot,
-            "slots": workload["outputs_per_input"], "worker": None, "incarnation": None, "txid": None, "txn_seq": None}
+    return Output({"topic": topic, "partition": record["partition"], "offset": record["offset"], "in_id": in_id,
+                   "in_topic": workload["input_topic"], "in_partition": pos[0], "in_offset": pos[1], "slot": slot,
+                   "slots": workload["outputs_per_input"]})
 
 
-def _lineage(record: dict[str, Any], topic: str) -> dict[str, Any] | None:
-    """The record's lineage fields, or None when it does not follow the lineage contract."""
+_SHARED_STRINGS = ("in_topic", "worker", "txid")
+
+
+def _lineage(record: dict[str, Any], topic: str, numbers: dict[int, int]) -> Output | None:
+    """The record's lineage fields, or None when it does not follow the lineage contract. The
+    strings repeated across records (topic, worker, transactional.id) and transaction numbers are
+    shared, not one copy per record (``numbers``: the run's table of them)."""
     try:
         value = json.loads(record["value"])
     except (TypeError, ValueError):
         return None
     if not isinstance(value, dict) or any(f not in value for f in LINEAGE_FIELDS):
         return None
-    return {"topic": topic, "partition": record["partition"], "offset": record["offset"], **value}
+    for name in _SHARED_STRINGS:
+        if type(value.get(name)) is str:
+            value[name] = sys.intern(value[name])
+    if type(value["txn_seq"]) is int:
+        value["txn_seq"] = numbers.setdefault(value["txn_seq"], value["txn_seq"])
+    value.update(topic=topic, partition=record["partition"], offset=record["offset"])
+    return Output(value)
 
 
 class RunData:
@@ -68,28 +87,47 @@ class RunData:
         input_topic = self.workload["input_topic"]
         self.inputs_committed = {(r["partition"], r["offset"]): r["key"].decode() for r in
                                  _read_topic(run, input_topic, "committed")}
-        self.inputs_raw = {(r["partition"], r["offset"]): r["key"].decode() for r in _read_topic(run, input_topic, "raw")}
+        #: inputs in the raw view that are not committed (aborted or undecided input transactions)
+        self.inputs_raw_only = {(r["partition"], r["offset"]): r["key"].decode() for r in
+                                _read_topic(run, input_topic, "raw")
+                                if (r["partition"], r["offset"]) not in self.inputs_committed}
         locator = IdLocator.parse(self.workload.get("lineage_id") or "key") if self.workload.get("lineage") == "id" else None
         #: identity lineage: inputs whose id was committed twice, set aside (model.identity_positions)
         self.ambiguous_inputs = 0
+        where: dict[str, tuple[int, int]] = {}
         if locator is not None:
-            where, ambiguous = identity_positions(self.inputs_committed, self.inputs_raw)
+            # the raw-only inputs are all identity_positions needs of the raw view: an id at a
+            # position both views hold is a committed id
+            where, ambiguous = identity_positions(self.inputs_committed, self.inputs_raw_only)
             self.ambiguous_inputs = sum(1 for i in self.inputs_committed.values() if i in ambiguous)
             self.inputs_committed = {k: v for k, v in self.inputs_committed.items() if v not in ambiguous}
-            self.inputs_raw = {k: v for k, v in self.inputs_raw.items() if v not in ambiguous}
-        self.outputs_committed: list[dict[str, Any]] = []
-        self.outputs_raw: list[dict[str, Any]] = []
+            self.inputs_raw_only = {k: v for k, v in self.inputs_raw_only.items() if v not in ambiguous}
+        numbers: dict[int, int] = {}
+
+        def outputs(view: str) -> Iterator[Output | None]:
+            for slot, topic in enumerate(self.workload["output_topics"]):
+                for r in _read_topic(run, topic, view):
+                    yield (_lineage(r, topic, numbers) if locator is None
+                           else _identity(r, topic, slot, locator, where, self.workload))
+
+        self._outputs = outputs
+        self.outputs_committed: list[Output] = []
         #: output records without the lineage fields: counted, reported in facts, never guessed at
         self.foreign_outputs: dict[str, int] = {"committed": 0, "raw": 0}
-        for slot, topic in enumerate(self.workload["output_topics"]):
-            for view, target in (("committed", self.outputs_committed), ("raw", self.outputs_raw)):
-                for r in _read_topic(run, topic, view):
-                    lineage = (_lineage(r, topic) if locator is None
-                               else _identity(r, topic, slot, locator, where, self.workload))
-                    if lineage is None:
-                        self.foreign_outputs[view] += 1
-                    else:
-                        target.append(lineage)
+        for out in outputs("committed"):
+            if out is None:
+                self.foreign_outputs["committed"] += 1
+            else:
+                self.outputs_committed.append(out)
+        #: the raw view as counts: outputs per transaction (process, txn_seq), and in all
+        self.raw_per_txn: Counter[tuple[str, int]] = Counter()
+        self.outputs_raw = 0
+        for out in outputs("raw"):
+            if out is None:
+                self.foreign_outputs["raw"] += 1
+            else:
+                self.outputs_raw += 1
+                self.raw_per_txn[self.txn_key(out)] += 1
         self.liveness = final.get("liveness")
         self.txn_log = self.decoded_txn_log(run)
         self.offset_log = self._decoded_offsets(run)
@@ -98,6 +136,18 @@ class RunData:
         self.ops, self.faults, self.txid_prefix, self.has_history = h.ops, h.faults, h.txid_prefix, h.has_history
         self.txn_ops, self.txn_outcome, self.input_ops = h.txn_ops, h.txn_outcome, h.input_ops
         self.unexplained: list[tuple[tuple[int, int], str]] | None = None
+        self.slots: dict[tuple[int, int], Any] | None = None
+        self.duplicates: dict[tuple[int, int, int], int] | None = None
+
+    def raw_outputs_of(self, txns: set[tuple[str, int]]) -> dict[tuple[str, int], list[Output]]:
+        """The raw view's outputs of these transactions, in record order (read again: only the
+        cases found cite them)."""
+        found: dict[tuple[str, int], list[Output]] = defaultdict(list)
+        if txns:
+            for out in self._outputs("raw"):
+                if out is not None and self.txn_key(out) in txns:
+                    found[self.txn_key(out)].append(out)
+        return found
 
     @staticmethod
     def decoded_txn_log(run: Path) -> list[dict[str, Any]] | None:
@@ -181,25 +231,58 @@ def check_unfinished_run(run: Path, ops: list[dict[str, Any]] | None = None, pha
     return results
 
 
-def _case(data: RunData, explanation: str, records: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+def _case(data: RunData, explanation: str, records: list[Any], **extra: Any) -> dict[str, Any]:
     txns = sorted({data.txn_key(r) for r in records if r.get("worker")})
-    return {"explanation": explanation, "records": records, "transactions": [data.txn_evidence(k) for k in txns], **extra}
+    return {"explanation": explanation, "records": as_evidence(records),
+            "transactions": [data.txn_evidence(k) for k in txns], **extra}
+
+
+def _duplicates(data: RunData) -> dict[tuple[int, int, int], int]:
+    """(input, slot) -> how many committed outputs, for those with more than one (computed once:
+    duplicate and nonmonotonic both need it)."""
+    if data.duplicates is None:
+        counts = Counter((out["in_partition"], out["in_offset"], out["slot"]) for out in data.outputs_committed)
+        data.duplicates = {key: n for key, n in counts.items() if n > 1}
+    return data.duplicates
+
+
+def _outputs_of(data: RunData, keys: set[Any], key: Any) -> dict[Any, list[Output]]:
+    """The committed outputs whose ``key(out)`` is one of ``keys``, in record order."""
+    found: dict[Any, list[Output]] = defaultdict(list)
+    if keys:
+        for out in data.outputs_committed:
+            k = key(out)
+            if k in keys:
+                found[k].append(out)
+    return found
 
 
 def check_duplicates(data: RunData) -> CheckResult:
-    by_slot: dict[tuple[int, int, int], list[dict[str, Any]]] = defaultdict(list)
-    for out in data.outputs_committed:
-        by_slot[(out["in_partition"], out["in_offset"], out["slot"])].append(out)
-    cases = [_case(data, explain("duplicate", p=p, o=o, slot=s, n=len(outs)), outs)
-             for (p, o, s), outs in sorted(by_slot.items()) if len(outs) > 1]
+    dups = _duplicates(data)
+    outs = _outputs_of(data, set(dups), lambda out: (out["in_partition"], out["in_offset"], out["slot"]))
+    cases = [_case(data, explain("duplicate", p=p, o=o, slot=s, n=n), outs[(p, o, s)])
+             for (p, o, s), n in sorted(dups.items())]
     return result("duplicate", cases)
 
 
-def _committed_slots(data: RunData) -> dict[tuple[int, int], set[int]]:
-    slots: dict[tuple[int, int], set[int]] = defaultdict(set)
-    for out in data.outputs_committed:
-        slots[(out["in_partition"], out["in_offset"])].add(out["slot"])
-    return slots
+def _committed_slots(data: RunData) -> dict[tuple[int, int], Any]:
+    """Input -> the slots of its committed outputs: a bit mask while the slots are small
+    non-negative integers (the norm, and a twentieth of a set's memory), else a set."""
+    if data.slots is None:
+        slots: dict[tuple[int, int], Any] = {}
+        for out in data.outputs_committed:
+            pos, slot = (out["in_partition"], out["in_offset"]), out["slot"]
+            have = slots.get(pos, 0)
+            if type(have) is int and type(slot) is int and 0 <= slot < 62:
+                slots[pos] = have | (1 << slot)
+            else:
+                slots[pos] = _slot_set(have) | {slot}
+        data.slots = slots
+    return data.slots
+
+
+def _slot_set(have: Any) -> set[Any]:
+    return {s for s in range(62) if have >> s & 1} if type(have) is int else set(have)
 
 
 def _unexplained_inputs(data: RunData) -> list[tuple[tuple[int, int], str]]:
@@ -282,10 +365,12 @@ def check_zombie_write(data: RunData) -> CheckResult:
     """A committed output from a producer whose successor (same transactional.id) had already
     finished init_transactions when this producer invoked the commit: fencing must have stopped it."""
     inits, commits = data.history.zombie_inputs()
-    by_txn: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    by_txn: dict[tuple[str, int], list[Output]] = defaultdict(list)  # the first 10 outputs: the evidence
     for out in data.outputs_committed:
         if out.get("txid"):
-            by_txn[data.txn_key(out)].append(out)
+            outs = by_txn[data.txn_key(out)]
+            if len(outs) < 10:
+                outs.append(out)
     cases = []
     for key, outs in sorted(by_txn.items()):
         commit = commits.get(key)
@@ -319,28 +404,26 @@ def check_hanging(data: RunData) -> CheckResult:
 
 def check_torn(data: RunData) -> CheckResult:
     k = data.workload["outputs_per_input"]
-    slots = _committed_slots(data)
-    cases = []
-    by_input: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
-    for out in data.outputs_committed:
-        by_input[(out["in_partition"], out["in_offset"])].append(out)
-    for key, have in sorted(slots.items()):
+    partial = {}
+    for key, have in _committed_slots(data).items():
+        have = _slot_set(have)
         if 0 < len(have) < k:
-            cases.append(_case(data, explain("torn-transaction.slots", p=key[0], o=key[1], have=sorted(have), k=k),
-                               by_input[key], missing_slots=sorted(set(range(k)) - have)))
+            partial[key] = have
+    by_input = _outputs_of(data, set(partial), lambda out: (out["in_partition"], out["in_offset"]))
+    cases = [_case(data, explain("torn-transaction.slots", p=key[0], o=key[1], have=sorted(have), k=k),
+                   by_input[key], missing_slots=sorted(set(range(k)) - have))
+             for key, have in sorted(partial.items())]
     if data.workload["delivery"] == "exactly-once" and data.workload.get("lineage", "full") == "full":
         committed_by_txn = Counter(data.txn_key(o) for o in data.outputs_committed)
-        raw_by_txn: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
-        for out in data.outputs_raw:
-            raw_by_txn[data.txn_key(out)].append(out)
-        for key, outs in sorted(raw_by_txn.items()):
-            seen = committed_by_txn.get(key, 0)
-            if 0 < seen < len(outs):
-                committed_ids = {(o["topic"], o["partition"], o["offset"]) for o in data.outputs_committed
-                                 if data.txn_key(o) == key}
-                hidden = [o for o in outs if (o["topic"], o["partition"], o["offset"]) not in committed_ids]
-                cases.append(_case(data, explain("torn-transaction.hidden", seq=key[1], process=key[0], seen=seen,
-                                                 written=len(outs)), hidden[:20]))
+        torn = {key: written for key, written in data.raw_per_txn.items()
+                if 0 < committed_by_txn.get(key, 0) < written}
+        raw = data.raw_outputs_of(set(torn))
+        for key, written in sorted(torn.items()):
+            committed_ids = {(o["topic"], o["partition"], o["offset"]) for o in data.outputs_committed
+                             if data.txn_key(o) == key}
+            hidden = [o for o in raw[key] if (o["topic"], o["partition"], o["offset"]) not in committed_ids]
+            cases.append(_case(data, explain("torn-transaction.hidden", seq=key[1], process=key[0],
+                                             seen=committed_by_txn[key], written=written), hidden[:20]))
     return result("torn-transaction", cases)
 
 
@@ -352,24 +435,26 @@ def check_aborted_read(data: RunData) -> CheckResult:
             cases.append(_case(data, explain("aborted-read.transaction", seq=key[1], process=key[0]), [out]))
     for out in data.outputs_committed:
         pos = (out["in_partition"], out["in_offset"])
-        if pos not in data.inputs_committed and pos in data.inputs_raw:
+        if pos in data.inputs_raw_only:
             cases.append(_case(data, explain("aborted-read.input", p=pos[0], o=pos[1]), [out],
-                               input={"partition": pos[0], "offset": pos[1], "id": data.inputs_raw[pos]}))
+                               input={"partition": pos[0], "offset": pos[1], "id": data.inputs_raw_only[pos]}))
     return result("aborted-read", cases)
 
 
 def check_lost_write(data: RunData) -> CheckResult:
     committed_by_txn = Counter(data.txn_key(o) for o in data.outputs_committed)
-    cases = []
+    lost = {}
     for key, outcome in sorted(data.txn_outcome.items()):
         if outcome != "committed":
             continue
         expected = (data.txn_ops.get(key) or {}).get("value", {}).get("outputs")
         seen = committed_by_txn.get(key, 0)
         if expected is not None and seen < expected:
-            raw = [o for o in data.outputs_raw if data.txn_key(o) == key][:20]
-            cases.append(_case(data, explain("lost-write", seq=key[1], process=key[0], seen=seen, expected=expected), raw,
-                               transaction=data.txn_evidence(key)))
+            lost[key] = (seen, expected)
+    raw = data.raw_outputs_of(set(lost))
+    cases = [_case(data, explain("lost-write", seq=key[1], process=key[0], seen=seen, expected=expected), raw[key][:20],
+                   transaction=data.txn_evidence(key))
+             for key, (seen, expected) in lost.items()]
     return result("lost-write", cases)
 
 
@@ -387,13 +472,17 @@ def check_nonmonotonic(data: RunData) -> CheckResult:
     """Within one output partition, the first appearance of the outputs of one input partition
     must follow the input order: an output whose input offset is below one already seen there.
     Re-appearances are duplicates (reported by ``duplicate``), not order violations."""
-    first: dict[tuple[int, int, int], dict[str, Any]] = {}
+    dups = _duplicates(data)
+    first: dict[tuple[int, int, int], Output] = {}  # of the duplicated (input, slot)s only
+    streams: dict[tuple[str, int, int], list[Output]] = defaultdict(list)
     for out in data.outputs_committed:
         key = (out["in_partition"], out["in_offset"], out["slot"])
+        if key not in dups:
+            streams[(out["topic"], out["partition"], out["in_partition"])].append(out)
+            continue
         seen = first.get(key)
         if seen is None or (seen["topic"], seen["partition"], seen["offset"]) > (out["topic"], out["partition"], out["offset"]):
             first[key] = out
-    streams: dict[tuple[str, int, int], list[dict[str, Any]]] = defaultdict(list)
     for out in first.values():
         streams[(out["topic"], out["partition"], out["in_partition"])].append(out)
     cases = []
@@ -422,9 +511,9 @@ def facts(data: RunData) -> dict[str, Any]:
     outcomes = Counter(data.txn_outcome.values())
     return {
         "inputs_committed": len(data.inputs_committed),
-        "inputs_aborted_or_undecided": len(set(data.inputs_raw) - set(data.inputs_committed)),
+        "inputs_aborted_or_undecided": len(data.inputs_raw_only),
         "outputs_committed": len(data.outputs_committed),
-        "outputs_raw": len(data.outputs_raw),
+        "outputs_raw": data.outputs_raw,
         "outputs_without_lineage": data.foreign_outputs,
         "inputs_with_ambiguous_id": data.ambiguous_inputs,
         "transactions": dict(outcomes),

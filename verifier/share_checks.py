@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.verifier.checks import result
+from kchaos.verifier.model import as_evidence
 from kchaos.verifier.results import UNKNOWN, CheckResult
 
 ACKNOWLEDGED, ARCHIVED = 2, 4
@@ -101,7 +102,7 @@ class ShareLedger:
         return {"input": {"partition": pos[0], "offset": pos[1], "id": self.data.inputs_committed.get(pos)},
                 "poison": pos in self.poison, "acquisitions": self.acquisitions.get(pos, [])[:10],
                 "acknowledgements": self.acks.get(pos, [])[:10], "persisted_state": self.persisted(pos),
-                "committed_outputs": self.slots.get(pos, [])[:10]}
+                "committed_outputs": as_evidence(self.slots.get(pos, [])[:10])}
 
 
 def check_share_lost(ledger: ShareLedger) -> CheckResult:
@@ -187,7 +188,7 @@ def check_share_duplicates(ledger: ShareLedger) -> CheckResult:
             continue
         cases.append({"explanation": f"input {p}@{o} slot {slot} is committed {len(outs)} times but the record was "
                                      f"delivered {len(deliveries)} time(s): no redelivery explains it",
-                      "records": outs[:10], **{k: v for k, v in ledger.evidence((p, o)).items() if k != "committed_outputs"}})
+                      "records": as_evidence(outs[:10]), **{k: v for k, v in ledger.evidence((p, o)).items() if k != "committed_outputs"}})
     found = result("duplicate", cases)
     if not cases:
         found.note = (f"{explained} output slots committed more than once, each explained by a redelivery "

@@ -19,7 +19,7 @@ class VerifierSpec(BaseModel):
         True, description="the Spark job reads the user topics through Spark's Kafka source while the cluster is up")
     cross_check: bool = Field(
         True, description="also run the Python checker; a disagreement on the anomaly types makes the verdict unknown")
-    cross_check_max_outputs: int = Field(2_000_000, ge=0, description="skip the cross-check above this many outputs")
+    cross_check_max_outputs: int = Field(5_000_000, ge=0, description="skip the cross-check above this many outputs")
     timeout_s: float = Field(1800.0, gt=0)
 
     @field_validator("spark_master")

@@ -153,8 +153,14 @@ def test_torn_transaction_across_output_topics(tmp_path):
     b.raw_extra["b"].append(dropped)
     b.ops[1] = ("send", "ok", {"txn_seq": 1, "inputs": [[0, o] for o in range(4)], "outputs": 8})
     b.ops[3] = ("commit", "info", {"txn_seq": 1})  # the client does not know: not a lost write
-    verdict, kinds, _ = _anomalies(b.write(tmp_path / "r"))
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
     assert (verdict, kinds) == ("invalid", ["torn-transaction"])
+    # the evidence: the input's visible half, and the transaction's record only the raw view holds
+    # (both engines fetch records only for the cases they report)
+    cases = {c["explanation"].split(":")[0]: c for c in results["anomalies"]["torn-transaction"]}
+    assert [(r["in_offset"], r["slot"]) for r in cases["input 0@3"]["records"]] == [(3, 0)]
+    hidden = cases["transaction 1 of w0.1"]["records"]
+    assert [(r["topic"], r["in_offset"], r["slot"]) for r in hidden] == [("b", 3, 1)]
 
 
 def test_aborted_read_of_an_aborted_transaction(tmp_path):
@@ -185,6 +191,9 @@ def test_lost_write(tmp_path):
     verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
     assert (verdict, kinds) == ("invalid", ["lost-write"])
     assert "only 8 of its 10 outputs" in results["anomalies"]["lost-write"][0]["explanation"]
+    # the evidence: what the raw view holds of that transaction, read again for the case
+    records = results["anomalies"]["lost-write"][0]["records"]
+    assert len(records) == 8 and {(r["worker"], r["txn_seq"]) for r in records} == {("w0", 1)}
 
 
 def test_offsets_behind(tmp_path):
