@@ -21,6 +21,11 @@ from kchaos.files import atomic_write
 from kchaos.waiting import gone_within
 
 
+#: environment variable naming the harness process that started a process: a harness killed
+#: between starting a child and writing its pid file leaves that child findable by its reaper
+STARTED_BY = "KCHAOS_STARTED_BY"
+
+
 def _cmdline(pid: int, settle_s: float = 1.0) -> str | None:
     """The command line of ``pid``; None when it is gone.
 
@@ -128,7 +133,8 @@ class ManagedProcess:
         try:
             self._popen = subprocess.Popen(
                 self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=self.env, cwd=self.cwd, start_new_session=True,
+                env={**(self.env if self.env is not None else os.environ), STARTED_BY: str(os.getpid())},
+                cwd=self.cwd, start_new_session=True,
             )
         finally:
             log.close()
@@ -222,7 +228,9 @@ class ManagedProcess:
 def reap(directory: Path, timeout_s: float = 10.0, owner: int | None = None) -> list[int]:
     """Kill every process recorded by a pid file under ``directory`` that still belongs to it
     (and, with ``owner``, was started by that harness process: a run's reaper must not kill
-    what a later ``kchaos analyze`` on the same directory started).
+    what a later ``kchaos analyze`` on the same directory started). With ``owner``, also what
+    that harness started and had no time to record: a process carrying the directory in its
+    command line and ``STARTED_BY=owner`` in its environment.
 
     Used by ``kchaos cluster down`` after a crashed harness, and as a last resort by stop().
     Returns the pids that were killed.
@@ -245,8 +253,31 @@ def reap(directory: Path, timeout_s: float = 10.0, owner: int | None = None) -> 
                     os.kill(entry.pid, sig)
             killed.append(entry.pid)
         pid_path.unlink(missing_ok=True)
+    if owner is not None:
+        for pid in started_by(owner, str(directory)):  # started, but no pid file written yet
+            for sig in (signal.SIGCONT, signal.SIGKILL):
+                try:
+                    os.killpg(os.getpgid(pid), sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            killed.append(pid)
     gone_within(lambda: any(is_alive(p) for p in killed), timeout_s, 0.05)
     return killed
+
+
+def started_by(owner: int, marker: str) -> list[int]:
+    """Live processes whose command line carries ``marker`` and whose environment says harness
+    ``owner`` started them (ManagedProcess.start), pid file or not."""
+    wanted = f"{STARTED_BY}={owner}".encode()
+    found = []
+    for pid in processes_with_marker(marker):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if wanted in environ:
+            found.append(pid)
+    return found
 
 
 def live_processes(directory: Path) -> list[int]:

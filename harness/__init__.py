@@ -1,1 +1,1 @@
-"""kchaos harness: the CLI, run orchestration, shared errors and paths."""
+"""kchaos harness: the CLI, run orchestration, campaigns, certification; it may import every layer."""

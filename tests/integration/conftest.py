@@ -1,3 +1,9 @@
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
 import pytest
 
 from kchaos.clusters import ClusterSpec
@@ -47,3 +53,33 @@ def cluster3(_cluster3_session):
     """One 3-node combined-mode cluster shared by many tests; healthy at the start of each."""
     restore(_cluster3_session)
     return _cluster3_session
+
+
+# A failed real-broker test keeps its run directories: CI's temporary directories are gone when
+# it ends, and a rare anomaly (a duplicate seen once in a full run) needs its evidence.
+EVIDENCE = Path(os.environ.get("KCHAOS_TEST_EVIDENCE")
+                or Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "kchaos-test-evidence")
+EVIDENCE_MAX_BYTES = 200 * 1024 * 1024
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    tmp_path = item.funcargs.get("tmp_path") if hasattr(item, "funcargs") else None
+    if report.when != "call" or not report.failed or tmp_path is None:
+        return
+    runs = [p.parent for p in Path(tmp_path).rglob("campaign.json")]
+    if not runs:
+        return
+    target = EVIDENCE / f"{time.strftime('%Y%m%dT%H%M%S')}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', item.name)[:80]}"
+    kept, size = [], 0
+    for run in runs:
+        run_size = sum(f.stat().st_size for f in run.rglob("*") if f.is_file())
+        if size + run_size > EVIDENCE_MAX_BYTES:
+            continue
+        shutil.copytree(run, target / run.name, symlinks=True, ignore_dangling_symlinks=True)
+        kept.append(run.name)
+        size += run_size
+    if kept:
+        report.sections.append(("kchaos evidence", f"run directories kept in {target}: {', '.join(kept)}"))

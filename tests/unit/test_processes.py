@@ -102,3 +102,24 @@ def test_adopt_takes_over_a_process_started_elsewhere(tmp_path):
     second.kill()
     first._popen.wait(5)
     assert not is_alive(first.pid)
+
+
+def test_reap_finds_what_its_harness_started_before_writing_the_pid_file(tmp_path):
+    """A harness killed between starting a child and writing its pid file: the child carries the
+    harness's pid in its environment, so that harness's reaper still kills it, and another
+    harness's reaper does not."""
+    import os
+    import subprocess
+
+    from kchaos.clusters.processes import STARTED_BY
+
+    harness = 4_000_000  # no such pid: the harness is gone
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", str(tmp_path)],
+                             env={**os.environ, STARTED_BY: str(harness)}, start_new_session=True)
+    try:
+        assert reap(tmp_path, owner=harness + 1) == [] and child.poll() is None
+        assert reap(tmp_path, owner=harness) == [child.pid]
+        assert child.wait(5) == -9
+    finally:
+        if child.poll() is None:
+            child.kill()
