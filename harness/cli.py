@@ -149,7 +149,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     path = Path(args.run_dir)
     if not (path / "campaign.json").exists():
         raise ConfigError(f"{path} is not a kchaos run directory (no campaign.json)", "pass a directory made by `kchaos run`")
-    overrides = {k: v for k, v in (("engine", args.engine), ("spark_master", args.spark_master)) if v}
+    overrides = {k: v for k, v in (("engine", args.engine), ("spark_master", args.spark_master),
+                                   ("data_dir", args.data_dir)) if v}
     run = RunDir(path)
     code = verify(run, bootstrap=args.bootstrap, verifier_overrides=overrides)
     if run.read_json("campaign.json").get("steps"):
@@ -210,7 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("--engine", choices=["spark", "python"], help="checker engine (recorded in the run's campaign.json)")
     p.add_argument("--spark-master", help="local[N], local[*] or spark://host:port (default local[2])")
-    p.add_argument("--bootstrap", help="re-read the user topics from this live cluster through Spark's Kafka source")
+    p.add_argument("--bootstrap", help="re-read the topics from this live cluster through Spark's Kafka source")
+    p.add_argument("--data-dir", help="with --bootstrap: where the Spark ingest writes (a URL every executor reaches)")
     p.set_defaults(func=cmd_analyze)
 
     p = sub.add_parser("report", help="(re-)render RUN_DIR/report.html from the run directory alone")

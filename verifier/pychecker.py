@@ -171,19 +171,15 @@ class RunData:
         transactional offset commits excluded), or None."""
         import pyarrow.parquet as pq
 
-        from kchaos.verifier.decoders import OffsetCommit, decode_offsets_record
+        from kchaos.verifier.internal_topics import offset_commit_batches
 
         path = run / "topics" / "__consumer_offsets.committed.parquet"
         if not path.exists():
             return None
-        out = []
-        group, topic = self.workload.get("group_id"), self.workload["input_topic"]
-        for r in sorted(pq.read_table(path).to_pylist(), key=lambda r: (r["partition"], r["offset"])):
-            c = decode_offsets_record(r["key"], r["value"])
-            if isinstance(c, OffsetCommit) and c.group == group and c.topic == topic and c.offset is not None:
-                out.append({"log_partition": r["partition"], "log_offset": r["offset"], "partition": c.partition,
-                            "offset": c.offset, "commit_timestamp": c.commit_timestamp})
-        return out
+        commits = offset_commit_batches(pq.ParquetFile(path).iter_batches(), self.workload.get("group_id"),
+                                        self.workload["input_topic"])
+        return sorted((r for batch in commits for r in batch.to_pylist()),
+                      key=lambda r: (r["log_partition"], r["log_offset"]))
 
     def txn_key(self, out: dict[str, Any]) -> tuple[str, int]:
         return (f"{out['worker']}.{out['incarnation']}", out["txn_seq"])

@@ -1,18 +1,23 @@
 """The verifier: a PySpark job that proves (or refutes) exactly-once for one run directory.
 
     python -m kchaos.verifier.spark_job RUN_DIR [--master local[2] | spark://host:port]
-                                         [--bootstrap HOST:PORT] [--out FILE]
+                                         [--bootstrap HOST:PORT] [--data-dir URL] [--out FILE]
 
 Inputs
-  * input and output topics in both views (read_committed and read_uncommitted), through
-    **Spark's Kafka source** when ``--bootstrap`` names a live cluster: they are ingested into
-    ``RUN_DIR/topics-spark/<topic>.<view>.parquet`` (so ``analyze`` can re-check without a
-    cluster), else read from there, else from the client dumps in ``RUN_DIR/topics/``;
-  * ``__transaction_state`` and ``__consumer_offsets``: Spark's Kafka source skips internal
-    topics, so the client dumps are decoded in Python (verifier/decoders.py) and handed to
-    Spark as ``RUN_DIR/decoded/*.parquet``;
+  * every topic the checks read, through **Spark's Kafka source** when ``--bootstrap`` names a
+    live cluster: the input and output topics in both views (read_committed and
+    read_uncommitted), ``__transaction_state`` (raw) and ``__consumer_offsets`` (committed: an
+    aborted transactional offset commit is not one), each topic's partitions assigned
+    explicitly (the source does not subscribe to internal topics). One query per view writes
+    Parquet partitioned by topic under the **data directory**: ``--data-dir`` (any
+    Hadoop-compatible URL the executors reach: ``hdfs://``, ``s3a://``, a shared ``file:``
+    mount; the run's name is appended) or ``RUN_DIR/topics-spark``. ``RUN_DIR/topics-spark/
+    ingest.json`` records where, so ``analyze`` re-checks without a cluster. Without an ingest
+    the client dumps in ``RUN_DIR/topics/`` are read (then the executors must see that path);
+  * the internal topics are decoded by the executors (``mapInArrow`` over the project's
+    decoders, verifier/decoders.py): no single-process step grows with the cluster;
   * the client history (paired operations), the group's final offsets and the broker-side
-    state after heal (``final.json``).
+    state after heal (``final.json``), read by the driver and handed to Spark as DataFrames.
 
 Each check is a Spark query; the evidence of at most ``MAX_CASES`` cases per anomaly is
 collected to the driver and completed from the history (transactional.id, producer id and epoch,
@@ -23,6 +28,7 @@ checker (verifier/pychecker.py), which ``kchaos run`` runs beside it as a cross-
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -30,132 +36,143 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from kchaos.files import atomic_target, atomic_write
+from kchaos.files import atomic_write
 from kchaos.verifier.checks import explain, progress_result, result, run_checks
-from kchaos.verifier.model import (LINEAGE_FIELDS, MAX_CASES, OPEN_TXN_STATES, TXN_NEXT, HistoryIndex,
-                                   commits_by_client_tv, hanging_cases, read_json, read_ops, zombie_successor)
+from kchaos.verifier.internal_topics import (OFFSET_COMMIT_SCHEMA, TXN_LOG_SCHEMA, offset_commit_batches,
+                                             transaction_log_batches)
+from kchaos.verifier.model import (LINEAGE_FIELDS, MAX_CASES, OPEN_TXN_STATES, RECORD_COLUMNS, TXN_NEXT,
+                                   HistoryIndex, commits_by_client_tv, hanging_cases, read_json, read_ops, zombie_successor)
 from kchaos.verifier.results import VALID, CheckResult, Results
 from kchaos.workloads.lineage import IdLocator
 
 TOPIC_SCHEMA = "partition INT, offset BIGINT, timestamp BIGINT, key BINARY, value BINARY"
 LINEAGE_SCHEMA = ("in_id STRING, in_topic STRING, in_partition INT, in_offset BIGINT, slot INT, slots INT, "
                   "worker STRING, incarnation INT, txid STRING, txn_seq BIGINT")
-RECORD_COLUMNS = ("topic", "partition", "offset", "in_id", "in_topic", "in_partition", "in_offset", "slot", "slots",
-                  "worker", "incarnation", "txid", "txn_seq")
 VIEWS = {"committed": "read_committed", "raw": "read_uncommitted"}
+#: the internal topics the checks read, and the view each is read in
+INTERNAL_VIEWS = {"__transaction_state": "raw", "__consumer_offsets": "committed"}
+SPARK_DIR = "topics-spark"  # in the run directory: ingest.json, and the data when no --data-dir is given
 
 
 # ---------------------------------------------------------------------------------------------
-# Ingest: Kafka source -> Parquet in the run directory
+# Ingest: Kafka source -> Parquet in the data directory
 
 
-def ingest_topics(spark: Any, bootstrap: str, topics: list[str], out_dir: Path) -> dict[str, Any]:
-    """Read the topics from the beginning to their end in both views with Spark's Kafka source
-    (one query per view); write ``<topic>.<view>.parquet``. Ends are the latest offsets *in that
-    view* (the LSO for read_committed), fixed when the query is planned."""
-    from pyspark import StorageLevel
+def topic_partitions(bootstrap: str, topics: list[str]) -> dict[str, list[int]]:
+    """Partition numbers of the topics that exist (cluster metadata, on the driver)."""
+    from confluent_kafka.admin import AdminClient
+
+    metadata = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3}).list_topics(timeout=30)
+    return {t: sorted(metadata.topics[t].partitions) for t in topics
+            if t in metadata.topics and metadata.topics[t].error is None}
+
+
+def data_location(run: Path, data_dir: str | None) -> str:
+    """Where the ingest writes: ``data_dir``/<run name> (a URL), else ``RUN_DIR/topics-spark``."""
+    if not data_dir:
+        return str((run / SPARK_DIR).resolve())
+    return f"{data_dir.rstrip('/')}/{run.resolve().name}"
+
+
+def ingest_topics(spark: Any, bootstrap: str, run: Path, user_topics: list[str], data_dir: str | None = None) -> dict[str, Any]:
+    """Read every topic the checks need from the beginning to its end with Spark's Kafka source:
+    one query per view over explicitly assigned partitions (the user topics in both views, each
+    internal topic in its view), written as ``<data>/<view>/topic=<name>/`` Parquet. Ends are the
+    latest offsets *in that view* (the LSO for read_committed), fixed when the query is planned.
+    ``RUN_DIR/topics-spark/ingest.json`` says where the data is and how many records each topic
+    had."""
     from pyspark.sql import functions as F
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    summary: dict[str, Any] = {"bootstrap": bootstrap, "topics": {}}
+    location = data_location(run, data_dir)
+    partitions = topic_partitions(bootstrap, [*user_topics, *INTERNAL_VIEWS])
+    # Spark 4.0's default (admin-based) offset reader plans no offset range for an internal topic,
+    # even assigned explicitly: 0 records, silently (measured). The consumer-based reader reads them.
+    spark.conf.set("spark.sql.streaming.kafka.useDeprecatedOffsetFetching", "true")
+    summary: dict[str, Any] = {"bootstrap": bootstrap, "data_dir": location, "layout": "view/topic", "topics": {}}
     for view, isolation in VIEWS.items():
         started = time.monotonic()
-        df = (spark.read.format("kafka")
-              .option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", ",".join(topics))
-              .option("startingOffsets", "earliest").option("endingOffsets", "latest")
-              .option("kafka.isolation.level", isolation)
-              # transactional topics have offset gaps (markers, aborted records in the
-              # committed view); they are not data loss
-              .option("failOnDataLoss", "false")
-              .option("kafkaConsumer.pollTimeoutMs", "30000")
-              .load()
-              .select("topic", F.col("partition").cast("int"), "offset",
-                      (F.unix_millis(F.col("timestamp"))).alias("timestamp"), "key", "value")
-              .persist(StorageLevel.MEMORY_AND_DISK))
-        counts = {r["topic"]: r["count"] for r in df.groupBy("topic").count().collect()}
-        for topic in topics:
-            df.filter(F.col("topic") == topic).drop("topic").write.mode("overwrite").parquet(
-                str(out_dir / f"{topic}.{view}.parquet"))
+        assigned = {t: ps for t, ps in partitions.items() if t in user_topics or INTERNAL_VIEWS.get(t) == view}
+        (spark.read.format("kafka")
+         .option("kafka.bootstrap.servers", bootstrap)
+         .option("assign", json.dumps(assigned))
+         .option("startingOffsets", "earliest").option("endingOffsets", "latest")
+         .option("kafka.isolation.level", isolation)
+         # transactional topics have offset gaps (markers, aborted records in the committed
+         # view) and internal ones are compacted; neither is data loss
+         .option("failOnDataLoss", "false")
+         .option("kafkaConsumer.pollTimeoutMs", "30000")
+         .load()
+         .select("topic", F.col("partition").cast("int"), "offset", F.unix_millis(F.col("timestamp")).alias("timestamp"),
+                 "key", "value")
+         .write.mode("overwrite").partitionBy("topic").parquet(f"{location}/{view}"))
+        # counted from the files written (Parquet footers), not by reading Kafka again
+        counts = {r["topic"]: r["count"] for r in
+                  spark.read.parquet(f"{location}/{view}").groupBy("topic").count().collect()}
+        for topic in assigned:
             summary["topics"][f"{topic}.{view}"] = {"records": counts.get(topic, 0)}
-        df.unpersist()
         summary[f"{view}_seconds"] = round(time.monotonic() - started, 2)
-    (out_dir / "ingest.json").write_text(json.dumps(summary, indent=2))
+    local = run / SPARK_DIR
+    local.mkdir(parents=True, exist_ok=True)
+    atomic_write(local / "ingest.json", json.dumps(summary, indent=2))
     return summary
 
 
-# ---------------------------------------------------------------------------------------------
-# Decoded internal topics and history -> Parquet (Python side; small tables)
+class TopicSource:
+    """Where a run's topics are read from: the Spark ingest's data directory (``ingest.json``
+    says where and which topics had records), or the client dumps in ``RUN_DIR/topics``."""
+
+    def __init__(self, run: Path):
+        ingest = read_json(run / SPARK_DIR / "ingest.json", None)
+        if ingest is not None and "layout" not in ingest:
+            ingest = None  # an ingest older than the internal topics' (user topics only): the dumps have all
+        self.name = "spark-kafka-source" if ingest is not None else "client-dump"
+        self.ingest = ingest or {}
+        self.location = self.ingest.get("data_dir") or str(run / "topics")
+
+    def has(self, topic: str, view: str) -> bool:
+        if self.name == "client-dump":
+            return Path(self.location, f"{topic}.{view}.parquet").exists()
+        return f"{topic}.{view}" in self.ingest["topics"]
+
+    def read(self, spark: Any, topic: str, view: str) -> Any:
+        if self.name == "client-dump":
+            path = f"{self.location}/{topic}.{view}.parquet"
+            if not Path(path).exists():
+                raise FileNotFoundError(f"{path} is missing: the run's final reads did not complete")
+            if topic.startswith("_"):
+                # Spark's file listing skips names starting with "_" (Hadoop's hidden files): an
+                # internal topic's dump is handed over from the driver, as small as its topic
+                import pyarrow.parquet as pq
+
+                return spark.createDataFrame(pq.read_table(path), TOPIC_SCHEMA)
+            return spark.read.schema(TOPIC_SCHEMA).parquet(path)
+        if f"{topic}.{view}" not in self.ingest["topics"]:
+            raise FileNotFoundError(f"{topic} ({view}) was not ingested: see {self.location}")
+        if not self.ingest["topics"][f"{topic}.{view}"]["records"]:  # no directory is written for it
+            return spark.createDataFrame([], TOPIC_SCHEMA)
+        return spark.read.schema(TOPIC_SCHEMA).parquet(f"{self.location}/{view}/topic={topic}")
 
 
-def write_decoded_tables(run: Path, workload: dict[str, Any], history: HistoryIndex) -> dict[str, int]:
-    """``decoded/transaction_log.parquet``, ``offset_commits.parquet``, ``transactions.parquet``,
-    ``input_ops.parquet``, ``final_offsets.parquet``; returns row counts."""
+def history_tables(spark: Any, run: Path, history: HistoryIndex) -> dict[str, Any]:
+    """The history's transactions and processed inputs, and the group's final offsets, as
+    DataFrames (built on the driver, which read them; shipped with the query, not as files)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from kchaos.verifier.decoders import OffsetCommit, decode_offsets_record, decode_transaction_record
-
-    out = run / "decoded"
-    out.mkdir(exist_ok=True)
-    counts: dict[str, int] = {}
-
-    def write(name: str, columns: dict[str, tuple[list[Any], Any]]) -> None:
-        table = pa.table({k: pa.array(v, t) for k, (v, t) in columns.items()})
-        with atomic_target(out / f"{name}.parquet") as tmp:
-            pq.write_table(table, tmp)
-        counts[name] = table.num_rows
-
-    txn = {k: [] for k in ("partition", "offset", "transactional_id", "producer_id", "producer_epoch", "status",
-                           "partitions", "last_update_ms", "client_transaction_version")}
-    path = run / "topics" / "__transaction_state.raw.parquet"
-    if path.exists():
-        for r in pq.read_table(path).to_pylist():
-            e = decode_transaction_record(r["key"], r["value"])
-            if e is None:
-                continue
-            for k, v in (("partition", r["partition"]), ("offset", r["offset"]), ("transactional_id", e.transactional_id),
-                         ("producer_id", e.producer_id), ("producer_epoch", e.producer_epoch), ("status", e.status),
-                         ("partitions", json.dumps(e.partitions)), ("last_update_ms", e.last_update_ms),
-                         ("client_transaction_version", e.client_transaction_version)):
-                txn[k].append(v)
-        write("transaction_log", {"partition": (txn["partition"], pa.int32()), "offset": (txn["offset"], pa.int64()),
-                                  "transactional_id": (txn["transactional_id"], pa.string()),
-                                  "producer_id": (txn["producer_id"], pa.int64()),
-                                  "producer_epoch": (txn["producer_epoch"], pa.int32()),
-                                  "status": (txn["status"], pa.string()), "partitions": (txn["partitions"], pa.string()),
-                                  "last_update_ms": (txn["last_update_ms"], pa.int64()),
-                                  "client_transaction_version": (txn["client_transaction_version"], pa.int32())})
-    path = run / "topics" / "__consumer_offsets.committed.parquet"
-    if path.exists():
-        cols: dict[str, list[Any]] = {k: [] for k in ("log_partition", "log_offset", "partition", "offset", "commit_timestamp")}
-        for r in pq.read_table(path).to_pylist():
-            c = decode_offsets_record(r["key"], r["value"])
-            if (isinstance(c, OffsetCommit) and c.group == workload.get("group_id")
-                    and c.topic == workload["input_topic"] and c.offset is not None):
-                for k, v in (("log_partition", r["partition"]), ("log_offset", r["offset"]), ("partition", c.partition),
-                             ("offset", c.offset), ("commit_timestamp", c.commit_timestamp)):
-                    cols[k].append(v)
-        write("offset_commits", {"log_partition": (cols["log_partition"], pa.int32()),
-                                 "log_offset": (cols["log_offset"], pa.int64()),
-                                 "partition": (cols["partition"], pa.int32()), "offset": (cols["offset"], pa.int64()),
-                                 "commit_timestamp": (cols["commit_timestamp"], pa.int64())})
     keys = sorted(set(history.txn_ops) | set(history.txn_outcome))
     ops = [history.txn_ops.get(k) or {} for k in keys]
-    write("transactions", {
-        "process": ([k[0] for k in keys], pa.string()), "txn_seq": ([k[1] for k in keys], pa.int64()),
-        "txid": ([op.get("txid") for op in ops], pa.string()),
-        "outcome": ([history.txn_outcome.get(k, "unknown") for k in keys], pa.string()),
-        "expected_outputs": ([(op.get("value") or {}).get("outputs") for op in ops], pa.int64())})
-    in_p, in_o = [], []
-    for (p, o) in history.input_ops:
-        in_p.append(p)
-        in_o.append(o)
-    write("input_ops", {"partition": (in_p, pa.int32()), "offset": (in_o, pa.int64())})
+    transactions = pa.table({
+        "process": pa.array([k[0] for k in keys], pa.string()), "txn_seq": pa.array([k[1] for k in keys], pa.int64()),
+        "txid": pa.array([op.get("txid") for op in ops], pa.string()),
+        "outcome": pa.array([history.txn_outcome.get(k, "unknown") for k in keys], pa.string()),
+        "expected_outputs": pa.array([(op.get("value") or {}).get("outputs") for op in ops], pa.int64())})
+    inputs = pa.table({"partition": pa.array([p for p, _ in history.input_ops], pa.int32()),
+                       "offset": pa.array([o for _, o in history.input_ops], pa.int64())})
     final = read_json(run / "final.json", {})
     offsets = {int(p): o for p, o in (final.get("group_offsets") or {}).items()}
-    write("final_offsets", {"partition": (list(offsets), pa.int32()), "final_offset": (list(offsets.values()), pa.int64())})
-    return counts
+    final_offsets = pa.table({"partition": pa.array(list(offsets), pa.int32()),
+                              "final_offset": pa.array(list(offsets.values()), pa.int64())})
+    return {name: spark.createDataFrame(table) for name, table in
+            (("transactions", transactions), ("input_ops", inputs), ("final_offsets", final_offsets))}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,16 +192,21 @@ class SparkRun:
         self.final = json.loads((run / "final.json").read_text())
         self.final_offsets = {int(p): o for p, o in (self.final.get("group_offsets") or {}).items()}
         self.history = HistoryIndex(read_ops(run) if ops is None else ops)
-        self.decoded = write_decoded_tables(run, self.workload, self.history)
-        spark_dir = run / "topics-spark"
-        self.source = "spark-kafka-source" if (spark_dir / "ingest.json").exists() else "client-dump"
-        self.topic_dir = spark_dir if self.source == "spark-kafka-source" else run / "topics"
+        #: where loading spends its time (seconds per phase; in results.spark.timings)
+        self.timings: dict[str, float] = {}
+        started = time.monotonic()
+
+        def lap(phase: str) -> None:
+            nonlocal started
+            now = time.monotonic()
+            self.timings[phase] = round(now - started, 2)
+            started = now
+
+        self.topics = TopicSource(run)
+        self.source = self.topics.name
 
         def topic(name: str, view: str) -> Any:
-            path = self.topic_dir / f"{name}.{view}.parquet"
-            if not path.exists():
-                raise FileNotFoundError(f"{path} is missing: the run's final reads did not complete")
-            return spark.read.schema(TOPIC_SCHEMA).parquet(str(path))
+            return self.topics.read(spark, name, view)
 
         input_topic = self.workload["input_topic"]
         self.inputs = {view: topic(input_topic, view).select(F.col("partition").alias("p"), F.col("offset").alias("o"),
@@ -202,6 +224,7 @@ class SparkRun:
                                .groupBy("in_id").agg(F.min(F.struct("p", "o")).alias("at"))
                                .select("in_id", "at.p", "at.o"))
             self.id_positions = self.inputs["committed"].select("in_id", "p", "o").unionByName(never_committed)
+        lap("load_inputs_s")
         self.outputs: dict[str, Any] = {}
         self.foreign_outputs: dict[str, int] = {}
         lineage_ok = F.lit(True)
@@ -217,24 +240,34 @@ class SparkRun:
                           .withColumn("lineage_ok", F.coalesce(lineage_ok, F.lit(False))))
             else:
                 parsed = self.identity_lineage(parts, input_topic)
-            parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
-            self.foreign_outputs[view] = parsed.filter(~F.col("lineage_ok")).count()
-            self.outputs[view] = (parsed.filter(F.col("lineage_ok"))
-                                  .select("topic", "partition", "offset", "l.*")
-                                  .withColumn("process", F.concat_ws(".", "worker", F.col("incarnation").cast("string")))
-                                  .persist(StorageLevel.MEMORY_AND_DISK))
-        decoded = run / "decoded"
-        self.transactions = spark.read.parquet(str(decoded / "transactions.parquet"))
-        self.input_ops = spark.read.parquet(str(decoded / "input_ops.parquet"))
-        self.final_offsets_df = spark.read.parquet(str(decoded / "final_offsets.parquet"))
-        self.txn_log = (spark.read.parquet(str(decoded / "transaction_log.parquet"))
-                        if (decoded / "transaction_log.parquet").exists() else None)
+            # One cache per view, of only the columns the checks read (no key/value bytes): parsing
+            # JSON dominates, so it must happen once. The cache sits below the lineage filter on
+            # purpose: a filter on the parsed fields would be pushed under the parse and repeat
+            # from_json once per field it tests (measured: twice the time at 1M outputs).
+            flat = (parsed.select("topic", "partition", "offset", "l.*", "lineage_ok")
+                    .withColumn("process", F.concat_ws(".", "worker", F.col("incarnation").cast("string")))
+                    .persist(StorageLevel.MEMORY_AND_DISK))
+            self.foreign_outputs[view] = flat.filter(~F.col("lineage_ok")).count()
+            self.outputs[view] = flat.filter(F.col("lineage_ok")).drop("lineage_ok")
+        lap("load_outputs_s")
+        tables = history_tables(spark, run, self.history)
+        self.transactions, self.input_ops, self.final_offsets_df = (
+            tables["transactions"], tables["input_ops"], tables["final_offsets"])
+        lap("load_history_s")
+        # the internal topics, decoded where they are read (the executors): a client dump of
+        # them, where it exists, is only the cross-check's
+        self.txn_log = None
+        if self.topics.has("__transaction_state", "raw"):
+            self.txn_log = (topic("__transaction_state", "raw")
+                            .mapInArrow(transaction_log_batches, TXN_LOG_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK))
         self.offset_log = None
-        if (decoded / "offset_commits.parquet").exists():
-            import pyarrow.parquet as pq
-
-            self.offset_log = sorted(pq.read_table(decoded / "offset_commits.parquet").to_pylist(),
-                                     key=lambda r: (r["log_partition"], r["log_offset"]))
+        if self.topics.has("__consumer_offsets", "committed"):
+            decode = functools.partial(offset_commit_batches, group=self.workload.get("group_id"), topic=input_topic)
+            # the group's commits of the input topic: one per transaction and partition, few
+            # enough for the driver (offsets-ahead cites the commit that passed an input)
+            self.offset_log = [r.asDict() for r in topic("__consumer_offsets", "committed")
+                               .mapInArrow(decode, OFFSET_COMMIT_SCHEMA).orderBy("log_partition", "log_offset").collect()]
+        lap("load_internal_topics_s")
         self.k = self.workload["outputs_per_input"]
         self.exactly_once = self.workload["delivery"] == "exactly-once"
 
@@ -286,18 +319,53 @@ def _first_cases(df: Any, *order: str) -> tuple[list[Any], int]:
     return rows[:MAX_CASES], (len(rows) if len(rows) <= MAX_CASES else df.count())
 
 
+def _records_of(d: SparkRun, df: Any, cases: list[Any], key: list[str], limit: int) -> dict[tuple, list[Any]]:
+    """The evidence records (first ``limit`` in record order) of the few cases found, by key.
+    Checks find cases on counts alone and fetch records only for the cases they report:
+    collecting every group's records would cost a clean run the most."""
+    if not cases:
+        return {}
+    F = d.F
+    wanted = d.spark.createDataFrame([tuple(r[c] for c in key) for r in cases], df.select(*key).schema)
+    rows = (df.join(F.broadcast(wanted), key, "left_semi").groupBy(*key)
+            .agg(F.slice(F.sort_array(F.collect_list(d.record_struct())), 1, limit).alias("records")).collect())
+    return {tuple(r[c] for c in key): list(r["records"]) for r in rows}
+
+
+def _duplicate_keys(d: SparkRun) -> Any:
+    """(input, slot) with more than one committed output, and how many (persisted: duplicate and
+    nonmonotonic both read it)."""
+    if getattr(d, "_dups", None) is None:
+        F = d.F
+        d._dups = (d.outputs["committed"].groupBy("in_partition", "in_offset", "slot").agg(F.count("*").alias("n"))
+                   .filter("n > 1").persist())
+    return d._dups
+
+
+def _seen_per_transaction(d: SparkRun) -> Any:
+    """Committed outputs per transaction (process, txn_seq): torn and lost-write both read it."""
+    if getattr(d, "_seen", None) is None:
+        d._seen = d.outputs["committed"].groupBy("process", "txn_seq").agg(d.F.count("*").alias("seen")).persist()
+    return d._seen
+
+
+def _aborted_inputs(d: SparkRun) -> Any:
+    """Inputs in the raw view only (aborted or undecided input transactions)."""
+    if getattr(d, "_raw_only", None) is None:
+        d._raw_only = d.inputs["raw"].join(d.inputs["committed"].select("p", "o"), ["p", "o"], "left_anti").persist()
+    return d._raw_only
+
+
 # ---------------------------------------------------------------------------------------------
 # Checks (each returns a CheckResult; looked up by name at call time)
 
 
 def check_duplicates(d: SparkRun) -> CheckResult:
-    F = d.F
-    dup = (d.outputs["committed"].groupBy("in_partition", "in_offset", "slot")
-           .agg(F.count("*").alias("n"), F.slice(F.sort_array(F.collect_list(d.record_struct())), 1, 10).alias("records"))
-           .filter("n > 1"))
-    rows, total = _first_cases(dup, "in_partition", "in_offset", "slot")
+    key = ["in_partition", "in_offset", "slot"]
+    rows, total = _first_cases(_duplicate_keys(d), *key)
+    records = _records_of(d, d.outputs["committed"], rows, key, 10)
     cases = [d.case(explain("duplicate", p=r["in_partition"], o=r["in_offset"], slot=r["slot"], n=r["n"]),
-                    [d.record(x) for x in r["records"]]) for r in rows]
+                    [d.record(x) for x in records.get(tuple(r[c] for c in key), [])]) for r in rows]
     return result("duplicate", cases, total)
 
 
@@ -305,14 +373,17 @@ def _unexplained(d: SparkRun) -> Any:
     """Committed inputs below the group's final offset with no committed output."""
     if getattr(d, "_unexplained", None) is None:
         F = d.F
-        produced = d.outputs["committed"].select(F.col("in_partition").alias("p"), F.col("in_offset").alias("o")).distinct()
+        produced = d.outputs["committed"].select(F.col("in_partition").alias("p"), F.col("in_offset").alias("o"))
         fo = d.final_offsets_df.withColumnRenamed("partition", "p")
-        d._unexplained = (d.inputs["committed"].join(F.broadcast(fo), "p")
-                          .filter(F.col("o") < F.col("final_offset"))
-                          .join(produced, ["p", "o"], "left_anti")
-                          .join(d.input_ops.select(F.col("partition").alias("p"), F.col("offset").alias("o"),
-                                                   F.lit(True).alias("processed")), ["p", "o"], "left")
-                          .persist())
+        unexplained = (d.inputs["committed"].join(F.broadcast(fo), "p")
+                       .filter(F.col("o") < F.col("final_offset"))
+                       .join(produced, ["p", "o"], "left_anti")
+                       .persist())
+        if unexplained.isEmpty():  # the usual case: no need to join the history's inputs
+            d._unexplained = unexplained.withColumn("processed", F.lit(None).cast("boolean"))
+        else:
+            d._unexplained = unexplained.join(d.input_ops.select(F.col("partition").alias("p"), F.col("offset").alias("o"),
+                                                                 F.lit(True).alias("processed")), ["p", "o"], "left").persist()
     return d._unexplained
 
 
@@ -350,29 +421,28 @@ def check_offsets_ahead(d: SparkRun) -> CheckResult:
 def check_torn(d: SparkRun) -> CheckResult:
     F = d.F
     committed = d.outputs["committed"]
-    partial = (committed.groupBy("in_partition", "in_offset")
-               .agg(F.sort_array(F.collect_set("slot")).alias("have"),
-                    F.slice(F.sort_array(F.collect_list(d.record_struct())), 1, 20).alias("records"))
+    key = ["in_partition", "in_offset"]
+    partial = (committed.groupBy(*key).agg(F.sort_array(F.collect_set("slot")).alias("have"))
                .filter(F.size("have") < d.k))
-    rows, total = _first_cases(partial, "in_partition", "in_offset")
+    rows, total = _first_cases(partial, *key)
+    records = _records_of(d, committed, rows, key, 20)
     cases = [d.case(explain("torn-transaction.slots", p=r["in_partition"], o=r["in_offset"], have=list(r["have"]), k=d.k),
-                    [d.record(x) for x in r["records"]], missing_slots=sorted(set(range(d.k)) - set(r["have"])))
+                    [d.record(x) for x in records.get((r["in_partition"], r["in_offset"]), [])],
+                    missing_slots=sorted(set(range(d.k)) - set(r["have"])))
              for r in rows]
     if d.exactly_once and d.identity is None:
         key = ["process", "txn_seq"]
-        seen = committed.groupBy(*key).agg(F.count("*").alias("seen"))
         raw = d.outputs["raw"]
-        torn = (raw.groupBy(*key).agg(F.count("*").alias("written")).join(seen, key)
+        torn = (raw.groupBy(*key).agg(F.count("*").alias("written")).join(_seen_per_transaction(d), key)
                 .filter((F.col("seen") > 0) & (F.col("seen") < F.col("written"))))
-        hidden = (raw.join(torn.select(*key), key, "left_semi")
-                  .join(committed.select("topic", "partition", "offset"), ["topic", "partition", "offset"], "left_anti")
-                  .groupBy(*key).agg(F.slice(F.sort_array(F.collect_list(d.record_struct())), 1, 20).alias("hidden")))
-        rows, more = _first_cases(torn.join(hidden, key, "left"), *key)
+        rows, more = _first_cases(torn, *key)
         total += more
+        coordinates = ["topic", "partition", "offset"]
+        hidden = _records_of(d, raw.join(committed.select(*coordinates), coordinates, "left_anti"), rows, key, 20)
         for r in rows:
             cases.append(d.case(explain("torn-transaction.hidden", seq=r["txn_seq"], process=r["process"], seen=r["seen"],
                                         written=r["written"]),
-                                [d.record(x) for x in (r["hidden"] or [])]))
+                                [d.record(x) for x in hidden.get((r["process"], r["txn_seq"]), [])]))
     return result("torn-transaction", cases, total)
 
 
@@ -384,7 +454,7 @@ def check_aborted_read(d: SparkRun) -> CheckResult:
     rows, total = _first_cases(of_aborted_txn, "topic", "partition", "offset")
     cases = [d.case(explain("aborted-read.transaction", seq=r["txn_seq"], process=r["process"]), [d.record(r)])
              for r in rows]
-    raw_only = d.inputs["raw"].join(d.inputs["committed"].select("p", "o"), ["p", "o"], "left_anti")
+    raw_only = _aborted_inputs(d)
     of_aborted_input = (committed.join(raw_only.withColumnRenamed("p", "in_partition").withColumnRenamed("o", "in_offset")
                                        .withColumnRenamed("in_id", "aborted_input_id"), ["in_partition", "in_offset"]))
     rows, more = _first_cases(of_aborted_input, "topic", "partition", "offset")
@@ -398,7 +468,7 @@ def check_aborted_read(d: SparkRun) -> CheckResult:
 def check_lost_write(d: SparkRun) -> CheckResult:
     F = d.F
     key = ["process", "txn_seq"]
-    seen = d.outputs["committed"].groupBy(*key).agg(F.count("*").alias("seen"))
+    seen = _seen_per_transaction(d)
     lost = (d.transactions.filter((F.col("outcome") == "committed") & F.col("expected_outputs").isNotNull())
             .join(seen, key, "left").fillna(0, ["seen"]).filter(F.col("seen") < F.col("expected_outputs")))
     rows, total = _first_cases(lost, *key)
@@ -525,8 +595,10 @@ def check_nonmonotonic(d: SparkRun) -> CheckResult:
     from pyspark.sql import Window
 
     F = d.F
-    first_w = Window.partitionBy("in_partition", "in_offset", "slot").orderBy("topic", "partition", "offset")
-    first = d.outputs["committed"].withColumn("rn", F.row_number().over(first_w)).filter("rn = 1").drop("rn")
+    first = d.outputs["committed"]
+    if not _duplicate_keys(d).isEmpty():  # re-appearances are duplicates, not order: keep the first of each
+        first_w = Window.partitionBy("in_partition", "in_offset", "slot").orderBy("topic", "partition", "offset")
+        first = first.withColumn("rn", F.row_number().over(first_w)).filter("rn = 1").drop("rn")
     stream = (Window.partitionBy("topic", "partition", "in_partition").orderBy("offset")
               .rowsBetween(Window.unboundedPreceding, -1))
     out = (first.withColumn("highest", F.max(F.struct(F.col("in_offset"), d.record_struct().alias("r"))).over(stream))
@@ -561,16 +633,31 @@ def coordinator_commits(d: SparkRun) -> int:
     return commits.count()
 
 
+def _txn_log_entries(d: SparkRun, events: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The transaction log's records of the transactional ids the message proxy's events name,
+    in log order, as late_requests reads them."""
+    if d.txn_log is None:
+        return None
+    from kchaos.verifier.decoders import TransactionLogEntry
+
+    txids = sorted({e["transactional_id"] for e in events if e.get("transactional_id")})
+    rows = d.txn_log.filter(d.F.col("transactional_id").isin(*txids)).orderBy("partition", "offset").collect() if txids else []
+    return [{"partition": r["partition"], "offset": r["offset"],
+             "entry": TransactionLogEntry(r["transactional_id"], r["producer_id"], r["producer_epoch"], status=r["status"],
+                                          partitions=json.loads(r["partitions"]), last_update_ms=r["last_update_ms"],
+                                          client_transaction_version=r["client_transaction_version"])}
+            for r in rows]
+
+
 def facts(d: SparkRun) -> dict[str, Any]:
     from collections import Counter
 
-    from kchaos.verifier.late_requests import events_path, late_request_facts
-    from kchaos.verifier.pychecker import RunData
+    from kchaos.verifier.late_requests import events_path, late_request_facts, read_message_events
 
     F = d.F
     counts = {f"{name}_{view}": df.count() for name, group in (("inputs", d.inputs), ("outputs", d.outputs))
               for view, df in group.items()}
-    aborted_inputs = d.inputs["raw"].join(d.inputs["committed"].select("p", "o"), ["p", "o"], "left_anti").count()
+    aborted_inputs = _aborted_inputs(d).count()
     ctv: dict[str, int] = {}
     per_txid: dict[str, dict[str, int]] = {}
     records = None
@@ -599,10 +686,9 @@ def facts(d: SparkRun) -> dict[str, Any]:
         "commits_by_client_tv_per_txid": per_txid,
         "liveness": d.final.get("liveness"),
         "topic_source": d.source,
-        # small data (the proxy's events, the decoded transaction log), one definition for both engines
-        # decoded in the driver only when a message fault affected something (a run without one
-        # would decode the transaction log a second time for nothing)
-        "late_requests": (late_request_facts(d.run, RunData.decoded_txn_log(d.run), d.history.ops)
+        # small data (the proxy's events and their transactional ids' log records), one definition
+        # for both engines; only when the run had message faults
+        "late_requests": (late_request_facts(d.run, _txn_log_entries(d, read_message_events(d.run)), d.history.ops)
                           if events_path(d.run).exists() else None),
     }
 
@@ -615,6 +701,7 @@ def check_run_spark(spark: Any, run: Path, ops: list[dict[str, Any]] | None = No
     except Exception as exc:
         results.errors.append(f"could not read the run: {exc!r}")
         return results
+    results.spark = {"timings": dict(data.timings)}
     share = run_checks(results, data, sys.modules[__name__])
     try:
         results.facts = facts(data)
@@ -637,7 +724,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kchaos.verifier.spark_job", description=__doc__.split("\n")[0])
     parser.add_argument("run", type=Path)
     parser.add_argument("--master", default=None, help="Spark master (default local[2] or $KCHAOS_SPARK_MASTER)")
-    parser.add_argument("--bootstrap", default=None, help="read the user topics from this live cluster first")
+    parser.add_argument("--bootstrap", default=None, help="read the topics from this live cluster first")
+    parser.add_argument("--data-dir", default=None,
+                        help="where the ingest writes (a Hadoop-compatible URL the executors reach; the run's name "
+                             "is appended); default RUN/topics-spark")
     parser.add_argument("--out", type=Path, default=None, help="write the results here (default RUN/results.spark.json)")
     args = parser.parse_args(argv)
     from kchaos.verifier.spark_env import spark_session
@@ -649,17 +739,19 @@ def main(argv: list[str] | None = None) -> int:
     spark = None
     try:
         # the run directory on the driver JVM's command line: leak checks and reapers can find it
-        spark = spark_session(args.master, extra_conf={"spark.kchaos.run": str(args.run.resolve())})
+        spark = spark_session(args.master, extra_conf={"spark.kchaos.run": str(args.run.resolve())},
+                              ship_code_from=args.run / SPARK_DIR)
         timings["session_s"] = round(time.monotonic() - started, 2)
         if args.bootstrap:
             workload = json.loads((args.run / "campaign.json").read_text())["workload"]
             t = time.monotonic()
-            ingest_topics(spark, args.bootstrap, [workload["input_topic"], *workload["output_topics"]],
-                          args.run / "topics-spark")
+            ingest_topics(spark, args.bootstrap, args.run, [workload["input_topic"], *workload["output_topics"]],
+                          args.data_dir)
             timings["ingest_s"] = round(time.monotonic() - t, 2)
         t = time.monotonic()
         results = check_run_spark(spark, args.run)
-        timings["checks_s"] = round(time.monotonic() - t, 2)
+        timings["checks_s"] = round(time.monotonic() - t, 2)  # loading included
+        timings.update((results.spark or {}).get("timings", {}))
     except Exception as exc:
         results.errors.append(f"the Spark job failed: {exc!r}")
         print(traceback.format_exc(), file=sys.stderr)

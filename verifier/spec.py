@@ -17,10 +17,21 @@ class VerifierSpec(BaseModel):
     spark_master: str | None = Field(None, description="local[2] (default), local[*] or spark://host:port")
     read_from_kafka: bool = Field(
         True, description="the Spark job reads the user topics through Spark's Kafka source while the cluster is up")
+    data_dir: str | None = Field(
+        None, description="where the Spark ingest writes the topics (a Hadoop-compatible URL every executor reaches: "
+                          "hdfs://, s3a://, a shared file: mount; the run's name is appended); default RUN/topics-spark")
     cross_check: bool = Field(
         True, description="also run the Python checker; a disagreement on the anomaly types makes the verdict unknown")
     cross_check_max_outputs: int = Field(5_000_000, ge=0, description="skip the cross-check above this many outputs")
     timeout_s: float = Field(1800.0, gt=0)
+
+    @field_validator("data_dir")
+    @classmethod
+    def _data_dir(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^([a-z][a-z0-9+.-]*://|/)\S*$", value):
+            raise ValueError(f"{value!r} is not a data directory: use an absolute path or a URL such as "
+                             "hdfs://namenode/kchaos or file:///mnt/shared/kchaos")
+        return value
 
     @field_validator("spark_master")
     @classmethod

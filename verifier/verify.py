@@ -27,7 +27,7 @@ def _quiet(message: str) -> None:
 
 
 def run_spark_job(run: Path, master: str | None, bootstrap: str | None, timeout_s: float,
-                  say: Callable[[str], None] = _quiet) -> Results:
+                  say: Callable[[str], None] = _quiet, data_dir: str | None = None) -> Results:
     """The Spark job in a process of its own (its JVM too), recorded by a pid file so that a
     crashed harness's reaper stops it; its results, or an ``unknown`` naming why there are none."""
     from kchaos.clusters.processes import ManagedProcess
@@ -40,6 +40,8 @@ def run_spark_job(run: Path, master: str | None, bootstrap: str | None, timeout_
         argv += ["--master", master]
     if bootstrap:
         argv += ["--bootstrap", bootstrap]
+    if data_dir:
+        argv += ["--data-dir", data_dir]
     log = run / "logs" / "spark-verifier.log"
     job = ManagedProcess("spark-verifier", argv, log, run / "verifier", marker=str(run))
     say(f"verifying with Spark ({master or 'local[2]'}{', reading the topics from Kafka' if bootstrap else ''})")
@@ -98,7 +100,7 @@ def verify_run(run: Path, spec: VerifierSpec, bootstrap: str | None = None, ops:
         results.interruption = {"phase": stopped_in, "final_reads": False}
         return results
     if spec.engine == "spark":
-        results = run_spark_job(run, spec.spark_master, bootstrap, spec.timeout_s, say)
+        results = run_spark_job(run, spec.spark_master, bootstrap, spec.timeout_s, say, spec.data_dir)
         outputs = results.facts.get("outputs_raw") or 0
         if spec.cross_check and results.checks and outputs <= spec.cross_check_max_outputs:
             reference = check_run(run, ops)

@@ -1,35 +1,56 @@
-"""The verifier on a real Spark standalone cluster (master + worker from pyspark's own jars),
-checking a run recorded on real brokers: same verdict as the single-process checker, the work
-done by an executor the worker launched, and nothing left running afterwards."""
+"""The verifier on a real Spark standalone cluster (a master and two workers from pyspark's own
+jars), as on machines other than the driver's: the workers and their executors cannot read the
+run directory, nor the verifier's installed source; the topics, internal ones included, reach them
+only through Spark's Kafka source and a shared data directory. The verdict and every check must
+be those of ``local[2]`` on the same run, with the client dumps out of reach."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+import kchaos.verifier
 from kchaos.clusters.processes import processes_with_marker
-from kchaos.harness.run import verify
-from kchaos.verifier.standalone import StandaloneSpark
+from kchaos.verifier.results import Results
+from kchaos.verifier.standalone import StandaloneSpark, can_hide_paths
+from kchaos.verifier.verify import disagreements, run_spark_job
 
 from .test_workload import Harness, _spec
 
 
-@pytest.mark.long  # a standalone master and worker plus a run (about 2 minutes)
-def test_verifier_runs_on_a_standalone_spark_master(cluster3, tmp_path):
-    h = Harness(cluster3, tmp_path / "run", _spec(records=600, rate=2000))
-    assert h.finish()["verdict"] == "valid"
+@pytest.mark.long  # a run, local[2], then a master and two workers (about 3 minutes)
+def test_verifier_on_two_workers_that_cannot_read_the_run_directory(cluster3, tmp_path):
+    if not can_hide_paths():
+        pytest.skip("no mount namespace here: the workers could read the run directory")
+    h = Harness(cluster3, tmp_path / "run", _spec(records=600, rate=2000), engine="spark")
+    local = h.finish()  # local[2], reading through the Kafka source, cross-checked by the Python reader
+    assert local["verdict"] == "valid" and local["cross_check"]["agrees"], local["errors"]
+    run = h.run.path
+    (run / "topics").rename(tmp_path / "client-dumps")  # the Spark path must not need them
+    shared = tmp_path / "shared"
     spark_dir = tmp_path / "spark"
-    with StandaloneSpark(spark_dir, worker_cores=1, worker_memory="1g") as standalone:
-        code = verify(h.run, bootstrap=cluster3.bootstrap_servers,
-                      verifier_overrides={"engine": "spark", "spark_master": standalone.master_url})
-        results = json.loads((h.run.path / "results.json").read_text())
-        assert code == 0 and results["verdict"] == "valid", results["errors"]
-        assert results["spark"]["master"] == standalone.master_url
-        assert results["facts"]["topic_source"] == "spark-kafka-source" and results["cross_check"]["agrees"]
-        assert results["facts"]["outputs_committed"] == 1200
-        # the checks ran in an executor the worker launched, not in the driver
-        executors = list((spark_dir / "work").glob("app-*/*/stderr"))
-        assert executors, "no executor was launched by the standalone worker"
-        assert any("Successfully registered with driver" in e.read_text(errors="replace") for e in executors)
+    hidden = [run, Path(kchaos.verifier.__file__).parent]  # the run, and the verifier's source
+    with StandaloneSpark(spark_dir, worker_cores=1, worker_memory="1g", workers=2, hidden=hidden) as standalone:
+        remote = run_spark_job(run, standalone.master_url, cluster3.bootstrap_servers, 600,
+                               data_dir=f"file://{shared}")
+        executors = {i: list(standalone.work_dir(i).glob("app-*/*/stderr")) for i in range(2)}
+    assert not remote.errors, remote.errors
+    assert remote.spark["master"] == standalone.master_url
+    # the same verdict, checks and case counts as local[2]
+    assert remote.verdict == "valid" and disagreements(remote, Results.from_json(local)) == []
+    for fact in ("inputs_committed", "outputs_committed", "outputs_raw", "transaction_log_records",
+                 "client_transaction_versions", "final_group_offsets"):
+        assert remote.facts[fact] == local["facts"][fact], fact
+    assert remote.facts["outputs_committed"] == 1200 and remote.facts["transaction_log_records"] > 0
+    # the topics went through the shared directory, the internal ones too
+    ingest = json.loads((run / "topics-spark" / "ingest.json").read_text())
+    assert ingest["data_dir"] == f"file://{shared}/{run.name}"
+    assert ingest["topics"]["__transaction_state.raw"]["records"] > 0
+    assert list((shared / run.name / "raw").glob("topic=__transaction_state/*.parquet"))
+    # both workers launched an executor, which ran tasks for the driver
+    for i, logs in executors.items():
+        assert logs, f"worker {i} launched no executor"
+        assert any("Successfully registered with driver" in log.read_text(errors="replace") for log in logs)
     assert processes_with_marker(str(spark_dir)) == []

@@ -1,0 +1,69 @@
+"""Kafka's internal topics as Arrow record batches: the project's decoders (verifier/decoders.py)
+applied batch by batch, for Spark's ``mapInArrow`` (the executors decode what they read, so no
+single process holds a large cluster's transaction or offset log).
+
+A module of its own, not the Spark job's: the job runs as ``__main__``, and functions pickled
+from there would reach the executors by value, without the module's other names.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any, Iterator
+
+TXN_LOG_SCHEMA = ("partition INT, offset BIGINT, transactional_id STRING, producer_id BIGINT, producer_epoch INT, "
+                  "status STRING, partitions STRING, last_update_ms BIGINT, client_transaction_version INT")
+OFFSET_COMMIT_SCHEMA = "log_partition INT, log_offset BIGINT, partition INT, offset BIGINT, commit_timestamp BIGINT"
+
+
+
+def transaction_log_batches(batches: Iterator[Any]) -> Iterator[Any]:
+    """``__transaction_state`` records (partition, offset, key, value) -> one row per decoded
+    record (TXN_LOG_SCHEMA; a tombstone has no producer id); records of other types dropped."""
+    import pyarrow as pa
+
+    from kchaos.verifier.decoders import decode_transaction_record
+
+    for batch in batches:
+        rows: dict[str, list[Any]] = {k: [] for k in ("partition", "offset", "transactional_id", "producer_id",
+                                                      "producer_epoch", "status", "partitions", "last_update_ms",
+                                                      "client_transaction_version")}
+        for r in batch.to_pylist():
+            e = decode_transaction_record(r["key"], r["value"])
+            if e is None:
+                continue
+            for k, v in (("partition", r["partition"]), ("offset", r["offset"]), ("transactional_id", e.transactional_id),
+                         ("producer_id", e.producer_id), ("producer_epoch", e.producer_epoch), ("status", e.status),
+                         ("partitions", json.dumps(e.partitions)), ("last_update_ms", e.last_update_ms),
+                         ("client_transaction_version", e.client_transaction_version)):
+                rows[k].append(v)
+        yield pa.RecordBatch.from_pydict(rows, schema=_arrow_schema(TXN_LOG_SCHEMA))
+
+
+def offset_commit_batches(batches: Iterator[Any], group: str | None, topic: str) -> Iterator[Any]:
+    """``__consumer_offsets`` records -> the offset commits of ``group`` for ``topic``
+    (OFFSET_COMMIT_SCHEMA); group metadata and tombstones dropped. Both engines count commits
+    by this one definition."""
+    import pyarrow as pa
+
+    from kchaos.verifier.decoders import OffsetCommit, decode_offsets_record
+
+    for batch in batches:
+        rows: dict[str, list[Any]] = {k: [] for k in ("log_partition", "log_offset", "partition", "offset",
+                                                      "commit_timestamp")}
+        for r in batch.to_pylist():
+            c = decode_offsets_record(r["key"], r["value"])
+            if isinstance(c, OffsetCommit) and c.group == group and c.topic == topic and c.offset is not None:
+                for k, v in (("log_partition", r["partition"]), ("log_offset", r["offset"]), ("partition", c.partition),
+                             ("offset", c.offset), ("commit_timestamp", c.commit_timestamp)):
+                    rows[k].append(v)
+        yield pa.RecordBatch.from_pydict(rows, schema=_arrow_schema(OFFSET_COMMIT_SCHEMA))
+
+
+@functools.cache
+def _arrow_schema(ddl: str) -> Any:
+    import pyarrow as pa
+
+    types = {"INT": pa.int32(), "BIGINT": pa.int64(), "STRING": pa.string()}
+    return pa.schema([(name, types[kind]) for name, kind in (col.split() for col in ddl.split(", "))])
