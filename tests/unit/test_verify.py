@@ -88,3 +88,21 @@ def test_a_verdict_needs_nothing_from_the_harness(tmp_path):
             "print(r['verdict'], sorted(m for m in sys.modules if m.startswith('kchaos.harness')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["valid", "[]"]
+
+
+def test_a_data_directory_must_be_an_absolute_path_or_a_url():
+    from pathlib import Path
+
+    import pydantic
+    import pytest
+
+    from kchaos.verifier.spark_job import data_location
+
+    for good in ("hdfs://namenode:8020/kchaos", "s3a://bucket/kchaos", "file:///mnt/shared", "/mnt/shared"):
+        assert VerifierSpec(data_dir=good).data_dir == good
+    for bad in ("relative/dir", "shared dir", ""):
+        with pytest.raises(pydantic.ValidationError, match="not a data directory"):
+            VerifierSpec(data_dir=bad)
+    run = Path("/runs/20261123T000000Z-default-seed1")
+    assert data_location(run, "hdfs://nn/kchaos/") == "hdfs://nn/kchaos/20261123T000000Z-default-seed1"
+    assert data_location(run, None) == "/runs/20261123T000000Z-default-seed1/topics-spark"
