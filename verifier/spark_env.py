@@ -64,7 +64,7 @@ def package_zip(directory: Path) -> Path:
     import pkgutil
     import zipfile
 
-    names = ["kchaos"]
+    names: list[str] = []
     for package in ("kchaos", *(f"kchaos.{layer}" for layer in EXECUTOR_LAYERS)):
         module = importlib.import_module(package)
         names += [package, *(m.name for m in pkgutil.iter_modules(module.__path__, f"{package}."))]

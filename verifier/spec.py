@@ -16,7 +16,7 @@ class VerifierSpec(BaseModel):
         "spark", description="spark: the PySpark job (the product); python: the single-process reference checker only")
     spark_master: str | None = Field(None, description="local[2] (default), local[*] or spark://host:port")
     read_from_kafka: bool = Field(
-        True, description="the Spark job reads the user topics through Spark's Kafka source while the cluster is up")
+        True, description="the Spark job reads the topics (internal ones too) through Spark's Kafka source while the cluster is up")
     data_dir: str | None = Field(
         None, description="where the Spark ingest writes the topics (a Hadoop-compatible URL every executor reaches: "
                           "hdfs://, s3a://, a shared file: mount; the run's name is appended); default RUN/topics-spark")
