@@ -75,10 +75,14 @@ def pytest_runtest_makereport(item, call):
     target = EVIDENCE / f"{time.strftime('%Y%m%dT%H%M%S')}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', item.name)[:80]}"
     kept, size = [], 0
     for run in runs:
-        run_size = sum(f.stat().st_size for f in run.rglob("*") if f.is_file())
-        if size + run_size > EVIDENCE_MAX_BYTES:
+        try:  # files of processes still running may change or vanish meanwhile: keep what can be
+            run_size = sum(f.stat().st_size for f in run.rglob("*") if f.is_file())
+            if size + run_size > EVIDENCE_MAX_BYTES:
+                continue
+            shutil.copytree(run, target / run.name, symlinks=True, ignore_dangling_symlinks=True)
+        except (OSError, shutil.Error) as exc:
+            kept.append(f"{run.name} (partly: {str(exc)[:200]})")
             continue
-        shutil.copytree(run, target / run.name, symlinks=True, ignore_dangling_symlinks=True)
         kept.append(run.name)
         size += run_size
     if kept:
