@@ -59,7 +59,8 @@ def cluster3(_cluster3_session):
 # it ends, and a rare anomaly (a duplicate seen once in a full run) needs its evidence.
 EVIDENCE = Path(os.environ.get("KCHAOS_TEST_EVIDENCE")
                 or Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "kchaos-test-evidence")
-EVIDENCE_MAX_BYTES = 200 * 1024 * 1024
+EVIDENCE_MAX_BYTES = 200 * 1024 * 1024  # per failed test
+EVIDENCE_KEEP = 20  # failed tests kept, newest first
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -87,3 +88,5 @@ def pytest_runtest_makereport(item, call):
         size += run_size
     if kept:
         report.sections.append(("kchaos evidence", f"run directories kept in {target}: {', '.join(kept)}"))
+    for old in sorted(EVIDENCE.iterdir() if EVIDENCE.is_dir() else [])[:-EVIDENCE_KEEP]:  # names start with the time
+        shutil.rmtree(old, ignore_errors=True)
