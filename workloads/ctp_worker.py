@@ -70,6 +70,10 @@ class PidCapture(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
+        if record.levelno >= logging.ERROR:
+            # librdkafka's errors (a fence, a failed transaction) go to the worker's log, as they
+            # would without this handler: the evidence of why a worker exited
+            print(f"{time.time():.3f} {logging.getLevelName(record.levelno)} {message}", file=sys.stderr, flush=True)
         if self.fenced is None and "fenced" in message.lower() and ("fatal" in message.lower() or "FATAL" in record.name):
             self.fenced = message
         if "Acquired PID" in message or "changed PID" in message:
@@ -389,7 +393,10 @@ class Worker:
                 if fenced:
                     raise Fenced(f"{exc} ({fenced})") from None
                 raise Fatal(str(exc)) from None
-            if err is not None and err.txn_requires_abort():
+            if err is not None and (err.txn_requires_abort() or err.code() == KafkaError._STATE):
+                # produce() answers _STATE once the transaction has left IN_TRANSACTION: an abortable
+                # or fatal error came in the background (its messages timed out, or it was fenced,
+                # while this process was paused). abort_transaction() aborts, or says which error.
                 self._abort(producer, txid, seq, f"error: {err.str()}")
                 return
             raise Fatal(f"unexpected error in transaction {seq}: {exc}") from None
