@@ -82,6 +82,26 @@ class PidCapture(logging.Handler):
                 self.pid, self.epoch = int(match[-1][0]), int(match[-1][1])
 
 
+class LoggedProducer(Producer):
+    """A producer whose librdkafka log goes to a Python logger, with flush() raising what it
+    would raise without one. confluent-kafka 2.16 raises a fatal error (a fence) from its error
+    callback and leaves the exception set, and flush() goes on serving callbacks in 200 ms
+    chunks: the next log line then calls Python with that exception pending, and flush() raises
+    SystemError chained from it. The worker exited "crashed" instead of "fenced" (CI,
+    2026-11-24). Reproduced on a real broker: a fenced producer's flush(5) raised SystemError in
+    8 of 8 tries with a logger, KafkaException without one; poll() and commit_transaction()
+    raise KafkaException either way."""
+
+    def flush(self, *args: Any, **kwargs: Any) -> int:
+        try:
+            return super().flush(*args, **kwargs)
+        except SystemError as exc:
+            cause = exc.__cause__ or exc.__context__
+            if isinstance(cause, KafkaException):
+                raise cause from None
+            raise
+
+
 def _error(exc: BaseException) -> KafkaError | None:
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
         return exc.args[0]
@@ -133,7 +153,7 @@ class Worker:
         else:  # at-least-once-no-idempotence: retries may duplicate and reorder
             conf.update({"enable.idempotence": False, "max.in.flight.requests.per.connection": 5,
                          "retries": 1000000, "retry.backoff.ms": 50})
-        producer = Producer(conf)
+        producer = LoggedProducer(conf) if txid is not None else Producer(conf)
         if txid is not None:
             op = self.history.invoke("init", {}, **self._fields(txid))
             try:

@@ -181,6 +181,40 @@ def test_transactional_id_takeover_fences_the_old_instance(cluster3, tmp_path):
     assert exits[info["old_incarnation"]]["exit_code"] == 10
 
 
+def test_a_fenced_worker_producer_flush_raises_the_fence(cluster3):
+    """The worker's producer logs through Python; confluent-kafka's flush() then raised SystemError
+    instead of the fence (the worker exited "crashed", CI 2026-11-24). With a plain Producer this
+    test sees the SystemError."""
+    import logging
+
+    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from kchaos.workloads.ctp_worker import FENCED_CODES, LoggedProducer
+
+    tag = uuid.uuid4().hex[:6]
+    topic, txid, conf = f"fence-{tag}", f"fence-{tag}-tx", cluster3.client_config()
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(30)
+    logger = logging.getLogger(f"rdkafka.{txid}")
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    logger.addHandler(logging.NullHandler())
+    zombie = LoggedProducer({**conf, "transactional.id": txid, "debug": "eos", "log_level": 7, "logger": logger})
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    for i in range(30):
+        zombie.produce(topic, value=b"before", partition=i % 3)
+    assert zombie.flush(30) == 0
+    Producer({**conf, "transactional.id": txid, "log_level": 3}).init_transactions(30)  # the new instance
+    for i in range(30):
+        zombie.produce(topic, value=b"after", partition=i % 3)
+    with pytest.raises(KafkaException) as raised:
+        for _ in range(3):  # the fence comes back with the first produce request, within seconds
+            zombie.flush(10)
+    assert raised.value.args[0].code() in FENCED_CODES, raised.value
+
+
 @pytest.mark.long  # a transactional.id strategy, not a check or a fault kind
 def test_per_partition_transactional_ids(cluster3, tmp_path):
     spec = _spec(transactional_id_strategy="per-partition", workers=2, input_partitions=3)
