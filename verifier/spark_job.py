@@ -179,6 +179,32 @@ def history_tables(spark: Any, run: Path, history: HistoryIndex) -> dict[str, An
 # Loading
 
 
+def raw_only(raw: Any, committed: Any, where: tuple[str, ...] = ("topic", "partition"), offset: str = "offset") -> Any:
+    """The raw view's records that read_committed hides (aborted or undecided transactions).
+
+    The raw view is the committed view plus those: a record at the same topic, partition and
+    offset is the same record in both, so only the raw-only records need parsing, not the whole
+    raw view again (parsing and caching a view is the largest single cost at scale). A partition
+    whose two views hold as many records with the same sum of offsets holds the same records (the
+    committed view's are a subset of the raw view's): only the partitions that differ are joined
+    on their coordinates, so a clean run pays two small aggregates and no join. ``where`` and
+    ``offset`` name the columns (the input views call them ``p`` and ``o``)."""
+    from pyspark.sql import functions as F
+
+    keys = list(where)
+
+    def shape(df: Any) -> Any:
+        return df.groupBy(*keys).agg(F.count("*").alias("n"), F.sum(offset).alias("offsets"))
+
+    differing = shape(raw).join(shape(committed), [*keys, "n", "offsets"], "left_anti").select(*keys).collect()
+    if not differing:
+        return raw.filter(F.lit(False))
+    wanted = F.broadcast(raw.sparkSession.createDataFrame(differing, raw.select(*keys).schema))
+    coordinates = [*keys, offset]
+    return (raw.join(wanted, keys, "left_semi")
+            .join(committed.join(wanted, keys, "left_semi").select(*coordinates), coordinates, "left_anti"))
+
+
 class SparkRun:
     """A run directory as Spark DataFrames, plus the small driver-side facts."""
 
@@ -230,25 +256,36 @@ class SparkRun:
         lineage_ok = F.lit(True)
         for field in LINEAGE_FIELDS:
             lineage_ok = lineage_ok & F.col(f"l.{field}").isNotNull()
-        for view in VIEWS:
-            parts = [topic(t, view).withColumn("topic", F.lit(t)) for t in self.workload["output_topics"]]
-            union = parts[0]
-            for part in parts[1:]:
-                union = union.unionByName(part)
+
+        def unparsed(view: str) -> Any:
+            union = None
+            for slot, t in enumerate(self.workload["output_topics"]):
+                part = topic(t, view).withColumn("topic", F.lit(t)).withColumn("slot_", F.lit(slot))
+                union = part if union is None else union.unionByName(part)
+            return union
+
+        def parse(union: Any) -> Any:
             if self.identity is None:
                 parsed = (union.withColumn("l", F.from_json(F.col("value").cast("string"), LINEAGE_SCHEMA))
                           .withColumn("lineage_ok", F.coalesce(lineage_ok, F.lit(False))))
             else:
-                parsed = self.identity_lineage(parts, input_topic)
+                parsed = self.identity_lineage(union, input_topic)
             # One cache per view, of only the columns the checks read (no key/value bytes): parsing
             # JSON dominates, so it must happen once. The cache sits below the lineage filter on
             # purpose: a filter on the parsed fields would be pushed under the parse and repeat
             # from_json once per field it tests (measured: twice the time at 1M outputs).
-            flat = (parsed.select("topic", "partition", "offset", "l.*", "lineage_ok")
+            return (parsed.select("topic", "partition", "offset", "l.*", "lineage_ok")
                     .withColumn("process", F.concat_ws(".", "worker", F.col("incarnation").cast("string")))
                     .persist(StorageLevel.MEMORY_AND_DISK))
-            self.foreign_outputs[view] = flat.filter(~F.col("lineage_ok")).count()
-            self.outputs[view] = flat.filter(F.col("lineage_ok")).drop("lineage_ok")
+
+        committed_unparsed = unparsed("committed")
+        views = {"committed": parse(committed_unparsed), "raw_only": parse(raw_only(unparsed("raw"), committed_unparsed))}
+        foreign = {view: flat.filter(~F.col("lineage_ok")).count() for view, flat in views.items()}
+        self.foreign_outputs = {"committed": foreign["committed"], "raw": foreign["committed"] + foreign["raw_only"]}
+        self.outputs = {view: flat.filter(F.col("lineage_ok")).drop("lineage_ok") for view, flat in views.items()}
+        #: outputs in the raw view only (read_committed hides them)
+        self.raw_only_outputs = self.outputs.pop("raw_only")
+        self.outputs["raw"] = self.outputs["committed"].unionByName(self.raw_only_outputs)
         lap("load_outputs_s")
         tables = history_tables(spark, run, self.history)
         self.transactions, self.input_ops, self.final_offsets_df = (
@@ -271,9 +308,9 @@ class SparkRun:
         self.k = self.workload["outputs_per_input"]
         self.exactly_once = self.workload["delivery"] == "exactly-once"
 
-    def identity_lineage(self, parts: list[Any], input_topic: str) -> Any:
+    def identity_lineage(self, union: Any, input_topic: str) -> Any:
         """Identity lineage (pychecker._identity): each output's id, from where the locator says,
-        joined to its input's position; the slot is the topic's index; no transaction named."""
+        joined to its input's position; the slot is the topic's index (``slot_``); no transaction named."""
         F, loc = self.F, self.identity
         value = F.col("value").cast("string")
         in_id = {"key": F.col("key").cast("string"), "value": value}.get(loc.kind)
@@ -284,10 +321,7 @@ class SparkRun:
 
             in_id = F.regexp_extract(value, loc.arg, 1 if re.compile(loc.arg).groups else 0)
             in_id = F.when(value.rlike(loc.arg), in_id)
-        union = None
-        for slot, part in enumerate(parts):
-            part = part.withColumn("in_id", in_id).withColumn("slot_", F.lit(slot))
-            union = part if union is None else union.unionByName(part)
+        union = union.withColumn("in_id", in_id)
         joined = union.join(self.id_positions, "in_id", "left")
         nothing = {"worker": "string", "incarnation": "int", "txid": "string", "txn_seq": "bigint"}
         lineage = F.struct(F.col("in_id"), F.lit(input_topic).alias("in_topic"), F.col("p").cast("int").alias("in_partition"),
@@ -332,13 +366,39 @@ def _records_of(d: SparkRun, df: Any, cases: list[Any], key: list[str], limit: i
     return {tuple(r[c] for c in key): list(r["records"]) for r in rows}
 
 
+def _per_input(d: SparkRun) -> Any:
+    """Committed outputs per input (persisted; duplicate, torn-transaction and lost-input read it):
+    how many (``n``) and how many distinct bits the slots set in a 64-bit mask (``slots_seen``).
+    Fixed-width aggregates in one shuffle, where grouping per slot or collecting slot sets costs a
+    pass each. A slot repeated makes ``n`` exceed the bits, a slot missing leaves fewer bits than
+    K; slots sharing a bit (equal modulo 64) only lower the bits, so every duplicate and torn
+    input is flagged. Only the flagged inputs (none in a clean run) are grouped again, exactly."""
+    if getattr(d, "_inputs_seen", None) is None:
+        F = d.F
+        d._inputs_seen = (d.outputs["committed"].groupBy("in_partition", "in_offset")
+                          .agg(F.count("*").alias("n"), F.bit_or(F.expr("shiftleft(1L, slot)")).alias("mask"))
+                          .withColumn("slots_seen", F.bit_count("mask"))
+                          .persist())
+    return d._inputs_seen
+
+
+def _outputs_of_flagged_inputs(d: SparkRun, flagged: Any) -> Any:
+    """The committed outputs of the inputs ``flagged`` selects from _per_input (none: nothing read)."""
+    key = ["in_partition", "in_offset"]
+    inputs = _per_input(d).filter(flagged).select(*key)
+    if inputs.isEmpty():
+        return d.outputs["committed"].filter(d.F.lit(False))
+    return d.outputs["committed"].join(inputs, key, "left_semi")
+
+
 def _duplicate_keys(d: SparkRun) -> Any:
     """(input, slot) with more than one committed output, and how many (persisted: duplicate and
     nonmonotonic both read it)."""
     if getattr(d, "_dups", None) is None:
         F = d.F
-        d._dups = (d.outputs["committed"].groupBy("in_partition", "in_offset", "slot").agg(F.count("*").alias("n"))
-                   .filter("n > 1").persist())
+        flagged = F.col("n") > F.col("slots_seen")
+        d._dups = (_outputs_of_flagged_inputs(d, flagged).groupBy("in_partition", "in_offset", "slot")
+                   .agg(F.count("*").alias("n")).filter("n > 1").persist())
     return d._dups
 
 
@@ -352,7 +412,7 @@ def _seen_per_transaction(d: SparkRun) -> Any:
 def _aborted_inputs(d: SparkRun) -> Any:
     """Inputs in the raw view only (aborted or undecided input transactions)."""
     if getattr(d, "_raw_only", None) is None:
-        d._raw_only = d.inputs["raw"].join(d.inputs["committed"].select("p", "o"), ["p", "o"], "left_anti").persist()
+        d._raw_only = raw_only(d.inputs["raw"], d.inputs["committed"], ("p",), "o").persist()
     return d._raw_only
 
 
@@ -373,7 +433,7 @@ def _unexplained(d: SparkRun) -> Any:
     """Committed inputs below the group's final offset with no committed output."""
     if getattr(d, "_unexplained", None) is None:
         F = d.F
-        produced = d.outputs["committed"].select(F.col("in_partition").alias("p"), F.col("in_offset").alias("o"))
+        produced = _per_input(d).select(F.col("in_partition").alias("p"), F.col("in_offset").alias("o"))
         fo = d.final_offsets_df.withColumnRenamed("partition", "p")
         unexplained = (d.inputs["committed"].join(F.broadcast(fo), "p")
                        .filter(F.col("o") < F.col("final_offset"))
@@ -422,7 +482,8 @@ def check_torn(d: SparkRun) -> CheckResult:
     F = d.F
     committed = d.outputs["committed"]
     key = ["in_partition", "in_offset"]
-    partial = (committed.groupBy(*key).agg(F.sort_array(F.collect_set("slot")).alias("have"))
+    flagged = F.col("slots_seen") < d.k
+    partial = (_outputs_of_flagged_inputs(d, flagged).groupBy(*key).agg(F.sort_array(F.collect_set("slot")).alias("have"))
                .filter(F.size("have") < d.k))
     rows, total = _first_cases(partial, *key)
     records = _records_of(d, committed, rows, key, 20)
@@ -432,13 +493,13 @@ def check_torn(d: SparkRun) -> CheckResult:
              for r in rows]
     if d.exactly_once and d.identity is None:
         key = ["process", "txn_seq"]
-        raw = d.outputs["raw"]
-        torn = (raw.groupBy(*key).agg(F.count("*").alias("written")).join(_seen_per_transaction(d), key)
-                .filter((F.col("seen") > 0) & (F.col("seen") < F.col("written"))))
+        # written (raw view) = seen (committed) + hidden (raw only): torn when some but not all
+        # of a transaction's records are visible
+        torn = (d.raw_only_outputs.groupBy(*key).agg(F.count("*").alias("hidden")).join(_seen_per_transaction(d), key)
+                .withColumn("written", F.col("seen") + F.col("hidden")).filter(F.col("seen") > 0))
         rows, more = _first_cases(torn, *key)
         total += more
-        coordinates = ["topic", "partition", "offset"]
-        hidden = _records_of(d, raw.join(committed.select(*coordinates), coordinates, "left_anti"), rows, key, 20)
+        hidden = _records_of(d, d.raw_only_outputs, rows, key, 20)
         for r in rows:
             cases.append(d.case(explain("torn-transaction.hidden", seq=r["txn_seq"], process=r["process"], seen=r["seen"],
                                         written=r["written"]),
@@ -449,12 +510,17 @@ def check_torn(d: SparkRun) -> CheckResult:
 def check_aborted_read(d: SparkRun) -> CheckResult:
     F = d.F
     committed = d.outputs["committed"]
-    aborted = d.transactions.filter(F.col("outcome") == "aborted").select("process", "txn_seq")
-    of_aborted_txn = committed.join(aborted, ["process", "txn_seq"], "left_semi")
-    rows, total = _first_cases(of_aborted_txn, "topic", "partition", "offset")
+    rows, total = [], 0
+    # the history says on the driver whether any transaction aborted: none, no query
+    if "aborted" in d.history.txn_outcome.values():
+        aborted = d.transactions.filter(F.col("outcome") == "aborted").select("process", "txn_seq")
+        rows, total = _first_cases(committed.join(F.broadcast(aborted), ["process", "txn_seq"], "left_semi"),
+                                   "topic", "partition", "offset")
     cases = [d.case(explain("aborted-read.transaction", seq=r["txn_seq"], process=r["process"]), [d.record(r)])
              for r in rows]
     raw_only = _aborted_inputs(d)
+    if raw_only.isEmpty():
+        return result("aborted-read", cases, total)
     of_aborted_input = (committed.join(raw_only.withColumnRenamed("p", "in_partition").withColumnRenamed("o", "in_offset")
                                        .withColumnRenamed("in_id", "aborted_input_id"), ["in_partition", "in_offset"]))
     rows, more = _first_cases(of_aborted_input, "topic", "partition", "offset")
@@ -486,10 +552,12 @@ def check_lost_write(d: SparkRun) -> CheckResult:
 def check_offsets_behind(d: SparkRun) -> CheckResult:
     F = d.F
     fo = d.final_offsets_df.withColumnRenamed("partition", "in_partition")
-    behind = (d.outputs["committed"].join(F.broadcast(fo), "in_partition")
-              .filter(F.col("in_offset") >= F.col("final_offset"))
-              .join(d.inputs["committed"].select(F.col("p").alias("in_partition"), F.col("o").alias("in_offset")),
-                    ["in_partition", "in_offset"], "left_semi"))
+    beyond = (d.outputs["committed"].join(F.broadcast(fo), "in_partition")
+              .filter(F.col("in_offset") >= F.col("final_offset")))
+    if beyond.isEmpty():  # the usual case: no need to join the committed inputs
+        return result("offsets-behind", [])
+    behind = beyond.join(d.inputs["committed"].select(F.col("p").alias("in_partition"), F.col("o").alias("in_offset")),
+                         ["in_partition", "in_offset"], "left_semi")
     rows, total = _first_cases(behind, "topic", "partition", "offset")
     cases = [d.case(explain("offsets-behind", p=r["in_partition"], o=r["in_offset"], final=r["final_offset"]),
                     [d.record(r)]) for r in rows]
@@ -599,14 +667,25 @@ def check_nonmonotonic(d: SparkRun) -> CheckResult:
     if not _duplicate_keys(d).isEmpty():  # re-appearances are duplicates, not order: keep the first of each
         first_w = Window.partitionBy("in_partition", "in_offset", "slot").orderBy("topic", "partition", "offset")
         first = first.withColumn("rn", F.row_number().over(first_w)).filter("rn = 1").drop("rn")
-    stream = (Window.partitionBy("topic", "partition", "in_partition").orderBy("offset")
-              .rowsBetween(Window.unboundedPreceding, -1))
-    out = (first.withColumn("highest", F.max(F.struct(F.col("in_offset"), d.record_struct().alias("r"))).over(stream))
-           .filter(F.col("highest").isNotNull() & (F.col("in_offset") < F.col("highest.in_offset"))))
+    stream_key = ["topic", "partition", "in_partition"]
+    stream = Window.partitionBy(*stream_key).orderBy("offset").rowsBetween(Window.unboundedPreceding, -1)
+    # the running maximum of in_offset alone: carrying each record along the window would cost
+    # every row what only the cases need (their earlier record is fetched below)
+    out = (first.withColumn("highest", F.max("in_offset").over(stream))
+           .filter(F.col("highest").isNotNull() & (F.col("in_offset") < F.col("highest"))))
     rows, total = _first_cases(out, "topic", "partition", "offset")
+    earlier: dict[tuple, Any] = {}
+    if rows:  # each case's earlier record: the latest one before it in its stream with the highest in_offset
+        wanted = d.spark.createDataFrame([(r["topic"], r["partition"], r["in_partition"], r["highest"], r["offset"])
+                                          for r in rows], first.select(*stream_key, "in_offset", F.col("offset").alias("before")).schema)
+        found = (first.join(F.broadcast(wanted), [*stream_key, "in_offset"]).filter(F.col("offset") < F.col("before"))
+                 .groupBy(*stream_key, "before").agg(F.max(F.struct(F.col("offset"), d.record_struct().alias("r"))).alias("e"))
+                 .collect())
+        earlier = {(x["topic"], x["partition"], x["in_partition"], x["before"]): x["e"]["r"] for x in found}
     cases = [d.case(explain("nonmonotonic", topic=r["topic"], partition=r["partition"], p=r["in_partition"],
-                            o=r["in_offset"], earlier=r["highest"]["in_offset"]),
-                    [d.record(r["highest"]["r"]), d.record(r)]) for r in rows]
+                            o=r["in_offset"], earlier=r["highest"]),
+                    [d.record(earlier[(r["topic"], r["partition"], r["in_partition"], r["offset"])]), d.record(r)])
+             for r in rows]
     return result("nonmonotonic", cases, total)
 
 

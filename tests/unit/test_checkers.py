@@ -137,6 +137,20 @@ def test_duplicate(tmp_path):
     assert case["transactions"][0]["producer_id"] == 7
 
 
+def test_slots_beyond_a_64_bit_mask_are_still_counted_exactly(tmp_path):
+    """Slots 0 and 64 share a bit of the Spark engine's 64-bit mask per input, which only flags
+    inputs for an exact count: input 1 with slots {0, 64} is not torn, input 2 with slot 64
+    twice is a duplicate, in both engines."""
+    b = RunBuilder()
+    b.committed["b"][1] = _out(0, 1, 64)
+    b.committed["b"][2] = _out(0, 2, 64)
+    b.committed["b"].append(_out(0, 2, 64))
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["duplicate"])
+    assert [(c["records"][0]["in_offset"], c["records"][0]["slot"], len(c["records"]))
+            for c in results["anomalies"]["duplicate"]] == [(2, 64, 2)]
+
+
 def test_lost_input(tmp_path):
     b = RunBuilder()
     b.committed["a"] = [o for o in b.committed["a"] if o["in_offset"] != 1]
