@@ -12,12 +12,15 @@ clear error when the versions do not match.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
 from kchaos.errors import SetupError
+from kchaos.paths import cache_dir
 
 SPARK_VERSION = "4.0.0"
 #: the layers a check may import (everything below the harness), shipped to remote executors
@@ -81,9 +84,108 @@ def package_zip(directory: Path) -> Path:
     return target
 
 
+#: Below this many records (outputs, both views) the driver JVM compiles with C1 only. A small
+#: job is mostly JVM warm-up, and C2 compiling Spark's hot paths takes one of the two cores away
+#: from the job; a large one needs C2's code. Measured (docs/benchmarks.md, bench/verifier_scale.py):
+#: C1 only is 3 s faster at 300k outputs (600k records), 15 s slower at 1M outputs.
+QUICK_JIT_BELOW = 800_000
+JIT_MODES = ("auto", "quick", "full")
+
+
+def _java() -> Path | None:
+    """The java that spark-submit starts (``$JAVA_HOME/bin/java``, else the one on PATH)."""
+    home = os.environ.get("JAVA_HOME")
+    found = Path(home, "bin", "java") if home else (Path(shutil.which("java")) if shutil.which("java") else None)
+    return found.resolve() if found is not None and found.exists() else None
+
+
+def class_archive() -> Path | None:
+    """Where the driver JVM's class-data-sharing archive lives (``$KCHAOS_CACHE/spark-cds``), named
+    after what it depends on: the java binary and pyspark's jars. None without a java."""
+    java = _java()
+    if java is None:
+        return None
+    jars = pyspark_home() / "jars"
+    # the JVM itself (an archive from another build is refused, silently) and the class path
+    vm = [f for f in (java, java.parent.parent / "lib" / "server" / "libjvm.so") if f.exists()]
+    identity = [*(f"{f}:{f.stat().st_size}:{int(f.stat().st_mtime)}" for f in vm),
+                *sorted(f"{j.name}:{j.stat().st_size}" for j in jars.glob("*.jar"))]
+    digest = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:16]
+    directory = cache_dir() / "spark-cds"
+    directory.mkdir(exist_ok=True)  # a JVM asked to dump into a missing directory does not start
+    return directory / f"driver-{digest}.jsa"
+
+
+def driver_java_options(records: int | None = None, dump_archive_to: Path | None = None, jit: str | None = None) -> str:
+    """The driver JVM's options: its class archive if there is one (Spark loads ~15k classes at
+    start; mapped from the archive the session starts in ~5 s instead of ~9 s), or
+    ``dump_archive_to`` to write one when the JVM exits; and C1-only compilation when ``records``
+    is below QUICK_JIT_BELOW. ``jit`` (else ``$KCHAOS_SPARK_JIT``) = quick or full overrides the
+    choice; auto (the default) decides by ``records``, full when unknown."""
+    options = ["-XX:+UseParallelGC"]  # a batch job on two cores: throughput, no concurrent GC threads
+    archive = class_archive()
+    if archive is not None and archive.exists():
+        options.append(f"-XX:SharedArchiveFile={archive}")
+    elif dump_archive_to is not None:
+        options.append(f"-XX:ArchiveClassesAtExit={dump_archive_to}")
+    # the JVM's stdout is the job's: CDS warnings (signed jars and old class files are left out of
+    # the archive, an outdated archive is ignored) must not reach it
+    options.append("-Xlog:cds=off,cds+dynamic=off")
+    jit = jit or os.environ.get("KCHAOS_SPARK_JIT") or "auto"
+    if jit not in JIT_MODES:
+        raise SetupError(f"KCHAOS_SPARK_JIT={jit!r} is not one of {', '.join(JIT_MODES)}")
+    if jit == "quick" or (jit == "auto" and records is not None and records < QUICK_JIT_BELOW):
+        options.append("-XX:TieredStopAtLevel=1")
+    return " ".join(options)
+
+
+def finish_class_archive(dumped: Path, keep: bool = True, timeout_s: float = 180.0) -> bool:
+    """After ``spark.stop()`` in a process that asked the driver JVM to dump its class archive to
+    ``dumped``: end that JVM (it dumps on exit), then move the archive into place atomically
+    (``keep``) or delete it. False if no archive was kept (the next run simply tries again)."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    if proc is None:
+        return False
+    try:
+        gateway.shutdown()
+    except Exception:
+        pass
+    if proc.stdin is not None:
+        proc.stdin.close()  # the gateway JVM exits when its stdin closes
+    try:
+        code = proc.wait(timeout=timeout_s)
+    except Exception:
+        proc.kill()
+        code = -1
+    archive = class_archive()
+    if keep and code == 0 and archive is not None and dumped.exists() and dumped.stat().st_size > 0:
+        os.replace(dumped, archive)
+        return True
+    dumped.unlink(missing_ok=True)
+    return False
+
+
+def remove_stale_dumps(directory: Path) -> None:
+    """Archive dumps (``<archive>.<pid>.tmp``) whose process is gone: a job killed while its JVM
+    was writing one leaves it half written."""
+    for dump in directory.glob("*.jsa.*.tmp"):
+        pid = dump.suffixes[-2].lstrip(".")
+        try:
+            alive = pid.isdigit() and (os.kill(int(pid), 0) is None)
+        except OSError:  # no such process (or not ours: a pid reused by another user)
+            alive = False
+        if not alive:
+            dump.unlink(missing_ok=True)
+
+
 def spark_session(master: str | None = None, app: str = "kchaos-verifier", driver_memory: str = "2g",
-                  extra_conf: dict[str, str] | None = None, ship_code_from: Path | None = None) -> Any:
-    """A Spark session with the Kafka source on the classpath; small shuffles, no UI.
+                  extra_conf: dict[str, str] | None = None, ship_code_from: Path | None = None,
+                  records: int | None = None, dump_archive_to: Path | None = None, jit: str | None = None) -> Any:
+    """A Spark session with the Kafka source on the classpath; small shuffles, no UI, and a driver
+    JVM started for the job's size (driver_java_options).
 
     Executors run Python for the decoders: ``$PYSPARK_PYTHON`` if set (on a cluster, the
     executors' Python, with pyarrow and pandas), else this interpreter. On a ``spark://``
@@ -112,6 +214,7 @@ def spark_session(master: str | None = None, app: str = "kchaos-verifier", drive
         "spark.sql.session.timeZone": "UTC",
         # a standalone master (spark://) gives executors only what they ask for
         "spark.cores.max": "2",
+        "spark.driver.extraJavaOptions": driver_java_options(records, dump_archive_to, jit),
         **(extra_conf or {}),
     }
     builder = SparkSession.builder.master(master).appName(app)

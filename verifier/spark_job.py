@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import sys
 import time
 import traceback
@@ -799,6 +800,35 @@ def check_run_spark(spark: Any, run: Path, ops: list[dict[str, Any]] | None = No
     return results
 
 
+def output_records(run: Path, bootstrap: str | None) -> int | None:
+    """About how many output records the job will read (both views), before its session starts:
+    the topics' end offsets when reading a live cluster, else the ingest's counts or the client
+    dumps' Parquet footers. It sizes the driver JVM (spark_env.QUICK_JIT_BELOW); None if unknown."""
+    try:
+        output_topics = json.loads((run / "campaign.json").read_text())["workload"]["output_topics"]
+        if bootstrap:
+            from confluent_kafka import Consumer, TopicPartition
+
+            consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kchaos-verifier-size", "log_level": 3})
+            try:
+                ends = 0
+                for topic, parts in topic_partitions(bootstrap, output_topics).items():
+                    for p in parts:
+                        ends += consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                return 2 * ends  # both views; markers counted too, an upper bound
+            finally:
+                consumer.close()
+        source = TopicSource(run)
+        if source.name == "spark-kafka-source":
+            return sum(source.ingest["topics"].get(f"{t}.{v}", {}).get("records", 0) for t in output_topics for v in VIEWS)
+        import pyarrow.parquet as pq
+
+        return sum(pq.ParquetFile(f"{source.location}/{t}.{v}.parquet").metadata.num_rows
+                   for t in output_topics for v in VIEWS if source.has(t, v))
+    except Exception:
+        return None  # sizing is an optimisation: the job itself reports what is missing
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kchaos.verifier.spark_job", description=__doc__.split("\n")[0])
     parser.add_argument("run", type=Path)
@@ -809,17 +839,24 @@ def main(argv: list[str] | None = None) -> int:
                              "is appended); default RUN/topics-spark")
     parser.add_argument("--out", type=Path, default=None, help="write the results here (default RUN/results.spark.json)")
     args = parser.parse_args(argv)
-    from kchaos.verifier.spark_env import spark_session
+    from kchaos.verifier.spark_env import class_archive, finish_class_archive, remove_stale_dumps, spark_session
 
     out = args.out or args.run / "results.spark.json"
     started = time.monotonic()
     results = Results(checker="spark")
     timings: dict[str, float] = {}
     spark = None
+    dump_to = None
     try:
+        # no archive yet: this JVM writes one when it exits, for every later job on this machine
+        archive = class_archive()
+        if archive is not None and not archive.exists():
+            dump_to = archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
+            remove_stale_dumps(archive.parent)
         # the run directory on the driver JVM's command line: leak checks and reapers can find it
         spark = spark_session(args.master, extra_conf={"spark.kchaos.run": str(args.run.resolve())},
-                              ship_code_from=args.run / SPARK_DIR)
+                              ship_code_from=args.run / SPARK_DIR, dump_archive_to=dump_to,
+                              records=output_records(args.run, args.bootstrap))
         timings["session_s"] = round(time.monotonic() - started, 2)
         if args.bootstrap:
             workload = json.loads((args.run / "campaign.json").read_text())["workload"]
@@ -840,7 +877,11 @@ def main(argv: list[str] | None = None) -> int:
     results.spark = {"master": args.master or "default", "timings": timings}
     data = results.to_json()
     atomic_write(out, json.dumps(data, indent=2, default=str))
-    print(json.dumps({"verdict": data["verdict"], "anomaly_types": data["anomaly_types"], "timings": timings}))
+    print(json.dumps({"verdict": data["verdict"], "anomaly_types": data["anomaly_types"], "timings": timings}), flush=True)
+    if dump_to is not None and spark is not None:  # after the results: a failed dump costs nothing but time
+        # an archive holds the classes its job loaded: one from a job that stopped early would
+        # leave every later job half the benefit, so only a complete job's is kept
+        finish_class_archive(dump_to, keep=not results.errors)
     return 0
 
 
