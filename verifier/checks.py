@@ -139,12 +139,17 @@ def has(data: Any, needs: str) -> bool:
     raise ValueError(f"unknown requirement {needs!r}")
 
 
-def run_checks(results: Any, data: Any, engine: Any) -> bool:
+def run_checks(results: Any, data: Any, engine: Any, pool: Any = None) -> bool:
     """Run every registered check on ``data`` into ``results`` with ``engine``'s queries: a check
     whose requirement the run does not meet says so as the registry defines; one that does not
     apply goes to ``not_checked`` with its reason; a crash is ``unknown`` with the traceback. For a
     share-group run the consumer-group-only checks (and ``duplicate``, which the share ledger
-    replaces) are skipped. Returns whether it is a share-group run."""
+    replaces) are skipped. Returns whether it is a share-group run.
+
+    With ``pool`` (a ``concurrent.futures`` executor) the checks run concurrently, and their
+    results are still recorded in registry order: an engine whose queries mostly wait (Spark's
+    driver planning one job while the executors run another) gains; its shared intermediate
+    results must then be built once under a lock."""
     import traceback
 
     share = data.workload.get("kind") == "share"
@@ -154,24 +159,35 @@ def run_checks(results: Any, data: Any, engine: Any) -> bool:
         results.not_checked.update(NOT_FOR_SHARE)
     if data.workload.get("lineage") == "id":
         results.not_checked.update(IDENTITY_NOT_CHECKED)
+
+    def run_one(check: CheckDef) -> Any:
+        try:
+            return getattr(engine, check.function)(data)
+        except NotApplicable as reason:
+            return reason
+        except Exception:
+            return CheckResult(check.anomaly, UNKNOWN, note="checker crashed: " + traceback.format_exc(limit=3))
+
+    # (check, its outcome or None to run it), in registry order, which the results keep
+    planned: list[tuple[CheckDef, Any]] = []
     for check in CHECKS:
         name = check.anomaly
         if share and (name in NOT_FOR_SHARE or name == "duplicate"):
             continue
         unmet = next((r for r in check.requires if not has(data, r.needs)), None)
-        if unmet is not None:
-            note = unmet.note.format(delivery=data.workload["delivery"])
-            if unmet.verdict is None:
-                results.not_checked[name] = note
-            else:
-                results.checks.append(CheckResult(name, unmet.verdict, note=note))
+        if unmet is None:
+            planned.append((check, None))
             continue
-        try:
-            results.checks.append(getattr(engine, check.function)(data))
-        except NotApplicable as reason:
-            results.not_checked[name] = str(reason)
-        except Exception:
-            results.checks.append(CheckResult(name, UNKNOWN, note="checker crashed: " + traceback.format_exc(limit=3)))
+        note = unmet.note.format(delivery=data.workload["delivery"])
+        planned.append((check, NotApplicable(note) if unmet.verdict is None else CheckResult(name, unmet.verdict, note=note)))
+    runnable = [check for check, outcome in planned if outcome is None]
+    ran = iter(pool.map(run_one, runnable) if pool is not None else map(run_one, runnable))
+    for check, outcome in planned:
+        outcome = next(ran) if outcome is None else outcome
+        if isinstance(outcome, NotApplicable):
+            results.not_checked[check.anomaly] = str(outcome)
+        else:
+            results.checks.append(outcome)
     return share
 
 

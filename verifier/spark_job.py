@@ -32,8 +32,10 @@ import functools
 import json
 import os
 import sys
+import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,12 @@ LINEAGE_SCHEMA = ("in_id STRING, in_topic STRING, in_partition INT, in_offset BI
 VIEWS = {"committed": "read_committed", "raw": "read_uncommitted"}
 #: the internal topics the checks read, and the view each is read in
 INTERNAL_VIEWS = {"__transaction_state": "raw", "__consumer_offsets": "committed"}
+#: checks (and the facts) submitted to Spark at once. At a small run's size a query is mostly the
+#: driver planning and compiling it, one thread at a time per query, while the executors idle;
+#: queries from several threads overlap that (docs/benchmarks.md, 2026-11-25)
+CHECK_THREADS = 3
+#: how long a broker may hold an ingest task's fetch that finds nothing new (see ingest_topics)
+END_OF_LOG_FETCH_WAIT_MS = 10
 SPARK_DIR = "topics-spark"  # in the run directory: ingest.json, and the data when no --data-dir is given
 
 
@@ -90,18 +98,24 @@ def ingest_topics(spark: Any, bootstrap: str, run: Path, user_topics: list[str],
     # even assigned explicitly: 0 records, silently (measured). The consumer-based reader reads them.
     spark.conf.set("spark.sql.streaming.kafka.useDeprecatedOffsetFetching", "true")
     summary: dict[str, Any] = {"bootstrap": bootstrap, "data_dir": location, "layout": "view/topic", "topics": {}}
-    for view, isolation in VIEWS.items():
+
+    def ingest(view: str) -> tuple[dict[str, int], float]:
         started = time.monotonic()
         assigned = {t: ps for t, ps in partitions.items() if t in user_topics or INTERNAL_VIEWS.get(t) == view}
         (spark.read.format("kafka")
          .option("kafka.bootstrap.servers", bootstrap)
          .option("assign", json.dumps(assigned))
          .option("startingOffsets", "earliest").option("endingOffsets", "latest")
-         .option("kafka.isolation.level", isolation)
+         .option("kafka.isolation.level", VIEWS[view])
          # transactional topics have offset gaps (markers, aborted records in the committed
          # view) and internal ones are compacted; neither is data loss
          .option("failOnDataLoss", "false")
          .option("kafkaConsumer.pollTimeoutMs", "30000")
+         # each task reads its partition up to a fixed end and then asks once more, at the end of
+         # the log (the records before the end may be transaction markers): the broker holds that
+         # fetch for fetch.max.wait.ms (500 ms by default) for data that never comes. 21 tasks on
+         # 2 cores paid it in turn: the default run's ingest 16.2 s -> 8.2 s (docs/benchmarks.md)
+         .option("kafka.fetch.max.wait.ms", str(END_OF_LOG_FETCH_WAIT_MS))
          .load()
          .select("topic", F.col("partition").cast("int"), "offset", F.unix_millis(F.col("timestamp")).alias("timestamp"),
                  "key", "value")
@@ -109,9 +123,15 @@ def ingest_topics(spark: Any, bootstrap: str, run: Path, user_topics: list[str],
         # counted from the files written (Parquet footers), not by reading Kafka again
         counts = {r["topic"]: r["count"] for r in
                   spark.read.parquet(f"{location}/{view}").groupBy("topic").count().collect()}
-        for topic in assigned:
-            summary["topics"][f"{topic}.{view}"] = {"records": counts.get(topic, 0)}
-        summary[f"{view}_seconds"] = round(time.monotonic() - started, 2)
+        return {topic: counts.get(topic, 0) for topic in assigned}, round(time.monotonic() - started, 2)
+
+    # the two views' queries at once: each is mostly the driver planning it and the Kafka
+    # source's consumers waiting on fetches, which overlap (docs/benchmarks.md, 2026-11-25)
+    with ThreadPoolExecutor(len(VIEWS), thread_name_prefix="kchaos-ingest") as pool:
+        for view, (counts, seconds) in zip(VIEWS, pool.map(ingest, VIEWS)):
+            for topic, records in counts.items():
+                summary["topics"][f"{topic}.{view}"] = {"records": records}
+            summary[f"{view}_seconds"] = seconds
     local = run / SPARK_DIR
     local.mkdir(parents=True, exist_ok=True)
     atomic_write(local / "ingest.json", json.dumps(summary, indent=2))
@@ -206,6 +226,25 @@ def raw_only(raw: Any, committed: Any, where: tuple[str, ...] = ("topic", "parti
             .join(committed.join(wanted, keys, "left_semi").select(*coordinates), coordinates, "left_anti"))
 
 
+class BuiltOnce:
+    """Values built at most once per name, however many threads ask at once. Each name has its
+    own lock, so building one value may ask for another (the checks' shared intermediate results
+    depend on each other, never in a cycle)."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, Any] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str, build: Any) -> Any:
+        with self._lock:
+            lock = self._locks.setdefault(name, threading.Lock())
+        with lock:
+            if name not in self._values:
+                self._values[name] = build()  # a build that raises leaves the name unbuilt
+            return self._values[name]
+
+
 class SparkRun:
     """A run directory as Spark DataFrames, plus the small driver-side facts."""
 
@@ -214,6 +253,7 @@ class SparkRun:
         from pyspark.sql import functions as F
 
         self.spark, self.run, self.F = spark, run, F
+        self._shared = BuiltOnce()
         campaign = json.loads((run / "campaign.json").read_text())
         self.workload = campaign["workload"]
         self.final = json.loads((run / "final.json").read_text())
@@ -279,10 +319,46 @@ class SparkRun:
                     .withColumn("process", F.concat_ws(".", "worker", F.col("incarnation").cast("string")))
                     .persist(StorageLevel.MEMORY_AND_DISK))
 
+        def timed(phase: str, job: Any) -> Any:
+            def run() -> Any:
+                t = time.monotonic()
+                try:
+                    return job()
+                finally:
+                    self.timings[phase] = round(time.monotonic() - t, 2)
+            return run
+
         committed_unparsed = unparsed("committed")
-        views = {"committed": parse(committed_unparsed), "raw_only": parse(raw_only(unparsed("raw"), committed_unparsed))}
-        foreign = {view: flat.filter(~F.col("lineage_ok")).count() for view, flat in views.items()}
-        self.foreign_outputs = {"committed": foreign["committed"], "raw": foreign["committed"] + foreign["raw_only"]}
+        views = {"committed": parse(committed_unparsed)}
+
+        def raw_only_view() -> Any:
+            views["raw_only"] = parse(raw_only(unparsed("raw"), committed_unparsed))
+            return views["raw_only"].filter(~F.col("lineage_ok")).count()
+
+        # the internal topics, decoded where they are read (the executors): a client dump of
+        # them, where it exists, is only the cross-check's
+        self.txn_log = None
+        if self.topics.has("__transaction_state", "raw"):
+            self.txn_log = (topic("__transaction_state", "raw")
+                            .mapInArrow(transaction_log_batches, TXN_LOG_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK))
+
+        def offset_log() -> list[dict[str, Any]] | None:
+            if not self.topics.has("__consumer_offsets", "committed"):
+                return None
+            decode = functools.partial(offset_commit_batches, group=self.workload.get("group_id"), topic=input_topic)
+            # the group's commits of the input topic: one per transaction and partition, few
+            # enough for the driver (offsets-ahead cites the commit that passed an input)
+            return [r.asDict() for r in topic("__consumer_offsets", "committed")
+                    .mapInArrow(decode, OFFSET_COMMIT_SCHEMA).orderBy("log_partition", "log_offset").collect()]
+
+        # the views' caches are built (and their records without lineage counted) and the
+        # offset commits decoded at once: small runs spend these jobs mostly planning them
+        with ThreadPoolExecutor(3, thread_name_prefix="kchaos-load") as pool:
+            jobs = [pool.submit(timed("load_committed_outputs_s", views["committed"].filter(~F.col("lineage_ok")).count)),
+                    pool.submit(timed("load_raw_only_outputs_s", raw_only_view)),
+                    pool.submit(timed("load_offset_commits_s", offset_log))]
+            foreign_committed, foreign_raw_only, self.offset_log = (job.result() for job in jobs)
+        self.foreign_outputs = {"committed": foreign_committed, "raw": foreign_committed + foreign_raw_only}
         self.outputs = {view: flat.filter(F.col("lineage_ok")).drop("lineage_ok") for view, flat in views.items()}
         #: outputs in the raw view only (read_committed hides them)
         self.raw_only_outputs = self.outputs.pop("raw_only")
@@ -292,20 +368,6 @@ class SparkRun:
         self.transactions, self.input_ops, self.final_offsets_df = (
             tables["transactions"], tables["input_ops"], tables["final_offsets"])
         lap("load_history_s")
-        # the internal topics, decoded where they are read (the executors): a client dump of
-        # them, where it exists, is only the cross-check's
-        self.txn_log = None
-        if self.topics.has("__transaction_state", "raw"):
-            self.txn_log = (topic("__transaction_state", "raw")
-                            .mapInArrow(transaction_log_batches, TXN_LOG_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK))
-        self.offset_log = None
-        if self.topics.has("__consumer_offsets", "committed"):
-            decode = functools.partial(offset_commit_batches, group=self.workload.get("group_id"), topic=input_topic)
-            # the group's commits of the input topic: one per transaction and partition, few
-            # enough for the driver (offsets-ahead cites the commit that passed an input)
-            self.offset_log = [r.asDict() for r in topic("__consumer_offsets", "committed")
-                               .mapInArrow(decode, OFFSET_COMMIT_SCHEMA).orderBy("log_partition", "log_offset").collect()]
-        lap("load_internal_topics_s")
         self.k = self.workload["outputs_per_input"]
         self.exactly_once = self.workload["delivery"] == "exactly-once"
 
@@ -333,6 +395,11 @@ class SparkRun:
                 .select("topic", "partition", "offset", "l", "lineage_ok"))
 
     # evidence ---------------------------------------------------------------------------------
+
+    def shared(self, name: str, build: Any) -> Any:
+        """An intermediate result several checks read (``build()``, persisted by its builder),
+        built once even when the checks run concurrently (checks.run_checks with a pool)."""
+        return self._shared.get(name, build)
 
     def record(self, row: Any) -> dict[str, Any]:
         d = row.asDict(recursive=True) if hasattr(row, "asDict") else dict(row)
@@ -374,13 +441,11 @@ def _per_input(d: SparkRun) -> Any:
     pass each. A slot repeated makes ``n`` exceed the bits, a slot missing leaves fewer bits than
     K; slots sharing a bit (equal modulo 64) only lower the bits, so every duplicate and torn
     input is flagged. Only the flagged inputs (none in a clean run) are grouped again, exactly."""
-    if getattr(d, "_inputs_seen", None) is None:
-        F = d.F
-        d._inputs_seen = (d.outputs["committed"].groupBy("in_partition", "in_offset")
-                          .agg(F.count("*").alias("n"), F.bit_or(F.expr("shiftleft(1L, slot)")).alias("mask"))
-                          .withColumn("slots_seen", F.bit_count("mask"))
-                          .persist())
-    return d._inputs_seen
+    F = d.F
+    return d.shared("inputs_seen", lambda: (
+        d.outputs["committed"].groupBy("in_partition", "in_offset")
+        .agg(F.count("*").alias("n"), F.bit_or(F.expr("shiftleft(1L, slot)")).alias("mask"))
+        .withColumn("slots_seen", F.bit_count("mask")).persist()))
 
 
 def _outputs_of_flagged_inputs(d: SparkRun, flagged: Any) -> Any:
@@ -395,26 +460,21 @@ def _outputs_of_flagged_inputs(d: SparkRun, flagged: Any) -> Any:
 def _duplicate_keys(d: SparkRun) -> Any:
     """(input, slot) with more than one committed output, and how many (persisted: duplicate and
     nonmonotonic both read it)."""
-    if getattr(d, "_dups", None) is None:
-        F = d.F
-        flagged = F.col("n") > F.col("slots_seen")
-        d._dups = (_outputs_of_flagged_inputs(d, flagged).groupBy("in_partition", "in_offset", "slot")
-                   .agg(F.count("*").alias("n")).filter("n > 1").persist())
-    return d._dups
+    F = d.F
+    return d.shared("duplicate_keys", lambda: (
+        _outputs_of_flagged_inputs(d, F.col("n") > F.col("slots_seen")).groupBy("in_partition", "in_offset", "slot")
+        .agg(F.count("*").alias("n")).filter("n > 1").persist()))
 
 
 def _seen_per_transaction(d: SparkRun) -> Any:
     """Committed outputs per transaction (process, txn_seq): torn and lost-write both read it."""
-    if getattr(d, "_seen", None) is None:
-        d._seen = d.outputs["committed"].groupBy("process", "txn_seq").agg(d.F.count("*").alias("seen")).persist()
-    return d._seen
+    return d.shared("seen_per_transaction", lambda: (
+        d.outputs["committed"].groupBy("process", "txn_seq").agg(d.F.count("*").alias("seen")).persist()))
 
 
 def _aborted_inputs(d: SparkRun) -> Any:
     """Inputs in the raw view only (aborted or undecided input transactions)."""
-    if getattr(d, "_raw_only", None) is None:
-        d._raw_only = raw_only(d.inputs["raw"], d.inputs["committed"], ("p",), "o").persist()
-    return d._raw_only
+    return d.shared("aborted_inputs", lambda: raw_only(d.inputs["raw"], d.inputs["committed"], ("p",), "o").persist())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -432,8 +492,9 @@ def check_duplicates(d: SparkRun) -> CheckResult:
 
 def _unexplained(d: SparkRun) -> Any:
     """Committed inputs below the group's final offset with no committed output."""
-    if getattr(d, "_unexplained", None) is None:
-        F = d.F
+    F = d.F
+
+    def build() -> Any:
         produced = _per_input(d).select(F.col("in_partition").alias("p"), F.col("in_offset").alias("o"))
         fo = d.final_offsets_df.withColumnRenamed("partition", "p")
         unexplained = (d.inputs["committed"].join(F.broadcast(fo), "p")
@@ -441,11 +502,11 @@ def _unexplained(d: SparkRun) -> Any:
                        .join(produced, ["p", "o"], "left_anti")
                        .persist())
         if unexplained.isEmpty():  # the usual case: no need to join the history's inputs
-            d._unexplained = unexplained.withColumn("processed", F.lit(None).cast("boolean"))
-        else:
-            d._unexplained = unexplained.join(d.input_ops.select(F.col("partition").alias("p"), F.col("offset").alias("o"),
-                                                                 F.lit(True).alias("processed")), ["p", "o"], "left").persist()
-    return d._unexplained
+            return unexplained.withColumn("processed", F.lit(None).cast("boolean"))
+        return unexplained.join(d.input_ops.select(F.col("partition").alias("p"), F.col("offset").alias("o"),
+                                                   F.lit(True).alias("processed")), ["p", "o"], "left").persist()
+
+    return d.shared("unexplained", build)
 
 
 def check_lost_input(d: SparkRun) -> CheckResult:
@@ -782,11 +843,13 @@ def check_run_spark(spark: Any, run: Path, ops: list[dict[str, Any]] | None = No
         results.errors.append(f"could not read the run: {exc!r}")
         return results
     results.spark = {"timings": dict(data.timings)}
-    share = run_checks(results, data, sys.modules[__name__])
-    try:
-        results.facts = facts(data)
-    except Exception as exc:
-        results.errors.append(f"facts could not be computed: {exc!r}")
+    with ThreadPoolExecutor(CHECK_THREADS, thread_name_prefix="kchaos-check") as pool:
+        counted = pool.submit(facts, data)
+        share = run_checks(results, data, sys.modules[__name__], pool)
+        try:
+            results.facts = counted.result()
+        except Exception as exc:
+            results.errors.append(f"facts could not be computed: {exc!r}")
     if share:
         # The share ledger is per record and per delivery, built in the driver from the client
         # dumps and the history (verifier/share_checks.py); the other checks above ran on Spark.
