@@ -212,7 +212,7 @@ def _missing_release_error(version: str) -> SetupError:
 def resolve_kafka(version: str) -> JarSet:
     """Broker and controller of one Kafka release, plus log4j2, on one classpath, with the
     release's admin tools (kafka-tools) when that release of them resolves. A release whose
-    kafka-tools is not on the registry (4.4.0 here) still gets its broker: see
+    kafka-tools is not on the registry (4.4.0 until late 2026) still gets its broker: see
     :func:`resolve_kafka_tools` for the tools it is then run with."""
     validate_kafka_version(version)
     try:

@@ -71,3 +71,29 @@ def test_dedicated_controllers_get_only_a_controller_listener(tmp_path):
     assert ctl["process.roles"] == "controller" and ctl["listeners"].startswith("CONTROLLER://")
     assert "advertised.listeners" not in ctl and "inter.broker.listener.name" not in ctl
     assert cluster.node(3).properties()["process.roles"] == "broker"
+
+
+def _jar_set(tmp_path, version, with_tools):
+    from kchaos.clusters.artifacts import JarSet
+
+    directory = tmp_path / f"kafka-{version}"
+    directory.mkdir()
+    (directory / f"kafka_2.13-{version}.jar").touch()
+    if with_tools:
+        (directory / f"kafka-tools-{version}.jar").touch()
+    return JarSet(f"kafka-{version}", directory)
+
+
+@pytest.mark.parametrize("own_tools, registry, expected", [
+    (True, ["4.3.1", "4.4.0"], "4.4.0"),  # the release's own tools
+    (False, ["4.2.1", "4.3.1"], "4.3.1"),  # none yet (kafka-tools 4.4.0 until late 2026): the newest older
+    (False, ["4.2.1", "4.3.1", "4.5.0"], "4.3.1"),  # never a newer release's
+])
+def test_admin_tools_are_the_release_s_own_or_the_newest_older_that_resolves(tmp_path, own_tools, registry, expected):
+    from kchaos.clusters import artifacts
+
+    sets = {v: _jar_set(tmp_path, v, with_tools=(v != "4.4.0" or own_tools)) for v in {"4.4.0", *registry}}
+    with mock.patch.object(artifacts, "resolve_kafka", lambda v: sets[v]), \
+            mock.patch.object(artifacts, "released_versions", lambda group, artifact: registry):
+        jars, tools = artifacts.resolve_kafka_tools("4.4.0")
+    assert tools == expected and jars is sets[expected]
