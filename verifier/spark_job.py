@@ -331,9 +331,14 @@ class SparkRun:
         committed_unparsed = unparsed("committed")
         views = {"committed": parse(committed_unparsed)}
 
-        def raw_only_view() -> Any:
+        def counted(view: Any) -> tuple[int, int]:
+            """Builds the view's cache; its records with lineage and without, in one job."""
+            row = view.agg(F.count_if(F.col("lineage_ok")).alias("ok"), F.count_if(~F.col("lineage_ok")).alias("foreign")).first()
+            return row["ok"], row["foreign"]
+
+        def raw_only_view() -> tuple[int, int]:
             views["raw_only"] = parse(raw_only(unparsed("raw"), committed_unparsed))
-            return views["raw_only"].filter(~F.col("lineage_ok")).count()
+            return counted(views["raw_only"])
 
         # the internal topics, decoded where they are read (the executors): a client dump of
         # them, where it exists, is only the cross-check's
@@ -341,6 +346,13 @@ class SparkRun:
         if self.topics.has("__transaction_state", "raw"):
             self.txn_log = (topic("__transaction_state", "raw")
                             .mapInArrow(transaction_log_batches, TXN_LOG_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK))
+        #: records each cached table holds (counted while its cache is built: facts reads these)
+        self.counts: dict[str, int | None] = {}
+
+        def count_into(name: str, df: Any) -> Any:
+            def job() -> None:
+                self.counts[name] = df.count() if df is not None else None
+            return job
 
         def offset_log() -> list[dict[str, Any]] | None:
             if not self.topics.has("__consumer_offsets", "committed"):
@@ -351,14 +363,19 @@ class SparkRun:
             return [r.asDict() for r in topic("__consumer_offsets", "committed")
                     .mapInArrow(decode, OFFSET_COMMIT_SCHEMA).orderBy("log_partition", "log_offset").collect()]
 
-        # the views' caches are built (and their records without lineage counted) and the
-        # offset commits decoded at once: small runs spend these jobs mostly planning them
+        # every cache is built (and counted) and the offset commits decoded at once: small runs
+        # spend these jobs mostly planning them, and the two decoders (Python workers) start
+        # beside the rest rather than in the first check that reads them
         with ThreadPoolExecutor(3, thread_name_prefix="kchaos-load") as pool:
-            jobs = [pool.submit(timed("load_committed_outputs_s", views["committed"].filter(~F.col("lineage_ok")).count)),
+            jobs = [pool.submit(timed("load_committed_outputs_s", lambda: counted(views["committed"]))),
                     pool.submit(timed("load_raw_only_outputs_s", raw_only_view)),
-                    pool.submit(timed("load_offset_commits_s", offset_log))]
-            foreign_committed, foreign_raw_only, self.offset_log = (job.result() for job in jobs)
+                    pool.submit(timed("load_offset_commits_s", offset_log)),
+                    pool.submit(timed("load_transaction_log_s", count_into("transaction_log", self.txn_log))),
+                    *[pool.submit(count_into(f"inputs_{view}", df)) for view, df in self.inputs.items()]]
+            (ok_committed, foreign_committed), (ok_raw_only, foreign_raw_only), self.offset_log, *_ = (
+                job.result() for job in jobs)
         self.foreign_outputs = {"committed": foreign_committed, "raw": foreign_committed + foreign_raw_only}
+        self.counts.update(outputs_committed=ok_committed, outputs_raw=ok_committed + ok_raw_only)
         self.outputs = {view: flat.filter(F.col("lineage_ok")).drop("lineage_ok") for view, flat in views.items()}
         #: outputs in the raw view only (read_committed hides them)
         self.raw_only_outputs = self.outputs.pop("raw_only")
@@ -725,34 +742,51 @@ def check_nonmonotonic(d: SparkRun) -> CheckResult:
     from pyspark.sql import Window
 
     F = d.F
-    first = d.outputs["committed"]
+    coordinates = ["topic", "partition", "offset"]
+    # the window sorts and shuffles every committed output: it carries only the columns the order
+    # needs, and the few cases' records are fetched by their coordinates afterwards
+    first = d.outputs["committed"].select(*coordinates, "in_partition", "in_offset", "slot")
     if not _duplicate_keys(d).isEmpty():  # re-appearances are duplicates, not order: keep the first of each
-        first_w = Window.partitionBy("in_partition", "in_offset", "slot").orderBy("topic", "partition", "offset")
+        first_w = Window.partitionBy("in_partition", "in_offset", "slot").orderBy(*coordinates)
         first = first.withColumn("rn", F.row_number().over(first_w)).filter("rn = 1").drop("rn")
+    first = first.drop("slot")
     stream_key = ["topic", "partition", "in_partition"]
     stream = Window.partitionBy(*stream_key).orderBy("offset").rowsBetween(Window.unboundedPreceding, -1)
     # the running maximum of in_offset alone: carrying each record along the window would cost
-    # every row what only the cases need (their earlier record is fetched below)
+    # every row what only the cases need
     out = (first.withColumn("highest", F.max("in_offset").over(stream))
            .filter(F.col("highest").isNotNull() & (F.col("in_offset") < F.col("highest"))))
-    rows, total = _first_cases(out, "topic", "partition", "offset")
-    earlier: dict[tuple, Any] = {}
-    if rows:  # each case's earlier record: the latest one before it in its stream with the highest in_offset
-        wanted = d.spark.createDataFrame([(r["topic"], r["partition"], r["in_partition"], r["highest"], r["offset"])
-                                          for r in rows], first.select(*stream_key, "in_offset", F.col("offset").alias("before")).schema)
-        found = (first.join(F.broadcast(wanted), [*stream_key, "in_offset"]).filter(F.col("offset") < F.col("before"))
-                 .groupBy(*stream_key, "before").agg(F.max(F.struct(F.col("offset"), d.record_struct().alias("r"))).alias("e"))
-                 .collect())
-        earlier = {(x["topic"], x["partition"], x["in_partition"], x["before"]): x["e"]["r"] for x in found}
+    rows, total = _first_cases(out, *coordinates)
+    if not rows:
+        return result("nonmonotonic", [], total)
+    # each case's earlier record: the latest one before it in its stream with the highest in_offset
+    wanted = d.spark.createDataFrame([(r["topic"], r["partition"], r["in_partition"], r["highest"], r["offset"])
+                                      for r in rows], first.select(*stream_key, "in_offset", F.col("offset").alias("before")).schema)
+    found = (first.join(F.broadcast(wanted), [*stream_key, "in_offset"]).filter(F.col("offset") < F.col("before"))
+             .groupBy(*stream_key, "before").agg(F.max("offset").alias("earlier")).collect())
+    earlier = {(x["topic"], x["partition"], x["in_partition"], x["before"]): x["earlier"] for x in found}
+    records = _records_at(d, [(r["topic"], r["partition"], r["offset"]) for r in rows]
+                          + [(r["topic"], r["partition"], earlier[(r["topic"], r["partition"], r["in_partition"], r["offset"])])
+                             for r in rows])
     cases = [d.case(explain("nonmonotonic", topic=r["topic"], partition=r["partition"], p=r["in_partition"],
                             o=r["in_offset"], earlier=r["highest"]),
-                    [d.record(earlier[(r["topic"], r["partition"], r["in_partition"], r["offset"])]), d.record(r)])
+                    [d.record(records[(r["topic"], r["partition"], earlier[(r["topic"], r["partition"], r["in_partition"],
+                                                                             r["offset"])])]),
+                     d.record(records[(r["topic"], r["partition"], r["offset"])])])
              for r in rows]
     return result("nonmonotonic", cases, total)
 
 
+def _records_at(d: SparkRun, coordinates: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], Any]:
+    """Committed outputs by (topic, partition, offset): the few records a check cites."""
+    key = ["topic", "partition", "offset"]
+    wanted = d.spark.createDataFrame(sorted(set(coordinates)), d.outputs["committed"].select(*key).schema)
+    return {(r["topic"], r["partition"], r["offset"]): r
+            for r in d.outputs["committed"].join(d.F.broadcast(wanted), key, "left_semi").collect()}
+
+
 def check_progress(d: SparkRun) -> CheckResult:
-    outputs = d.outputs["committed"].count()
+    outputs = d.counts["outputs_committed"]
     if d.history.has_history or d.txn_log is None:
         return progress_result(d.history.committed_transactions(), outputs)
     return progress_result(coordinator_commits(d), outputs, from_log=True)
@@ -796,33 +830,31 @@ def facts(d: SparkRun) -> dict[str, Any]:
     from kchaos.verifier.late_requests import events_path, late_request_facts, read_message_events
 
     F = d.F
-    counts = {f"{name}_{view}": df.count() for name, group in (("inputs", d.inputs), ("outputs", d.outputs))
-              for view, df in group.items()}
     aborted_inputs = _aborted_inputs(d).count()
-    ctv: dict[str, int] = {}
+    ctv: Counter[str] = Counter()
     per_txid: dict[str, dict[str, int]] = {}
-    records = None
     if d.txn_log is not None:
-        records = d.txn_log.count()
-        ctv = {str(r["client_transaction_version"]): r["count"] for r in
-               d.txn_log.filter(F.col("producer_id").isNotNull()).groupBy("client_transaction_version").count().collect()}
-        completed = (d.txn_log.filter(F.col("producer_id").isNotNull() & (F.col("status") == "CompleteCommit"))
-                     .groupBy("transactional_id", "status", "client_transaction_version").count().collect())
+        # one job: the log's records per transactional.id, status and version (a few per id),
+        # of which the driver sums what the two facts need
+        groups = (d.txn_log.filter(F.col("producer_id").isNotNull())
+                  .groupBy("transactional_id", "status", "client_transaction_version").count().collect())
+        for r in groups:
+            ctv[str(r["client_transaction_version"])] += r["count"]
         per_txid = commits_by_client_tv(
-            ((r["transactional_id"], r["status"], r["client_transaction_version"], r["count"]) for r in completed),
+            ((r["transactional_id"], r["status"], r["client_transaction_version"], r["count"]) for r in groups),
             d.history.txid_prefix)
     return {
-        "inputs_committed": counts["inputs_committed"],
+        "inputs_committed": d.counts["inputs_committed"],
         "inputs_aborted_or_undecided": aborted_inputs,
-        "outputs_committed": counts["outputs_committed"],
-        "outputs_raw": counts["outputs_raw"],
+        "outputs_committed": d.counts["outputs_committed"],
+        "outputs_raw": d.counts["outputs_raw"],
         "outputs_without_lineage": d.foreign_outputs,
         "inputs_with_ambiguous_id": d.ambiguous_inputs,
         "transactions": dict(Counter(d.history.txn_outcome.values())),
         "transactions_per_txid": d.history.per_txid_outcomes(),
         "final_group_offsets": {str(p): o for p, o in sorted(d.final_offsets.items())},
         "faults": len(d.history.faults),
-        "transaction_log_records": records,
+        "transaction_log_records": d.counts["transaction_log"],
         "client_transaction_versions": dict(sorted(ctv.items())),
         "commits_by_client_tv_per_txid": per_txid,
         "liveness": d.final.get("liveness"),

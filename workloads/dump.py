@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,10 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 from kchaos.files import atomic_target
 
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state", "__share_group_state")
+#: how long a broker may hold a dump's fetch that finds nothing new (see dump_topic)
+END_OF_LOG_FETCH_WAIT_MS = 10
+#: dumps read at once: each is mostly waiting on fetches, and each holds its topic in memory
+DUMP_THREADS = 3
 
 
 def _partitions(admin: Any, topic: str) -> list[int]:
@@ -46,7 +51,11 @@ def dump_topic(client: dict[str, Any], admin: Any, topic: str, view: str, out_di
         consumer = Consumer({**client, "log_level": 3, "group.id": f"kchaos-dump-{time.time_ns()}",
                              "enable.auto.commit": False, "enable.partition.eof": True,
                              "isolation.level": "read_committed" if view == "committed" else "read_uncommitted",
-                             "fetch.max.bytes": 8 * 1024 * 1024})
+                             "fetch.max.bytes": 8 * 1024 * 1024,
+                             # the end of a partition is found by a fetch that returns nothing (the
+                             # last records are often transaction markers): the broker holds such a
+                             # fetch this long. 500 ms (the default) cost each dump ~1.5 s
+                             "fetch.wait.max.ms": END_OF_LOG_FETCH_WAIT_MS})
         try:
             consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
             pending = set(partitions)
@@ -125,17 +134,14 @@ def watermarks(client: dict[str, Any], admin: Any, topics: list[str]) -> dict[st
 
 
 def dump_all(client: dict[str, Any], admin: Any, user_topics: list[str], out_dir: Path) -> dict[str, Any]:
-    summaries = []
-    for topic in user_topics:
-        for view in ("committed", "raw"):
-            summaries.append(dump_topic(client, admin, topic, view, out_dir))
     existing = set(admin.list_topics(timeout=15).topics)
-    for topic in INTERNAL_TOPICS:
-        if topic in existing:
-            summaries.append(dump_topic(client, admin, topic, "raw", out_dir))
+    wanted = [(topic, view) for topic in user_topics for view in ("committed", "raw")]
+    wanted += [(topic, "raw") for topic in INTERNAL_TOPICS if topic in existing]
     if "__consumer_offsets" in existing:
         # transactional offset commits of aborted transactions are in the raw view only
-        summaries.append(dump_topic(client, admin, "__consumer_offsets", "committed", out_dir))
+        wanted.append(("__consumer_offsets", "committed"))
+    with ThreadPoolExecutor(DUMP_THREADS, thread_name_prefix="kchaos-dump") as pool:
+        summaries = list(pool.map(lambda tv: dump_topic(client, admin, tv[0], tv[1], out_dir), wanted))
     marks = watermarks(client, admin, [t for t in [*user_topics, *INTERNAL_TOPICS] if t in existing])
     (out_dir / "watermarks.json").write_text(json.dumps(marks, indent=2))
     (out_dir / "stable_offsets.json").write_text(json.dumps(stable_offsets(client, admin, user_topics), indent=2))

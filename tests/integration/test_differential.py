@@ -1,7 +1,7 @@
 """Differential testing of the two engines on generated run directories (tests/generated_runs.py):
 the Spark job and the Python reference must agree on the verdict, on every check's verdict and
-case count, and on the cases themselves (their explanations, built from one template per kind in
-verifier/checks.py), and the Spark job must name the injected anomaly. A disagreement keeps the
+case count, on the facts both count, and on the cases themselves (their explanations, built from
+one template per kind in verifier/checks.py), and the Spark job must name the injected anomaly. A disagreement keeps the
 run directory and says how to re-check it: ``kchaos analyze DIR`` runs both engines and prints
 where they differ.
 
@@ -23,6 +23,11 @@ from kchaos.verifier.spark_job import check_run_spark
 from kchaos.verifier.verify import disagreements
 from tests.generated_runs import keep_failing_run, worlds
 
+COUNTED_FACTS = ("inputs_committed", "inputs_aborted_or_undecided", "outputs_committed", "outputs_raw",
+                 "outputs_without_lineage", "transaction_log_records", "client_transaction_versions",
+                 "commits_by_client_tv_per_txid")
+
+
 def _settings(examples: int) -> settings:
     return settings(max_examples=examples, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
@@ -40,6 +45,9 @@ def _engines_agree(spark, world) -> None:
             problems.append(f"verdict: spark {a['verdict']} vs python {b['verdict']}")
         if case_keys(a) != case_keys(b):
             problems.append(f"cases: spark {case_keys(a)} vs python {case_keys(b)}")
+        for fact in COUNTED_FACTS:  # what each engine counts its own way must come to the same figures
+            if a["facts"].get(fact) != b["facts"].get(fact):
+                problems.append(f"fact {fact}: spark {a['facts'].get(fact)} vs python {b['facts'].get(fact)}")
         if world.expected and world.expected not in a["anomaly_types"]:
             problems.append(f"spark did not name the injected {world.mutation} ({a['anomaly_types']})")
         if problems:

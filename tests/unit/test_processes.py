@@ -1,7 +1,9 @@
 import sys
 import time
+from pathlib import Path
 
 from kchaos.clusters.processes import ManagedProcess, PidFile, is_alive, live_processes, processes_with_marker, reap
+from kchaos.waiting import wait_until
 
 
 def _sleeper(tmp_path, name="p", marker=None):
@@ -117,6 +119,10 @@ def test_reap_finds_what_its_harness_started_before_writing_the_pid_file(tmp_pat
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", str(tmp_path)],
                              env={**os.environ, STARTED_BY: str(harness)}, start_new_session=True)
     try:
+        # until the child has exec'd, /proc shows the forking parent's command line and environment
+        # (a harness crashes long after that; a test that reaps at once can be too early)
+        wait_until(lambda: str(tmp_path) in Path(f"/proc/{child.pid}/cmdline").read_bytes().decode(errors="replace"),
+                   10, 0.01, "the child exec'd")
         assert reap(tmp_path, owner=harness + 1) == [] and child.poll() is None
         assert reap(tmp_path, owner=harness) == [child.pid]
         assert child.wait(5) == -9
