@@ -5,9 +5,10 @@ is resolved from Maven Central like the broker jars (``spark-sql-kafka-0-10_2.13
 Spark version, plus its runtime closure minus what pyspark already ships).
 
 Why 4.0.0 and not a newer pyspark: the Kafka source needs ``spark-token-provider-kafka-0-10``
-of the same version, and Maven Central (as this machine reaches it) has that artefact up to
-4.0.0 only; 4.3.0's ``spark-sql-kafka`` is not published at all. A session fails fast with a
-clear error when the versions do not match.
+of the same version. Maven Central has both for 4.1.1 and 4.2.0 too (not for 4.3.0), but 4.2.0
+measured no faster, on JDK 17 or on JDK 25 with an AOT cache (docs/benchmarks.md, 2026-11-25),
+so the verifier stays on the version its tests run with. A session fails fast with a clear
+error when the versions do not match.
 """
 
 from __future__ import annotations
