@@ -9,6 +9,13 @@ import base64
 import struct
 
 
+#: MaxWaitMs of a final read's Fetch requests (the client dumps' librdkafka consumers and the Spark
+#: ingest's Kafka source): how long a broker may hold a fetch that finds nothing new. A final read
+#: finds a partition's end by such a fetch (its last records are often transaction markers), so
+#: the consumers' default of 500 ms is paid once per partition read (docs/benchmarks.md)
+END_OF_LOG_FETCH_WAIT_MS = 10
+
+
 class DecodeError(ValueError):
     pass
 

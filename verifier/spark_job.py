@@ -46,6 +46,7 @@ from kchaos.verifier.internal_topics import (OFFSET_COMMIT_SCHEMA, TXN_LOG_SCHEM
 from kchaos.verifier.model import (LINEAGE_FIELDS, MAX_CASES, OPEN_TXN_STATES, RECORD_COLUMNS, TXN_NEXT,
                                    HistoryIndex, commits_by_client_tv, hanging_cases, read_json, read_ops, zombie_successor)
 from kchaos.verifier.results import VALID, CheckResult, Results
+from kchaos.wire import END_OF_LOG_FETCH_WAIT_MS  # a global here: bench/ingest_fetch_wait.py varies it
 from kchaos.workloads.lineage import IdLocator
 
 TOPIC_SCHEMA = "partition INT, offset BIGINT, timestamp BIGINT, key BINARY, value BINARY"
@@ -58,8 +59,6 @@ INTERNAL_VIEWS = {"__transaction_state": "raw", "__consumer_offsets": "committed
 #: driver planning and compiling it, one thread at a time per query, while the executors idle;
 #: queries from several threads overlap that (docs/benchmarks.md, 2026-11-25)
 CHECK_THREADS = 3
-#: how long a broker may hold an ingest task's fetch that finds nothing new (see ingest_topics)
-END_OF_LOG_FETCH_WAIT_MS = 10
 SPARK_DIR = "topics-spark"  # in the run directory: ingest.json, and the data when no --data-dir is given
 
 
@@ -780,9 +779,8 @@ def check_nonmonotonic(d: SparkRun) -> CheckResult:
 def _records_at(d: SparkRun, coordinates: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], Any]:
     """Committed outputs by (topic, partition, offset): the few records a check cites."""
     key = ["topic", "partition", "offset"]
-    wanted = d.spark.createDataFrame(sorted(set(coordinates)), d.outputs["committed"].select(*key).schema)
-    return {(r["topic"], r["partition"], r["offset"]): r
-            for r in d.outputs["committed"].join(d.F.broadcast(wanted), key, "left_semi").collect()}
+    found = _records_of(d, d.outputs["committed"], [dict(zip(key, c)) for c in sorted(set(coordinates))], key, 1)
+    return {coordinate: records[0] for coordinate, records in found.items()}
 
 
 def check_progress(d: SparkRun) -> CheckResult:
