@@ -73,13 +73,20 @@ def tool_jars(tool: str, version: str) -> tuple[JarSet, str]:
 
 
 def run_tool(tool: str, args: list[str], version: str, jars: JarSet | None = None,
-             timeout_s: float = 120.0, check: bool = True, log4j_config: Path | None = None) -> ToolResult:
+             timeout_s: float = 120.0, check: bool = True, log4j_config: Path | None = None,
+             logs_dir: Path | None = None) -> ToolResult:
+    """``log4j_config`` (the brokers' own) names its files under ``kafka.logs.dir``: ``logs_dir``
+    sets it; unset, log4j would create a directory literally named ``${sys:kafka.logs.dir}`` in
+    the working directory."""
+    if (log4j_config is None) != (logs_dir is None):
+        raise ValueError("log4j_config and logs_dir go together")
     tools_version = version
     if jars is None:
         jars, tools_version = tool_jars(tool, version)
     argv = [require_java(), *_TOOL_JVM_OPTS, "-cp", jars.classpath]
     if log4j_config is not None:
-        argv += [f"-Dlog4j2.configurationFile={log4j_config}", f"-Dlog4j.configuration=file:{log4j_config.with_suffix('.properties')}"]
+        argv += [f"-Dlog4j2.configurationFile={log4j_config}", f"-Dlog4j.configuration=file:{log4j_config.with_suffix('.properties')}",
+                 f"-Dkafka.logs.dir={logs_dir}"]
     argv += [tool_main_class(tool, tools_version), *args]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)

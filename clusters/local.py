@@ -508,7 +508,8 @@ class LocalJvmCluster(Cluster):
         def fmt(node: LocalNode) -> None:
             try:
                 run_tool("storage", ["format", "-t", self.cluster_id or "", "-c", str(node.config_path), *features],
-                         self.spec.kafka_version, self.jars, log4j_config=self.work_dir / "log4j2.xml")
+                         self.spec.kafka_version, self.jars, log4j_config=self.work_dir / "log4j2.xml",
+                         logs_dir=node.logs_dir)  # the format's lines open the node's own server.log
             except ClusterError as exc:
                 raise ClusterError(f"node {node.node_id} could not be formatted: {exc.cause.split(': ', 1)[-1]}",
                                    "check the cluster.broker overrides and feature levels against this Kafka release",

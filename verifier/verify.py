@@ -35,15 +35,19 @@ def run_spark_job(run: Path, master: str | None, bootstrap: str | None, timeout_
 
     out = run / "results.spark.json"
     out.unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "kchaos.verifier.spark_job", str(run), "--out", str(out)]
+    # The job runs in the run's verifier/ directory, not the user's: Spark 4.0 creates an
+    # "artifacts" directory in its working directory (ArtifactManager) and leaves it behind.
+    # So every path on its command line is absolute.
+    home = run.resolve() / "verifier"
+    argv = [sys.executable, "-m", "kchaos.verifier.spark_job", str(run.resolve()), "--out", str(out.resolve())]
     if master:
         argv += ["--master", master]
     if bootstrap:
         argv += ["--bootstrap", bootstrap]
     if data_dir:
-        argv += ["--data-dir", data_dir]
+        argv += ["--data-dir", data_dir if "://" in data_dir else str(Path(data_dir).resolve())]
     log = run / "logs" / "spark-verifier.log"
-    job = ManagedProcess("spark-verifier", argv, log, run / "verifier", marker=str(run))
+    job = ManagedProcess("spark-verifier", argv, log, home, marker=str(run), cwd=home)
     say(f"verifying with Spark ({master or 'local[2]'}{', reading the topics from Kafka' if bootstrap else ''})")
     job.start()
     try:

@@ -31,13 +31,18 @@ class HistoryWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.process = process
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._next_op = 0
         self._lock = threading.Lock()
 
     def _write(self, record: dict[str, Any]) -> None:
         line = (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode()
-        os.write(self._fd, line)
+        # Under the lock, so that no write races close(): a descriptor number is reused by the
+        # next open() or socket() anywhere in the process, and a late write would land there.
+        with self._lock:
+            if self._fd is None:
+                raise RuntimeError(f"the history of {self.process} ({self.path}) is closed")
+            os.write(self._fd, line)
 
     def invoke(self, f: str, value: dict[str, Any] | None = None, **fields: Any) -> int:
         with self._lock:
@@ -63,10 +68,12 @@ class HistoryWriter:
         self.complete(op, f, outcome, value, **fields)
 
     def close(self) -> None:
-        try:
-            os.close(self._fd)
-        except OSError:
-            pass
+        """Idempotent. A second ``os.close`` of the same number would close whatever the process
+        opened with it since (CI saw a dump's Parquet file and a client's socket closed under them)."""
+        with self._lock:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
 
 def read_lines(path: Path) -> Iterator[dict[str, Any]]:

@@ -189,14 +189,19 @@ def test_features_show_the_release_default_transaction_version(cluster3):
     assert features["transaction.version"] == 2
 
 
-def test_transaction_version_chosen_at_format(tmp_path):
-    cluster = start_local(tmp_path, nodes=1, transaction_version=1)
+def test_transaction_version_chosen_at_format(tmp_path, monkeypatch):
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    cluster = start_local(tmp_path / "cluster", nodes=1, transaction_version=1)
     try:
         assert describe_features(cluster)["transaction.version"] == 1
         assert run_smoke(cluster, records=50, batch=10).ok
     finally:
         cluster.stop()
     assert processes_with_marker(str(cluster.work_dir)) == []
+    # the format tool logs into the node's directory, not a "${sys:kafka.logs.dir}" in the user's
+    assert list(cwd.iterdir()) == []
 
 
 def test_dedicated_controller_mode(tmp_path):

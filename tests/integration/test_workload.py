@@ -105,10 +105,14 @@ def wait_in_flight(h: Harness, slot: str, f: str, timeout_s: float = 60, hold_s:
     raise AssertionError(f"{slot} never had {f!r} in flight within {timeout_s}s")
 
 
-def test_faultless_run_processes_every_input_and_is_valid(cluster3, tmp_path):
+def test_faultless_run_processes_every_input_and_is_valid(cluster3, tmp_path, monkeypatch):
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
     h = Harness(cluster3, tmp_path, _spec(), engine="spark")
     results = h.finish()
     assert results["verdict"] == "valid", json.dumps(results, indent=1)[:3000]
+    assert list(cwd.iterdir()) == []  # nothing left in the user's directory (Spark 4.0 makes "artifacts")
     # the Spark job read every topic through Kafka, and the Python reader agrees with it
     assert results["checker"] == "spark" and results["facts"]["topic_source"] == "spark-kafka-source"
     assert results["cross_check"]["agrees"] is True
