@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from kchaos.clusters.clients import quiet
+from kchaos.waiting import wait_until
 from kchaos.workloads.lineage import Lineage, input_id, input_value
 
 from .test_workload import Harness, _spec
@@ -71,9 +72,20 @@ def _write_outputs(cluster, h, partition: int, offset: int, slots: list[int]) ->
 
 
 def _commit_group_offset(cluster, h, partition: int, offset: int) -> None:
-    c = Consumer(quiet({**cluster.client_config(), "group.id": h.workload.spec.group_id}))
-    c.commit(offsets=[TopicPartition(h.workload.spec.input_topic, partition, offset)], asynchronous=False)
-    c.close()
+    """Commit as a simple (member-less) consumer, which the coordinator accepts only once the
+    group is empty. A worker's LeaveGroup can miss a coordinator that just moved (a preferred
+    leader election on the shared cluster): that member then lingers until its session times
+    out, and a commit made meanwhile is refused (CI: UNKNOWN_MEMBER_ID)."""
+    group = h.workload.spec.group_id
+    admin = cluster.admin()
+    wait_until(lambda: not admin.describe_consumer_groups([group])[group].result(10).members, 60, 0.5,
+               f"group {group} still had members", retry_on=(KafkaException,))
+    c = Consumer(quiet({**cluster.client_config(), "group.id": group}))
+    try:
+        done = c.commit(offsets=[TopicPartition(h.workload.spec.input_topic, partition, offset)], asynchronous=False)
+    finally:
+        c.close()
+    assert [tp.error for tp in done] == [None], done
 
 
 def _only(results: dict, anomaly: str) -> None:
