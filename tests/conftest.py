@@ -27,11 +27,18 @@ import pytest  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def spark():
-    """One local Spark session for the whole test session (the verifier's engine)."""
+def spark(tmp_path_factory):
+    """One local Spark session for the whole test session (the verifier's engine). Its JVM
+    starts in a temporary directory: Spark 4.0 leaves "artifacts/" in the driver's working
+    directory, which would otherwise be the checkout (the job itself runs in the run's verifier/)."""
     from kchaos.verifier.spark_env import spark_session
 
-    session = spark_session("local[2]", app="kchaos-tests", driver_memory="1g",
-                            extra_conf={"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"})
+    here = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("spark-driver"))
+    try:
+        session = spark_session("local[2]", app="kchaos-tests", driver_memory="1g",
+                                extra_conf={"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"})
+    finally:
+        os.chdir(here)
     yield session
     session.stop()
