@@ -166,6 +166,12 @@ class Cluster(abc.ABC):
             "nodes": [n.info().__dict__ for n in self.nodes],
         }
 
+    def cleaned_offsets(self) -> dict[str, Any] | None:
+        """How far the log cleaner compacted each internal topic's partitions (``{topic: {partition:
+        offset}}``; none: nothing cleaned), or None when this backend cannot see its brokers' logs.
+        A commit the cleaner removed would otherwise look lost to the verifier."""
+        return None
+
     # -- role look-ups ---------------------------------------------------------------------
     def admin(self) -> Any:
         """A cached confluent-kafka AdminClient for this cluster."""

@@ -116,6 +116,28 @@ SMALL_MACHINE_DEFAULTS = {
 }
 
 
+#: the internal topics whose compaction the verifier must know about (their records are evidence)
+COMPACTED_EVIDENCE = ("__consumer_offsets", "__transaction_state")
+
+
+def cleaned_offsets(work_dir: Path) -> dict[str, Any] | None:
+    """What the log cleaner compacted on a local cluster's nodes, from each data directory's
+    ``cleaner-offset-checkpoint`` (version, count, then ``topic partition offset`` lines): per
+    internal topic and partition the highest offset any replica was cleaned up to. None when
+    ``work_dir`` holds no node data (nothing can be told)."""
+    checkpoints = sorted(Path(work_dir).glob("node-*/data/cleaner-offset-checkpoint"))
+    if not any(Path(work_dir).glob("node-*/data")):
+        return None
+    out: dict[str, Any] = {topic: {} for topic in COMPACTED_EVIDENCE}
+    for path in checkpoints:
+        for line in path.read_text().splitlines()[2:]:
+            parts = line.split()
+            if len(parts) == 3 and parts[0] in out and parts[2].lstrip("-").isdigit():
+                partition, offset = int(parts[1]), int(parts[2])
+                out[parts[0]][partition] = max(out[parts[0]].get(partition, 0), offset)
+    return out
+
+
 def new_cluster_id() -> str:
     """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 characters).
 
@@ -665,6 +687,9 @@ class LocalJvmCluster(Cluster):
         self.toxiproxy = self.messages = None
 
     # -- rolling binary upgrade -----------------------------------------------------------
+    def cleaned_offsets(self) -> dict[str, Any] | None:
+        return cleaned_offsets(self.work_dir)
+
     def node_versions(self) -> dict[int, str]:
         return {n.node_id: n.version or self.kafka_version for n in self._nodes}
 

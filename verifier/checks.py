@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kchaos.verifier import evidence
 from kchaos.verifier.model import MAX_CASES, ORDER_PROMISED_DELIVERY, NotApplicable
 from kchaos.verifier.results import INVALID, UNKNOWN, VALID, CheckResult
 
@@ -30,6 +31,24 @@ EXPLANATIONS = {
     "aborted-read.transaction": "committed output of transaction {seq} of {process}, which the history shows aborted",
     "aborted-read.input": ("committed output derived from input {p}@{o}, which belongs to an aborted input "
                            "transaction (read with read_uncommitted)"),
+    "aborted-read.failed-commit": ("committed output of transaction {seq} of {process}, whose commit the client saw "
+                                   "fail"),
+    "aborted-read.seeder-input": ("input {in_id} at {topic}/{p}@{o}, which the seeder's transaction aborted, is "
+                                  "visible to read_committed readers"),
+    "lost-acknowledged-input": "input {in_id}, which the seeder's committed transaction wrote {where}, is {what}",
+    "input-mismatch": ("committed output {topic}-{partition}@{offset} was made from input {in_id} at {p}@{o}, but the "
+                       "input log holds {found} there"),
+    "split-transaction.split": ("transaction {seq} of {process} ({txid}) was carried by {n} coordinator transactions: "
+                                "{parts}"),
+    "split-transaction.ended-early": ("transaction {seq} of {process} ({txid}): the coordinator prepared to {prepared} "
+                                      "it before the client {asked}: a request of another transaction ended it"),
+    "split-transaction.ended-by-late-request": ("transaction {seq} of {process} ({txid}) was ended by a late {api} "
+                                                "({committed}) sent before it began"),
+    "split-transaction.unrecorded": ("the client saw transaction {seq} of {process} ({txid}) commit, but the "
+                                     "coordinator's log holds no transaction of it"),
+    "lost-offset-commit": ("transaction {seq} of {process} committed, but its offset commit ({topic} {commits}) is "
+                           "not in the group's committed offsets log"),
+    "offsets-backwards": "the group's committed offset of {topic}/{p} moved back from {before} to {after}",
     "lost-write": "the client saw transaction {seq} of {process} commit, but only {seen} of its {expected} outputs are visible",
     "offsets-behind": ("committed output for input {p}@{o}, at or past the group's committed offset {final}: a restart "
                        "would process it again"),
@@ -48,6 +67,11 @@ NOTES = {
     "no-progress.vacuous": "vacuous: {committed} committed transactions, {outputs} committed outputs",
     "no-progress.ok": "{committed} committed transactions",
     "no-progress.from-log": " (counted in the coordinator's log: the pipeline left no client history)",
+    "split-transaction.matched-nothing": ("no coordinator transaction could be matched to any of the client's "
+                                          "committed transactions: the coordinator's log and the history do not line "
+                                          "up, so nothing was judged"),
+    "lost-offset-commit.recorded-nothing": ("the history records no offsets for the {n} committed transactions: "
+                                            "nothing to look for"),
 }
 
 
@@ -74,6 +98,8 @@ class CheckDef:
 
 
 _NO_HISTORY = "no client history (external pipeline)"
+_NO_OFFSETS_LOG = "no __consumer_offsets dump in the run directory"
+_NO_TXN_LOG = "no __transaction_state dump in the run directory"
 
 CHECKS: tuple[CheckDef, ...] = (
     CheckDef("duplicate", "check_duplicates",
@@ -86,16 +112,40 @@ CHECKS: tuple[CheckDef, ...] = (
     CheckDef("torn-transaction", "check_torn",
              "some but not all outputs of one input, or of one transaction, are visible"),
     CheckDef("aborted-read", "check_aborted_read",
-             "a visible output of a transaction the client aborted, or derived from an aborted input"),
+             "a visible output of a transaction the client aborted or saw fail to commit, or derived from an aborted "
+             "input; or an input the seeder aborted, visible"),
     CheckDef("lost-write", "check_lost_write",
              "a transaction the client saw commit with fewer visible outputs than it wrote",
              (Requirement("transactional", VALID, "not transactional: checked as lost-input/torn-transaction"),
               Requirement("history", None, f"{_NO_HISTORY}: nothing says which transactions the client saw commit"))),
     CheckDef("offsets-behind", "check_offsets_behind",
              "a visible output of an input at or past the group's final committed offset"),
+    CheckDef("split-transaction", "check_split_transactions",
+             "a client transaction carried by two coordinator transactions, or ended by a request that was not its "
+             "own (the coordinator's log against the client history)",
+             (Requirement("transactional", None, "not transactional: there is no coordinator transaction to match"),
+              Requirement("history", None, f"{_NO_HISTORY}: nothing says which client transaction each coordinator "
+                                           "transaction carried"),
+              Requirement("transaction-log", UNKNOWN, _NO_TXN_LOG))),
+    CheckDef("lost-offset-commit", "check_lost_offset_commits",
+             "a transaction the client saw commit whose offset commit is not in the committed offsets log",
+             (Requirement("history", None, f"{_NO_HISTORY}: nothing says which offsets each transaction committed"),
+              Requirement("offsets-log", UNKNOWN, _NO_OFFSETS_LOG),
+              Requirement("offsets-uncompacted", None, "{compaction}"))),
+    CheckDef("offsets-backwards", "check_offsets_backwards",
+             "a group's committed offset of an input partition that moved back in the offsets log",
+             (Requirement("offsets-log", UNKNOWN, _NO_OFFSETS_LOG),)),
+    CheckDef("lost-acknowledged-input", "check_acknowledged_inputs",
+             "an input the seeder's committed transaction wrote that the committed input log does not hold, at its "
+             "position and with its id",
+             (Requirement("seeder-acks", None, "the seeder's history records no input it committed"),)),
+    CheckDef("input-mismatch", "check_input_mismatch",
+             "a committed output whose input reference names a position holding another record, or none",
+             (Requirement("full-lineage", None, "identity lineage: an output's input position is found from its id, "
+                                                "so it cannot disagree with it"),)),
     CheckDef("invalid-txn-transition", "check_txn_transitions",
              "a __transaction_state step the coordinator's state machine forbids, or an epoch going backwards",
-             (Requirement("transaction-log", UNKNOWN, "no __transaction_state dump in the run directory"),)),
+             (Requirement("transaction-log", UNKNOWN, _NO_TXN_LOG),)),
     CheckDef("hanging-transaction", "check_hanging",
              "a partition whose last stable offset stayed behind its high watermark after heal and drain",
              (Requirement("liveness", UNKNOWN, "no liveness snapshot after heal in final.json"),)),
@@ -111,6 +161,13 @@ CHECKS: tuple[CheckDef, ...] = (
 )
 
 CHECK_NAMES = tuple(c.anomaly for c in CHECKS)
+#: the checks that need the client history (without one they would speak for an external app)
+HISTORY_CHECKS = tuple(c.anomaly for c in CHECKS if any(r.needs == "history" for r in c.requires))
+#: the checks that read the coordinator's log, the offsets log, and neither (the user topics)
+TXN_LOG_CHECKS = ("invalid-txn-transition", "split-transaction")
+OFFSETS_LOG_CHECKS = ("lost-offset-commit", "offsets-backwards")
+USER_TOPIC_CHECKS = tuple(n for n in CHECK_NAMES
+                          if n not in (*TXN_LOG_CHECKS, *OFFSETS_LOG_CHECKS, "hanging-transaction"))
 
 #: What identity lineage (an unmodified app: outputs carry only their input's id) cannot check,
 #: beside what its lack of client history already rules out (lost-write, zombie-write).
@@ -123,8 +180,8 @@ IDENTITY_NOT_CHECKED = {
 
 
 def has(data: Any, needs: str) -> bool:
-    """Whether the run (an engine's run object: ``workload``, ``final``, ``history``, ``txn_log``)
-    has what a requirement names."""
+    """Whether the run (an engine's run object: ``workload``, ``final``, ``history``, ``txn_log``,
+    ``offset_log``, ``acknowledged``) has what a requirement names."""
     delivery = data.workload["delivery"]
     if needs == "history":
         return bool(data.history.has_history)
@@ -136,7 +193,20 @@ def has(data: Any, needs: str) -> bool:
         return data.final.get("liveness") is not None
     if needs == "order-promised":
         return delivery in ORDER_PROMISED_DELIVERY
+    if needs == "offsets-log":
+        return data.offset_log is not None
+    if needs == "offsets-uncompacted":
+        return evidence.compaction_note(data.compaction, "__consumer_offsets") is None
+    if needs == "seeder-acks":
+        return data.acknowledged.any
+    if needs == "full-lineage":
+        return data.workload.get("lineage", "full") == "full"
     raise ValueError(f"unknown requirement {needs!r}")
+
+
+def _requirement_note(data: Any, requirement: Requirement) -> str:
+    return requirement.note.format(delivery=data.workload["delivery"],
+                                   compaction=evidence.compaction_note(data.compaction, "__consumer_offsets"))
 
 
 def run_checks(results: Any, data: Any, engine: Any, pool: Any = None) -> bool:
@@ -168,17 +238,28 @@ def run_checks(results: Any, data: Any, engine: Any, pool: Any = None) -> bool:
         except Exception:
             return CheckResult(check.anomaly, UNKNOWN, note="checker crashed: " + traceback.format_exc(limit=3))
 
+    # what the run lacks: the checks it blinds say why; a fatal gap is an error (never valid)
+    blinded: dict[str, str] = {}
+    for gap in evidence.gaps(data, HISTORY_CHECKS):
+        if gap.fatal:
+            results.errors.append(gap.reason)
+        for name in gap.checks:
+            blinded.setdefault(name, gap.reason)
+
     # (check, its outcome or None to run it), in registry order, which the results keep
     planned: list[tuple[CheckDef, Any]] = []
     for check in CHECKS:
         name = check.anomaly
         if share and (name in NOT_FOR_SHARE or name == "duplicate"):
             continue
+        if name in blinded:
+            planned.append((check, NotApplicable(blinded[name])))
+            continue
         unmet = next((r for r in check.requires if not has(data, r.needs)), None)
         if unmet is None:
             planned.append((check, None))
             continue
-        note = unmet.note.format(delivery=data.workload["delivery"])
+        note = _requirement_note(data, unmet)
         planned.append((check, NotApplicable(note) if unmet.verdict is None else CheckResult(name, unmet.verdict, note=note)))
     runnable = [check for check, outcome in planned if outcome is None]
     ran = iter(pool.map(run_one, runnable) if pool is not None else map(run_one, runnable))
@@ -197,6 +278,21 @@ def result(name: str, cases: list[dict[str, Any]], total: int | None = None, not
     total = len(cases) if total is None else total
     return CheckResult(name, INVALID if total else VALID, cases[:MAX_CASES],
                        note=note or (NOTES["cases"].format(n=total) if total else None))
+
+
+def split_result(cases: list[dict[str, Any]], facts: dict[str, Any]) -> CheckResult:
+    """split-transaction from coordinator_log.judge: unknown when nothing could be matched."""
+    if facts.get("matched_nothing") and not cases:
+        return CheckResult("split-transaction", UNKNOWN, note=NOTES["split-transaction.matched-nothing"])
+    return result("split-transaction", cases)
+
+
+def offset_commit_result(cases: list[dict[str, Any]], checked: int, committed: int) -> CheckResult:
+    """lost-offset-commit from offsets_log: unknown when the client recorded no offsets to look for."""
+    if committed and not checked:
+        return CheckResult("lost-offset-commit", UNKNOWN, note=NOTES["lost-offset-commit.recorded-nothing"].format(
+            n=committed))
+    return result("lost-offset-commit", cases)
 
 
 def progress_result(committed: int, outputs: int, from_log: bool = False) -> CheckResult:

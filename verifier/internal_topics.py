@@ -13,7 +13,8 @@ import json
 from typing import Any, Iterator
 
 TXN_LOG_SCHEMA = ("partition INT, offset BIGINT, transactional_id STRING, producer_id BIGINT, producer_epoch INT, "
-                  "status STRING, partitions STRING, last_update_ms BIGINT, client_transaction_version INT")
+                  "status STRING, partitions STRING, last_update_ms BIGINT, start_ms BIGINT, timeout_ms INT, "
+                  "client_transaction_version INT")
 OFFSET_COMMIT_SCHEMA = "log_partition INT, log_offset BIGINT, partition INT, offset BIGINT, commit_timestamp BIGINT"
 
 
@@ -28,7 +29,7 @@ def transaction_log_batches(batches: Iterator[Any]) -> Iterator[Any]:
     for batch in batches:
         rows: dict[str, list[Any]] = {k: [] for k in ("partition", "offset", "transactional_id", "producer_id",
                                                       "producer_epoch", "status", "partitions", "last_update_ms",
-                                                      "client_transaction_version")}
+                                                      "start_ms", "timeout_ms", "client_transaction_version")}
         for r in batch.to_pylist():
             e = decode_transaction_record(r["key"], r["value"])
             if e is None:
@@ -36,6 +37,7 @@ def transaction_log_batches(batches: Iterator[Any]) -> Iterator[Any]:
             for k, v in (("partition", r["partition"]), ("offset", r["offset"]), ("transactional_id", e.transactional_id),
                          ("producer_id", e.producer_id), ("producer_epoch", e.producer_epoch), ("status", e.status),
                          ("partitions", json.dumps(e.partitions)), ("last_update_ms", e.last_update_ms),
+                         ("start_ms", e.start_ms), ("timeout_ms", e.timeout_ms),
                          ("client_transaction_version", e.client_transaction_version)):
                 rows[k].append(v)
         yield pa.RecordBatch.from_pydict(rows, schema=_arrow_schema(TXN_LOG_SCHEMA))
@@ -67,3 +69,22 @@ def _arrow_schema(ddl: str) -> Any:
 
     types = {"INT": pa.int32(), "BIGINT": pa.int64(), "STRING": pa.string()}
     return pa.schema([(name, types[kind]) for name, kind in (col.split() for col in ddl.split(", "))])
+
+
+def coordinator_transactions_of(frame: Any) -> Any:
+    """One transactional id's decoded records (a pandas frame of TXN_LOG_SCHEMA) -> its
+    coordinator transactions (coordinator_log.COORDINATOR_TXN_SCHEMA): Spark's ``applyInPandas``
+    runs coordinator_log.coordinator_transactions on the executors, one id at a time."""
+    import pandas as pd
+
+    from kchaos.verifier.coordinator_log import COORDINATOR_TXN_SCHEMA, coordinator_transactions
+
+    columns = [col.split()[0] for col in COORDINATOR_TXN_SCHEMA.split(", ")]
+    records = []
+    for r in frame.to_dict("records"):
+        # pandas' numbers back to Python's; a null (a tombstone's fields) as None
+        r = {k: None if v is None or (isinstance(v, float) and v != v) else (v.item() if hasattr(v, "item") else v)
+             for k, v in r.items()}
+        r["partitions"] = json.loads(r["partitions"]) if isinstance(r["partitions"], str) else {}
+        records.append(r)
+    return pd.DataFrame([ct.row() for ct in coordinator_transactions(records)], columns=columns, dtype=object)

@@ -84,7 +84,9 @@ def late_requests(events: list[dict[str, Any]], txn_log: list[dict[str, Any]] | 
         row = {k: e.get(k) for k in ("rule", "action", "api", "api_version", "node", "client_id", "correlation_id",
                                      "transactional_id", "producer_id", "producer_epoch", "committed",
                                      "client_connected_at_release")}
-        row.update(arrived_ms=round(arrived), answer=e["answer"].get("error"), transaction_log=follow,
+        # when the client first sent it: a held or delayed request when it was held, a copy's original
+        row.update(sent_ms=round((e.get("original_time") or e["time"]) * 1000), arrived_ms=round(arrived),
+                   answer=e["answer"].get("error"), transaction_log=follow,
                    ended_a_transaction=ended_a_transaction(e, follow), client_then=None, against_the_client=False)
         if row["ended_a_transaction"]:
             # the client's decision still pending when the request arrived: the first end of a

@@ -114,20 +114,33 @@ class HistoryIndex:
         self.txn_ops: dict[tuple[str, int], dict[str, Any]] = {}
         #: last outcome-defining operation wins, in history order
         self.txn_outcome: dict[tuple[str, int], str] = {}
+        #: a transaction's commit and abort operations, in history order (an abort may follow a failed commit)
+        self.txn_ends: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+        #: when a transaction's client first failed in it (an operation of it failed or ended unknown)
+        self.txn_failed: dict[tuple[str, int], float] = {}
+        #: when each process gave up for good (fatal, fenced, exit-unknown), in history order
+        self.process_exits: dict[str, list[float]] = defaultdict(list)
         self.input_ops: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
         for op in ops:
+            if op["f"] in ("fatal", "fenced", "exit-unknown"):
+                self.process_exits[op["process"]].append(op["invoke_time"])
             seq = op["value"].get("txn_seq")
             if seq is None:
                 continue
             key = (op["process"], seq)
+            if op["outcome"] in ("fail", "info") and op["f"] != "abort":
+                self.txn_failed.setdefault(key, op["complete_time"] or op["invoke_time"])
             if op["f"] == "send":
                 self.txn_ops[key] = op
                 for p, o in op["value"].get("inputs", []):
                     self.input_ops[(p, o)].append(op)
             elif op["f"] == "commit":
+                self.txn_ends[key].append(op)
                 self.txn_outcome[key] = {"ok": "committed", "fail": "commit-failed"}.get(op["outcome"], "unknown")
-            elif op["f"] == "abort" and op["outcome"] == "ok":
-                self.txn_outcome[key] = "aborted"
+            elif op["f"] == "abort":
+                self.txn_ends[key].append(op)
+                if op["outcome"] == "ok":
+                    self.txn_outcome[key] = "aborted"
             elif op["f"] == "commit_offsets":
                 self.txn_outcome[key] = "offsets-" + (op["outcome"] or "unknown")
 
@@ -242,6 +255,29 @@ def commits_by_client_tv(rows: Any, txid_prefix: str | None) -> dict[str, dict[s
         if status == "CompleteCommit" and txid and (not txid_prefix or txid.startswith(txid_prefix)):
             out[txid][str(ctv if ctv is not None else 0)] += n
     return {txid: dict(sorted(v.items())) for txid, v in sorted(out.items())}
+
+
+def run_seed(run: Path, campaign: dict[str, Any]) -> int | None:
+    """The run's seed: the resolved campaign's, else the ``seed`` file."""
+    seed = (campaign.get("run") or {}).get("seed")
+    if seed is None and (Path(run) / "seed").exists():
+        seed = int((Path(run) / "seed").read_text().strip())
+    return seed
+
+
+def pipeline_txids(campaign: dict[str, Any], history: "HistoryIndex") -> set[str] | None:
+    """The transactional ids whose coordinator records a run checks: every one, when the run
+    started its own cluster (every id in its log is the run's: its workers', the seeder's, Kafka
+    Streams' own ids); on a cluster others share (external), the ids the run's history names and
+    those with its prefix, each returned (None: all)."""
+    if (campaign.get("cluster") or {}).get("backend", "local") != "external":
+        return None
+    ids = {op["txid"] for op in history.ops if op.get("txid")}
+    return ids | ({f"{history.txid_prefix}-"} if history.txid_prefix else set())
+
+
+def in_scope(txid: str, scope: set[str] | None) -> bool:
+    return scope is None or txid in scope or any(txid.startswith(s) for s in scope if s.endswith("-"))
 
 
 def read_json(path: Path, default: Any = None) -> Any:

@@ -25,8 +25,13 @@ from typing import Any, Iterator
 from kchaos.verifier.checks import CHECK_NAMES, explain, progress_result, result, run_checks
 from kchaos.verifier.model import (LINEAGE_FIELDS, OPEN_TXN_STATES, TXN_NEXT, HistoryIndex, Output, as_evidence,
                                    commits_by_client_tv, coordinator_commits, hanging_cases, identity_positions,
-                                   read_ops, zombie_successor)
-from kchaos.verifier.late_requests import late_request_facts
+                                   in_scope, pipeline_txids, read_ops, run_seed, zombie_successor)
+from kchaos.verifier import evidence
+from kchaos.verifier.acknowledged import acknowledged_inputs
+from kchaos.verifier.coordinator_log import CoordinatorTxn, coordinator_records, coordinator_transactions
+from kchaos.verifier.driver_checks import (check_lost_offset_commits, check_offsets_backwards,  # noqa: F401 (registry)
+                                           check_split_transactions)
+from kchaos.verifier.late_requests import late_request_facts, late_requests, read_message_events
 from kchaos.verifier.results import VALID, CheckResult, Results
 from kchaos.workloads.lineage import IdLocator
 
@@ -42,14 +47,19 @@ def _read_topic(run: Path, topic: str, view: str) -> Iterator[dict[str, Any]]:
         yield from batch.to_pylist()
 
 
+#: an identity-lineage output whose input id was committed twice: set aside, never guessed
+SET_ASIDE = object()
+
+
 def _identity(record: dict[str, Any], topic: str, slot: int, locator: IdLocator,
-              where: dict[str, tuple[int, int]], workload: dict[str, Any]) -> Output | None:
+              where: dict[str, tuple[int, int]], workload: dict[str, Any], ambiguous: set[str]) -> Any:
     """Identity lineage: the lineage an output carrying only its input's id stands for (slot: its
-    topic's index; no transaction named), or None when its id names no known input."""
+    topic's index; no transaction named), SET_ASIDE when its id is ambiguous, or None when its id
+    names no known input."""
     in_id = locator.extract(record["key"], record["value"])
     pos = where.get(in_id) if in_id is not None else None
     if pos is None:
-        return None
+        return SET_ASIDE if in_id in ambiguous else None
     return Output({"topic": topic, "partition": record["partition"], "offset": record["offset"], "in_id": in_id,
                    "in_topic": workload["input_topic"], "in_partition": pos[0], "in_offset": pos[1], "slot": slot,
                    "slots": workload["outputs_per_input"]})
@@ -80,7 +90,7 @@ def _lineage(record: dict[str, Any], topic: str, numbers: dict[int, int]) -> Out
 class RunData:
     def __init__(self, run: Path, ops: list[dict[str, Any]] | None = None):
         self.run = run
-        campaign = json.loads((run / "campaign.json").read_text())
+        campaign = self.campaign = json.loads((run / "campaign.json").read_text())
         self.workload = campaign["workload"]
         final = self.final = json.loads((run / "final.json").read_text())
         self.final_offsets = {int(p): o for p, o in (final.get("group_offsets") or {}).items()}
@@ -94,12 +104,17 @@ class RunData:
         locator = IdLocator.parse(self.workload.get("lineage_id") or "key") if self.workload.get("lineage") == "id" else None
         #: identity lineage: inputs whose id was committed twice, set aside (model.identity_positions)
         self.ambiguous_inputs = 0
+        #: the committed input log as read (identity lineage sets ambiguous ids aside from
+        #: inputs_committed; what the seeder acknowledged is checked against all of it)
+        self.input_log = self.inputs_committed
         where: dict[str, tuple[int, int]] = {}
+        ambiguous: set[str] = set()
         if locator is not None:
             # the raw-only inputs are all identity_positions needs of the raw view: an id at a
             # position both views hold is a committed id
             where, ambiguous = identity_positions(self.inputs_committed, self.inputs_raw_only)
             self.ambiguous_inputs = sum(1 for i in self.inputs_committed.values() if i in ambiguous)
+            self.input_log = dict(self.inputs_committed)
             self.inputs_committed = {k: v for k, v in self.inputs_committed.items() if v not in ambiguous}
             self.inputs_raw_only = {k: v for k, v in self.inputs_raw_only.items() if v not in ambiguous}
         numbers: dict[int, int] = {}
@@ -108,22 +123,25 @@ class RunData:
             for slot, topic in enumerate(self.workload["output_topics"]):
                 for r in _read_topic(run, topic, view):
                     yield (_lineage(r, topic, numbers) if locator is None
-                           else _identity(r, topic, slot, locator, where, self.workload))
+                           else _identity(r, topic, slot, locator, where, self.workload, ambiguous))
 
         self._outputs = outputs
         self.outputs_committed: list[Output] = []
         #: output records without the lineage fields: counted, reported in facts, never guessed at
         self.foreign_outputs: dict[str, int] = {"committed": 0, "raw": 0}
+        #: of those, identity-lineage outputs of an input id committed twice (set aside on purpose)
+        self.set_aside_outputs = 0
         for out in outputs("committed"):
-            if out is None:
+            if out is None or out is SET_ASIDE:
                 self.foreign_outputs["committed"] += 1
+                self.set_aside_outputs += out is SET_ASIDE
             else:
                 self.outputs_committed.append(out)
         #: the raw view as counts: outputs per transaction (process, txn_seq), and in all
         self.raw_per_txn: Counter[tuple[str, int]] = Counter()
         self.outputs_raw = 0
         for out in outputs("raw"):
-            if out is None:
+            if out is None or out is SET_ASIDE:
                 self.foreign_outputs["raw"] += 1
             else:
                 self.outputs_raw += 1
@@ -138,6 +156,25 @@ class RunData:
         self.unexplained: list[tuple[tuple[int, int], str]] | None = None
         self.slots: dict[tuple[int, int], Any] | None = None
         self.duplicates: dict[tuple[int, int, int], int] | None = None
+        # what the evidence rules (verifier/evidence.py) and the white-box checks read
+        self.compaction = evidence.compaction_of(run, final)
+        self.acknowledged = acknowledged_inputs(h.ops, run_seed(run, campaign))
+        self.txn_log_records = len(self.txn_log) if self.txn_log is not None else None
+        self.foreign_committed = self.foreign_outputs["committed"] - self.set_aside_outputs
+        self.outputs_committed_count = len(self.outputs_committed)
+        self.inputs_committed_count = len(self.inputs_committed)
+        self.output_processes = ({self.txn_key(o)[0] for o in self.outputs_committed if o["worker"]}
+                                 if locator is None else None)
+        self.coordinator_facts: dict[str, Any] | None = None
+
+    def coordinator_transactions(self) -> list[CoordinatorTxn]:
+        """The decoded log segmented into coordinator transactions (verifier/coordinator_log.py)."""
+        return coordinator_transactions(coordinator_records(self.txn_log or []))
+
+    def late_requests(self) -> list[dict[str, Any]] | None:
+        """The message proxy's late or duplicated requests, with what the coordinator wrote after them."""
+        events = read_message_events(self.run)
+        return late_requests(events, self.txn_log, self.ops) if events else None
 
     def raw_outputs_of(self, txns: set[tuple[str, int]]) -> dict[tuple[str, int], list[Output]]:
         """The raw view's outputs of these transactions, in record order (read again: only the
@@ -145,7 +182,7 @@ class RunData:
         found: dict[tuple[str, int], list[Output]] = defaultdict(list)
         if txns:
             for out in self._outputs("raw"):
-                if out is not None and self.txn_key(out) in txns:
+                if isinstance(out, Output) and self.txn_key(out) in txns:
                     found[self.txn_key(out)].append(out)
         return found
 
@@ -200,7 +237,7 @@ def check_run(run: Path, ops: list[dict[str, Any]] | None = None) -> Results:
         results.errors.append(f"could not read the run: {exc!r}")
         return results
     share = run_checks(results, data, sys.modules[__name__])
-    results.facts = facts(data)
+    results.facts = {**facts(data), **evidence.white_box_facts(data)}
     if share:
         from kchaos.verifier.share_checks import share_checks
 
@@ -331,9 +368,10 @@ def check_offsets_ahead(data: RunData) -> CheckResult:
 def check_txn_transitions(data: RunData) -> CheckResult:
     last: dict[str, dict[str, Any]] = {}
     cases = []
+    scope = pipeline_txids(data.campaign, data.history)
     for rec in data.txn_log:
         e = rec["entry"]
-        if data.txid_prefix and not e.transactional_id.startswith(data.txid_prefix):
+        if not in_scope(e.transactional_id, scope):
             continue
         prev = last.get(e.transactional_id)
         if e.producer_id is None:  # tombstone: the transactional id expired
@@ -424,17 +462,86 @@ def check_torn(data: RunData) -> CheckResult:
 
 
 def check_aborted_read(data: RunData) -> CheckResult:
+    """Visible outputs of a transaction its client aborted or saw fail to commit; visible outputs
+    made from an aborted input (read_committed hides it, or the seeder aborted it); and inputs the
+    seeder aborted that read_committed readers see (the pipeline and the final read see them
+    alike, so only the seeder's record tells)."""
     cases = []
+    kinds = {"aborted": "aborted-read.transaction", "commit-failed": "aborted-read.failed-commit"}
     for out in data.outputs_committed:
         key = data.txn_key(out)
-        if data.txn_outcome.get(key) == "aborted":
-            cases.append(_case(data, explain("aborted-read.transaction", seq=key[1], process=key[0]), [out]))
+        kind = kinds.get(data.txn_outcome.get(key, ""))
+        if kind:
+            cases.append(_case(data, explain(kind, seq=key[1], process=key[0]), [out]))
+    ack = data.acknowledged
+    aborted_inputs = {**data.inputs_raw_only, **ack.aborted}
     for out in data.outputs_committed:
         pos = (out["in_partition"], out["in_offset"])
-        if pos in data.inputs_raw_only:
+        if pos in aborted_inputs:
             cases.append(_case(data, explain("aborted-read.input", p=pos[0], o=pos[1]), [out],
-                               input={"partition": pos[0], "offset": pos[1], "id": data.inputs_raw_only[pos]}))
+                               input={"partition": pos[0], "offset": pos[1], "id": aborted_inputs[pos]}))
+    topic = data.workload["input_topic"]
+    for (p, o), in_id in sorted(ack.aborted.items()):
+        if (p, o) in data.input_log:
+            cases.append({"explanation": explain("aborted-read.seeder-input", in_id=in_id, topic=topic, p=p, o=o),
+                          "input": {"partition": p, "offset": o, "id": in_id, "visible_id": data.input_log[(p, o)]}})
+    for in_id, positions in sorted(_exposed_by_id(data).items()):
+        p, o = positions[0]
+        cases.append({"explanation": explain("aborted-read.seeder-input", in_id=in_id, topic=topic, p=p, o=o),
+                      "input": {"partition": p, "offset": o, "id": in_id, "visible_at": [list(x) for x in positions]}})
     return result("aborted-read", cases)
+
+
+def _exposed_by_id(data: RunData) -> dict[str, list[tuple[int, int]]]:
+    """Runs whose seeder recorded ids but no positions: an id it committed once, visible at two
+    positions, shows its aborted copy (written, aborted, then written again) -> the positions,
+    the earlier (the aborted copy) first."""
+    ids = data.acknowledged.committed_ids - data.acknowledged.unknown_ids
+    if not ids:
+        return {}
+    where: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for pos, in_id in data.input_log.items():
+        if in_id in ids:
+            where[in_id].append(pos)
+    return {i: sorted(ps, key=lambda x: (x[1], x[0])) for i, ps in where.items() if len(ps) > 1}
+
+
+def check_acknowledged_inputs(data: RunData) -> CheckResult:
+    """Every input the seeder's committed transactions were acknowledged to write is in the
+    committed input log, at its position, with its id (by id alone where positions were not recorded)."""
+    ack, topic, cases = data.acknowledged, data.workload["input_topic"], []
+    for (p, o), in_id in sorted(ack.committed.items()):
+        got = data.input_log.get((p, o))
+        if got == in_id:
+            continue
+        what = "not in the committed input log" if got is None else f"replaced there by {got}"
+        cases.append({"explanation": explain("lost-acknowledged-input", in_id=in_id, where=f"at {topic}/{p}@{o}",
+                                             what=what),
+                      "input": {"partition": p, "offset": o, "id": in_id, "found": got,
+                                "raw_view": data.inputs_raw_only.get((p, o))}})
+    if ack.committed_ids:
+        present = set(data.input_log.values())
+        for in_id in sorted(ack.committed_ids - present):
+            cases.append({"explanation": explain("lost-acknowledged-input", in_id=in_id, where="(position not recorded)",
+                                                 what="not in the committed input log"),
+                          "input": {"id": in_id}})
+    return result("lost-acknowledged-input", cases)
+
+
+def check_input_mismatch(data: RunData) -> CheckResult:
+    """Every committed output's input reference names the record it was made from: the input log
+    holds a record with the output's input id at the output's (in_partition, in_offset)."""
+    cases = []
+    for out in data.outputs_committed:
+        pos = (out["in_partition"], out["in_offset"])
+        got = data.inputs_committed.get(pos) or data.inputs_raw_only.get(pos)
+        if got == out["in_id"]:
+            continue
+        found = "no record" if got is None else f"input {got}"
+        cases.append(_case(data, explain("input-mismatch", topic=out["topic"], partition=out["partition"],
+                                         offset=out["offset"], in_id=out["in_id"], p=pos[0], o=pos[1], found=found),
+                           [out], input={"partition": pos[0], "offset": pos[1], "found": got}))
+    return result("input-mismatch", cases)
 
 
 def check_lost_write(data: RunData) -> CheckResult:
@@ -511,6 +618,7 @@ def facts(data: RunData) -> dict[str, Any]:
         "outputs_committed": len(data.outputs_committed),
         "outputs_raw": data.outputs_raw,
         "outputs_without_lineage": data.foreign_outputs,
+        "outputs_of_ambiguous_inputs": data.set_aside_outputs,
         "inputs_with_ambiguous_id": data.ambiguous_inputs,
         "transactions": dict(outcomes),
         "transactions_per_txid": data.history.per_txid_outcomes(),

@@ -206,6 +206,8 @@ NOT_FOR_SHARE = {
     "offsets-ahead": "a share group has no committed offsets",
     "offsets-behind": "a share group has no committed offsets",
     "nonmonotonic": "share groups do not promise order",
+    "lost-offset-commit": "a share group commits no consumer offsets (acknowledgements instead: the share ledger)",
+    "offsets-backwards": "a share group has no committed offsets",
 }
 
 

@@ -40,11 +40,18 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.files import atomic_write
+from kchaos.verifier import evidence
+from kchaos.verifier.acknowledged import acknowledged_inputs
 from kchaos.verifier.checks import explain, progress_result, result, run_checks
-from kchaos.verifier.internal_topics import (OFFSET_COMMIT_SCHEMA, TXN_LOG_SCHEMA, offset_commit_batches,
-                                             transaction_log_batches)
+from kchaos.verifier.coordinator_log import COORDINATOR_TXN_SCHEMA, CoordinatorTxn
+from kchaos.verifier.driver_checks import (check_lost_offset_commits, check_offsets_backwards,  # noqa: F401 (registry)
+                                           check_split_transactions)
+from kchaos.verifier.internal_topics import (OFFSET_COMMIT_SCHEMA, TXN_LOG_SCHEMA, coordinator_transactions_of,
+                                             offset_commit_batches, transaction_log_batches)
+from kchaos.verifier.late_requests import late_request_facts, late_requests, read_message_events
 from kchaos.verifier.model import (LINEAGE_FIELDS, MAX_CASES, OPEN_TXN_STATES, RECORD_COLUMNS, TXN_NEXT,
-                                   HistoryIndex, commits_by_client_tv, hanging_cases, read_json, read_ops, zombie_successor)
+                                   HistoryIndex, commits_by_client_tv, hanging_cases, in_scope, pipeline_txids,
+                                   read_json, read_ops, run_seed, zombie_successor)
 from kchaos.verifier.results import VALID, CheckResult, Results
 from kchaos.wire import END_OF_LOG_FETCH_WAIT_MS  # a global here: bench/ingest_fetch_wait.py varies it
 from kchaos.workloads.lineage import IdLocator
@@ -139,12 +146,20 @@ def ingest_topics(spark: Any, bootstrap: str, run: Path, user_topics: list[str],
 
 class TopicSource:
     """Where a run's topics are read from: the Spark ingest's data directory (``ingest.json``
-    says where and which topics had records), or the client dumps in ``RUN_DIR/topics``."""
+    says where and which topics had records), or the client dumps in ``RUN_DIR/topics``.
 
-    def __init__(self, run: Path):
+    ``prefer_ingest``: the job has just read the live cluster through the Kafka source, so it
+    checks that. Otherwise (``kchaos analyze`` of a stored run) the client dumps are the run's
+    record, read by the reference checker too: both engines then judge the same evidence, and an
+    edit of it (a corruption, a partial copy) is judged alike. The ingest is read when the run
+    kept no dumps (a distributed run's data directory)."""
+
+    def __init__(self, run: Path, prefer_ingest: bool = False):
         ingest = read_json(run / SPARK_DIR / "ingest.json", None)
         if ingest is not None and "layout" not in ingest:
             ingest = None  # an ingest older than the internal topics' (user topics only): the dumps have all
+        if ingest is not None and not prefer_ingest and (run / "topics" / "__transaction_state.raw.parquet").exists():
+            ingest = None  # the recorded dumps are there: the same evidence as the reference's
         self.name = "spark-kafka-source" if ingest is not None else "client-dump"
         self.ingest = ingest or {}
         self.location = self.ingest.get("data_dir") or str(run / "topics")
@@ -247,17 +262,21 @@ class BuiltOnce:
 class SparkRun:
     """A run directory as Spark DataFrames, plus the small driver-side facts."""
 
-    def __init__(self, spark: Any, run: Path, ops: list[dict[str, Any]] | None = None):
+    def __init__(self, spark: Any, run: Path, ops: list[dict[str, Any]] | None = None, prefer_ingest: bool = False):
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
         self.spark, self.run, self.F = spark, run, F
         self._shared = BuiltOnce()
-        campaign = json.loads((run / "campaign.json").read_text())
+        campaign = self.campaign = json.loads((run / "campaign.json").read_text())
         self.workload = campaign["workload"]
         self.final = json.loads((run / "final.json").read_text())
         self.final_offsets = {int(p): o for p, o in (self.final.get("group_offsets") or {}).items()}
         self.history = HistoryIndex(read_ops(run) if ops is None else ops)
+        # the driver-side evidence the white-box checks and the evidence rules read (verifier/evidence.py)
+        self.compaction = evidence.compaction_of(run, self.final)
+        self.acknowledged = acknowledged_inputs(self.history.ops, run_seed(run, campaign))
+        self.coordinator_facts: dict[str, Any] | None = None
         #: where loading spends its time (seconds per phase; in results.spark.timings)
         self.timings: dict[str, float] = {}
         started = time.monotonic()
@@ -268,7 +287,7 @@ class SparkRun:
             self.timings[phase] = round(now - started, 2)
             started = now
 
-        self.topics = TopicSource(run)
+        self.topics = TopicSource(run, prefer_ingest)
         self.source = self.topics.name
 
         def topic(name: str, view: str) -> Any:
@@ -278,11 +297,16 @@ class SparkRun:
         self.inputs = {view: topic(input_topic, view).select(F.col("partition").alias("p"), F.col("offset").alias("o"),
                                                               F.col("key").cast("string").alias("in_id"))
                        .persist(StorageLevel.MEMORY_AND_DISK) for view in VIEWS}
+        #: the committed input log as read (identity lineage sets ambiguous ids aside from inputs;
+        #: what the seeder acknowledged is checked against all of it)
+        self.input_log = self.inputs["committed"]
         self.identity = (IdLocator.parse(self.workload.get("lineage_id") or "key")
                          if self.workload.get("lineage") == "id" else None)
         self.ambiguous_inputs = 0
+        self.ambiguous_ids = None
         if self.identity is not None:  # model.identity_positions, as joins
-            ambiguous = (self.inputs["committed"].groupBy("in_id").count().filter("count > 1").select("in_id"))
+            ambiguous = self.ambiguous_ids = (self.inputs["committed"].groupBy("in_id").count().filter("count > 1")
+                                              .select("in_id"))
             self.ambiguous_inputs = self.inputs["committed"].join(ambiguous, "in_id", "left_semi").count()
             self.inputs = {view: df.join(ambiguous, "in_id", "left_anti").persist(StorageLevel.MEMORY_AND_DISK)
                            for view, df in self.inputs.items()}
@@ -375,6 +399,11 @@ class SparkRun:
                 job.result() for job in jobs)
         self.foreign_outputs = {"committed": foreign_committed, "raw": foreign_committed + foreign_raw_only}
         self.counts.update(outputs_committed=ok_committed, outputs_raw=ok_committed + ok_raw_only)
+        #: identity lineage: committed outputs of an input id committed twice (set aside on purpose)
+        self.set_aside_outputs = 0
+        if self.ambiguous_inputs and foreign_committed:
+            self.set_aside_outputs = (views["committed"].filter(~F.col("lineage_ok")).select("in_id")
+                                      .join(self.ambiguous_ids, "in_id", "left_semi").count())
         self.outputs = {view: flat.filter(F.col("lineage_ok")).drop("lineage_ok") for view, flat in views.items()}
         #: outputs in the raw view only (read_committed hides them)
         self.raw_only_outputs = self.outputs.pop("raw_only")
@@ -386,6 +415,48 @@ class SparkRun:
         lap("load_history_s")
         self.k = self.workload["outputs_per_input"]
         self.exactly_once = self.workload["delivery"] == "exactly-once"
+
+    # what evidence.gaps and the white-box checks read, under the names the Python reference uses
+    @property
+    def txn_log_records(self) -> int | None:
+        return self.counts.get("transaction_log")
+
+    @property
+    def foreign_committed(self) -> int:
+        return self.foreign_outputs["committed"] - self.set_aside_outputs
+
+    @property
+    def outputs_committed_count(self) -> int:
+        return self.counts["outputs_committed"]
+
+    @property
+    def inputs_committed_count(self) -> int | None:
+        return self.counts.get("inputs_committed")
+
+    @property
+    def output_processes(self) -> set[str] | None:
+        """The processes committed outputs name (full lineage): one distinct query, built once."""
+        if self.identity is not None:
+            return None
+        return self.shared("output_processes", lambda: {
+            r["process"] for r in self.outputs["committed"].filter(self.F.col("worker").isNotNull())
+            .select("process").distinct().collect()})
+
+    def coordinator_transactions(self) -> list[CoordinatorTxn]:
+        """The transaction log segmented on the executors, one transactional id at a time
+        (internal_topics.coordinator_transactions_of); a summary row per coordinator transaction."""
+        if self.txn_log is None:
+            return []
+        rows = (self.txn_log.groupBy("transactional_id")
+                .applyInPandas(coordinator_transactions_of, COORDINATOR_TXN_SCHEMA).collect())
+        return [CoordinatorTxn.from_row(r) for r in rows]
+
+    def late_requests(self) -> list[dict[str, Any]] | None:
+        """The message proxy's late or duplicated requests (late_requests.py), built once."""
+        def build() -> list[dict[str, Any]] | None:
+            events = read_message_events(self.run)
+            return late_requests(events, _txn_log_entries(self, events), self.history.ops) if events else None
+        return self.shared("late_requests", build)
 
     def identity_lineage(self, union: Any, input_topic: str) -> Any:
         """Identity lineage (pychecker._identity): each output's id, from where the locator says,
@@ -589,24 +660,95 @@ def check_aborted_read(d: SparkRun) -> CheckResult:
     F = d.F
     committed = d.outputs["committed"]
     rows, total = [], 0
-    # the history says on the driver whether any transaction aborted: none, no query
-    if "aborted" in d.history.txn_outcome.values():
-        aborted = d.transactions.filter(F.col("outcome") == "aborted").select("process", "txn_seq")
-        rows, total = _first_cases(committed.join(F.broadcast(aborted), ["process", "txn_seq"], "left_semi"),
+    kinds = {"aborted": "aborted-read.transaction", "commit-failed": "aborted-read.failed-commit"}
+    # the history says on the driver whether any transaction aborted or failed to commit: none, no query
+    if set(kinds) & set(d.history.txn_outcome.values()):
+        aborted = d.transactions.filter(F.col("outcome").isin(*kinds)).select("process", "txn_seq", "outcome")
+        rows, total = _first_cases(committed.join(F.broadcast(aborted), ["process", "txn_seq"]),
                                    "topic", "partition", "offset")
-    cases = [d.case(explain("aborted-read.transaction", seq=r["txn_seq"], process=r["process"]), [d.record(r)])
-             for r in rows]
-    raw_only = _aborted_inputs(d)
-    if raw_only.isEmpty():
-        return result("aborted-read", cases, total)
-    of_aborted_input = (committed.join(raw_only.withColumnRenamed("p", "in_partition").withColumnRenamed("o", "in_offset")
-                                       .withColumnRenamed("in_id", "aborted_input_id"), ["in_partition", "in_offset"]))
-    rows, more = _first_cases(of_aborted_input, "topic", "partition", "offset")
-    total += more
-    for r in rows:
-        cases.append(d.case(explain("aborted-read.input", p=r["in_partition"], o=r["in_offset"]), [d.record(r)],
-                            input={"partition": r["in_partition"], "offset": r["in_offset"], "id": r["aborted_input_id"]}))
+    cases = [d.case(explain(kinds[r["outcome"]], seq=r["txn_seq"], process=r["process"]), [d.record(r)]) for r in rows]
+    ack = d.acknowledged
+    acked_aborted = (d.spark.createDataFrame([(p, o, i) for (p, o), i in sorted(ack.aborted.items())],
+                                             "p INT, o BIGINT, in_id STRING") if ack.aborted else None)
+    aborted_inputs = _aborted_inputs(d)
+    if acked_aborted is not None:  # the seeder's record wins: a position it aborted is aborted
+        aborted_inputs = (acked_aborted.unionByName(aborted_inputs.join(acked_aborted.select("p", "o"), ["p", "o"],
+                                                                        "left_anti")))
+    if not aborted_inputs.isEmpty():
+        of_aborted_input = committed.join(aborted_inputs.withColumnRenamed("p", "in_partition")
+                                          .withColumnRenamed("o", "in_offset")
+                                          .withColumnRenamed("in_id", "aborted_input_id"), ["in_partition", "in_offset"])
+        rows, more = _first_cases(of_aborted_input, "topic", "partition", "offset")
+        total += more
+        for r in rows:
+            cases.append(d.case(explain("aborted-read.input", p=r["in_partition"], o=r["in_offset"]), [d.record(r)],
+                                input={"partition": r["in_partition"], "offset": r["in_offset"],
+                                       "id": r["aborted_input_id"]}))
+    topic = d.workload["input_topic"]
+    if acked_aborted is not None:
+        visible = acked_aborted.join(d.input_log.withColumnRenamed("in_id", "visible_id"), ["p", "o"])
+        rows, more = _first_cases(visible, "p", "o")
+        total += more
+        cases += [{"explanation": explain("aborted-read.seeder-input", in_id=r["in_id"], topic=topic, p=r["p"], o=r["o"]),
+                   "input": {"partition": r["p"], "offset": r["o"], "id": r["in_id"], "visible_id": r["visible_id"]}}
+                  for r in rows]
+    ids = ack.committed_ids - ack.unknown_ids
+    if ids:  # pychecker._exposed_by_id: a once-committed id visible twice shows its aborted copy
+        wanted = d.spark.createDataFrame([(i,) for i in sorted(ids)], "in_id STRING")
+        twice = (d.input_log.join(F.broadcast(wanted), "in_id", "left_semi").groupBy("in_id")
+                 .agg(F.count("*").alias("n"), F.sort_array(F.collect_list(F.struct("o", "p"))).alias("at"))
+                 .filter("n > 1"))
+        rows, more = _first_cases(twice, "in_id")
+        total += more
+        cases += [{"explanation": explain("aborted-read.seeder-input", in_id=r["in_id"], topic=topic, p=r["at"][0]["p"],
+                                          o=r["at"][0]["o"]),
+                   "input": {"partition": r["at"][0]["p"], "offset": r["at"][0]["o"], "id": r["in_id"],
+                             "visible_at": [[x["p"], x["o"]] for x in r["at"]]}} for r in rows]
     return result("aborted-read", cases, total)
+
+
+def check_acknowledged_inputs(d: SparkRun) -> CheckResult:
+    """pychecker.check_acknowledged_inputs as joins: the seeder's committed acknowledgements
+    against the committed input log, by position (and by id where positions were not recorded)."""
+    F = d.F
+    ack, topic = d.acknowledged, d.workload["input_topic"]
+    cases, total = [], 0
+    if ack.committed:
+        acked = d.spark.createDataFrame([(p, o, i) for (p, o), i in sorted(ack.committed.items())],
+                                        "p INT, o BIGINT, ack_id STRING")
+        wrong = (acked.join(d.input_log, ["p", "o"], "left")
+                 .filter(F.col("in_id").isNull() | (F.col("in_id") != F.col("ack_id"))))
+        rows, total = _first_cases(wrong, "p", "o")
+        for r in rows:
+            what = "not in the committed input log" if r["in_id"] is None else f"replaced there by {r['in_id']}"
+            cases.append({"explanation": explain("lost-acknowledged-input", in_id=r["ack_id"],
+                                                 where=f"at {topic}/{r['p']}@{r['o']}", what=what),
+                          "input": {"partition": r["p"], "offset": r["o"], "id": r["ack_id"], "found": r["in_id"]}})
+    if ack.committed_ids:
+        ids = d.spark.createDataFrame([(i,) for i in sorted(ack.committed_ids)], "in_id STRING")
+        rows, more = _first_cases(ids.join(d.input_log.select("in_id"), "in_id", "left_anti"), "in_id")
+        total += more
+        cases += [{"explanation": explain("lost-acknowledged-input", in_id=r["in_id"], where="(position not recorded)",
+                                          what="not in the committed input log"), "input": {"id": r["in_id"]}}
+                  for r in rows]
+    return result("lost-acknowledged-input", cases, total)
+
+
+def check_input_mismatch(d: SparkRun) -> CheckResult:
+    """pychecker.check_input_mismatch as a join: each committed output's input reference against
+    the record the input log holds there (either view)."""
+    F = d.F
+    log = d.inputs["raw"].select(F.col("p").alias("in_partition"), F.col("o").alias("in_offset"),
+                                 F.col("in_id").alias("found"))
+    wrong = (d.outputs["committed"].join(log, ["in_partition", "in_offset"], "left")
+             .filter(F.col("found").isNull() | (F.col("found") != F.col("in_id"))))
+    rows, total = _first_cases(wrong, "topic", "partition", "offset")
+    cases = [d.case(explain("input-mismatch", topic=r["topic"], partition=r["partition"], offset=r["offset"],
+                            in_id=r["in_id"], p=r["in_partition"], o=r["in_offset"],
+                            found="no record" if r["found"] is None else f"input {r['found']}"),
+                    [d.record(r)], input={"partition": r["in_partition"], "offset": r["in_offset"], "found": r["found"]})
+             for r in rows]
+    return result("input-mismatch", cases, total)
 
 
 def check_lost_write(d: SparkRun) -> CheckResult:
@@ -655,8 +797,12 @@ def check_txn_transitions(d: SparkRun) -> CheckResult:
 
     F = d.F
     log = d.txn_log
-    if d.history.txid_prefix:
-        log = log.filter(F.col("transactional_id").startswith(d.history.txid_prefix))
+    scope = pipeline_txids(d.campaign, d.history)
+    if scope is not None:  # model.in_scope, as a filter
+        wanted = F.col("transactional_id").isin(*sorted(x for x in scope if not x.endswith("-")))
+        for prefix in (x for x in scope if x.endswith("-")):
+            wanted = wanted | F.col("transactional_id").startswith(prefix)
+        log = log.filter(wanted)
     w = Window.partitionBy("transactional_id").orderBy("partition", "offset")
     steps = (log.withColumn("prev_status", F.lag("status").over(w))
              .withColumn("prev_pid", F.lag("producer_id").over(w)).withColumn("prev_epoch", F.lag("producer_epoch").over(w))
@@ -825,7 +971,7 @@ def _txn_log_entries(d: SparkRun, events: list[dict[str, Any]]) -> list[dict[str
 def facts(d: SparkRun) -> dict[str, Any]:
     from collections import Counter
 
-    from kchaos.verifier.late_requests import events_path, late_request_facts, read_message_events
+    from kchaos.verifier.late_requests import events_path
 
     F = d.F
     aborted_inputs = _aborted_inputs(d).count()
@@ -847,6 +993,7 @@ def facts(d: SparkRun) -> dict[str, Any]:
         "outputs_committed": d.counts["outputs_committed"],
         "outputs_raw": d.counts["outputs_raw"],
         "outputs_without_lineage": d.foreign_outputs,
+        "outputs_of_ambiguous_inputs": d.set_aside_outputs,
         "inputs_with_ambiguous_id": d.ambiguous_inputs,
         "transactions": dict(Counter(d.history.txn_outcome.values())),
         "transactions_per_txid": d.history.per_txid_outcomes(),
@@ -864,11 +1011,12 @@ def facts(d: SparkRun) -> dict[str, Any]:
     }
 
 
-def check_run_spark(spark: Any, run: Path, ops: list[dict[str, Any]] | None = None) -> Results:
-    """Check a stored run with an existing Spark session."""
+def check_run_spark(spark: Any, run: Path, ops: list[dict[str, Any]] | None = None,
+                    prefer_ingest: bool = False) -> Results:
+    """Check a stored run with an existing Spark session (``prefer_ingest``: TopicSource)."""
     results = Results(checker="spark")
     try:
-        data = SparkRun(spark, Path(run), ops)
+        data = SparkRun(spark, Path(run), ops, prefer_ingest)
     except Exception as exc:
         results.errors.append(f"could not read the run: {exc!r}")
         return results
@@ -877,7 +1025,7 @@ def check_run_spark(spark: Any, run: Path, ops: list[dict[str, Any]] | None = No
         counted = pool.submit(facts, data)
         share = run_checks(results, data, sys.modules[__name__], pool)
         try:
-            results.facts = counted.result()
+            results.facts = {**counted.result(), **evidence.white_box_facts(data)}
         except Exception as exc:
             results.errors.append(f"facts could not be computed: {exc!r}")
     if share:
@@ -911,7 +1059,7 @@ def output_records(run: Path, bootstrap: str | None) -> int | None:
                 return 2 * ends  # both views; markers counted too, an upper bound
             finally:
                 consumer.close()
-        source = TopicSource(run)
+        source = TopicSource(run, prefer_ingest=False)
         if source.name == "spark-kafka-source":
             return sum(source.ingest["topics"].get(f"{t}.{v}", {}).get("records", 0) for t in output_topics for v in VIEWS)
         import pyarrow.parquet as pq
@@ -958,7 +1106,7 @@ def main(argv: list[str] | None = None) -> int:
                           args.data_dir)
             timings["ingest_s"] = round(time.monotonic() - t, 2)
         t = time.monotonic()
-        results = check_run_spark(spark, args.run)
+        results = check_run_spark(spark, args.run, prefer_ingest=bool(args.bootstrap))
         timings["checks_s"] = round(time.monotonic() - t, 2)  # loading included
         timings.update((results.spark or {}).get("timings", {}))
     except Exception as exc:

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kchaos.rundir import RunDir
+from kchaos.verifier.checks import case_keys
+from kchaos.verifier.model import MAX_CASES, read_json
 from kchaos.verifier.results import Results
 from kchaos.verifier.spec import VerifierSpec
 
@@ -65,16 +67,38 @@ def run_spark_job(run: Path, master: str | None, bootstrap: str | None, timeout_
 
 
 def disagreements(primary: Results, reference: Results) -> list[str]:
-    """Where two engines disagree: a check missing from one, or a check's verdict or note (which
-    carries the exact case count)."""
+    """Where two engines disagree: a check missing from one, a check's verdict or note (which
+    carries the exact case count), or its cases (checks.case_keys: one explanation template per
+    kind of case, so equal cases read alike) where both reported every case (at most MAX_CASES:
+    beyond that each engine keeps its own first ones); the checks left unchecked, and why."""
     a_checks, b_checks = ({c.name: c for c in r.checks} for r in (primary, reference))
+    a_keys, b_keys = (case_keys(r.to_json()) for r in (primary, reference))
     problems = []
     for name in sorted(set(a_checks) | set(b_checks)):
         a, b = a_checks.get(name), b_checks.get(name)
         if a is None or b is None or a.verdict != b.verdict or a.note != b.note:
             problems.append(f"{name}: {primary.checker} {a and (a.verdict, a.note)} vs "
                             f"{reference.checker} {b and (b.verdict, b.note)}")
+        elif len(a.cases) < MAX_CASES and a_keys.get(name, []) != b_keys.get(name, []):
+            only_a = sorted(set(a_keys.get(name, [])) - set(b_keys.get(name, [])))
+            only_b = sorted(set(b_keys.get(name, [])) - set(a_keys.get(name, [])))
+            problems.append(f"{name}: the same count, other cases: only {primary.checker}: {only_a[:3]}; "
+                            f"only {reference.checker}: {only_b[:3]}")
+    if primary.not_checked != reference.not_checked:
+        problems.append(f"not checked: {primary.checker} {sorted(primary.not_checked)} vs "
+                        f"{reference.checker} {sorted(reference.not_checked)}")
     return problems
+
+
+def reads_disagree(run: Path, final: dict[str, Any]) -> list[str]:
+    """The run's two reads of its topics (the client dumps and the Spark ingest), where it has
+    both: each topic and view must hold as many records in each. A difference means one read
+    is partial or was altered; the verdict cannot rest on either."""
+    ingest = read_json(Path(run) / "topics-spark" / "ingest.json", None) or {}
+    counted = {f"{t['topic']}.{t['view']}": t.get("records") for t in final.get("topics") or []}
+    return [f"{name}: {entry.get('records')} records through Spark's Kafka source, {counted[name]} in the client dump"
+            for name, entry in sorted((ingest.get("topics") or {}).items())
+            if name in counted and entry.get("records") != counted[name]]
 
 
 def apply_run_conditions(results: Results, final: dict[str, Any]) -> None:
@@ -105,6 +129,10 @@ def verify_run(run: Path, spec: VerifierSpec, bootstrap: str | None = None, ops:
         return results
     if spec.engine == "spark":
         results = run_spark_job(run, spec.spark_master, bootstrap, spec.timeout_s, say, spec.data_dir)
+        if results.facts.get("topic_source") == "spark-kafka-source":
+            differ = reads_disagree(run, json.loads(final_path.read_text()))
+            if differ:
+                results.errors.append("the two reads of the topics disagree: " + "; ".join(differ))
         outputs = results.facts.get("outputs_raw") or 0
         if spec.cross_check and results.checks and outputs <= spec.cross_check_max_outputs:
             reference = check_run(run, ops)

@@ -160,6 +160,11 @@ class CtpWorkload:
         summary["seeder"] = {"committed": self.seeder.committed, "aborted_batches": self.seeder.aborted_batches,
                              "last_committed_offset": {str(p): o for p, o in self.seeder.last_committed_offset.items()}}
         summary["worker_restarts"] = self.pool.restarts if self.pool else 0
+        # whether the log cleaner removed internal records the verifier reads (offset commits)
+        try:
+            summary["compaction"] = self.cluster.cleaned_offsets()
+        except Exception as exc:
+            summary["compaction"] = {"error": repr(exc)}
         pinned = [(name.rsplit("-", 1)[0], int(name.rsplit("-", 1)[1])) for name in (liveness.get("pinned") or {})]
         summary["broker_transactions"] = self._broker_transactions(pinned)
         return summary

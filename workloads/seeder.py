@@ -97,7 +97,9 @@ class Seeder:
             if delay > 0 and self._stop.wait(delay):
                 break
             abort = self.rng.random() < self.abort_fraction
-            offsets: list[tuple[int, int]] = []
+            #: what the broker acknowledged: [id, partition, offset] per record (the verifier's
+            #: ground truth for the input side: what must be in the log, and what must never be read)
+            acked: list[list[Any]] = []
             op = self.history.invoke("seed", {"first": next_index, "last": end - 1, "abort": abort}, txid=self.txid)
             try:
                 producer.begin_transaction()
@@ -106,28 +108,30 @@ class Seeder:
                 for i in range(next_index, end):
                     producer.produce(self.topic, key=(input_id(self.seed, i) + mark).encode(),
                                      value=input_value(self.seed, i, mark),
-                                     on_delivery=lambda err, msg: offsets.append((msg.partition(), msg.offset()))
-                                     if err is None else None)
+                                     on_delivery=lambda err, msg: acked.append([msg.key().decode(), msg.partition(),
+                                                                                msg.offset()]) if err is None else None)
                 if abort:
                     producer.flush(60)  # so the aborted records really reach the log (raw view)
                     producer.abort_transaction(60)
                     self.aborted_batches += 1
-                    self.history.complete(op, "seed", "ok", {"aborted": True}, txid=self.txid)
+                    self.history.complete(op, "seed", "ok", {"aborted": True, "inputs": acked}, txid=self.txid)
                     continue  # the same ids are written again by the next transaction
                 producer.commit_transaction(60)
             except KafkaException as exc:
                 err = exc.args[0] if exc.args else None
                 if err is not None and getattr(err, "txn_requires_abort", lambda: False)():
                     producer.abort_transaction(60)
-                    self.history.complete(op, "seed", "fail", error=str(exc), txid=self.txid)
+                    # aborted for certain: what the broker had acknowledged must never be read
+                    self.history.complete(op, "seed", "fail", {"aborted": True, "inputs": acked}, error=str(exc),
+                                          txid=self.txid)
                     continue
                 # Outcome unknown: a fresh producer (same transactional.id) fences and aborts it.
                 self.history.complete(op, "seed", "info", error=str(exc), txid=self.txid)
                 producer = self._new_producer()
                 continue
-            for p, o in offsets:
+            for _, p, o in acked:
                 self.last_committed_offset[p] = max(self.last_committed_offset.get(p, -1), o)
-            self.history.complete(op, "seed", "ok", {"count": end - next_index}, txid=self.txid)
+            self.history.complete(op, "seed", "ok", {"count": end - next_index, "inputs": acked}, txid=self.txid)
             self.committed += end - next_index
             next_index = end
         producer.flush(30)

@@ -60,12 +60,13 @@ def _seed_input(cluster, h, index: int, commit: bool = True) -> tuple[int, int]:
     return where[0]
 
 
-def _write_outputs(cluster, h, partition: int, offset: int, slots: list[int]) -> None:
+def _write_outputs(cluster, h, partition: int, offset: int, slots: list[int], index: int) -> None:
+    """Outputs of the input ``_seed_input`` wrote as its ``index``-th (their lineage names its id)."""
     spec = h.workload.spec
     p = _txn_producer(cluster, f"{h.workload.txid_prefix}-mutator-out")
     p.begin_transaction()
     for slot in slots:
-        lineage = Lineage(f"mut-{offset}", spec.input_topic, partition, offset, slot, spec.outputs_per_input,
+        lineage = Lineage(input_id(99, index), spec.input_topic, partition, offset, slot, spec.outputs_per_input,
                           "mutator", 1, f"{h.workload.txid_prefix}-mutator-out", 1)
         p.produce(spec.output_topics[slot % len(spec.output_topics)], key=b"mut", value=lineage.encode())
     p.commit_transaction(60)
@@ -116,7 +117,7 @@ def test_duplicate_output_is_named(cluster3, tmp_path):
 def test_output_pair_missing_one_slot_is_a_torn_transaction(cluster3, tmp_path):
     h = _clean_run(cluster3, tmp_path)
     p, o = _seed_input(cluster3, h, 10_000)
-    _write_outputs(cluster3, h, p, o, slots=[0])  # slot 1 of 2 never written
+    _write_outputs(cluster3, h, p, o, slots=[0], index=10_000)  # slot 1 of 2 never written
     _commit_group_offset(cluster3, h, p, o + 1)   # the pipeline moved past it
     _only(_recheck(h), "torn-transaction")
 
@@ -133,19 +134,23 @@ def test_offset_committed_past_unprocessed_input_is_offsets_ahead(cluster3, tmp_
 def test_output_of_an_aborted_input_is_an_aborted_read(cluster3, tmp_path):
     h = _clean_run(cluster3, tmp_path)
     p, o = _seed_input(cluster3, h, 10_002, commit=False)  # in the raw view only
-    _write_outputs(cluster3, h, p, o, slots=[0, 1])
+    _write_outputs(cluster3, h, p, o, slots=[0, 1], index=10_002)
     _commit_group_offset(cluster3, h, p, o + 1)
     results = _recheck(h, engine="spark")
     _only(results, "aborted-read")
     assert results["anomalies"]["aborted-read"][0]["input"]["offset"] == o
 
 
-def test_group_offset_moved_back_is_offsets_behind(cluster3, tmp_path):
+def test_group_offset_moved_back_is_offsets_behind_and_backwards(cluster3, tmp_path):
+    """The final offset is behind committed outputs, and the offsets log shows the move itself."""
     h = _clean_run(cluster3, tmp_path)
     committed = h.workload.committed_offsets()
     partition = max(committed, key=lambda k: committed[k])
     _commit_group_offset(cluster3, h, partition, committed[partition] - 5)
-    _only(_recheck(h), "offsets-behind")
+    results = _recheck(h)
+    assert results["anomaly_types"] == ["offsets-backwards", "offsets-behind"], json.dumps(results["checks"], indent=1)
+    assert (f"moved back from {committed[partition]} to {committed[partition] - 5}"
+            in results["anomalies"]["offsets-backwards"][0]["explanation"])
 
 
 def test_transaction_left_open_is_a_hanging_transaction(cluster3, tmp_path):
@@ -181,8 +186,8 @@ def test_outputs_committed_out_of_input_order_are_nonmonotonic(cluster3, tmp_pat
     assert first[0] == second[0] and second[1] > first[1]
     # both inputs fully processed, offsets committed past them, but the later input's outputs
     # were committed first: same output partitions (same key), first appearance out of order
-    _write_outputs(cluster3, h, *second, slots=[0, 1])
-    _write_outputs(cluster3, h, *first, slots=[0, 1])
+    _write_outputs(cluster3, h, *second, slots=[0, 1], index=10_004)
+    _write_outputs(cluster3, h, *first, slots=[0, 1], index=10_003)
     _commit_group_offset(cluster3, h, second[0], second[1] + 1)
     results = _recheck(h)
     _only(results, "nonmonotonic")

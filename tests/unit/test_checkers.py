@@ -36,15 +36,31 @@ STATUS = {"Empty": 0, "Ongoing": 1, "PrepareCommit": 2, "PrepareAbort": 3, "Comp
           "Dead": 6, "PrepareEpochFence": 7}
 
 
-def _txn_record(txid: str, status: str, epoch: int = 0, pid: int = 7) -> tuple[bytes, bytes]:
+def _s16(text: str) -> bytes:
+    import struct
+
+    return struct.pack(">h", len(text)) + text.encode()
+
+
+def _txn_record(txid: str, status: str, epoch: int = 0, pid: int = 7, partitions: dict | None = None,
+                update_ms: int = 1, start_ms: int = 1, timeout_ms: int = 10000) -> tuple[bytes, bytes]:
     """A TransactionLogValue v0 record, encoded by hand."""
     import struct
 
-    def s16(text):
-        return struct.pack(">h", len(text)) + text.encode()
+    key = struct.pack(">h", 0) + _s16(txid)
+    parts = b"".join(_s16(t) + struct.pack(">i", len(ps)) + b"".join(struct.pack(">i", x) for x in ps)
+                     for t, ps in (partitions or {}).items())
+    value = (struct.pack(">hqhib", 0, pid, epoch, timeout_ms, STATUS[status]) + struct.pack(">i", len(partitions or {}))
+             + parts + struct.pack(">qq", update_ms, start_ms))
+    return key, value
 
-    key = struct.pack(">h", 0) + s16(txid)
-    value = struct.pack(">hqhib", 0, pid, epoch, 10000, STATUS[status]) + struct.pack(">i", 0) + struct.pack(">qq", 1, 1)
+
+def _offset_record(group: str, topic: str, partition: int, offset: int, ts: int = 1) -> tuple[bytes, bytes]:
+    """An OffsetCommitKey (type 1) / OffsetCommitValue v1 record, encoded by hand."""
+    import struct
+
+    key = struct.pack(">h", 1) + _s16(group) + _s16(topic) + struct.pack(">i", partition)
+    value = struct.pack(">hq", 1, offset) + _s16("") + struct.pack(">qq", ts, -1)
     return key, value
 
 
@@ -63,8 +79,19 @@ def _out(in_p, in_o, slot, worker="w0", inc=1, seq=1):
             "slots": 2, "worker": worker, "incarnation": inc, "txid": f"tx-{worker}", "txn_seq": seq}
 
 
+#: what a transaction of the hand-made runs holds at the coordinator (its outputs and its offsets)
+TXN_PARTITIONS = {"a": [0, 1], "b": [0, 1], "__consumer_offsets": [0]}
+
+
 class RunBuilder:
-    """Inputs 0..n-1 on partition 0; transaction 1 of w0.1 turns all of them into 2 outputs each."""
+    """Inputs 0..n-1 on partition 0; transaction 1 of w0.1 turns all of them into 2 outputs each.
+
+    The evidence is complete, as a real run's: the seeder's acknowledgements (its committed
+    batch of the inputs, an aborted one of ``raw_only_inputs``), the coordinator's log of every
+    client transaction (an Ongoing holding TXN_PARTITIONS 1 ms after its send, a Prepare 1 ms
+    after its client asked to end it, then the Complete; ``coordinator`` overrides, per
+    transaction), each commit's offsets in ``__consumer_offsets``, the compaction state.
+    ``txn_states`` are records appended after the derived ones (state-machine tests)."""
 
     def __init__(self, n: int = 4):
         self.inputs = [(0, o) for o in range(n)]
@@ -73,24 +100,102 @@ class RunBuilder:
         self.raw_extra = {"a": [], "b": []}
         self.final_offsets = {"0": n}
         self.liveness = {"stable": True, "waited_s": 0.1, "pinned": {}}
-        self.txn_states = [("tx-w0", "Empty", 0), ("tx-w0", "Ongoing", 0), ("tx-w0", "PrepareCommit", 0),
-                           ("tx-w0", "CompleteCommit", 0)]
+        self.txn_states: list[tuple[str, str, int]] = []
+        #: (process, txn_seq) -> the coordinator's records for it instead of the derived ones:
+        #: [(status, partitions, ms after the transaction's send, epoch or None)]
+        self.coordinator: dict[tuple[str, int], list[tuple]] = {}
         self.workload: dict = {}  # over WORKLOAD, read when written
+        self.final_extra: dict = {}
+        self.offset_commits: list[tuple[int, int]] | None = None  # None: one per commit op, from the history
+        #: None: derived from inputs (committed) and raw_only_inputs (aborted); False: no seeder history
+        self.seed_inputs: dict | bool | None = None
+        self.input_ids: dict[tuple[int, int], str] = {}  # inputs whose id is not id-p-o
         self.ops = [
             ("init", "ok", {}),
             ("send", "ok", {"txn_seq": 1, "inputs": [[0, o] for o in range(n)], "outputs": 2 * n}),
             ("send_offsets", "ok", {"txn_seq": 1, "offsets": {"0": n}}),
-            ("commit", "ok", {"txn_seq": 1}),
+            ("commit", "ok", {"txn_seq": 1, "offsets": {"0": n}}),
         ]
+
+    def _lines(self) -> list[dict]:
+        if self.seed_inputs is False:  # no seeder in the history
+            return self._op_lines(list(self.ops))
+        seeded = self.seed_inputs if self.seed_inputs is not None else {
+            "ok": [[f"id-{p}-{o}", p, o] for p, o in self.inputs],
+            "aborted": [[f"id-{p}-{o}", p, o] for p, o in self.raw_only_inputs]}
+        ops = [("seed", "ok", {"first": 0, "last": 0, "aborted": True, "inputs": seeded["aborted"]}, "seeder", 0,
+                "tx-seeder")] if seeded.get("aborted") else []
+        ops += [("seed", "info", {"first": 0, "last": 0}, "seeder", 0, "tx-seeder")] if seeded.get("info") else []
+        ops += [("seed", "ok", {"first": 0, "last": 0, "count": len(seeded["ok"]), "inputs": seeded["ok"]}, "seeder", 0,
+                 "tx-seeder")] + list(self.ops)
+        return self._op_lines(ops)
+
+    #: the history's clock: the first line's time, and the time between two lines
+    T0, STEP = 100.0, 0.01
+
+    def _op_lines(self, ops: list[tuple]) -> list[dict]:
+        lines, t = [], self.T0
+        for op_id, op in enumerate(ops):
+            f, outcome, value = op[:3]
+            process, epoch = (op[3], op[4]) if len(op) > 3 else ("w0.1", 0)
+            txid = op[5] if len(op) > 5 else "tx-w0"
+            for kind in ("invoke", outcome):
+                t += self.STEP
+                lines.append({"time": round(t, 6), "process": process, "op": op_id, "type": kind, "f": f,
+                              "value": value, "txid": txid, "pid": 7, "epoch": epoch})
+        return lines
+
+    def _coordinator_log(self, lines: list[dict]) -> list[tuple[bytes, bytes | None]]:
+        """The derived __transaction_state: per client transaction its records, on the history's clock."""
+        invokes = [l for l in lines if l["type"] == "invoke"]
+        epochs: dict[str, int] = {}
+        records = []
+        for l in invokes:
+            ms = round(l["time"] * 1000)
+            txid = l["txid"]
+            if l["f"] == "init":
+                epochs[txid] = max(epochs.get(txid, -1) + 1, l["epoch"])
+                records.append((ms, _txn_record(txid, "Empty", epochs[txid], update_ms=ms, start_ms=-1)))
+            elif l["f"] == "send" and l["process"] != "seeder":
+                key = (l["process"], l["value"]["txn_seq"])
+                end = next((e for e in invokes if e["process"] == l["process"] and e["f"] in ("commit", "abort")
+                            and e["value"].get("txn_seq") == key[1]), None)
+                epoch = max(epochs.get(txid, 0), l["epoch"])
+                if key in self.coordinator:
+                    steps = self.coordinator[key]
+                else:
+                    steps = [("Ongoing", TXN_PARTITIONS, 1, None)]
+                    if end is not None:
+                        done = "Commit" if end["f"] == "commit" and end["type"] != "fail" else "Abort"
+                        at = round(end["time"] * 1000) - ms
+                        steps += [(f"Prepare{done}", TXN_PARTITIONS, at + 1, None), (f"Complete{done}", {}, at + 2, None)]
+                start, open_ = ms + 1, False
+                for status, parts, after, ep in steps:
+                    if status == "Ongoing" and not open_:  # a coordinator transaction begins: its start time
+                        start, open_ = ms + after, True
+                    open_ = open_ and not status.startswith("Complete")
+                    records.append((ms + after, _txn_record(txid, status, epoch if ep is None else ep, partitions=parts,
+                                                            update_ms=ms + after, start_ms=start)))
+        return [kv for _, kv in sorted(records, key=lambda r: r[0])]
 
     def write(self, run: Path) -> Path:
         run.mkdir(parents=True, exist_ok=True)
         (run / "campaign.json").write_text(json.dumps({"workload": {**WORKLOAD, **self.workload}}))
         (run / "final.json").write_text(json.dumps({"group_offsets": self.final_offsets, "drained": True,
-                                                    "liveness": self.liveness}))
-        _write_topic(run, "__transaction_state", "raw",
-                     [(0, i, *_txn_record(t, st, ep)) for i, (t, st, ep) in enumerate(self.txn_states)])
-        inputs = [(p, o, f"id-{p}-{o}".encode(), b"{}") for p, o in self.inputs]
+                                                    "liveness": self.liveness,
+                                                    "compaction": {"__consumer_offsets": {}, "__transaction_state": {}},
+                                                    **self.final_extra}))
+        lines = self._lines()
+        log = self._coordinator_log(lines) + [_txn_record(t, st, ep) for t, st, ep in self.txn_states]
+        _write_topic(run, "__transaction_state", "raw", [(0, i, k, v) for i, (k, v) in enumerate(log)])
+        commits = self.offset_commits
+        if commits is None:
+            commits = [(int(p), o) for l in lines if l["f"] in ("commit", "commit_offsets") and l["type"] == "ok"
+                       for p, o in (l["value"].get("offsets") or {}).items()]
+        offsets = [(0, i, *_offset_record("g", "in", p, o)) for i, (p, o) in enumerate(commits)]
+        _write_topic(run, "__consumer_offsets", "committed", offsets)
+        _write_topic(run, "__consumer_offsets", "raw", offsets)
+        inputs = [(p, o, self.input_ids.get((p, o), f"id-{p}-{o}").encode(), b"{}") for p, o in self.inputs]
         _write_topic(run, "in", "committed", inputs)
         _write_topic(run, "in", "raw", inputs + [(p, o, f"id-{p}-{o}".encode(), b"{}") for p, o in self.raw_only_inputs])
         for topic in ("a", "b"):
@@ -98,15 +203,6 @@ class RunBuilder:
             extra = [(1, i, r["in_id"].encode(), json.dumps(r).encode()) for i, r in enumerate(self.raw_extra[topic])]
             _write_topic(run, topic, "committed", rows)
             _write_topic(run, topic, "raw", rows + extra)
-        lines, t = [], 100.0
-        for op_id, op in enumerate(self.ops):
-            f, outcome, value = op[:3]
-            process, epoch = (op[3], op[4]) if len(op) > 3 else ("w0.1", 0)
-            txid = op[5] if len(op) > 5 else "tx-w0"
-            for kind in ("invoke", outcome):
-                t += 0.01
-                lines.append({"time": t, "process": process, "op": op_id, "type": kind, "f": f, "value": value,
-                              "txid": txid, "pid": 7, "epoch": epoch})
         (run / "history.jsonl").write_text("".join(json.dumps(l) + "\n" for l in lines))
         return run
 
@@ -122,7 +218,7 @@ def test_clean_run_is_valid_with_facts(tmp_path):
     assert results["facts"]["inputs_committed"] == 4 and results["facts"]["outputs_committed"] == 8
     assert results["facts"]["transactions"] == {"committed": 1}
     assert results["not_checked"] == {} and results["checks"]["nonmonotonic"]["verdict"] == "valid"
-    assert results["facts"]["transaction_log_records"] == 4
+    assert results["facts"]["transaction_log_records"] == 4  # Empty (the init), Ongoing, PrepareCommit, CompleteCommit
     # the protocol each committed transaction ran under, per transactional.id (v0 records: classic)
     assert results["facts"]["commits_by_client_tv_per_txid"] == {"tx-w0": {"0": 1}}
 
@@ -262,7 +358,7 @@ def test_offsets_ahead_when_no_operation_processed_the_input(tmp_path):
 ])
 def test_invalid_transaction_transitions(tmp_path, states, needle):
     b = RunBuilder()
-    b.txn_states = states
+    b.txn_states = [("tx-w9", *state[1:]) for state in states]  # an id of its own: the pipeline's log stays clean
     verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
     assert (verdict, kinds) == ("invalid", ["invalid-txn-transition"])
     assert needle in results["anomalies"]["invalid-txn-transition"][0]["explanation"]
@@ -336,6 +432,7 @@ def test_an_app_without_client_history_shows_progress_in_the_coordinators_log(tm
     in the decoded __transaction_state (a CompleteCommit written twice is one transaction; the
     seeder's are not the pipeline's), so a correct one can be valid."""
     b = RunBuilder()
+    b.workload["external_command"] = ["the-app"]
     b.ops = [("seed", "ok", {}, "seeder", 0, "seeder-tx")]
     b.txn_states += [("tx-w0", "CompleteCommit", 0), ("seeder-tx", "Empty", 0), ("seeder-tx", "Ongoing", 0),
                      ("seeder-tx", "PrepareCommit", 0), ("seeder-tx", "CompleteCommit", 0)]
@@ -363,7 +460,7 @@ class IdentityRun(RunBuilder):
 
     def __init__(self, n: int = 4, locator: str = "json:/payload/0/ref"):
         super().__init__(n)
-        self.workload.update(lineage="id", lineage_id=locator)
+        self.workload.update(lineage="id", lineage_id=locator, external_command=["the-app"])
         self.ops = []
         self.txn_states += [("tx-w0", "Ongoing", 0), ("tx-w0", "PrepareCommit", 0), ("tx-w0", "CompleteCommit", 0)]
         self.outputs = {t: [f"id-0-{o}" for o in range(n)] for t in ("a", "b")}
@@ -423,9 +520,258 @@ def test_identity_lineage_sets_an_id_committed_twice_aside(tmp_path):
     b = IdentityRun()
     b.inputs.append((0, 4))
     b.input_ids[(0, 4)] = "id-0-1"
+    b.seed_inputs = {"ok": [[f"id-0-{o}", 0, o] for o in range(4)], "info": True}  # the copy at 0@4: outcome unknown
     b.final_offsets = {"0": 5}
     b.outputs["a"].append("id-0-1")
     verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
     assert (verdict, kinds) == ("valid", []), results["checks"]
     assert results["facts"]["inputs_with_ambiguous_id"] == 2
     assert results["facts"]["outputs_without_lineage"]["committed"] == 3
+
+
+# -- white box: the coordinator's log, the offsets log, the seeder's acknowledgements ----------
+# (ops in these runs are 20 ms apart: send at S, send_offsets at S+20, the end at S+40)
+
+OUTPUTS = {"a": [0, 1], "b": [0, 1]}
+OFFSETS = {"__consumer_offsets": [0]}
+
+
+def _second_transaction(b: RunBuilder, end: str = "commit", outcome: str = "ok") -> None:
+    """Transaction 2 of w0.1: input 4, its two outputs committed (aborted: in the raw view only)."""
+    b.inputs.append((0, 4))
+    visible = end == "commit" and outcome == "ok"
+    b.final_offsets = {"0": 5 if visible else 4}
+    for topic, slot in (("a", 0), ("b", 1)):
+        (b.committed if visible else b.raw_extra)[topic].append(_out(0, 4, slot, seq=2))
+    b.ops += [("send", "ok", {"txn_seq": 2, "inputs": [[0, 4]], "outputs": 2}),
+              ("send_offsets", "ok", {"txn_seq": 2, "offsets": {"0": 5}}),
+              (end, outcome, {"txn_seq": 2, **({"offsets": {"0": 5}} if end == "commit" else {})})]
+
+
+def test_a_client_transaction_split_across_two_coordinator_transactions(tmp_path):
+    """KAFKA-17754's shape: a late abort ends the coordinator transaction holding the outputs
+    before the client's offsets open a second one, which the client's own commit commits."""
+    b = RunBuilder()
+    b.coordinator[("w0.1", 1)] = [("Ongoing", OUTPUTS, 1, None), ("PrepareAbort", OUTPUTS, 5, None),
+                                  ("CompleteAbort", {}, 6, None), ("Ongoing", OFFSETS, 25, None),
+                                  ("PrepareCommit", OFFSETS, 41, None), ("CompleteCommit", {}, 42, None)]
+    b.committed = {"a": [], "b": []}  # its outputs aborted
+    b.raw_extra = {"a": [_out(0, o, 0) for o in range(4)], "b": [_out(0, o, 1) for o in range(4)]}
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert verdict == "invalid" and "split-transaction" in kinds, results["checks"]
+    case = results["anomalies"]["split-transaction"][0]
+    assert "transaction 1 of w0.1 (tx-w0) was carried by 2 coordinator transactions" in case["explanation"]
+    assert [ct["outcome"] for ct in case["coordinator_transactions"]] == ["abort", "commit"]
+    assert case["transactions"][0]["history_op"]["process"] == "w0.1"  # where certification and the report look
+    assert results["facts"]["coordinator"]["attributed"] == 2
+
+
+def test_a_transaction_ended_by_a_request_that_was_not_its_own(tmp_path):
+    """One coordinator transaction, prepared to commit before its client asked to end it (the
+    client then aborted): a late commit of an earlier transaction ended it, whatever follows."""
+    b = RunBuilder()
+    _second_transaction(b, end="abort")
+    both = {**OUTPUTS, **OFFSETS}
+    b.coordinator[("w0.1", 2)] = [("Ongoing", both, 1, None), ("PrepareCommit", both, 30, None),
+                                  ("CompleteCommit", {}, 31, None)]
+    for topic in ("a", "b"):  # so its outputs are visible, which aborted-read names too
+        b.committed[topic] += b.raw_extra[topic]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert "split-transaction" in kinds, results["checks"]
+    assert ("transaction 2 of w0.1 (tx-w0): the coordinator prepared to commit it before the client asked to abort"
+            in results["anomalies"]["split-transaction"][0]["explanation"])
+
+
+def test_a_committed_transaction_the_coordinator_never_recorded(tmp_path):
+    b = RunBuilder()
+    _second_transaction(b)
+    b.coordinator[("w0.1", 2)] = []
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["split-transaction"]), results["checks"]
+    assert "coordinator's log holds no transaction of it" in results["anomalies"]["split-transaction"][0]["explanation"]
+
+
+def test_aborts_the_coordinator_starts_itself_are_not_split_transactions(tmp_path):
+    """A transaction aborted by a fence (another process initialised its id), one timed out, and
+    one its client gave up on (a failed send_offsets, then the process exited: closing the
+    producer aborts) are the coordinator's or the client's own doing."""
+    b = RunBuilder()
+    _second_transaction(b, end="abort")
+    both = {**OUTPUTS, **OFFSETS}
+    b.ops.insert(len(b.ops) - 1, ("init", "ok", {}, "w0.2", 1))  # a successor, before transaction 2's abort
+    b.coordinator[("w0.1", 2)] = [("Ongoing", both, 1, None), ("PrepareAbort", both, 30, 1),
+                                  ("CompleteAbort", {}, 31, 1)]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("valid", []), results["checks"]
+
+    b = RunBuilder()
+    _second_transaction(b, end="abort")
+    b.ops[-2] = ("send_offsets", "fail", {"txn_seq": 2, "offsets": {"0": 5}})
+    b.ops.insert(len(b.ops) - 1, ("fatal", "info", {"reason": "error state"}))
+    b.coordinator[("w0.1", 2)] = [("Ongoing", both, 1, None), ("PrepareAbort", both, 35, None),
+                                  ("CompleteAbort", {}, 36, None)]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r2"))
+    assert (verdict, kinds) == ("valid", []), results["checks"]
+
+
+def test_nothing_matched_is_unknown_not_valid(tmp_path):
+    b = RunBuilder()
+    b.coordinator[("w0.1", 1)] = [("Ongoing", {}, 1, None), ("PrepareCommit", {}, 41, None),
+                                  ("CompleteCommit", {}, 42, None)]
+    verdict, _, results = _anomalies(b.write(tmp_path / "r"))
+    assert verdict == "unknown" and results["checks"]["split-transaction"]["verdict"] == "unknown"
+    assert "nothing was judged" in results["checks"]["split-transaction"]["note"]
+
+
+def test_a_committed_transactions_offset_commit_missing_from_the_offsets_log(tmp_path):
+    b = RunBuilder()
+    _second_transaction(b)
+    b.offset_commits = [(0, 5)]  # transaction 1's commit (0 -> 4) is gone, hidden by the next
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["lost-offset-commit"]), results["checks"]
+    case = results["anomalies"]["lost-offset-commit"][0]
+    assert "transaction 1 of w0.1 committed, but its offset commit (in 0 -> 4)" in case["explanation"]
+    assert case["offset_commits_around"]["0"][0]["offset"] == 5
+
+
+def test_offsets_compacted_or_of_unknown_compaction_are_not_checked_for_loss(tmp_path):
+    b = RunBuilder()
+    b.final_extra = {"compaction": {"__consumer_offsets": {"0": 12}, "__transaction_state": {}}}
+    verdict, _, results = _anomalies(b.write(tmp_path / "r"))
+    assert verdict == "valid" and "cleaned up to: 0@12" in results["not_checked"]["lost-offset-commit"]
+    b.final_extra = {"compaction": None}  # an external cluster: nobody can tell
+    verdict, _, results = _anomalies(b.write(tmp_path / "r2"))
+    assert verdict == "valid" and "unknown" in results["not_checked"]["lost-offset-commit"]
+
+
+def test_a_committed_offset_that_moves_back(tmp_path):
+    b = RunBuilder()
+    _second_transaction(b)
+    b.offset_commits = [(0, 4), (0, 2), (0, 5)]  # a commit back to 2 between two, hidden by the next
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["offsets-backwards"]), results["checks"]
+    assert "in/0 moved back from 4 to 2" in results["anomalies"]["offsets-backwards"][0]["explanation"]
+
+
+def test_an_acknowledged_input_lost_or_replaced(tmp_path):
+    """What the seeder was acknowledged to commit: an input nobody consumed is gone from the log
+    (no output and no history names it), another replaced by a different record."""
+    b = RunBuilder()
+    b.seed_inputs = {"ok": [[f"id-0-{o}", 0, o] for o in range(4)] + [["id-0-9", 0, 9]], "aborted": []}
+    b.seed_inputs["ok"][2] = ["id-other", 0, 2]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert "lost-acknowledged-input" in kinds, results["checks"]
+    texts = sorted(c["explanation"] for c in results["anomalies"]["lost-acknowledged-input"])
+    assert texts == ["input id-0-9, which the seeder's committed transaction wrote at in/0@9, is not in the committed "
+                     "input log",
+                     "input id-other, which the seeder's committed transaction wrote at in/0@2, is replaced there by "
+                     "id-0-2"]
+
+
+def test_an_output_whose_input_reference_names_another_record(tmp_path):
+    b = RunBuilder()
+    for topic in ("a", "b"):
+        b.committed[topic][1] = {**b.committed[topic][1], "in_id": "id-elsewhere"}
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["input-mismatch"]), results["checks"]
+    assert ("was made from input id-elsewhere at 0@1, but the input log holds input id-0-1 there"
+            in results["anomalies"]["input-mismatch"][0]["explanation"])
+
+
+def test_outputs_of_a_commit_the_client_saw_fail(tmp_path):
+    b = RunBuilder()
+    b.ops[-1] = ("commit", "fail", {"txn_seq": 1, "offsets": {"0": 4}})
+    b.coordinator[("w0.1", 1)] = [("Ongoing", {**OUTPUTS, **OFFSETS}, 1, None),
+                                  ("PrepareCommit", {**OUTPUTS, **OFFSETS}, 41, None), ("CompleteCommit", {}, 42, None)]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert verdict == "invalid" and "aborted-read" in kinds, results["checks"]
+    assert any("whose commit the client saw fail" in c["explanation"] for c in results["anomalies"]["aborted-read"])
+
+
+def test_an_input_the_seeder_aborted_visible_and_processed(tmp_path):
+    """The final read and the pipeline read the input topic alike, so they agree; the seeder's
+    record says the input at 0@2 belongs to a transaction it aborted."""
+    b = RunBuilder()
+    b.seed_inputs = {"ok": [[f"id-0-{o}", 0, o] for o in (0, 1, 3)], "aborted": [["id-0-2", 0, 2]]}
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["aborted-read"]), results["checks"]
+    texts = sorted(c["explanation"] for c in results["anomalies"]["aborted-read"])
+    assert "input id-0-2 at in/0@2, which the seeder's transaction aborted, is visible to read_committed readers" in texts
+    assert texts.count("committed output derived from input 0@2, which belongs to an aborted input transaction "
+                       "(read with read_uncommitted)") == 2
+
+
+def test_an_earlier_runs_seeder_record_is_checked_by_id(tmp_path):
+    """A run recorded before the seeder kept its acknowledgements: each batch's index range names
+    its ids (workloads.lineage.input_id with the run's seed). An id gone from the log is lost; an
+    id committed once but visible twice shows its aborted copy."""
+    from kchaos.workloads.lineage import input_id
+
+    b = RunBuilder()
+    ids = {o: input_id(5, o) for o in range(6)}
+    b.seed_inputs = False
+    b.ops = [("seed", "ok", {"first": 0, "last": 4, "count": 5}, "seeder", 0, "tx-seeder"), *b.ops]
+    b.input_ids = {(0, 0): ids[2], (0, 1): ids[0], (0, 2): ids[1], (0, 3): ids[2]}  # ids[2] twice; 3 and 4 gone
+    for topic in ("a", "b"):
+        for out in b.committed[topic]:
+            out["in_id"] = b.input_ids[(0, out["in_offset"])]
+    run = b.write(tmp_path / "r")
+    (run / "seed").write_text("5\n")
+    verdict, kinds, results = _anomalies(run)
+    assert {"aborted-read", "lost-acknowledged-input"} <= set(kinds), results["checks"]
+    assert sorted(c["input"]["id"] for c in results["anomalies"]["lost-acknowledged-input"]) == [ids[3], ids[4]]
+    exposed = [c for c in results["anomalies"]["aborted-read"] if "seeder's transaction aborted" in c["explanation"]]
+    assert [(c["input"]["id"], c["input"]["offset"]) for c in exposed] == [(ids[2], 0)]
+
+
+def test_every_transactional_id_of_the_pipeline_is_checked(tmp_path):
+    """Kafka Streams names its own transactional ids (application.id-based): they go through the
+    coordinator's state machine although they do not carry the run's prefix."""
+    b = RunBuilder()
+    b.ops.insert(0, ("setup", "ok", {"txid_prefix": "kchaos-run"}, "harness", 0, None))
+    b.txn_states = [("kchaos-ctp-4711-1", "Ongoing", 0), ("kchaos-ctp-4711-1", "CompleteCommit", 0)]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["invalid-txn-transition"]), results["checks"]
+
+
+# -- missing evidence is never valid ----------------------------------------------------------
+
+@pytest.mark.parametrize("gap, blinded, needle", [
+    ("group-offsets", "lost-input", "final offsets could not be read"),
+    ("empty-transaction-log", "split-transaction", "__transaction_state holds no record"),
+    ("partial-dump", "duplicate", "stopped before the end of partitions 0"),
+    ("no-history", "lost-write", "recorded no client history"),
+    ("silent-process", None, "process(es) with no history (w7.1)"),
+    ("no-lineage", None, "1 committed output records carry no lineage"),
+    ("no-fault-injected", None, "planned 1 faults and the history shows none injected"),
+    ("no-seeder", "lost-acknowledged-input", "the input seeder left no history"),
+])
+def test_missing_evidence_makes_the_verdict_unknown(tmp_path, gap, blinded, needle):
+    b = RunBuilder()
+    if gap == "group-offsets":
+        b.final_extra = {"group_offsets_error": "KafkaException('timed out')"}
+    elif gap == "partial-dump":
+        b.final_extra = {"topics": [{"topic": "a", "view": "committed", "incomplete_partitions": [0]}]}
+    elif gap == "no-history":
+        b.ops = []
+    elif gap == "silent-process":
+        b.inputs.append((0, 4))
+        b.final_offsets = {"0": 5}
+        b.committed["a"].append(_out(0, 4, 0, worker="w7", seq=9))
+        b.committed["b"].append(_out(0, 4, 1, worker="w7", seq=9))
+    elif gap == "no-seeder":
+        b.seed_inputs = False
+    run = b.write(tmp_path / "r")
+    if gap == "empty-transaction-log":
+        _write_topic(run, "__transaction_state", "raw", [])
+    elif gap == "no-lineage":
+        rows = pq.read_table(run / "topics" / "a.committed.parquet").to_pylist()
+        _write_topic(run, "a", "committed", [(r["partition"], r["offset"], r["key"], r["value"]) for r in rows]
+                     + [(0, len(rows), b"k", b"not lineage")])
+    elif gap == "no-fault-injected":
+        (run / "schedule.json").write_text(json.dumps({"seed": 1, "faults": [{"index": 0, "kind": "kill"}]}))
+    verdict, _, results = _anomalies(run)
+    assert verdict == "unknown", results["checks"]
+    assert any(needle in e for e in results["errors"]), results["errors"]
+    if blinded:
+        assert needle in results["not_checked"][blinded]

@@ -39,8 +39,17 @@ def _engine(seed: int) -> SimpleNamespace:
 
 
 def _data(**workload) -> SimpleNamespace:
-    return SimpleNamespace(workload={"delivery": "exactly-once", **workload}, history=SimpleNamespace(has_history=False),
-                           txn_log=None, final={"liveness": {"stable": True}})
+    """An external app's run (no client history) as the engines' run objects present it."""
+    from pathlib import Path
+
+    from kchaos.verifier.acknowledged import Acknowledged
+
+    history = SimpleNamespace(has_history=False, ops=[], faults=[], committed_transactions=lambda: 0)
+    return SimpleNamespace(workload={"delivery": "exactly-once", "external_command": ["app"], **workload},
+                           history=history, txn_log=None, final={"liveness": {"stable": True}, "group_offsets": {}},
+                           run=Path("/nonexistent"), offset_log=None, acknowledged=Acknowledged(), compaction=None,
+                           txn_log_records=None, foreign_committed=0, output_processes=None,
+                           outputs_committed_count=0, inputs_committed_count=0)
 
 
 @pytest.mark.parametrize("seed", range(5))

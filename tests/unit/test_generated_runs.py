@@ -66,7 +66,7 @@ def test_generated_transaction_logs_cover_the_state_machine():
     seen: set[str] = set()
 
     def covers(world) -> bool:
-        seen.update(status or "tombstone" for _, status, _, _ in world.txn_log)
+        seen.update(record[1] or "tombstone" for record in world.txn_log)
         return {"Empty", "Ongoing", "PrepareCommit", "CompleteCommit", "PrepareAbort", "CompleteAbort",
                 "PrepareEpochFence", "Dead", "tombstone"} <= seen
 

@@ -16,6 +16,12 @@ from .test_checkers import RunBuilder, _out
 T0 = 1_800_000_000.0
 
 
+class ReportRun(RunBuilder):
+    """A hand-made run on a clock of real times (the report reads broker log lines by time)."""
+
+    T0, STEP = T0, 0.1
+
+
 def _finish(run: Path, verdict_from_checker: bool = True, complete: bool = True) -> Path:
     """Add what `kchaos run` writes around the checker: metrics, faults, broker logs, results."""
     campaign = json.loads((run / "campaign.json").read_text())
@@ -31,10 +37,8 @@ def _finish(run: Path, verdict_from_checker: bool = True, complete: bool = True)
                 "restarts": 0, "rebalances": 0, "commit_p50_ms": 20.0 + s, "commit_p99_ms": 40.0 + s} for s in range(4)]
     (run / "metrics.json").write_text(json.dumps({"start_time": T0, "seconds": seconds,
                                                   "totals": {"inputs": 4, "inputs_per_s": 1.0, "duration_s": 4}}))
-    # the history's times are 100.0 + ...; move them to T0 and add a fault op
+    # the history's times start at T0 (ReportRun); add a fault op
     lines = [json.loads(l) for l in (run / "history.jsonl").read_text().splitlines()]
-    for line in lines:
-        line["time"] = T0 + (line["time"] - 100.0) * 10
     lines += [{"time": T0 + 0.5, "process": "harness", "op": 999, "type": "invoke", "f": "fault:kill",
                "value": {"kind": "kill", "target": "txn-coordinator"}},
               {"time": T0 + 1.5, "process": "harness", "op": 999, "type": "ok", "f": "fault:kill",
@@ -55,7 +59,7 @@ def _finish(run: Path, verdict_from_checker: bool = True, complete: bool = True)
 
 
 def test_valid_run_report_shows_verdict_plots_faults_replay_and_facts(tmp_path):
-    run = _finish(RunBuilder().write(tmp_path / "20261122T010000Z-unit-seed5"))
+    run = _finish(ReportRun().write(tmp_path / "20261122T010000Z-unit-seed5"))
     html = render_run_report(run).read_text()
     assert 'class="banner valid"' in html and "VALID" in html
     assert html.count("<svg") == 3 and "kill txn-coordinator -&gt; transaction coordinator (nodes 2)" in html
@@ -66,7 +70,7 @@ def test_valid_run_report_shows_verdict_plots_faults_replay_and_facts(tmp_path):
 
 
 def test_invalid_run_report_has_a_section_per_anomaly_with_evidence_and_log_lines(tmp_path):
-    b = RunBuilder()
+    b = ReportRun()
     b.committed["a"].append(_out(0, 2, 0))               # duplicate
     b.final_offsets = {"0": 3}                           # offsets-behind (input 3's outputs are committed)
     run = _finish(b.write(tmp_path / "20261122T020000Z-unit-seed5"))
@@ -81,18 +85,18 @@ def test_invalid_run_report_has_a_section_per_anomaly_with_evidence_and_log_line
 
 
 def test_unknown_and_incomplete_runs_say_so(tmp_path):
-    b = RunBuilder()
+    b = ReportRun()
     b.committed, b.final_offsets, b.ops = {"a": [], "b": []}, {}, []
     vacuous = _finish(b.write(tmp_path / "20261122T030000Z-unit-seed5"))
     html = render_run_report(vacuous).read_text()
     assert 'class="banner unknown"' in html and "vacuous" in html
-    unfinished = _finish(RunBuilder().write(tmp_path / "20261122T040000Z-unit-seed5"), complete=False)
+    unfinished = _finish(ReportRun().write(tmp_path / "20261122T040000Z-unit-seed5"), complete=False)
     html = render_run_report(unfinished).read_text()
     assert 'class="banner incomplete"' in html and "no result is claimed" in html
 
 
 def test_interrupted_runs_and_campaign_client_properties_are_shown(tmp_path):
-    run = _finish(RunBuilder().write(tmp_path / "20261122T050000Z-unit-seed5"))
+    run = _finish(ReportRun().write(tmp_path / "20261122T050000Z-unit-seed5"))
     campaign = json.loads((run / "campaign.json").read_text())
     campaign["workload"]["producer"] = {"request.timeout.ms": 3000}
     (run / "campaign.json").write_text(json.dumps(campaign))
@@ -110,7 +114,7 @@ def test_unfinished_run_lists_every_check_as_not_checked(tmp_path):
     from kchaos.verifier.checks import CHECK_NAMES
     from kchaos.verifier.pychecker import check_unfinished_run
 
-    run = RunBuilder().write(tmp_path / "r")
+    run = ReportRun().write(tmp_path / "r")
     (run / "final.json").unlink()
     results = check_unfinished_run(run, phase="faults").to_json()
     assert results["verdict"] == "unknown" and "phase 'faults'" in results["errors"][0]
@@ -120,8 +124,8 @@ def test_unfinished_run_lists_every_check_as_not_checked(tmp_path):
 
 def test_index_lists_every_run_and_the_trend_across_nights(tmp_path):
     root = tmp_path / "nightly"
-    _finish(RunBuilder().write(root / "20261120T000000Z-nightly" / "20261120T000100Z-unit-seed5"))
-    b = RunBuilder()
+    _finish(ReportRun().write(root / "20261120T000000Z-nightly" / "20261120T000100Z-unit-seed5"))
+    b = ReportRun()
     b.committed["a"].append(_out(0, 2, 0))
     _finish(b.write(root / "20261121T000000Z-nightly" / "20261121T000100Z-unit-seed5"))
     html = render_index(root).read_text()
@@ -135,7 +139,7 @@ def test_index_lists_every_run_and_the_trend_across_nights(tmp_path):
 def test_certification_report_shows_steps_phases_and_the_overall_verdict(tmp_path):
     from kchaos.harness.certify import certify
 
-    run = _finish(RunBuilder().write(tmp_path / "20261122T020000Z-unit-seed5"))
+    run = _finish(ReportRun().write(tmp_path / "20261122T020000Z-unit-seed5"))
     lines = [json.loads(l) for l in (run / "history.jsonl").read_text().splitlines()]
     before = {"transaction.version": 1}
     lines += [{"time": T0 + 1.0, "process": "harness", "op": 998, "type": "invoke", "f": "step:feature",

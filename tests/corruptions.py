@@ -1,0 +1,260 @@
+"""Offline corruptions of a stored run: each edits the evidence a real run recorded (its topic
+dumps, its history, final.json) the way a broker bug would have left it, and says what the
+verifier must then report. The classes are the ones the end state and the client's word alone
+could not see (issue: "trust only what can be checked"):
+
+* the input side: an acknowledged input lost, an input replaced under an output, an input the
+  seeder aborted exposed and processed;
+* the client's word against the brokers': a commit the client saw fail that took effect, a
+  transaction split across two coordinator transactions, an offset commit lost or moved back;
+* missing evidence: the group's offsets unreadable, an empty transaction log, a worker's history
+  gone, a dump that stopped early, a faulted run that injected nothing.
+
+Each function takes a run directory (a copy: it is edited in place) and returns what must follow:
+``("anomaly", name)`` (the verdict is invalid and names it) or ``("unknown", text)`` (the verdict is
+unknown, with ``text`` in an error). Picks are deterministic (the first suitable record).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable
+
+import pyarrow.parquet as pq
+
+from kchaos.verifier.decoders import OffsetCommit, decode_offsets_record, decode_transaction_record
+from kchaos.verifier.coordinator_log import coordinator_records, coordinator_transactions
+from tests.unit.test_checkers import _offset_record, _txn_record, _write_topic
+
+Expectation = tuple[str, str]
+
+
+def _rows(run: Path, topic: str, view: str) -> list[dict[str, Any]]:
+    return pq.read_table(run / "topics" / f"{topic}.{view}.parquet").to_pylist()
+
+
+def _write(run: Path, topic: str, view: str, rows: list[dict[str, Any]]) -> None:
+    _write_topic(run, topic, view, [(r["partition"], r["offset"], r["key"], r["value"]) for r in rows])
+
+
+def _campaign(run: Path) -> dict[str, Any]:
+    return json.loads((run / "campaign.json").read_text())["workload"]
+
+
+def _history(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+
+
+def _write_history(run: Path, lines: list[dict[str, Any]]) -> None:
+    (run / "history.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def _final(run: Path) -> dict[str, Any]:
+    return json.loads((run / "final.json").read_text())
+
+
+def _write_final(run: Path, final: dict[str, Any]) -> None:
+    (run / "final.json").write_text(json.dumps(final))
+
+
+def _outputs_by_input(run: Path) -> dict[tuple[int, int], list[dict[str, Any]]]:
+    out: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    for topic in _campaign(run)["output_topics"]:
+        for r in _rows(run, topic, "committed"):
+            value = json.loads(r["value"])
+            out[(value["in_partition"], value["in_offset"])].append(value)
+    return out
+
+
+# -- the input side ----------------------------------------------------------------------------
+
+def lose_acknowledged_input(run: Path) -> Expectation:
+    """The last input of a partition, which the seeder was acknowledged to commit, is gone from the log."""
+    topic = _campaign(run)["input_topic"]
+    committed = _rows(run, topic, "committed")
+    last = max((r for r in committed if r["partition"] == committed[0]["partition"]), key=lambda r: r["offset"])
+    for view in ("committed", "raw"):
+        _write(run, topic, view, [r for r in _rows(run, topic, view)
+                                  if (r["partition"], r["offset"]) != (last["partition"], last["offset"])])
+    return "anomaly", "lost-acknowledged-input"
+
+
+def replace_input(run: Path) -> Expectation:
+    """The input record at a processed input's position is another record (a diverged log)."""
+    topic = _campaign(run)["input_topic"]
+    target = min(_outputs_by_input(run))
+    for view in ("committed", "raw"):
+        rows = _rows(run, topic, view)
+        for r in rows:
+            if (r["partition"], r["offset"]) == target:
+                r["key"] = b"in-replaced-" + r["key"]
+        _write(run, topic, view, rows)
+    return "anomaly", "input-mismatch"
+
+
+def expose_aborted_input(run: Path) -> Expectation:
+    """An input the seeder aborted is visible to read_committed readers and was processed: it is
+    in the committed input view, and a committed transaction's outputs were made from it."""
+    workload = _campaign(run)
+    topic = workload["input_topic"]
+    committed = _rows(run, topic, "committed")
+    at = {(r["partition"], r["offset"]) for r in committed}
+    aborted = next(r for r in _rows(run, topic, "raw") if (r["partition"], r["offset"]) not in at)
+    _write(run, topic, "committed", sorted([*committed, aborted], key=lambda r: (r["partition"], r["offset"])))
+    template = next(iter(_outputs_by_input(run).values()))
+    for value in template:
+        out_topic = workload["output_topics"][value["slot"] % len(workload["output_topics"])]
+        value = {**value, "in_id": aborted["key"].decode(), "in_partition": aborted["partition"],
+                 "in_offset": aborted["offset"]}
+        for view in ("committed", "raw"):
+            rows = _rows(run, out_topic, view)
+            end = max((r["offset"] for r in rows if r["partition"] == 0), default=-1) + 1
+            _write(run, out_topic, view, [*rows, {"partition": 0, "offset": end, "key": aborted["key"],
+                                                  "value": json.dumps(value).encode()}])
+    return "anomaly", "aborted-read"
+
+
+# -- the client's word against the brokers' ------------------------------------------------------
+
+def fail_a_commit(run: Path) -> Expectation:
+    """A transaction whose commit the client saw fail has its outputs committed."""
+    lines = _history(run)
+    line = next(x for x in lines if x["f"] == "commit" and x["type"] == "ok" and x["process"].startswith("w"))
+    line["type"] = "fail"
+    line["error"] = "KafkaError{code=INVALID_TXN_STATE}"
+    _write_history(run, lines)
+    return "anomaly", "aborted-read"
+
+
+def _offset_commits(run: Path, view: str) -> list[tuple[dict[str, Any], OffsetCommit]]:
+    workload = _campaign(run)
+    out = []
+    for r in _rows(run, "__consumer_offsets", view):
+        c = decode_offsets_record(r["key"], r["value"])
+        if isinstance(c, OffsetCommit) and c.group == workload["group_id"] and c.topic == workload["input_topic"] \
+                and c.offset is not None:
+            out.append((r, c))
+    return out
+
+
+def _middle_commit(run: Path) -> tuple[tuple[int, int], int]:
+    """(log partition, log offset) of a commit with one of its partition before it and one after,
+    and the offset the one before committed."""
+    by_partition: dict[int, list[tuple[dict[str, Any], OffsetCommit]]] = defaultdict(list)
+    for r, c in _offset_commits(run, "committed"):
+        by_partition[c.partition].append((r, c))
+    commits = next(commits for _, commits in sorted(by_partition.items()) if len(commits) >= 3)
+    (r, _), (_, before) = commits[len(commits) // 2], commits[len(commits) // 2 - 1]
+    return (r["partition"], r["offset"]), before.offset
+
+
+def drop_offset_commit(run: Path) -> Expectation:
+    """One transaction's offset commit is missing from __consumer_offsets, hidden by the next one."""
+    where, _ = _middle_commit(run)
+    for view in ("committed", "raw"):
+        _write(run, "__consumer_offsets", view, [r for r in _rows(run, "__consumer_offsets", view)
+                                                 if (r["partition"], r["offset"]) != where])
+    return "anomaly", "lost-offset-commit"
+
+
+def move_offset_back(run: Path) -> Expectation:
+    """A committed offset moves back between two commits (the next one hides it)."""
+    where, before = _middle_commit(run)
+    for view in ("committed", "raw"):
+        rows = _rows(run, "__consumer_offsets", view)
+        for r in rows:
+            if (r["partition"], r["offset"]) == where:
+                c = decode_offsets_record(r["key"], r["value"])
+                r["key"], r["value"] = _offset_record(c.group, c.topic, c.partition, max(0, before - 1))
+        _write(run, "__consumer_offsets", view, rows)
+    return "anomaly", "offsets-backwards"
+
+
+def split_a_transaction(run: Path) -> Expectation:
+    """A client transaction the coordinator carried as two: its outputs' transaction ended (a late
+    abort) before its offsets opened a second one, which its own commit committed."""
+    rows = _rows(run, "__transaction_state", "raw")
+    records = coordinator_records([{"partition": r["partition"], "offset": r["offset"],
+                                    "entry": decode_transaction_record(r["key"], r["value"])}
+                                   for r in rows if decode_transaction_record(r["key"], r["value"]) is not None])
+    target = next(ct for ct in coordinator_transactions(records) if ct.completed == "commit"
+                  and any(p.startswith("__consumer_offsets") for p in ct.partitions)
+                  and any(not p.startswith("__") for p in ct.partitions) and len(ct.records) >= 3
+                  and not ct.transactional_id.endswith("seeder"))
+    offsets = {o for o, *_ in target.records}
+    first, last = min(offsets), max(offsets)
+    outputs: dict[str, list[int]] = defaultdict(list)
+    consumer: dict[str, list[int]] = defaultdict(list)
+    for name in target.partitions:
+        topic, p = name.rsplit("-", 1)
+        (consumer if topic == "__consumer_offsets" else outputs)[topic].append(int(p))
+    t0, t1 = target.start_ms, target.prepare_ms
+    mid = t0 + max(1, (t1 - t0) // 2)
+    txid, pid, epoch = target.transactional_id, target.producer_id, target.epoch
+    steps = [("Ongoing", outputs, t0, t0), ("PrepareAbort", outputs, t0 + 1, t0), ("CompleteAbort", {}, t0 + 2, t0),
+             ("Ongoing", consumer, mid, mid), ("PrepareCommit", consumer, t1, mid), ("CompleteCommit", {}, t1 + 1, mid)]
+    new = [_txn_record(txid, status, epoch, pid, parts, at, start) for status, parts, at, start in steps]
+    part = target.log_partition
+    kept, added = [], False
+    for r in rows:
+        if r["partition"] == part and first <= r["offset"] <= last and \
+                decode_transaction_record(r["key"], r["value"]).transactional_id == txid:
+            if not added:
+                kept += [{"partition": part, "offset": -1, "key": k, "value": v} for k, v in new]
+                added = True
+            continue
+        kept.append(r)
+    renumbered, next_offset = [], defaultdict(int)  # log order kept, offsets made consecutive again
+    for r in kept:
+        renumbered.append({**r, "offset": next_offset[r["partition"]]})
+        next_offset[r["partition"]] += 1
+    _write(run, "__transaction_state", "raw", renumbered)
+    return "anomaly", "split-transaction"
+
+
+# -- missing evidence ----------------------------------------------------------------------------
+
+def unreadable_group_offsets(run: Path) -> Expectation:
+    final = _final(run)
+    final.pop("group_offsets", None)
+    final["group_offsets_error"] = "KafkaException(KafkaError{code=_TIMED_OUT})"
+    _write_final(run, final)
+    return "unknown", "final offsets could not be read"
+
+
+def empty_transaction_log(run: Path) -> Expectation:
+    _write(run, "__transaction_state", "raw", [])
+    return "unknown", "__transaction_state holds no record"
+
+
+def drop_a_workers_history(run: Path) -> Expectation:
+    lines = _history(run)
+    gone = sorted({x["process"] for x in lines if x["process"].startswith("w")})[0]
+    _write_history(run, [x for x in lines if x["process"] != gone])
+    return "unknown", "with no history"
+
+
+def stop_a_dump_early(run: Path) -> Expectation:
+    final = _final(run)
+    dump = next(t for t in final["topics"] if t["topic"] in _campaign(run)["output_topics"])
+    dump["incomplete_partitions"] = [0]
+    _write_final(run, final)
+    return "unknown", "stopped before the end of partitions 0"
+
+
+def inject_nothing(run: Path) -> Expectation:
+    """A faulted campaign's schedule, and a history without one fault in it."""
+    (run / "schedule.json").write_text(json.dumps({"seed": 1, "faults": [
+        {"index": 0, "at_s": 5.0, "kind": "kill", "target": "txn-coordinator", "hold_s": 4.0, "seed": 1, "params": {}}]}))
+    _write_history(run, [x for x in _history(run) if not x["f"].startswith("fault:")])
+    return "unknown", "planned 1 faults and the history shows none injected"
+
+
+#: every corruption; the anomalies ones edit different evidence, so they can all be applied to one run
+ANOMALIES: tuple[Callable[[Path], Expectation], ...] = (
+    lose_acknowledged_input, replace_input, expose_aborted_input, fail_a_commit, drop_offset_commit, move_offset_back,
+    split_a_transaction)
+GAPS: tuple[Callable[[Path], Expectation], ...] = (
+    unreadable_group_offsets, empty_transaction_log, drop_a_workers_history, stop_a_dump_early, inject_nothing)

@@ -1,0 +1,70 @@
+"""The input side's ground truth: what the seeder's transactions were acknowledged to have written.
+
+The seeder records, per transaction it ended for certain, every input the broker acknowledged
+(``[id, partition, offset]``) and whether the transaction committed or aborted
+(workloads/seeder.py). That is what the input log must hold (each committed input, at its
+position, with its id) and what no read_committed reader may ever see (each aborted one). The
+final input log and the pipeline read the topic the same way, so they agree with each other
+even when the log lost or exposed a record; only the acknowledgements tell. A batch whose
+outcome the seeder did not learn (``info``) says nothing and is left out.
+
+Runs recorded before the seeder kept its acknowledgements have each batch's index range only:
+their committed ids are named from it (``workloads.lineage.input_id``, the seeded naming
+contract), positions unknown, so those inputs are checked by id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kchaos.workloads.lineage import input_id
+
+
+@dataclass
+class Acknowledged:
+    #: (partition, offset) -> input id, of the seeder's committed transactions
+    committed: dict[tuple[int, int], str] = field(default_factory=dict)
+    #: (partition, offset) -> input id, of the transactions it aborted (on purpose or after an error)
+    aborted: dict[tuple[int, int], str] = field(default_factory=dict)
+    #: ids of committed transactions whose positions were not recorded (older runs)
+    committed_ids: set[str] = field(default_factory=set)
+    #: ids of batches whose outcome the seeder did not learn: they may be committed twice
+    unknown_ids: set[str] = field(default_factory=set)
+    #: seed operations that ended for certain, and how many of them recorded their inputs
+    batches: int = 0
+    recorded: int = 0
+
+    @property
+    def any(self) -> bool:
+        return bool(self.committed or self.committed_ids or self.aborted)
+
+    def ids_committed(self) -> set[str]:
+        return set(self.committed.values()) | self.committed_ids
+
+
+def acknowledged_inputs(ops: list[dict[str, Any]], seed: int | None) -> Acknowledged:
+    """The seeder's acknowledgements from the paired history (``seed``: the run's, which names
+    the inputs of batches recorded without their acknowledgements)."""
+    out = Acknowledged()
+    for op in ops:
+        if op["process"] != "seeder" or op["f"] != "seed":
+            continue
+        value = op["value"]
+        named = [] if seed is None or "first" not in value else [input_id(seed, i)
+                                                                  for i in range(value["first"], value["last"] + 1)]
+        if op["outcome"] not in ("ok", "fail"):
+            out.unknown_ids.update(named)
+            continue
+        out.batches += 1
+        aborted = bool(value.get("aborted")) or op["outcome"] == "fail"
+        inputs = value.get("inputs")
+        if inputs is None:
+            if not aborted:
+                out.committed_ids.update(named)
+            continue
+        out.recorded += 1
+        target = out.aborted if aborted else out.committed
+        for in_id, p, o in inputs:
+            target[(int(p), int(o))] = in_id
+    return out

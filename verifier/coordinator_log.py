@@ -1,0 +1,361 @@
+"""What the transaction coordinator's own log says about each client transaction.
+
+The client history says what every client asked for and was told; ``__transaction_state`` says
+what the coordinator did. A client transaction is sound only if the two agree: it is carried by
+exactly one *coordinator transaction* (Ongoing ... -> Prepare* -> Complete*) that holds its
+outputs and its offset commit, and that transaction ends because that client asked it to.
+KAFKA-17754 breaks this without the end state showing it (docs/findings.md F1): a late EndTxn
+ends the transaction open at that moment, the client's offsets then open a second one, and the
+two halves of one client transaction end separately. A crash between them loses or doubles
+inputs, whatever the client decided.
+
+Three steps, each one definition for both engines:
+
+1. :func:`coordinator_transactions` segments one transactional id's records (log order) into
+   coordinator transactions. The Python reference runs it on its decoded log; the Spark job runs
+   it on the executors, per transactional id (``applyInPandas``), and collects the summaries
+   (one row per coordinator transaction, as many as the client transactions the driver already
+   holds).
+2. :func:`client_transactions` reads each client transaction's window from the history: from
+   its first ``send`` (just after ``begin_transaction``, before any request that could open a
+   coordinator transaction) to the completion of its end (commit or abort).
+3. :func:`judge` attributes each coordinator transaction to the client transaction of the same
+   transactional id and producer epoch whose window it started in, and names the cases.
+
+Attribution uses the coordinator's ``txnStartTimestamp`` and the history's clock: the same
+machine's wall clock (CLOCK_EPS_MS covers the millisecond rounding of the log).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable
+
+from kchaos.verifier.checks import explain
+
+#: the history (float seconds) and the coordinator (whole milliseconds) read one clock
+CLOCK_EPS_MS = 2
+#: a coordinator-initiated abort is due once a transaction is older than its timeout; the
+#: coordinator checks every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``
+TIMEOUT_SLACK_MS = 50
+#: records of a coordinator transaction kept as evidence
+EVIDENCE_RECORDS = 12
+OPEN = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
+
+#: the columns of a coordinator transaction, in order (the Spark job's applyInPandas schema)
+COORDINATOR_TXN_SCHEMA = ("transactional_id STRING, producer_id BIGINT, epoch INT, start_ms BIGINT, timeout_ms INT, "
+                          "client_tv INT, partitions STRING, prepared STRING, prepare_ms BIGINT, prepare_epoch INT, "
+                          "completed STRING, complete_ms BIGINT, fenced BOOLEAN, log_partition INT, first_offset BIGINT, "
+                          "records STRING")
+
+
+@dataclass
+class CoordinatorTxn:
+    """One transaction as the coordinator recorded it: from the record that opened it (an
+    Ongoing after Empty or Complete*, or a Prepare* with no Ongoing before it) to its Complete*."""
+
+    transactional_id: str
+    producer_id: int
+    epoch: int                       # the producer epoch of its first record
+    start_ms: int                    # txnStartTimestamp: when its first partition was added
+    timeout_ms: int
+    client_tv: int                   # the client transaction version the coordinator recorded
+    partitions: list[str] = field(default_factory=list)   # "topic-p", sorted
+    prepared: str | None = None      # "commit" | "abort": its Prepare* record
+    prepare_ms: int | None = None
+    prepare_epoch: int | None = None
+    completed: str | None = None     # "commit" | "abort": its Complete* record
+    complete_ms: int | None = None
+    fenced: bool = False             # a PrepareEpochFence record: the coordinator fenced the producer
+    log_partition: int = -1
+    first_offset: int = -1
+    #: its records as evidence: [offset, status, epoch, last_update_ms], at most EVIDENCE_RECORDS
+    records: list[list[Any]] = field(default_factory=list)
+
+    def row(self) -> tuple[Any, ...]:
+        """As a row of COORDINATOR_TXN_SCHEMA (lists as JSON)."""
+        return (self.transactional_id, self.producer_id, self.epoch, self.start_ms, self.timeout_ms, self.client_tv,
+                json.dumps(self.partitions), self.prepared, self.prepare_ms, self.prepare_epoch, self.completed,
+                self.complete_ms, self.fenced, self.log_partition, self.first_offset, json.dumps(self.records))
+
+    @classmethod
+    def from_row(cls, row: Any) -> "CoordinatorTxn":
+        d = row.asDict() if hasattr(row, "asDict") else dict(row)
+        d["partitions"] = json.loads(d["partitions"])
+        d["records"] = json.loads(d["records"])
+        return cls(**d)
+
+    def outcome(self) -> str:
+        return self.completed or (f"prepared-{self.prepared}" if self.prepared else "open")
+
+    def evidence(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["log"] = f"__transaction_state-{self.log_partition}"
+        out["outcome"] = self.outcome()
+        return out
+
+
+def _names(partitions: dict[str, list[int]] | None) -> set[str]:
+    return {f"{topic}-{p}" for topic, ps in (partitions or {}).items() for p in ps}
+
+
+def coordinator_records(txn_log: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Python reference's decoded log (``{partition, offset, entry}``) as the records
+    :func:`coordinator_transactions` reads."""
+    return [{"partition": r["partition"], "offset": r["offset"], "transactional_id": e.transactional_id,
+             "producer_id": e.producer_id, "producer_epoch": e.producer_epoch, "status": e.status,
+             "partitions": e.partitions, "last_update_ms": e.last_update_ms, "start_ms": e.start_ms,
+             "timeout_ms": e.timeout_ms, "client_transaction_version": e.client_transaction_version}
+            for r in txn_log for e in (r["entry"],)]
+
+
+def coordinator_transactions(records: Iterable[dict[str, Any]]) -> list[CoordinatorTxn]:
+    """Segment decoded ``__transaction_state`` records into coordinator transactions. Records:
+    dicts with ``partition, offset, transactional_id, producer_id (None: tombstone),
+    producer_epoch, status, partitions, last_update_ms, start_ms, timeout_ms,
+    client_transaction_version``, of any transactional ids, in any order (sorted here into log
+    order per id). A state written again (a retried append, a coordinator reloading its log) is
+    one step; a transaction with no partition (a TV2 abort of an empty transaction) is kept, with
+    none."""
+    by_id: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        by_id[r["transactional_id"]].append(r)
+    out: list[CoordinatorTxn] = []
+    for txid, recs in by_id.items():
+        current: CoordinatorTxn | None = None
+        for r in sorted(recs, key=lambda r: (r["partition"], r["offset"])):
+            status = r["status"] if r["producer_id"] is not None else "Tombstone"
+            if current is not None and current.completed is None and status in OPEN:
+                same = r["start_ms"] in (current.start_ms, -1) or status != "Ongoing"
+                if not same:  # a new transaction began without the old one completing: close it here
+                    current = None
+            if status in OPEN and (current is None or current.completed is not None):
+                start = r["start_ms"] if r["start_ms"] is not None and r["start_ms"] >= 0 else r["last_update_ms"]
+                current = CoordinatorTxn(txid, r["producer_id"], r["producer_epoch"], start, r["timeout_ms"],
+                                         r.get("client_transaction_version") or 0, log_partition=r["partition"],
+                                         first_offset=r["offset"])
+                out.append(current)
+            if current is None or (current.completed is not None and status not in OPEN):
+                continue  # Empty, Dead, a tombstone, or a Complete* written again
+            if len(current.records) < EVIDENCE_RECORDS:
+                current.records.append([r["offset"], status, r["producer_epoch"], r["last_update_ms"]])
+            current.partitions = sorted(set(current.partitions) | _names(r.get("partitions")))
+            current.client_tv = max(current.client_tv, r.get("client_transaction_version") or 0)
+            if status == "PrepareEpochFence":
+                current.fenced = True
+            elif status in ("PrepareCommit", "PrepareAbort") and current.prepared is None:
+                current.prepared = "commit" if status == "PrepareCommit" else "abort"
+                current.prepare_ms, current.prepare_epoch = r["last_update_ms"], r["producer_epoch"]
+            elif status in ("CompleteCommit", "CompleteAbort"):
+                current.completed = "commit" if status == "CompleteCommit" else "abort"
+                current.complete_ms = r["last_update_ms"]
+            elif status in ("Empty", "Dead", "Tombstone"):
+                current = None  # the id was re-initialised or expired mid-transaction: it ends unfinished
+    return out
+
+
+@dataclass(frozen=True)
+class ClientTxn:
+    """One client transaction, from the history: its window on the shared clock (ms)."""
+
+    process: str
+    seq: int
+    txid: str
+    epoch: int | None                 # the producer epoch the client held when it began
+    start_ms: float                   # its first send's invoke time
+    end_f: str | None                 # "commit" | "abort" | None: how the client first asked to end it
+    end_invoke_ms: float | None       # when it first asked (a commit, or an abort after a failed commit)
+    end_complete_ms: float | None     # when its last end operation completed
+    outcome: str                      # HistoryIndex.txn_outcome
+    #: when the client gave the transaction up without asking to end it: an operation of it
+    #: failed or ended unknown, or the process exited (a closing producer aborts what is open)
+    gave_up_ms: float | None = None
+
+
+def client_transactions(history: Any) -> list[ClientTxn]:
+    """The history's transactional client transactions (a ``send`` with a transactional id)."""
+    out = []
+    for key, send in history.txn_ops.items():
+        if not send.get("txid"):
+            continue
+        ends = history.txn_ends.get(key) or []
+        first, last = (ends[0], ends[-1]) if ends else (None, None)
+        failed = [t for t in (history.txn_failed.get(key),
+                              next((t for t in history.process_exits.get(key[0], []) if t >= send["invoke_time"]), None))
+                  if t is not None]
+        out.append(ClientTxn(key[0], key[1], send["txid"], send.get("epoch"), send["invoke_time"] * 1000,
+                             first["f"] if first else None, first["invoke_time"] * 1000 if first else None,
+                             (last["complete_time"] or last["invoke_time"]) * 1000 if last else None,
+                             history.txn_outcome.get(key, "unknown"), min(failed) * 1000 if failed else None))
+    return out
+
+
+def attribute(coordinator: list[CoordinatorTxn], clients: list[ClientTxn]) -> dict[int, ClientTxn]:
+    """Index in ``coordinator`` -> the client transaction it belongs to: same transactional id,
+    a producer epoch the client held (when both are known), and the latest client window that
+    had started by the coordinator transaction's start and had not yet ended. A producer's
+    transactions never overlap, so within one (id, epoch) the latest start is the only candidate;
+    across epochs (a zombie and its successor on one id) the epoch decides. Unattributed: a
+    coordinator transaction no client window holds (an app without history, a request that
+    arrived after its client had moved on)."""
+    by_id: dict[str, list[ClientTxn]] = defaultdict(list)
+    for c in clients:
+        by_id[c.txid].append(c)
+    for txns in by_id.values():
+        txns.sort(key=lambda c: c.start_ms)
+    starts = {txid: [c.start_ms for c in txns] for txid, txns in by_id.items()}
+    owner: dict[int, ClientTxn] = {}
+    for i, ct in enumerate(coordinator):
+        txns = by_id.get(ct.transactional_id)
+        if not txns:
+            continue
+        at = bisect.bisect_right(starts[ct.transactional_id], ct.start_ms + CLOCK_EPS_MS)
+        # the windows open at its start, latest first (a process's own never overlap; a zombie's
+        # and its successor's do)
+        open_then = [c for c in reversed(txns[:at])
+                     if c.end_complete_ms is None or ct.start_ms <= c.end_complete_ms + CLOCK_EPS_MS]
+        if not open_then:
+            continue
+        # the epoch the client recorded is a hint, not a key: librdkafka bumps its epoch itself
+        # (KIP-360) and the worker learns it from its log a little later
+        owner[i] = next((c for c in open_then if c.epoch is not None and c.epoch == ct.epoch), open_then[0])
+    return owner
+
+
+def _coordinator_initiated(ct: CoordinatorTxn, inits: dict[str, list[dict[str, Any]]]) -> str | None:
+    """Why the coordinator aborted ``ct`` on its own, or None: it fenced the producer (a
+    PrepareEpochFence, or under the classic protocol an abort at a bumped epoch), the transaction
+    outlived its timeout, or a producer initialised the id while it was open."""
+    if ct.prepared != "abort" or ct.prepare_ms is None:
+        return None
+    if ct.fenced:
+        return "fenced"
+    if ct.client_tv < 2 and ct.prepare_epoch is not None and ct.prepare_epoch > ct.epoch:
+        return "fenced (epoch bumped)"
+    if ct.prepare_ms - ct.start_ms >= ct.timeout_ms - TIMEOUT_SLACK_MS:
+        return "timed out"
+    for op in inits.get(ct.transactional_id, []):
+        if ct.start_ms - CLOCK_EPS_MS <= op["invoke_time"] * 1000 <= ct.prepare_ms + CLOCK_EPS_MS:
+            return f"fenced by {op['process']}'s init"
+    return None
+
+
+def _ended_early(ct: CoordinatorTxn, c: ClientTxn, inits: dict[str, list[dict[str, Any]]]) -> bool:
+    """Whether ``ct`` was prepared before its client ``c`` let it go, by a request not its own: a
+    commit before the client asked to commit (nothing else commits), or an abort before the client
+    asked to end it or gave it up, that the coordinator did not start itself."""
+    if ct.prepare_ms is None:
+        return False
+    asked = c.end_invoke_ms if c.end_invoke_ms is not None else float("inf")
+    if ct.prepared == "commit":
+        return ct.prepare_ms < asked - CLOCK_EPS_MS
+    let_go = min(asked, c.gave_up_ms if c.gave_up_ms is not None else float("inf"))
+    return ct.prepare_ms < let_go - CLOCK_EPS_MS and _coordinator_initiated(ct, inits) is None
+
+
+def _partition_text(partitions: list[str]) -> str:
+    return ", ".join(partitions) if partitions else "no partition"
+
+
+def _wrote_something(history: Any, key: tuple[str, int]) -> bool:
+    """Whether a client transaction sent an output or an offset (an empty one needs no
+    coordinator record: Kafka Streams may commit a transaction it sent nothing in)."""
+    send = history.txn_ops.get(key) or {}
+    if (send.get("value") or {}).get("outputs", 1) > 0:
+        return True
+    return any((op["value"].get("offsets") or {}) for op in history.txn_ends.get(key, []))
+
+
+def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, Any]] | None = None,
+          log_complete: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The ``split-transaction`` cases and the facts of the coordinator's view.
+
+    A client transaction is a case when (a) two or more coordinator transactions holding
+    partitions started in its window (split), or (b) its coordinator transaction was prepared
+    before the client asked to end it, and not by the coordinator itself (a fence, a timeout):
+    another request ended it. (b) is also found by the message proxy's record when there is one
+    (``late``: verifier/late_requests.py rows): a request sent before this client transaction
+    began that ended it. And (c), when the log is complete (``log_complete``: the cleaner removed
+    nothing from it), a transaction the client saw commit that no coordinator transaction carried.
+    Facts: how many coordinator transactions were attributed, what the coordinator did with the
+    transactions whose outcome the client did not know or saw fail, and ``matched_nothing`` when
+    client transactions committed and none could be matched (the check then judged nothing)."""
+    clients = client_transactions(history)
+    owner = attribute(coordinator, clients)
+    inits: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for op in history.ops:
+        if op["f"] == "init" and op.get("txid"):
+            inits[op["txid"]].append(op)
+    held: dict[tuple[str, int], list[CoordinatorTxn]] = defaultdict(list)
+    for i, c in owner.items():
+        if coordinator[i].partitions:
+            held[(c.process, c.seq)].append(coordinator[i])
+    by_key = {(c.process, c.seq): c for c in clients}
+    by_prepare = {(ct.transactional_id, r[0]): ct for ct in coordinator for r in ct.records
+                  if r[1] in ("PrepareCommit", "PrepareAbort")}
+    ended_by: dict[tuple[str, int], dict[str, Any]] = {}
+    for row in late or []:
+        if not row.get("ended_a_transaction"):
+            continue
+        prepare = next((r for r in row.get("transaction_log") or [] if r["status"] in ("PrepareCommit", "PrepareAbort")),
+                       None)
+        ct = by_prepare.get((row.get("transactional_id"), prepare["offset"])) if prepare else None
+        c = next((c for i, c in owner.items() if coordinator[i] is ct), None) if ct is not None else None
+        if c is not None and row["sent_ms"] < c.start_ms - CLOCK_EPS_MS:
+            ended_by[(c.process, c.seq)] = row
+
+    cases = []
+    for key, cts in sorted(held.items()):
+        c = by_key[key]
+        cts.sort(key=lambda ct: (ct.start_ms, ct.first_offset))
+        early = [ct for ct in cts if _ended_early(ct, c, inits)]
+        late_row = ended_by.get(key)
+        if len(cts) >= 2:
+            parts = "; ".join(f"{_partition_text(ct.partitions)} {ct.outcome()}" for ct in cts)
+            text = explain("split-transaction.split", seq=c.seq, process=c.process, txid=c.txid, n=len(cts), parts=parts)
+        elif early:
+            ct = early[0]
+            asked = f"asked to {c.end_f}" if c.end_f else "ended it"
+            text = explain("split-transaction.ended-early", seq=c.seq, process=c.process, txid=c.txid,
+                           prepared=ct.prepared, asked=asked)
+        elif late_row is not None:
+            text = explain("split-transaction.ended-by-late-request", seq=c.seq, process=c.process, txid=c.txid,
+                           api=late_row.get("api"), committed="commit" if late_row.get("committed") else "abort")
+        else:
+            continue
+        cases.append({"explanation": text, "transactions": [history.txn_evidence(key)],
+                      "client_transaction": {"process": c.process, "txn_seq": c.seq, "txid": c.txid, "epoch": c.epoch,
+                                             "began_ms": round(c.start_ms), "ended": c.end_f,
+                                             "end_invoked_ms": None if c.end_invoke_ms is None else round(c.end_invoke_ms),
+                                             "outcome": c.outcome},
+                      "coordinator_transactions": [ct.evidence() for ct in cts],
+                      **({"late_request": late_row} if late_row is not None else {})})
+
+    unrecorded = [c for c in clients if c.outcome == "committed" and (c.process, c.seq) not in held
+                  and _wrote_something(history, (c.process, c.seq))]
+    if log_complete and held:
+        for c in unrecorded:
+            cases.append({"explanation": explain("split-transaction.unrecorded", seq=c.seq, process=c.process,
+                                                 txid=c.txid),
+                          "transactions": [history.txn_evidence((c.process, c.seq))],
+                          "coordinator_transactions": []})
+
+    resolved: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for c in clients:
+        if c.outcome in ("committed", "aborted"):
+            continue
+        outcomes = {ct.completed or "open" for ct in held.get((c.process, c.seq), [])}
+        verdict = ("unresolved" if not outcomes else "split" if len(outcomes) > 1 else f"coordinator {outcomes.pop()}")
+        resolved[c.outcome][verdict] += 1
+    facts = {"coordinator_transactions": len(coordinator),
+             "with_partitions": sum(1 for ct in coordinator if ct.partitions),
+             "attributed": sum(1 for i in owner if coordinator[i].partitions),
+             "client_transactions": len(clients),
+             "client_transactions_without_coordinator_record": sum(1 for c in clients if (c.process, c.seq) not in held),
+             "committed_without_coordinator_record": len(unrecorded),
+             "matched_nothing": bool(not held and any(c.outcome == "committed" for c in clients)),
+             "outcomes_the_client_did_not_know": {k: dict(v) for k, v in sorted(resolved.items())}}
+    return cases, facts

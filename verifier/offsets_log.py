@@ -1,0 +1,88 @@
+"""What the group coordinator's log (``__consumer_offsets``) says about the pipeline's offset commits.
+
+An exactly-once transaction commits its outputs and its consumer offsets together; the final
+group offsets show only the last commit per partition, so a commit that was lost, or one that
+moved a partition back, is hidden by the next one. The decoded log shows each of them. Both
+engines collect the group's commits of the input topic to the driver (one per transaction and
+partition, few; verifier/internal_topics.offset_commit_batches decodes them for both), so these
+checks are one function each, here.
+
+``offset_log``: the committed view's offset commits of the group and input topic, dicts with
+``log_partition, log_offset, partition, offset, commit_timestamp``. The committed view leaves
+out the offset commits of aborted transactions, so what remains is what a restart would read.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from kchaos.verifier.checks import explain
+
+#: offset commits shown around a missing one
+NEIGHBOURS = 2
+
+
+def committed_offsets_of(history: Any) -> dict[tuple[str, int], dict[int, int]]:
+    """Per client transaction the client saw commit (a transactional commit, or the negative
+    controls' consumer commit): the offsets it committed, from its successful commit operation
+    (or, where that does not repeat them, the transaction's ``send_offsets``)."""
+    sent: dict[tuple[str, int], dict[str, Any]] = {}
+    out: dict[tuple[str, int], dict[int, int]] = {}
+    for op in history.ops:
+        seq = op["value"].get("txn_seq")
+        if seq is None:
+            continue
+        if op["f"] == "send_offsets":
+            sent[(op["process"], seq)] = op["value"].get("offsets") or {}
+        elif op["f"] in ("commit", "commit_offsets") and op["outcome"] == "ok":
+            offsets = op["value"].get("offsets") or sent.get((op["process"], seq)) or {}
+            if offsets:
+                out[(op["process"], seq)] = {int(p): int(o) for p, o in offsets.items()}
+    return out
+
+
+def lost_offset_commit_cases(history: Any, offset_log: list[dict[str, Any]], topic: str) -> tuple[list[dict[str, Any]], int]:
+    """A transaction the client saw commit whose offset commit is not in the committed offsets
+    log: its outputs may be visible, but a restart would not know its inputs were processed.
+    Returns the cases and how many committed transactions had offsets to look for."""
+    present: set[tuple[int, int]] = {(c["partition"], c["offset"]) for c in offset_log}
+    by_partition: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for c in offset_log:
+        by_partition[c["partition"]].append(c)
+    cases = []
+    committed = committed_offsets_of(history)
+    for key, offsets in sorted(committed.items()):
+        missing = sorted((p, o) for p, o in offsets.items() if (p, o) not in present)
+        if not missing:
+            continue
+        around = {}
+        for p, o in missing:
+            commits = sorted(by_partition.get(p, []), key=lambda c: c["offset"])
+            below = [c for c in commits if c["offset"] < o][-NEIGHBOURS:]
+            above = [c for c in commits if c["offset"] > o][:NEIGHBOURS]
+            around[str(p)] = below + above
+        cases.append({"explanation": explain("lost-offset-commit", seq=key[1], process=key[0], topic=topic,
+                                             commits=", ".join(f"{p} -> {o}" for p, o in missing)),
+                      "transactions": [history.txn_evidence(key)],
+                      "missing": [{"topic": topic, "partition": p, "offset": o} for p, o in missing],
+                      "offset_commits_around": around})
+    return cases, len(committed)
+
+
+def offsets_backwards_cases(offset_log: list[dict[str, Any]], topic: str) -> list[dict[str, Any]]:
+    """A group's committed offset of one input partition that moved back: the inputs between the
+    two positions would be processed again by whoever reads the later commit. Judged in the
+    order the group coordinator wrote the commits (log order: a group's commits share one
+    ``__consumer_offsets`` partition)."""
+    last: dict[int, dict[str, Any]] = {}
+    cases = []
+    for c in sorted(offset_log, key=lambda c: (c["log_partition"], c["log_offset"])):
+        before = last.get(c["partition"])
+        if before is not None and c["offset"] < before["offset"]:
+            cases.append({"explanation": explain("offsets-backwards", topic=topic, p=c["partition"],
+                                                 before=before["offset"], after=c["offset"]),
+                          "offset_commits": [{**before, "log": f"__consumer_offsets-{before['log_partition']}"},
+                                             {**c, "log": f"__consumer_offsets-{c['log_partition']}"}]})
+        last[c["partition"]] = c
+    return cases
