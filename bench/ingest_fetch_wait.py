@@ -1,6 +1,6 @@
 """The Spark verifier's ingest (Kafka source -> Parquet, both views) against how long a broker may
 hold a fetch that finds nothing: Kafka's consumer default (500 ms) beside the ingest's setting
-(``spark_job.END_OF_LOG_FETCH_WAIT_MS``), in one run, on one cluster.
+(``spark_ingest.END_OF_LOG_FETCH_WAIT_MS``), in one run, on one cluster.
 
     .venv/bin/python bench/ingest_fetch_wait.py [--transactions 3150] [--waits 500,10] [--rounds 2]
 
@@ -60,17 +60,17 @@ def write_transactions(bootstrap: str, transactions: int, producers: int = 3) ->
 
 def measure(bootstrap: str, wait_ms: int, rounds: int, transactions: int, work: Path) -> list[float]:
     """In this process: one Spark session, ``rounds`` ingests with the given fetch wait."""
-    from kchaos.verifier import spark_job
+    from kchaos.verifier import spark_ingest
     from kchaos.verifier.spark_env import spark_session
 
-    spark_job.END_OF_LOG_FETCH_WAIT_MS = wait_ms
+    spark_ingest.END_OF_LOG_FETCH_WAIT_MS = wait_ms
     # sized as the verifier sizes its job (records of both views: C1 only at the default size)
     spark = spark_session(None, records=2 * len(TOPICS) * 4 * transactions)
     try:
         seconds = []
         for _ in range(rounds):
             started = time.monotonic()
-            spark_job.ingest_topics(spark, bootstrap, work, list(TOPICS))
+            spark_ingest.ingest_topics(spark, bootstrap, work, list(TOPICS))
             seconds.append(round(time.monotonic() - started, 2))
         return seconds
     finally:

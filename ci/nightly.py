@@ -21,6 +21,7 @@ with a harness error, else 2 if any run was ``unknown``, else 0.
 
 from __future__ import annotations
 
+import json
 import random
 import time
 import tomllib
@@ -30,8 +31,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kchaos.ci.junit import RunOutcome, write_junit
-from kchaos.harness.campaign import CAMPAIGNS_DIR, Campaign, load_campaign
+from kchaos.clusters.spec import describe_validation_error
 from kchaos.errors import ConfigError, KchaosError
+from kchaos.harness.campaign import CAMPAIGNS_DIR, load_campaign
+from kchaos.harness.run import execute_run, say
+from kchaos.reports.index import render_index
+from kchaos.verifier.campaign import Campaign
 
 DEFAULT_MATRIX = CAMPAIGNS_DIR / "nightly.toml"
 
@@ -62,8 +67,6 @@ def load_matrix(path: Path) -> tuple[Matrix, list[tuple[MatrixEntry, Path, Campa
     try:
         matrix = Matrix.model_validate(data)
     except ValidationError as exc:
-        from kchaos.clusters.spec import describe_validation_error
-
         raise ConfigError(f"{path}: {describe_validation_error(exc, '').lstrip('.')}") from None
     resolved = []
     for i, entry in enumerate(matrix.entry):
@@ -91,11 +94,6 @@ def exit_code(outcomes: list[RunOutcome]) -> int:
 
 
 def run_nightly(matrix_path: Path, out_root: Path, extra_fresh: int = 0) -> int:
-    import json
-
-    from kchaos.harness.run import execute_run, say
-    from kchaos.reports.index import render_index
-
     matrix, entries = load_matrix(matrix_path)  # every campaign validated before anything starts
     night = out_root / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{matrix.name}"
     night.mkdir(parents=True, exist_ok=True)

@@ -10,22 +10,29 @@ from __future__ import annotations
 from pathlib import Path
 
 from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role, coordinator_partition, java_string_hash
+from kchaos.clusters.docker import DockerCluster
+from kchaos.clusters.external import ExternalCluster
+from kchaos.clusters.local import LocalJvmCluster
 from kchaos.clusters.spec import ClusterSpec
 
-__all__ = ["Capability", "Cluster", "ClusterSpec", "Node", "NodeInfo", "Role", "create_cluster",
+__all__ = ["BACKENDS", "Capability", "Cluster", "ClusterSpec", "Node", "NodeInfo", "Role", "backend_capabilities", "create_cluster",
            "coordinator_partition", "java_string_hash"]
+
+
+BACKENDS: dict[str, type[Cluster]] = {"local": LocalJvmCluster, "docker": DockerCluster, "external": ExternalCluster}
+
+
+def backend_capabilities(spec: ClusterSpec) -> frozenset[Capability]:
+    """What the backend ``spec`` names can do, known before it starts (a campaign that needs more
+    is refused on load)."""
+    return BACKENDS[spec.backend].capabilities_for(spec)  # type: ignore[attr-defined]
 
 
 def create_cluster(spec: ClusterSpec, work_dir: Path) -> Cluster:
     """The backend ``spec.backend`` names, owning ``work_dir`` (configs, data, logs, pid files)."""
     if spec.backend == "local":
-        from kchaos.clusters.local import LocalJvmCluster
-
         return LocalJvmCluster(spec, work_dir)
     if spec.backend == "docker":
-        from kchaos.clusters.docker import DockerCluster
-
         return DockerCluster(spec, work_dir)
-    from kchaos.clusters.external import ExternalCluster
 
     return ExternalCluster(spec, work_dir)

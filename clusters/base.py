@@ -20,7 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from kchaos.clusters.kafka_tools import describe_quorum_leader
+from kchaos.clusters.processes import is_alive
 from kchaos.errors import CapabilityError, ClusterError
+from kchaos.waiting import WaitTimeout, gone_within, wait_until
 
 
 class Capability(str, enum.Enum):
@@ -189,7 +192,6 @@ class Cluster(abc.ABC):
     def partition_metadata(self, topic: str, timeout_s: float = 10.0) -> dict[int, Any]:
         """Partition metadata of ``topic``. Brokers apply new metadata at slightly different
         moments, so "unknown topic" is retried for a few seconds before it is believed."""
-        from kchaos.waiting import WaitTimeout, wait_until
 
         seen: dict[str, Any] = {"error": "missing"}
 
@@ -259,13 +261,11 @@ class Cluster(abc.ABC):
 
     def active_controller(self) -> int:
         """The KRaft quorum leader. Backends override with cheaper sources."""
-        from kchaos.clusters.kafka_tools import describe_quorum_leader
 
         return describe_quorum_leader(self)
 
     def wait_healthy(self, timeout_s: float = 60.0) -> None:
         """Wait until every broker is registered and no partition is under-replicated."""
-        from kchaos.waiting import WaitTimeout, wait_until
 
         expected = {n.node_id for n in self.brokers}
 
@@ -310,7 +310,4 @@ def coordinator_partition(key: str, partitions: int) -> int:
 
 
 def wait_for_process_exit(pids: list[int], timeout_s: float) -> bool:
-    from kchaos.clusters.processes import is_alive
-    from kchaos.waiting import gone_within
-
     return gone_within(lambda: any(is_alive(p) for p in pids), timeout_s, 0.1)

@@ -6,6 +6,7 @@ from typing import Any
 
 from kchaos.clusters.base import Cluster
 from kchaos.errors import ClusterError
+from kchaos.waiting import WaitTimeout, wait_until
 
 
 def quiet(conf: dict[str, Any]) -> dict[str, Any]:
@@ -25,7 +26,6 @@ def create_topic(cluster: Cluster, topic: str, partitions: int, replication: int
         if "TOPIC_ALREADY_EXISTS" not in str(exc):
             raise ClusterError(f"could not create topic {topic}: {exc}") from None
     # The controller has it; wait until the brokers' metadata shows a leader for every partition.
-    from kchaos.waiting import WaitTimeout, wait_until
 
     def visible() -> bool:
         md = cluster.admin().list_topics(topic=topic, timeout=5).topics.get(topic)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role
+from kchaos.clusters.kafka_tools import upgrade_feature
 from kchaos.clusters.local import SMALL_MACHINE_DEFAULTS, new_cluster_id
 from kchaos.clusters.spec import ClusterSpec
 from kchaos.errors import ClusterError, ConfigError, SetupError
@@ -151,6 +152,10 @@ class DockerCluster(Cluster):
     backend_name = "docker"
     capabilities = frozenset({Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.RESTART})
 
+    @classmethod
+    def capabilities_for(cls, spec: ClusterSpec) -> frozenset[Capability]:
+        return cls.capabilities
+
     def __init__(self, spec: ClusterSpec, work_dir: Path):
         super().__init__()
         if spec.backend != "docker":
@@ -208,8 +213,6 @@ class DockerCluster(Cluster):
             wait_until(lambda: expected <= set(self.admin().list_topics(timeout=5).brokers),
                        self.spec.ready_timeout_s, 1.0, "brokers did not register", retry_on=(Exception,))
             if self.spec.transaction_version is not None:
-                from kchaos.clusters.kafka_tools import upgrade_feature
-
                 upgrade_feature(self, "transaction.version", self.spec.transaction_version,
                                 downgrade=self.spec.transaction_version < 2)
         except WaitTimeout as exc:

@@ -27,6 +27,10 @@ class ExternalCluster(Cluster):
     backend_name = "external"
     capabilities = frozenset()  # no kill, pause, restart or network: kchaos does not own the nodes
 
+    @classmethod
+    def capabilities_for(cls, spec: ClusterSpec) -> frozenset[Capability]:
+        return cls.capabilities
+
     def __init__(self, spec: ClusterSpec, work_dir: Path | None = None):
         super().__init__()
         if spec.backend != "external" or spec.external is None:

@@ -30,15 +30,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kchaos.files import atomic_write
 from kchaos.clusters.artifacts import JarSet, require_java, resolve_kafka
 from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role
-from kchaos.clusters.kafka_tools import run_tool
+from kchaos.clusters.kafka_tools import run_tool, tool_jars
+from kchaos.clusters.message_proxy import MessageProxyClient
 from kchaos.clusters.processes import ManagedProcess, reap
 from kchaos.clusters.spec import ClusterSpec
-from kchaos.clusters.message_proxy import MessageProxyClient
 from kchaos.clusters.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary
 from kchaos.errors import ClusterError, ConfigError
+from kchaos.files import atomic_write
 from kchaos.waiting import WaitTimeout, wait_until
 
 HOST = "127.0.0.1"
@@ -451,15 +451,21 @@ class LocalJvmCluster(Cluster):
                 roles.add(Role.CONTROLLER)
             self._nodes.append(LocalNode(self, nid, frozenset(roles)))
 
-    @property
-    def capabilities(self) -> frozenset[Capability]:  # type: ignore[override]
+    @staticmethod
+    def capabilities_for(spec: ClusterSpec) -> frozenset[Capability]:
+        """What a local cluster of ``spec`` can do, known before it starts: everything, network and
+        message faults only through the proxies the spec puts on its links."""
         caps = {Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.RESTART, Capability.LOGS,
                 Capability.UPGRADE}
-        if self.spec.proxy_internal or self.spec.proxy_clients:
+        if spec.proxy_internal or spec.proxy_clients:
             caps.add(Capability.NETWORK)
-        if self.spec.proxy_messages:
+        if spec.proxy_messages:
             caps.add(Capability.MESSAGES)
         return frozenset(caps)
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:  # type: ignore[override]
+        return self.capabilities_for(self.spec)
 
     @property
     def nodes(self) -> list[LocalNode]:  # type: ignore[override]
@@ -749,7 +755,6 @@ class LocalJvmCluster(Cluster):
     def info(self) -> dict[str, Any]:
         """The base facts, plus which release the brokers and the admin tools come from (they
         differ when a release's kafka-tools is not on the registry: clusters/kafka_tools.py)."""
-        from kchaos.clusters.kafka_tools import tool_jars
 
         return {**super().info(), "kafka_version": self.kafka_version,
                 "admin_tools_version": tool_jars("features", self.kafka_version)[1]}

@@ -55,44 +55,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kchaos.clusters.kafka_protocol import (API_KEYS, API_NAMES, ERROR_CODES, FORGEABLE_APIS, RequestHeader,
-                                            describe_request, error_response, parse_request_header, parse_response)
+from kchaos.clusters.kafka_protocol import (API_KEYS, API_NAMES, RequestHeader, describe_request, error_response,
+                                            parse_request_header, parse_response)
+from kchaos.clusters.message_rules import validate_rule
 from kchaos.errors import ClusterError
 from kchaos.http import HttpStatusError, json_call
 
 HOST = "127.0.0.1"
-RULE_KINDS = ("delay", "hold", "drop-response", "duplicate", "error")
 #: after a client closes: how long its upstream waits for the answers to what was sent
 DRAIN_S = 30.0
 #: how long removing a rule waits for the answers to the requests it released
 ANSWER_WAIT_S = 10.0
 MAX_FRAME = 100 * 1024 * 1024
-
-
-def validate_rule(body: dict[str, Any]) -> dict[str, Any]:
-    """A rule as the control API accepts it; ValueError names the bad field."""
-    kind = body.get("kind")
-    if kind not in RULE_KINDS:
-        raise ValueError(f"kind must be one of {', '.join(RULE_KINDS)}, not {kind!r}")
-    apis = body.get("apis") or []
-    unknown = [a for a in apis if a not in API_KEYS]
-    if not apis or unknown:
-        raise ValueError(f"apis must name one or more of {', '.join(API_KEYS)}; unknown: {unknown or 'none given'}")
-    if kind == "error":
-        if body.get("error") not in ERROR_CODES:
-            raise ValueError(f"error must be one of {', '.join(ERROR_CODES)}, not {body.get('error')!r}")
-        not_forgeable = [a for a in apis if a not in FORGEABLE_APIS]
-        if not_forgeable:
-            raise ValueError(f"an error response can be forged for {', '.join(FORGEABLE_APIS)} only, "
-                             f"not {', '.join(not_forgeable)}")
-    rule = {"id": str(body.get("id") or f"rule-{time.monotonic_ns()}"), "kind": kind, "apis": list(apis),
-            "nodes": [int(n) for n in body.get("nodes") or []], "client_prefix": str(body.get("client_prefix") or ""),
-            "count": int(body.get("count", 1)), "delay_ms": int(body.get("delay_ms", 0)),
-            "release_after_ms": int(body.get("release_after_ms", 0)),
-            "duplicate_after_ms": int(body.get("duplicate_after_ms", 0)), "error": body.get("error")}
-    if rule["count"] < 0 or rule["delay_ms"] < 0 or rule["release_after_ms"] < 0 or rule["duplicate_after_ms"] < 0:
-        raise ValueError("count, delay_ms, release_after_ms and duplicate_after_ms must be >= 0")
-    return rule
 
 
 @dataclass

@@ -16,42 +16,32 @@ import traceback
 from typing import Any
 
 from kchaos.clusters.base import Capability
-from kchaos.faults.library import Fault, FaultContext, make_fault
+from kchaos.faults.base import Fault, FaultContext
+from kchaos.faults.kinds import make_fault
 from kchaos.faults.schedule import ScheduledFault
+from kchaos.faults.timeline import ScheduledRunner
 from kchaos.errors import KchaosError
 from kchaos.workloads.history import HistoryWriter
 
 
-class Nemesis:
+class Nemesis(ScheduledRunner[ScheduledFault]):
+    """The fault schedule, on the runner planned steps share (faults/timeline.py): a fault holds
+    the cluster lock for its whole inject-hold-heal, so it never lands inside a node upgrade."""
+
     def __init__(self, ctx: FaultContext, schedule: list[ScheduledFault], history: HistoryWriter,
-                 on_event: Any = None, cluster_lock: Any = None):
+                 on_event: Any = None, cluster_lock: threading.Lock | None = None):
+        super().__init__("nemesis", schedule, lambda sf: sf.at_s, cluster_lock)
         self.ctx = ctx
-        #: shared with planned steps (harness/steps.py): a fault never lands inside a node upgrade
-        self.cluster_lock = cluster_lock if cluster_lock is not None else threading.Lock()
         self.schedule = schedule
         self.history = history
         self.on_event = on_event or (lambda message: None)
         self.active: Fault | None = None
         self.executed: list[dict[str, Any]] = []
-        self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
-        self.started_at: float | None = None
 
-    def start(self) -> None:
-        self.started_at = time.monotonic()
-        self._thread.start()
-
-    def _run(self) -> None:
-        assert self.started_at is not None
-        for sf in self.schedule:
-            delay = self.started_at + sf.at_s - time.monotonic()
-            if delay > 0 and self._stop.wait(delay):
-                return
-            if self._stop.is_set():
-                return
-            with self.cluster_lock:
-                self._execute(sf)
+    def execute(self, index: int, sf: ScheduledFault) -> None:
+        with self.cluster_lock:
+            self._execute(sf)
 
     def _execute(self, sf: ScheduledFault) -> None:
         fault = make_fault(sf, self.ctx)
@@ -69,7 +59,7 @@ class Nemesis:
             self.on_event(f"fault {sf.index} {sf.kind}:{sf.target} could not be injected: {reason}")
             return
         self.on_event(f"fault {sf.index} {sf.kind} on {resolved.get('role')} {resolved.get('nodes')}")
-        self._stop.wait(sf.hold_s)
+        self.wait(sf.hold_s)
         healed = self._heal(fault)
         self.history.complete(op, f, "ok", {"index": sf.index, "resolved": resolved, "heal": healed})
         self.executed.append({"index": sf.index, "kind": sf.kind, "target": sf.target, "outcome": "ok",
@@ -86,8 +76,7 @@ class Nemesis:
                     self.active = None
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=600)
+        self.halt(600)
         with self._lock:
             fault = self.active
         if fault is not None:
@@ -112,7 +101,7 @@ class Nemesis:
                 if cluster.has(Capability.RESTART) and not getattr(node, "is_running", True):
                     node.start()
                     actions.append(f"started node {node.node_id}")
-            pool = getattr(self.ctx.workload, "pool", None)
+            pool = self.ctx.workload.pool if self.ctx.workload is not None else None
             if pool is not None:
                 pool.resume_all()
             started = time.monotonic()

@@ -12,10 +12,12 @@ import json
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kchaos.files import atomic_write
-from kchaos.faults.spec import FaultsSpec
+
+if TYPE_CHECKING:  # the spec is read, never constructed, here (faults.spec imports the kinds, which import this)
+    from kchaos.faults.spec import FaultsSpec
 
 
 @dataclass(frozen=True)

@@ -10,62 +10,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from kchaos.clusters.base import Capability
-
-#: brokers a message fault's requests go to, resolved when it is invoked
-MESSAGE_TARGETS = ("txn-coordinator", "group-coordinator", "leader-output", "leader-input", "random", "all")
-
-#: fault kind -> (capability it needs, accepted targets, what it does)
-FAULT_KINDS: dict[str, tuple[Capability | None, tuple[str, ...], str]] = {
-    "kill": (Capability.KILL, ("random", "share-coordinator", "minority", "txn-coordinator", "group-coordinator", "controller",
-                               "leader-input", "leader-output"), "SIGKILL the target node(s); heal restarts them"),
-    "terminate": (Capability.TERMINATE, ("random", "share-coordinator", "minority", "txn-coordinator", "group-coordinator", "controller",
-                                         "leader-input", "leader-output"), "graceful stop; heal restarts"),
-    "pause": (Capability.PAUSE, ("random", "share-coordinator", "minority", "txn-coordinator", "group-coordinator", "controller",
-                                 "leader-input", "leader-output"), "SIGSTOP; heal sends SIGCONT"),
-    "restart": (Capability.RESTART, ("random", "share-coordinator", "txn-coordinator", "group-coordinator", "controller",
-                                     "leader-input", "leader-output"), "graceful restart at once"),
-    "rolling-restart": (Capability.RESTART, ("all",), "restart every broker in turn, waiting for health between"),
-    "partition": (Capability.NETWORK, ("isolate-random", "isolate-txn-coordinator", "isolate-group-coordinator",
-                                       "isolate-share-coordinator",
-                                       "isolate-controller", "isolate-leader-input", "isolate-leader-output",
-                                       "majority-minority", "ring", "controller-quorum"),
-                  "cut inter-node links (replication and quorum) through the pair proxies"),
-    "client-link-down": (Capability.NETWORK, ("random", "share-coordinator", "txn-coordinator", "group-coordinator", "leader-input",
-                                              "leader-output"), "disable the client proxy of the target broker"),
-    "latency": (Capability.NETWORK, ("all-clients", "random", "txn-coordinator", "group-coordinator", "leader-input",
-                                     "leader-output"), "latency with jitter on client links"),
-    "timeout": (Capability.NETWORK, ("random", "txn-coordinator", "group-coordinator", "leader-input", "leader-output"),
-                "client link stops passing data; connections close after the timeout"),
-    "reset-peer": (Capability.NETWORK, ("random", "txn-coordinator", "group-coordinator", "leader-input", "leader-output"),
-                   "client connections reset (TCP RST) after a delay"),
-    "bandwidth": (Capability.NETWORK, ("all-clients", "random", "txn-coordinator", "leader-input", "leader-output"),
-                  "client link bandwidth limited (KB/s)"),
-    "slicer": (Capability.NETWORK, ("all-clients", "random", "txn-coordinator", "leader-input", "leader-output"),
-               "client traffic sliced into small delayed packets"),
-    "worker-crash": (None, ("random-worker",), "SIGKILL a workload worker; the harness restarts it"),
-    "worker-pause": (None, ("random-worker",), "SIGSTOP a worker for the fault's duration"),
-    "zombie": (None, ("random-worker",), "pause a worker past the transaction timeout, replace it, resume it"),
-    "txid-takeover": (None, ("random-worker",), "start a second worker with the same transactional.id"),
-    "message-delay": (Capability.MESSAGES, MESSAGE_TARGETS, "delay matching requests by delay_ms (in order)"),
-    "message-hold": (Capability.MESSAGES, MESSAGE_TARGETS,
-                     "hold a matching request until the heal (or release_after_ms), then deliver it even if the "
-                     "client gave up on it"),
-    "message-drop-response": (Capability.MESSAGES, MESSAGE_TARGETS,
-                              "the broker gets the request, the client never hears (an unknown outcome)"),
-    "message-duplicate": (Capability.MESSAGES, MESSAGE_TARGETS,
-                          "deliver a matching request, then a copy duplicate_after_ms later on another connection"),
-    "message-error": (Capability.MESSAGES, MESSAGE_TARGETS,
-                      "answer a matching request with `error` without it reaching the broker"),
-}
-
-#: message fault kind -> the proxy's rule kind (clusters/message_proxy.py)
-MESSAGE_KINDS: dict[str, str] = {"message-delay": "delay", "message-hold": "hold",
-                                 "message-drop-response": "drop-response", "message-duplicate": "duplicate",
-                                 "message-error": "error"}
-#: parameters of message faults, with their defaults (faults/library.py MessageFault)
-MESSAGE_DEFAULTS: dict[str, Any] = {"apis": ["EndTxn"], "worker": "all", "count": 1, "delay_ms": 2000,
-                                    "release_after_ms": 0, "duplicate_after_ms": 1000, "error": "NOT_COORDINATOR"}
+from kchaos.clusters import backend_capabilities
+from kchaos.clusters.spec import ClusterSpec
+from kchaos.errors import CapabilityError
+from kchaos.faults.kinds import KINDS
 
 #: named bundles of mix entries; packages compose with each other and with `mix`
 PACKAGES: dict[str, list[dict[str, Any]]] = {
@@ -91,29 +39,6 @@ PACKAGES: dict[str, list[dict[str, Any]]] = {
 }
 
 
-def check_message_params(kind: str, params: dict[str, Any]) -> None:
-    """The parameters of a message fault, checked on load against what the proxy accepts."""
-    from kchaos.clusters.kafka_protocol import API_KEYS, ERROR_CODES, FORGEABLE_APIS
-
-    apis = params.get("apis", MESSAGE_DEFAULTS["apis"])
-    if not isinstance(apis, list) or not apis or any(a not in API_KEYS for a in apis):
-        raise ValueError(f"fault {kind!r}: apis must be a list of API names from {', '.join(API_KEYS)}; got {apis!r}")
-    worker = params.get("worker", "all")
-    if not (worker in ("all", "random") or (isinstance(worker, float) and worker >= 0 and worker == int(worker))):
-        raise ValueError(f"fault {kind!r}: worker is a worker slot number, \"random\" or \"all\"; got {worker!r}")
-    for name in ("count", "delay_ms", "release_after_ms", "duplicate_after_ms"):
-        if name in params and not (isinstance(params[name], float) and params[name] >= 0):
-            raise ValueError(f"fault {kind!r}: {name} must be a number >= 0; got {params[name]!r}")
-    if kind == "message-error":
-        error = params.get("error", MESSAGE_DEFAULTS["error"])
-        if error not in ERROR_CODES:
-            raise ValueError(f"fault {kind!r}: error must be one of {', '.join(ERROR_CODES)}; got {error!r}")
-        not_forgeable = [a for a in apis if a not in FORGEABLE_APIS]
-        if not_forgeable:
-            raise ValueError(f"fault {kind!r}: kchaos can forge an error response for {', '.join(FORGEABLE_APIS)} "
-                             f"only, not {', '.join(not_forgeable)}")
-
-
 class FaultEntry(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     kind: str
@@ -125,34 +50,21 @@ class FaultEntry(BaseModel):
     @field_validator("kind")
     @classmethod
     def _kind(cls, value: str) -> str:
-        if value not in FAULT_KINDS:
-            raise ValueError(f"unknown fault kind {value!r}; accepted: {', '.join(FAULT_KINDS)}")
+        if value not in KINDS:
+            raise ValueError(f"unknown fault kind {value!r}; accepted: {', '.join(sorted(KINDS))}")
         return value
 
     @model_validator(mode="after")
-    def _target(self) -> "FaultEntry":
-        accepted = FAULT_KINDS[self.kind][1]
-        if self.target is not None and self.target not in accepted:
-            raise ValueError(f"fault {self.kind!r} cannot target {self.target!r}; accepted targets: {', '.join(accepted)}")
-        allowed_params = {"latency": {"latency_ms", "jitter_ms"}, "bandwidth": {"rate_kbps"}, "timeout": {"timeout_ms"},
-                          "reset-peer": {"timeout_ms"}, "slicer": {"average_size", "delay_us"}}.get(self.kind, set())
-        if self.kind in MESSAGE_KINDS:
-            allowed_params = {"apis", "worker", "count"} | {
-                "message-delay": {"delay_ms"}, "message-hold": {"release_after_ms"}, "message-drop-response": set(),
-                "message-duplicate": {"duplicate_after_ms"}, "message-error": {"error"}}[self.kind]
-        unknown = set(self.params) - allowed_params
-        if unknown:
-            raise ValueError(f"fault {self.kind!r} has no parameter {', '.join(sorted(unknown))}; "
-                             f"accepted: {', '.join(sorted(allowed_params)) or 'none'}")
-        if self.kind in MESSAGE_KINDS:
-            check_message_params(self.kind, self.params)
-        elif any(not isinstance(v, float) for v in self.params.values()):
-            raise ValueError(f"fault {self.kind!r}: parameters are numbers")
+    def _target_and_params(self) -> "FaultEntry":
+        kind = KINDS[self.kind]
+        if self.target is not None and self.target not in kind.targets:
+            raise ValueError(f"fault {self.kind!r} cannot target {self.target!r}; accepted targets: {', '.join(kind.targets)}")
+        kind.check_params(self.params)
         return self
 
     @property
     def resolved_target(self) -> str:
-        return self.target or FAULT_KINDS[self.kind][1][0]
+        return self.target or KINDS[self.kind].targets[0]
 
 
 class FaultsSpec(BaseModel):
@@ -193,28 +105,14 @@ class FaultsSpec(BaseModel):
         return out + list(self.mix)
 
 
-def capabilities_for_backend(backend: str) -> frozenset[Capability]:
-    """What a backend can do, known before it starts (so a campaign is rejected on load)."""
-    if backend == "local":
-        return frozenset(Capability)
-    if backend == "docker":
-        return frozenset({Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.RESTART})
-    return frozenset()
-
-
-def check_capabilities(faults: FaultsSpec, backend: str, proxied: bool = True, messages: bool = True) -> None:
-    from kchaos.errors import CapabilityError
-
-    caps = set(capabilities_for_backend(backend))
-    if not proxied:
-        caps.discard(Capability.NETWORK)
-    if not messages:
-        caps.discard(Capability.MESSAGES)
+def check_capabilities(faults: FaultsSpec, cluster: ClusterSpec) -> None:
+    """Every fault of the mix against what the cluster's backend can do (before anything starts)."""
+    caps = backend_capabilities(cluster)
     for entry in faults.entries() if faults.enabled else []:
-        needed = FAULT_KINDS[entry.kind][0]
+        needed = KINDS[entry.kind].capability
         if needed is not None and needed not in caps:
             have = ", ".join(sorted(c.value for c in caps)) or "none"
             raise CapabilityError(
-                f"fault {entry.kind!r} needs the {needed.value!r} capability, which the {backend} backend lacks "
+                f"fault {entry.kind!r} needs the {needed.value!r} capability, which the {cluster.backend} backend lacks "
                 f"(it has: {have})",
                 "drop that fault from [faults], or use the local backend")

@@ -8,23 +8,38 @@ and the cluster are stopped (``finally``), and the history recorded so far is me
 
 from __future__ import annotations
 
+import importlib.metadata
+import platform
 import random
+import shlex
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from kchaos.clusters import create_cluster
-from kchaos.signals import GracefulStop
-from kchaos.harness.campaign import Campaign
-from kchaos.rundir import RunDir
-from kchaos.harness.steps import Stepper
+import confluent_kafka
 
-EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_HARNESS_ERROR = 0, 1, 2, 3
+from kchaos.clusters import create_cluster
+from kchaos.clusters.artifacts import resolve_kafka
+from kchaos.clusters.reaper import start_reaper
+from kchaos.faults.base import FaultContext
+from kchaos.faults.nemesis import Nemesis
+from kchaos.faults.schedule import generate_schedule, write_schedule
+from kchaos.faults.steps import Stepper
+from kchaos.harness.progress import Progress
+from kchaos.reports.run_report import render_run_report
+from kchaos.rundir import RunDir
+from kchaos.signals import GracefulStop
+from kchaos.verifier.campaign import Campaign, record
+from kchaos.verifier.verdict import judge_run
+from kchaos.workloads import make_workload
+from kchaos.workloads.ctp import CtpWorkload
+from kchaos.workloads.history import HistoryWriter, merge_history
+from kchaos.workloads.java_client import CTP_WORKER, STREAMS_APP, check_java_properties, client_classpath
+
 #: after a graceful stop, how long the drain may take at most (the user wants out soon)
 INTERRUPTED_DRAIN_S = 60.0
-VERDICT_EXIT = {"valid": EXIT_VALID, "invalid": EXIT_INVALID, "unknown": EXIT_UNKNOWN}
 
 
 def say(message: str) -> None:
@@ -32,8 +47,6 @@ def say(message: str) -> None:
 
 
 def replay_command(run: RunDir, campaign_path: Path | None, seed: int, overrides: list[str] | None = None) -> str:
-    import shlex
-
     target = str(campaign_path) if campaign_path else "campaigns/default.toml"
     sets = "".join(f" --set {shlex.quote(o)}" for o in overrides or [])
     return f"kchaos run {shlex.quote(target)} --seed {seed}{sets}  # or: kchaos replay {shlex.quote(str(run.path))}"
@@ -42,21 +55,13 @@ def replay_command(run: RunDir, campaign_path: Path | None, seed: int, overrides
 def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
                 campaign_path: Path | None = None, schedule: list | None = None,
                 replay_of: Path | None = None, overrides: list[str] | None = None) -> tuple[RunDir, int]:
-    from kchaos.faults.library import FaultContext
-    from kchaos.faults.nemesis import Nemesis
-    from kchaos.faults.schedule import generate_schedule, write_schedule
-    from kchaos.workloads import make_workload
-    from kchaos.workloads.ctp import CtpWorkload
-    from kchaos.workloads.history import HistoryWriter, merge_history
-
     seed = seed if seed is not None else campaign.run.seed
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
     prepare_artifacts(campaign)  # jars, the Java driver, client properties: a failure creates and starts nothing
     run = RunDir.create(out_root, campaign.name, seed)
     (run.path / "seed").write_text(f"{seed}\n")
-    run.write_json("campaign.json", {**campaign.model_dump(mode="json"), "run": {**campaign.run.model_dump(mode="json"),
-                                                                                  "seed": seed}})
+    record(run, campaign, seed)
     run.write_json("replay.json", {"command": replay_command(run, campaign_path, seed, overrides), "seed": seed,
                                    "replay_of": str(replay_of) if replay_of else None,
                                    "note": "replays the same config, seed and fault schedule; timing is not reproduced exactly"})
@@ -68,8 +73,6 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
     run.set_status("setup")
     say(f"run directory {run.path} (seed {seed})")
     history = HistoryWriter(run.path / "history" / "harness.jsonl", "harness")
-    from kchaos.clusters.reaper import start_reaper
-
     start_reaper(run.path)  # kills whatever this run started if the harness itself dies
     cluster = create_cluster(campaign.cluster, run.cluster_dir)
     workload: CtpWorkload | None = None
@@ -149,11 +152,8 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         merge_history(run.path / "history", run.path)
         merged = True
         # verified while the cluster is still up: the Spark job reads the topics through Kafka
-        code = verify(run, bootstrap=cluster.bootstrap_servers if campaign.verifier.read_from_kafka else None)
-        if campaign.steps:
-            from kchaos.harness.certify import certify_run
-
-            code = certify_run(run)
+        code = judge_run(run, campaign, bootstrap=cluster.bootstrap_servers if campaign.verifier.read_from_kafka else None,
+                         say=say)
     finally:
         stop.__exit__()
         if stepper is not None:
@@ -174,13 +174,9 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
 def prepare_artifacts(campaign: Campaign) -> None:
     """Resolve what the run will need later (the Java driver, the releases of a rolling upgrade)
     before any cluster starts, so that a missing artefact is an error that starts nothing."""
-    from kchaos.clusters.artifacts import resolve_kafka
-
     if campaign.cluster.backend == "local":
         resolve_kafka(campaign.cluster.kafka_version)
     if campaign.workload.client != "confluent":
-        from kchaos.workloads.java_client import CTP_WORKER, STREAMS_APP, check_java_properties, client_classpath
-
         client_classpath(campaign.workload.java_client_version, CTP_WORKER)  # --check-config runs on it
         if campaign.workload.client == "streams":
             client_classpath(campaign.workload.java_client_version, STREAMS_APP)
@@ -193,27 +189,18 @@ def prepare_artifacts(campaign: Campaign) -> None:
 
 def environment() -> dict[str, Any]:
     """What the run was made with (shown in the report's "what was tested")."""
-    import importlib.metadata
-    import platform
-
-    import confluent_kafka
-
     info: dict[str, Any] = {"python": platform.python_version(), "machine": platform.machine(),
                             "client": f"confluent-kafka {importlib.metadata.version('confluent-kafka')} "
                                       f"(librdkafka {confluent_kafka.libversion()[0]})"}
     try:
-        import pyspark
-
-        info["pyspark"] = pyspark.__version__
-    except ImportError:
+        info["pyspark"] = importlib.metadata.version("pyspark")
+    except importlib.metadata.PackageNotFoundError:
         info["pyspark"] = None
     return info
 
 
 def render_report(run: RunDir) -> None:
     """The HTML report; a failure to render is said, never turned into a verdict."""
-    from kchaos.reports.run_report import render_run_report
-
     try:
         say(f"report: {render_run_report(run.path)}")
     except Exception as exc:  # the verdict stands; the report can be re-rendered with `kchaos report`
@@ -225,8 +212,6 @@ def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, pha
     """Wait ``duration_s``, and on until every scheduled fault ran (at most twice as long) and
     every planned step is done (at most 2 x duration + 15 min), showing live progress
     (harness/progress.py)."""
-    from kchaos.harness.progress import Progress
-
     progress = Progress(interval_s)
     started = time.monotonic()
     try:
@@ -257,47 +242,3 @@ def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, pha
             time.sleep(0.25)
     finally:
         progress.close()
-
-
-def verify(run: RunDir, bootstrap: str | None = None, verifier_overrides: dict[str, Any] | None = None) -> int:
-    """Check a stored run; write ``results.json`` and ``metrics.json``; return the exit code.
-
-    The campaign's ``[verifier]`` table picks the engine: the Spark job (reading the topics
-    through Kafka when ``bootstrap`` names the live cluster), cross-checked by the
-    single-process Python checker; or that checker alone. ``verifier_overrides`` (from
-    ``kchaos analyze --engine/--spark-master``) apply to this check only; the recorded campaign
-    is left as it was."""
-    from pydantic import ValidationError
-
-    from kchaos.clusters.spec import describe_validation_error
-    from kchaos.errors import ConfigError
-    from kchaos.verifier.spec import VerifierSpec
-    from kchaos.verifier.verify import verify_run, write_results
-    from kchaos.workloads.history import pair_operations, read_lines
-    from kchaos.workloads.metrics import compute_metrics
-
-    campaign = run.read_json("campaign.json")
-    try:
-        spec = VerifierSpec.model_validate({**(campaign.get("verifier") or {}), **(verifier_overrides or {})})
-    except ValidationError as exc:
-        raise ConfigError(f"bad verifier settings: {describe_validation_error(exc, 'verifier')}") from None
-    stopped_in = (run.read_json("status.json") if (run.path / "status.json").exists() else {}).get("phase")
-    run.set_status("verify")
-    ops = None
-    if (run.path / "history.jsonl").exists():
-        ops = pair_operations(list(read_lines(run.path / "history.jsonl")))  # read once, for both
-        run.write_json("metrics.json", compute_metrics(ops))
-    results = write_results(run.path, verify_run(run.path, spec, bootstrap, ops, stopped_in, say))
-    code = VERDICT_EXIT[results["verdict"]]
-    if campaign.get("steps"):  # complete once certified (harness/certify.py)
-        run.set_status("certify", verdict=results["verdict"])
-    else:
-        run.set_status("done", complete=True, verdict=results["verdict"], exit_code=code)
-    facts = results.get("facts", {})
-    say(f"verdict: {results['verdict'].upper()}"
-        + (f" ({', '.join(results['anomaly_types'])})" if results["anomaly_types"] else "")
-        + f"; inputs {facts.get('inputs_committed')}, committed outputs {facts.get('outputs_committed')}, "
-          f"transactions {facts.get('transactions')}")
-    for name, reason in results.get("not_checked", {}).items():
-        say(f"not checked: {name} ({reason})")
-    return code

@@ -7,6 +7,10 @@ print it as is and exit with :attr:`KchaosError.exit_code` (3: harness error).
 
 from __future__ import annotations
 
+#: kchaos' exit codes: a CI job reads them (docs/ci.md)
+EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_HARNESS_ERROR = 0, 1, 2, 3
+VERDICT_EXIT = {"valid": EXIT_VALID, "invalid": EXIT_INVALID, "unknown": EXIT_UNKNOWN}
+
 
 class KchaosError(Exception):
     """Root of every error kchaos raises deliberately."""

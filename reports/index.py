@@ -14,8 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kchaos.errors import ConfigError
 from kchaos.files import atomic_write
 from kchaos.reports.plots import Plot, Series, render_svg
+from kchaos.reports.run_report import template_environment
+from kchaos.verifier.campaign import load_recorded
 
 
 def _json(path: Path, default: Any = None) -> Any:
@@ -26,20 +29,24 @@ def _json(path: Path, default: Any = None) -> Any:
 
 
 def run_row(run: Path, root: Path) -> dict[str, Any]:
-    campaign = _json(run / "campaign.json", {})
     status = _json(run / "status.json", {})
     results = _json(run / "results.json", {}) if status.get("complete") else {}
     totals = (_json(run / "metrics.json", {}) or {}).get("totals") or {}
-    cluster, workload = campaign.get("cluster") or {}, campaign.get("workload") or {}
-    tv = cluster.get("transaction_version")
+    try:
+        campaign = load_recorded(run)
+        tv = campaign.cluster.transaction_version
+        name, seed = campaign.name, campaign.run.seed
+        settings = (f"Kafka {campaign.cluster.kafka_version} x{campaign.cluster.nodes}, {campaign.workload.delivery}, "
+                    f"{campaign.workload.isolation}, TV {tv if tv is not None else 'default'}")
+    except ConfigError as exc:  # a run directory that cannot be read is listed as such, not skipped
+        name, seed, settings = "?", None, exc.one_line()
     night = run.parent.relative_to(root).as_posix() if run.parent != root else ""
     return {
         "run": run.name, "night": night, "link": (run / "report.html").relative_to(root).as_posix(),
-        "has_report": (run / "report.html").exists(), "campaign": campaign.get("name", "?"),
+        "has_report": (run / "report.html").exists(), "campaign": name,
         "verdict": results.get("verdict") or ("incomplete" if not status.get("complete") else "unknown"),
-        "anomalies": results.get("anomaly_types") or [], "seed": (campaign.get("run") or {}).get("seed"),
-        "settings": f"Kafka {cluster.get('kafka_version')} x{cluster.get('nodes')}, {workload.get('delivery')}, "
-                    f"{workload.get('isolation')}, TV {tv if tv is not None else 'default'}",
+        "anomalies": results.get("anomaly_types") or [], "seed": seed,
+        "settings": settings,
         "inputs_per_s": totals.get("inputs_per_s"), "outputs": (results.get("facts") or {}).get("outputs_committed"),
         "faults": (results.get("facts") or {}).get("faults"), "expected": _json(run / "expect.json", {}).get("verdict"),
         "started": run.name[:16],
@@ -66,12 +73,8 @@ def trends(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def render_index(root: Path) -> Path:
-    from kchaos.reports.run_report import template_environment
-
     root = Path(root)
     if not root.is_dir():
-        from kchaos.errors import ConfigError
-
         raise ConfigError(f"{root} is not a directory", "pass the --out directory of kchaos run or kchaos ci nightly")
     rows = [run_row(run, root) for run in find_runs(root)]
     trend = trends(rows)

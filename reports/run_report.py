@@ -19,7 +19,9 @@ from typing import Any
 
 from kchaos.files import atomic_write
 from kchaos.reports.plots import Band, Plot, Series, render_svg
+from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.model import case_time_and_slots
+from kchaos.workloads.history import pair_operations, read_lines
 
 LOG_WINDOW_S = 2.0
 LOG_LINES_PER_NODE = 12
@@ -122,9 +124,8 @@ def _plots(metrics: dict[str, Any], bands: list[dict[str, Any]]) -> list[str]:
 
 def gather(run: Path) -> dict[str, Any]:
     """Everything the page shows, from the run directory alone."""
-    from kchaos.workloads.history import pair_operations, read_lines
 
-    campaign = _json(run / "campaign.json", {})
+    campaign = load_recorded(run)
     status = _json(run / "status.json", {})
     results = _json(run / "results.json") if status.get("complete") else None
     metrics = _json(run / "metrics.json", {})
@@ -190,10 +191,7 @@ def template_environment() -> Any:
 def render_run_report(run: Path) -> Path:
     """Write ``RUN_DIR/report.html`` (atomically) and return its path."""
     run = Path(run)
-    if not (run / "campaign.json").exists():
-        from kchaos.errors import ConfigError
-
-        raise ConfigError(f"{run} is not a kchaos run directory (no campaign.json)", "pass a directory made by `kchaos run`")
+    load_recorded(run)  # not a run directory, or an unreadable record: ConfigError (exit 3) before rendering
     html = template_environment().get_template("run.html.j2").render(**gather(run))
     atomic_write(run / "report.html", html)
     return run / "report.html"

@@ -13,7 +13,7 @@ class _OnlyTheKchaosNamespace(importlib.abc.MetaPathFinder):
     wheel install does not have: refuse their bare names, so that code which imports or loads
     ``reports`` instead of ``kchaos.reports`` fails here rather than for a user."""
 
-    LAYERS = frozenset({"harness", "clusters", "workloads", "faults", "verifier", "reports", "ci", "campaigns"})
+    LAYERS = frozenset({"harness", "clusters", "workloads", "faults", "verifier", "reports", "ci", "cli", "campaigns"})
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname.split(".")[0] in self.LAYERS:

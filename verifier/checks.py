@@ -1,8 +1,8 @@
 """What each check of the consume-transform-produce workload means, defined once for both engines.
 
-The Python reference (verifier/pychecker.py) and the Spark job (verifier/spark_job.py) each hold
+The Python reference (verifier/pychecker.py) and the Spark job (verifier/spark_checks.py) each hold
 only their *query*: which records, transactions or log entries make a case. Everything else is
-here: the registry (anomaly name, the engine function that queries it, what it means), when a
+here: the registry (anomaly name, the Engine method that queries it, what it means), when a
 check cannot be made on a run and what it says then (``requires``), the explanation of every
 case and every note. So two engines cannot word, gate or count the same check differently, and
 ``case_keys`` can compare them case by case (tests/integration/test_differential.py).
@@ -11,9 +11,10 @@ case and every note. So two engines cannot word, gate or count the same check di
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from kchaos.verifier import evidence
+from kchaos.verifier.engine import Engine
 from kchaos.verifier.model import MAX_CASES, ORDER_PROMISED_DELIVERY, NotApplicable
 from kchaos.verifier.results import INVALID, UNKNOWN, VALID, CheckResult
 
@@ -92,7 +93,7 @@ class Requirement:
 @dataclass(frozen=True)
 class CheckDef:
     anomaly: str
-    function: str  # the engine module's function that runs the query
+    query: Callable[[Engine, Any], CheckResult]  # the Engine method that finds its cases
     meaning: str
     requires: tuple[Requirement, ...] = ()
 
@@ -102,61 +103,61 @@ _NO_OFFSETS_LOG = "no __consumer_offsets dump in the run directory"
 _NO_TXN_LOG = "no __transaction_state dump in the run directory"
 
 CHECKS: tuple[CheckDef, ...] = (
-    CheckDef("duplicate", "check_duplicates",
+    CheckDef("duplicate", Engine.duplicates,
              "an (input, slot) whose output is visible more than once to read_committed readers"),
-    CheckDef("lost-input", "check_lost_input",
+    CheckDef("lost-input", Engine.lost_input,
              "an input below the group's committed offset that a transaction processed, with no committed output"),
-    CheckDef("offsets-ahead", "check_offsets_ahead",
+    CheckDef("offsets-ahead", Engine.offsets_ahead,
              "the group's committed offset passed an input that no transaction processed",
              (Requirement("history", VALID, f"{_NO_HISTORY}: reported as lost-input"),)),
-    CheckDef("torn-transaction", "check_torn",
+    CheckDef("torn-transaction", Engine.torn_transactions,
              "some but not all outputs of one input, or of one transaction, are visible"),
-    CheckDef("aborted-read", "check_aborted_read",
+    CheckDef("aborted-read", Engine.aborted_reads,
              "a visible output of a transaction the client aborted or saw fail to commit, or derived from an aborted "
              "input; or an input the seeder aborted, visible"),
-    CheckDef("lost-write", "check_lost_write",
+    CheckDef("lost-write", Engine.lost_writes,
              "a transaction the client saw commit with fewer visible outputs than it wrote",
              (Requirement("transactional", VALID, "not transactional: checked as lost-input/torn-transaction"),
               Requirement("history", None, f"{_NO_HISTORY}: nothing says which transactions the client saw commit"))),
-    CheckDef("offsets-behind", "check_offsets_behind",
+    CheckDef("offsets-behind", Engine.offsets_behind,
              "a visible output of an input at or past the group's final committed offset"),
-    CheckDef("split-transaction", "check_split_transactions",
+    CheckDef("split-transaction", Engine.split_transactions,
              "a client transaction carried by two coordinator transactions, or ended by a request that was not its "
              "own (the coordinator's log against the client history)",
              (Requirement("transactional", None, "not transactional: there is no coordinator transaction to match"),
               Requirement("history", None, f"{_NO_HISTORY}: nothing says which client transaction each coordinator "
                                            "transaction carried"),
               Requirement("transaction-log", UNKNOWN, _NO_TXN_LOG))),
-    CheckDef("lost-offset-commit", "check_lost_offset_commits",
+    CheckDef("lost-offset-commit", Engine.lost_offset_commits,
              "a transaction the client saw commit whose offset commit is not in the committed offsets log",
              (Requirement("history", None, f"{_NO_HISTORY}: nothing says which offsets each transaction committed"),
               Requirement("offsets-log", UNKNOWN, _NO_OFFSETS_LOG),
               Requirement("offsets-uncompacted", None, "{compaction}"))),
-    CheckDef("offsets-backwards", "check_offsets_backwards",
+    CheckDef("offsets-backwards", Engine.offsets_backwards,
              "a group's committed offset of an input partition that moved back in the offsets log",
              (Requirement("offsets-log", UNKNOWN, _NO_OFFSETS_LOG),)),
-    CheckDef("lost-acknowledged-input", "check_acknowledged_inputs",
+    CheckDef("lost-acknowledged-input", Engine.acknowledged_inputs,
              "an input the seeder's committed transaction wrote that the committed input log does not hold, at its "
              "position and with its id",
              (Requirement("seeder-acks", None, "the seeder's history records no input it committed"),)),
-    CheckDef("input-mismatch", "check_input_mismatch",
+    CheckDef("input-mismatch", Engine.input_mismatches,
              "a committed output whose input reference names a position holding another record, or none",
              (Requirement("full-lineage", None, "identity lineage: an output's input position is found from its id, "
                                                 "so it cannot disagree with it"),)),
-    CheckDef("invalid-txn-transition", "check_txn_transitions",
+    CheckDef("invalid-txn-transition", Engine.txn_transitions,
              "a __transaction_state step the coordinator's state machine forbids, or an epoch going backwards",
              (Requirement("transaction-log", UNKNOWN, _NO_TXN_LOG),)),
-    CheckDef("hanging-transaction", "check_hanging",
+    CheckDef("hanging-transaction", Engine.hanging_transactions,
              "a partition whose last stable offset stayed behind its high watermark after heal and drain",
              (Requirement("liveness", UNKNOWN, "no liveness snapshot after heal in final.json"),)),
-    CheckDef("zombie-write", "check_zombie_write",
+    CheckDef("zombie-write", Engine.zombie_writes,
              "a committed output of a producer whose transactional.id a successor had already initialised",
              (Requirement("history", VALID, f"{_NO_HISTORY}: not checkable"),)),
-    CheckDef("nonmonotonic", "check_nonmonotonic",
+    CheckDef("nonmonotonic", Engine.nonmonotonic,
              "within one output partition, outputs of one input partition out of input order",
              (Requirement("order-promised", None, "order is not promised under delivery={delivery} "
                                                   "(re-processing after a restart re-appends earlier inputs)"),)),
-    CheckDef("no-progress", "check_progress",
+    CheckDef("no-progress", Engine.progress,
              "no committed transaction or no committed output: a run that proves nothing"),
 )
 
@@ -164,10 +165,21 @@ CHECK_NAMES = tuple(c.anomaly for c in CHECKS)
 #: the checks that need the client history (without one they would speak for an external app)
 HISTORY_CHECKS = tuple(c.anomaly for c in CHECKS if any(r.needs == "history" for r in c.requires))
 #: the checks that read the coordinator's log, the offsets log, and neither (the user topics)
-TXN_LOG_CHECKS = ("invalid-txn-transition", "split-transaction")
-OFFSETS_LOG_CHECKS = ("lost-offset-commit", "offsets-backwards")
-USER_TOPIC_CHECKS = tuple(n for n in CHECK_NAMES
-                          if n not in (*TXN_LOG_CHECKS, *OFFSETS_LOG_CHECKS, "hanging-transaction"))
+_TXN_LOG_CHECKS = ("invalid-txn-transition", "split-transaction")
+_OFFSETS_LOG_CHECKS = ("lost-offset-commit", "offsets-backwards")
+CHECK_GROUPS = evidence.CheckGroups(
+    history=HISTORY_CHECKS, transaction_log=_TXN_LOG_CHECKS, offsets_log=_OFFSETS_LOG_CHECKS,
+    user_topics=tuple(n for n in CHECK_NAMES if n not in (*_TXN_LOG_CHECKS, *_OFFSETS_LOG_CHECKS, "hanging-transaction")))
+
+#: What a share-group run does not check (its share ledger, verifier/share_checks.py, does instead)
+NOT_FOR_SHARE = {
+    "lost-input": "a share group has no committed offsets: covered by share-lost and share-stuck-acquired",
+    "offsets-ahead": "a share group has no committed offsets",
+    "offsets-behind": "a share group has no committed offsets",
+    "nonmonotonic": "share groups do not promise order",
+    "lost-offset-commit": "a share group commits no consumer offsets (acknowledgements instead: the share ledger)",
+    "offsets-backwards": "a share group has no committed offsets",
+}
 
 #: What identity lineage (an unmodified app: outputs carry only their input's id) cannot check,
 #: beside what its lack of client history already rules out (lost-write, zombie-write).
@@ -182,7 +194,7 @@ IDENTITY_NOT_CHECKED = {
 def has(data: Any, needs: str) -> bool:
     """Whether the run (an engine's run object: ``workload``, ``final``, ``history``, ``txn_log``,
     ``offset_log``, ``acknowledged``) has what a requirement names."""
-    delivery = data.workload["delivery"]
+    delivery = data.workload.delivery
     if needs == "history":
         return bool(data.history.has_history)
     if needs == "transactional":
@@ -200,12 +212,12 @@ def has(data: Any, needs: str) -> bool:
     if needs == "seeder-acks":
         return data.acknowledged.any
     if needs == "full-lineage":
-        return data.workload.get("lineage", "full") == "full"
+        return data.workload.lineage == "full"
     raise ValueError(f"unknown requirement {needs!r}")
 
 
 def _requirement_note(data: Any, requirement: Requirement) -> str:
-    return requirement.note.format(delivery=data.workload["delivery"],
+    return requirement.note.format(delivery=data.workload.delivery,
                                    compaction=evidence.compaction_note(data.compaction, "__consumer_offsets"))
 
 
@@ -222,17 +234,15 @@ def run_checks(results: Any, data: Any, engine: Any, pool: Any = None) -> bool:
     results must then be built once under a lock."""
     import traceback
 
-    share = data.workload.get("kind") == "share"
+    share = data.workload.kind == "share"
     if share:
-        from kchaos.verifier.share_checks import NOT_FOR_SHARE
-
         results.not_checked.update(NOT_FOR_SHARE)
-    if data.workload.get("lineage") == "id":
+    if data.workload.lineage == "id":
         results.not_checked.update(IDENTITY_NOT_CHECKED)
 
     def run_one(check: CheckDef) -> Any:
         try:
-            return getattr(engine, check.function)(data)
+            return getattr(engine, check.query.__name__)(data)
         except NotApplicable as reason:
             return reason
         except Exception:
@@ -240,7 +250,7 @@ def run_checks(results: Any, data: Any, engine: Any, pool: Any = None) -> bool:
 
     # what the run lacks: the checks it blinds say why; a fatal gap is an error (never valid)
     blinded: dict[str, str] = {}
-    for gap in evidence.gaps(data, HISTORY_CHECKS):
+    for gap in evidence.gaps(data, CHECK_GROUPS):
         if gap.fatal:
             results.errors.append(gap.reason)
         for name in gap.checks:

@@ -24,9 +24,9 @@ def check_split_transactions(data: Any) -> CheckResult:
 
 
 def check_lost_offset_commits(data: Any) -> CheckResult:
-    cases, checked = lost_offset_commit_cases(data.history, data.offset_log, data.workload["input_topic"])
+    cases, checked = lost_offset_commit_cases(data.history, data.offset_log, data.workload.input_topic)
     return offset_commit_result(cases, checked, data.history.committed_transactions())
 
 
 def check_offsets_backwards(data: Any) -> CheckResult:
-    return result("offsets-backwards", offsets_backwards_cases(data.offset_log, data.workload["input_topic"]))
+    return result("offsets-backwards", offsets_backwards_cases(data.offset_log, data.workload.input_topic))

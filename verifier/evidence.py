@@ -16,6 +16,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kchaos.clusters.local import cleaned_offsets
+
+
+@dataclass(frozen=True)
+class CheckGroups:
+    """Which checks read which evidence (the registry, verifier/checks.py, says)."""
+
+    history: tuple[str, ...]          #: the checks that need the client history
+    transaction_log: tuple[str, ...]  #: those that read __transaction_state
+    offsets_log: tuple[str, ...]      #: those that read __consumer_offsets
+    user_topics: tuple[str, ...]      #: those that read the input and output topics
+
 
 @dataclass(frozen=True)
 class Gap:
@@ -35,7 +47,6 @@ def compaction_of(run: Path, final: dict[str, Any]) -> dict[str, Any] | None:
     the run directory holds it (the local backend's layout)."""
     if final.get("compaction") is not None:
         return final["compaction"]
-    from kchaos.clusters.local import cleaned_offsets
 
     return cleaned_offsets(Path(run) / "cluster")
 
@@ -59,16 +70,13 @@ def compaction_note(compaction: dict[str, Any] | None, topic: str) -> str | None
 
 def records_history(workload: dict[str, Any]) -> bool:
     """kchaos' own workers (and the Streams driver) record a client history; an external app does not."""
-    return not workload.get("external_command")
+    return not workload.external_command
 
 
-def gaps(data: Any, history_checks: tuple[str, ...]) -> list[Gap]:
-    """Every gap in the run's evidence. ``history_checks``: the checks that read the client
-    history (checks.CHECKS' history requirements)."""
-    from kchaos.verifier.checks import OFFSETS_LOG_CHECKS, TXN_LOG_CHECKS, USER_TOPIC_CHECKS
-
+def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
+    """Every gap in the run's evidence; ``groups``: which checks each kind of evidence feeds."""
     workload, final, history = data.workload, data.final, data.history
-    share = workload.get("kind") == "share"
+    share = workload.kind == "share"
     out: list[Gap] = []
 
     if not share and (final.get("group_offsets") is None or final.get("group_offsets_error")):
@@ -81,15 +89,15 @@ def gaps(data: Any, history_checks: tuple[str, ...]) -> list[Gap]:
         if not stopped:
             continue
         topic = dump.get("topic")
-        blinds = (TXN_LOG_CHECKS if topic == "__transaction_state" else OFFSETS_LOG_CHECKS
-                  if topic == "__consumer_offsets" else () if str(topic).startswith("__") else USER_TOPIC_CHECKS)
+        blinds = (groups.transaction_log if topic == "__transaction_state" else groups.offsets_log
+                  if topic == "__consumer_offsets" else () if str(topic).startswith("__") else groups.user_topics)
         out.append(Gap(f"the final read of {topic} ({dump.get('view')}) stopped before the end of partitions "
                        f"{', '.join(map(str, stopped))}: its data is partial", blinds))
 
     own = records_history(workload)
     if own and not history.has_history:
         out.append(Gap("kchaos' own workers recorded no client history (history.jsonl missing or without their "
-                       "operations): what the clients did is unknown", history_checks))
+                       "operations): what the clients did is unknown", groups.history))
     elif own and data.output_processes is not None:
         recorded = {op["process"] for op in history.ops}
         silent = sorted(p for p in data.output_processes if p not in recorded)
@@ -108,10 +116,10 @@ def gaps(data: Any, history_checks: tuple[str, ...]) -> list[Gap]:
                        "they cannot be checked"))
 
     committed = history.committed_transactions()
-    if (workload.get("delivery") == "exactly-once" and data.txn_log_records == 0
+    if (workload.delivery == "exactly-once" and data.txn_log_records == 0
             and (committed > 0 or (data.outputs_committed_count or 0) > 0)):
         out.append(Gap(f"__transaction_state holds no record although {committed or 'some'} transactions committed: "
-                       "the coordinator's own account is missing", TXN_LOG_CHECKS))
+                       "the coordinator's own account is missing", groups.transaction_log))
 
     planned = _planned_faults(Path(data.run))
     injected = sum(1 for op in history.faults if op["outcome"] == "ok")

@@ -12,6 +12,9 @@ import functools
 import json
 from typing import Any, Iterator
 
+from kchaos.verifier.coordinator_log import COORDINATOR_TXN_SCHEMA, coordinator_transactions
+from kchaos.verifier.decoders import OffsetCommit, decode_offsets_record, decode_transaction_record
+
 TXN_LOG_SCHEMA = ("partition INT, offset BIGINT, transactional_id STRING, producer_id BIGINT, producer_epoch INT, "
                   "status STRING, partitions STRING, last_update_ms BIGINT, start_ms BIGINT, timeout_ms INT, "
                   "client_transaction_version INT")
@@ -24,7 +27,6 @@ def transaction_log_batches(batches: Iterator[Any]) -> Iterator[Any]:
     record (TXN_LOG_SCHEMA; a tombstone has no producer id); records of other types dropped."""
     import pyarrow as pa
 
-    from kchaos.verifier.decoders import decode_transaction_record
 
     for batch in batches:
         rows: dict[str, list[Any]] = {k: [] for k in ("partition", "offset", "transactional_id", "producer_id",
@@ -49,7 +51,6 @@ def offset_commit_batches(batches: Iterator[Any], group: str | None, topic: str)
     by this one definition."""
     import pyarrow as pa
 
-    from kchaos.verifier.decoders import OffsetCommit, decode_offsets_record
 
     for batch in batches:
         rows: dict[str, list[Any]] = {k: [] for k in ("log_partition", "log_offset", "partition", "offset",
@@ -77,7 +78,6 @@ def coordinator_transactions_of(frame: Any) -> Any:
     runs coordinator_log.coordinator_transactions on the executors, one id at a time."""
     import pandas as pd
 
-    from kchaos.verifier.coordinator_log import COORDINATOR_TXN_SCHEMA, coordinator_transactions
 
     columns = [col.split()[0] for col in COORDINATOR_TXN_SCHEMA.split(", ")]
     records = []

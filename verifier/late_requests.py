@@ -3,9 +3,11 @@ twice (duplicated), the broker's answer, and what the transaction coordinator wr
 transactional id right after the request arrived.
 
 A late EndTxn answered ``NONE`` and followed within ``ENDED_WITHIN_MS`` by a ``PrepareCommit``
-or ``PrepareAbort`` of the same producer id and epoch *ended a transaction*: the coordinator
-applied it to whatever transaction was open then. (A late EndTxn repeating a transaction that
-had already ended writes nothing: the coordinator answers a retry from its completed state.)
+or ``PrepareAbort`` of the same producer id and epoch, of a transaction that began after the
+request was sent (its ``txnStartTimestamp``), *ended a transaction*: the coordinator applied it
+to a later transaction open then. One that prepares the transaction it was sent for was only
+slow (its client still waited for it: ``ended_its_own``). (A late EndTxn repeating a transaction
+that had already ended writes nothing: the coordinator answers a retry from its completed state.)
 This is KAFKA-17754's mechanism (docs/findings.md); the anomalies it causes are named by the
 checks, this module says which request caused them. Whether a visible anomaly follows depends
 on what the client then does with the transaction it still thinks open: ``client_then`` is its
@@ -78,16 +80,19 @@ def late_requests(events: list[dict[str, Any]], txn_log: list[dict[str, Any]] | 
             continue
         arrived = arrival_ms(e)
         follow = [{"offset": offset, "status": x.status, "producer_epoch": x.producer_epoch,
-                   "partitions": x.partitions, "after_ms": round(x.last_update_ms - arrived)}
+                   "partitions": x.partitions, "after_ms": round(x.last_update_ms - arrived), "start_ms": x.start_ms}
                   for offset, x in by_txid.get(e.get("transactional_id") or "", [])
                   if -CLOCK_SLACK_MS <= x.last_update_ms - arrived <= WINDOW_MS]
         row = {k: e.get(k) for k in ("rule", "action", "api", "api_version", "node", "client_id", "correlation_id",
                                      "transactional_id", "producer_id", "producer_epoch", "committed",
                                      "client_connected_at_release")}
         # when the client first sent it: a held or delayed request when it was held, a copy's original
-        row.update(sent_ms=round((e.get("original_time") or e["time"]) * 1000), arrived_ms=round(arrived),
-                   answer=e["answer"].get("error"), transaction_log=follow,
-                   ended_a_transaction=ended_a_transaction(e, follow), client_then=None, against_the_client=False)
+        sent = round((e.get("original_time") or e["time"]) * 1000)
+        ended = ended_transaction(e, follow)
+        row.update(sent_ms=sent, arrived_ms=round(arrived), answer=e["answer"].get("error"), transaction_log=follow,
+                   ended_a_transaction=ended is not None and ended["start_ms"] > sent,
+                   ended_its_own=ended is not None and ended["start_ms"] <= sent,
+                   client_then=None, against_the_client=False)
         if row["ended_a_transaction"]:
             # the client's decision still pending when the request arrived: the first end of a
             # transaction (commit or abort) that completed after it (one in flight counts)
@@ -101,12 +106,14 @@ def late_requests(events: list[dict[str, Any]], txn_log: list[dict[str, Any]] | 
     return rows
 
 
-def ended_a_transaction(event: dict[str, Any], follow: list[dict[str, Any]]) -> bool:
+def ended_transaction(event: dict[str, Any], follow: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The Prepare record an EndTxn answered ``NONE`` caused (its kind, same epoch, just after it
+    arrived), or None."""
     if event.get("api") != "EndTxn" or event["answer"].get("error") != "NONE":
-        return False
+        return None
     wanted = "PrepareCommit" if event.get("committed") else "PrepareAbort"
-    return any(f["status"] == wanted and f["producer_epoch"] == event.get("producer_epoch")
-               and -CLOCK_SLACK_MS <= f["after_ms"] <= ENDED_WITHIN_MS for f in follow)
+    return next((f for f in follow if f["status"] == wanted and f["producer_epoch"] == event.get("producer_epoch")
+                 and -CLOCK_SLACK_MS <= f["after_ms"] <= ENDED_WITHIN_MS), None)
 
 
 def late_request_facts(run: Path, txn_log: list[dict[str, Any]] | None,
@@ -119,4 +126,5 @@ def late_request_facts(run: Path, txn_log: list[dict[str, Any]] | None,
     return {"affected": len({(e.get("rule"), e.get("connection"), e.get("correlation_id")) for e in events}),
             "late_or_duplicated": len(rows), "accepted": sum(1 for r in rows if r["answer"] == "NONE"),
             "ended_a_transaction": sum(1 for r in rows if r["ended_a_transaction"]),
+            "ended_its_own": sum(1 for r in rows if r["ended_its_own"]),
             "ended_against_the_client": sum(1 for r in rows if r["against_the_client"]), "requests": rows}

@@ -1,7 +1,7 @@
 """What both checkers share: the lineage fields, Kafka's transaction state machine, the client
 history indexed by transaction, and the evidence built from it.
 
-The Python checker (verifier/pychecker.py) and the Spark job (verifier/spark_job.py) must name
+The Python checker (verifier/pychecker.py) and the Spark job (verifier/spark_checks.py) must name
 the same anomalies on the same run; keeping these in one place keeps them honest.
 """
 
@@ -11,6 +11,8 @@ import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+from kchaos.workloads.history import pair_operations, read_lines
 
 MAX_CASES = 50  # per anomaly type; the note on each check carries the exact count
 
@@ -77,7 +79,7 @@ def identity_positions(committed: dict[tuple[int, int], str],
     raw position. An id committed more than once (a seeder batch whose commit outcome was
     unknown and that was written again) is *ambiguous*: returned apart, its inputs and outputs
     are set aside, never guessed. ``committed``/``raw``: position -> id. The Spark job builds the
-    same map with joins (spark_job.SparkRun)."""
+    same map with joins (spark_run.SparkRun)."""
     from collections import Counter
 
     times = Counter(committed.values())
@@ -94,8 +96,6 @@ class NotApplicable(Exception):
 
 
 def read_ops(run: Path) -> list[dict[str, Any]]:
-    from kchaos.workloads.history import pair_operations, read_lines
-
     path = run / "history.jsonl"
     return pair_operations(list(read_lines(path))) if path.exists() else []
 
@@ -235,7 +235,7 @@ def coordinator_commits(log: Any, excluded_txids: set[str]) -> int:
     in log order, a ``CompleteCommit`` record that does not repeat the one before it (the
     coordinator may write a state again). ``log``: (transactional_id, status or None for a
     tombstone) in log order. How a pipeline with no client history (an external app) shows it
-    made progress; the Spark job counts the same with a window (spark_job.coordinator_commits)."""
+    made progress; the Spark job counts the same with a window (spark_checks.coordinator_commits)."""
     last: dict[str, str | None] = {}
     n = 0
     for txid, status in log:
@@ -257,20 +257,20 @@ def commits_by_client_tv(rows: Any, txid_prefix: str | None) -> dict[str, dict[s
     return {txid: dict(sorted(v.items())) for txid, v in sorted(out.items())}
 
 
-def run_seed(run: Path, campaign: dict[str, Any]) -> int | None:
-    """The run's seed: the resolved campaign's, else the ``seed`` file."""
-    seed = (campaign.get("run") or {}).get("seed")
+def run_seed(run: Path, campaign: Any) -> int | None:
+    """The run's seed: the resolved campaign's (verifier.campaign.Campaign), else the ``seed`` file."""
+    seed = campaign.run.seed
     if seed is None and (Path(run) / "seed").exists():
         seed = int((Path(run) / "seed").read_text().strip())
     return seed
 
 
-def pipeline_txids(campaign: dict[str, Any], history: "HistoryIndex") -> set[str] | None:
+def pipeline_txids(campaign: Any, history: "HistoryIndex") -> set[str] | None:
     """The transactional ids whose coordinator records a run checks: every one, when the run
     started its own cluster (every id in its log is the run's: its workers', the seeder's, Kafka
     Streams' own ids); on a cluster others share (external), the ids the run's history names and
     those with its prefix, each returned (None: all)."""
-    if (campaign.get("cluster") or {}).get("backend", "local") != "external":
+    if campaign.cluster.backend != "external":
         return None
     ids = {op["txid"] for op in history.ops if op.get("txid")}
     return ids | ({f"{history.txid_prefix}-"} if history.txid_prefix else set())
@@ -284,13 +284,13 @@ def read_json(path: Path, default: Any = None) -> Any:
     return json.loads(path.read_text()) if path.exists() else default
 
 
-def hanging_cases(workload: dict[str, Any], final: dict[str, Any],
+def hanging_cases(workload: Any, final: dict[str, Any],
                   open_txns: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
     """Hanging transactions after heal and drain: partitions whose LSO stayed behind the high
     watermark (with the transactions the log shows open there, and the brokers' own list), and
     transactions ``find-hanging`` reports on the run's topics. Returns (cases, note when none)."""
     liveness = final.get("liveness") or {}
-    ours = {workload["input_topic"], *workload["output_topics"]}
+    ours = {workload.input_topic, *workload.output_topics}
     broker = final.get("broker_transactions") or {}
     reported = [row for row in broker.get("hanging") or [] if row.get("Topic") in ours]
     if liveness.get("stable") and not reported:

@@ -22,17 +22,21 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Iterator
 
-from kchaos.verifier.checks import CHECK_NAMES, explain, progress_result, result, run_checks
-from kchaos.verifier.model import (LINEAGE_FIELDS, OPEN_TXN_STATES, TXN_NEXT, HistoryIndex, Output, as_evidence,
-                                   commits_by_client_tv, coordinator_commits, hanging_cases, identity_positions,
-                                   in_scope, pipeline_txids, read_ops, run_seed, zombie_successor)
 from kchaos.verifier import evidence
 from kchaos.verifier.acknowledged import acknowledged_inputs
+from kchaos.verifier.campaign import load_recorded
+from kchaos.verifier.checks import CHECK_NAMES, explain, progress_result, result, run_checks
 from kchaos.verifier.coordinator_log import CoordinatorTxn, coordinator_records, coordinator_transactions
-from kchaos.verifier.driver_checks import (check_lost_offset_commits, check_offsets_backwards,  # noqa: F401 (registry)
-                                           check_split_transactions)
+from kchaos.verifier.decoders import decode_transaction_record
+from kchaos.verifier import driver_checks
+from kchaos.verifier.engine import Engine
+from kchaos.verifier.internal_topics import offset_commit_batches
 from kchaos.verifier.late_requests import late_request_facts, late_requests, read_message_events
-from kchaos.verifier.results import VALID, CheckResult, Results
+from kchaos.verifier.model import (HistoryIndex, LINEAGE_FIELDS, OPEN_TXN_STATES, Output, TXN_NEXT, as_evidence,
+                                   commits_by_client_tv, coordinator_commits, hanging_cases, identity_positions,
+                                   in_scope, pipeline_txids, read_ops, run_seed, zombie_successor)
+from kchaos.verifier.results import CheckResult, Results, VALID
+from kchaos.verifier.share_checks import share_checks
 from kchaos.workloads.lineage import IdLocator
 
 
@@ -61,8 +65,8 @@ def _identity(record: dict[str, Any], topic: str, slot: int, locator: IdLocator,
     if pos is None:
         return SET_ASIDE if in_id in ambiguous else None
     return Output({"topic": topic, "partition": record["partition"], "offset": record["offset"], "in_id": in_id,
-                   "in_topic": workload["input_topic"], "in_partition": pos[0], "in_offset": pos[1], "slot": slot,
-                   "slots": workload["outputs_per_input"]})
+                   "in_topic": workload.input_topic, "in_partition": pos[0], "in_offset": pos[1], "slot": slot,
+                   "slots": workload.outputs_per_input})
 
 
 _SHARED_STRINGS = ("in_topic", "worker", "txid")
@@ -90,18 +94,18 @@ def _lineage(record: dict[str, Any], topic: str, numbers: dict[int, int]) -> Out
 class RunData:
     def __init__(self, run: Path, ops: list[dict[str, Any]] | None = None):
         self.run = run
-        campaign = self.campaign = json.loads((run / "campaign.json").read_text())
-        self.workload = campaign["workload"]
+        campaign = self.campaign = load_recorded(run)
+        self.workload = campaign.workload
         final = self.final = json.loads((run / "final.json").read_text())
         self.final_offsets = {int(p): o for p, o in (final.get("group_offsets") or {}).items()}
-        input_topic = self.workload["input_topic"]
+        input_topic = self.workload.input_topic
         self.inputs_committed = {(r["partition"], r["offset"]): r["key"].decode() for r in
                                  _read_topic(run, input_topic, "committed")}
         #: inputs in the raw view that are not committed (aborted or undecided input transactions)
         self.inputs_raw_only = {(r["partition"], r["offset"]): r["key"].decode() for r in
                                 _read_topic(run, input_topic, "raw")
                                 if (r["partition"], r["offset"]) not in self.inputs_committed}
-        locator = IdLocator.parse(self.workload.get("lineage_id") or "key") if self.workload.get("lineage") == "id" else None
+        locator = IdLocator.parse(self.workload.lineage_id) if self.workload.lineage == "id" else None
         #: identity lineage: inputs whose id was committed twice, set aside (model.identity_positions)
         self.ambiguous_inputs = 0
         #: the committed input log as read (identity lineage sets ambiguous ids aside from
@@ -120,7 +124,7 @@ class RunData:
         numbers: dict[int, int] = {}
 
         def outputs(view: str) -> Iterator[Output | None]:
-            for slot, topic in enumerate(self.workload["output_topics"]):
+            for slot, topic in enumerate(self.workload.output_topics):
                 for r in _read_topic(run, topic, view):
                     yield (_lineage(r, topic, numbers) if locator is None
                            else _identity(r, topic, slot, locator, where, self.workload, ambiguous))
@@ -191,8 +195,6 @@ class RunData:
         """Decoded __transaction_state records in log order (partition, offset), or None."""
         import pyarrow.parquet as pq
 
-        from kchaos.verifier.decoders import decode_transaction_record
-
         path = run / "topics" / "__transaction_state.raw.parquet"
         if not path.exists():
             return None
@@ -208,13 +210,11 @@ class RunData:
         transactional offset commits excluded), or None."""
         import pyarrow.parquet as pq
 
-        from kchaos.verifier.internal_topics import offset_commit_batches
-
         path = run / "topics" / "__consumer_offsets.committed.parquet"
         if not path.exists():
             return None
-        commits = offset_commit_batches(pq.ParquetFile(path).iter_batches(), self.workload.get("group_id"),
-                                        self.workload["input_topic"])
+        commits = offset_commit_batches(pq.ParquetFile(path).iter_batches(), self.workload.group_id,
+                                        self.workload.input_topic)
         return sorted((r for batch in commits for r in batch.to_pylist()),
                       key=lambda r: (r["log_partition"], r["log_offset"]))
 
@@ -236,11 +236,9 @@ def check_run(run: Path, ops: list[dict[str, Any]] | None = None) -> Results:
     except Exception as exc:
         results.errors.append(f"could not read the run: {exc!r}")
         return results
-    share = run_checks(results, data, sys.modules[__name__])
+    share = run_checks(results, data, PythonEngine())
     results.facts = {**facts(data), **evidence.white_box_facts(data)}
     if share:
-        from kchaos.verifier.share_checks import share_checks
-
         checks, share_facts = share_checks(data)
         results.checks.extend(checks)
         results.facts["share"] = share_facts
@@ -344,7 +342,7 @@ def check_lost_input(data: RunData) -> CheckResult:
         ops = data.input_ops.get((p, o), [])
         if data.has_history and not ops:
             continue  # never processed: offsets-ahead
-        cases.append({"explanation": explain("lost-input", in_id=in_id, topic=data.workload["input_topic"], p=p, o=o,
+        cases.append({"explanation": explain("lost-input", in_id=in_id, topic=data.workload.input_topic, p=p, o=o,
                                              final=data.final_offsets.get(p)),
                       "input": {"partition": p, "offset": o, "id": in_id},
                       "transactions": [data.txn_evidence((op["process"], op["value"]["txn_seq"])) for op in ops]})
@@ -358,7 +356,7 @@ def check_offsets_ahead(data: RunData) -> CheckResult:
         if data.input_ops.get((p, o)):
             continue
         commit = _skipping_commit(data, p, o)
-        cases.append({"explanation": explain("offsets-ahead", topic=data.workload["input_topic"], p=p, in_id=in_id, o=o),
+        cases.append({"explanation": explain("offsets-ahead", topic=data.workload.input_topic, p=p, in_id=in_id, o=o),
                       "input": {"partition": p, "offset": o, "id": in_id},
                       "offset_commit": commit or {"partition": p, "offset": data.final_offsets.get(p),
                                                   "source": "final group offsets"}})
@@ -437,7 +435,7 @@ def check_hanging(data: RunData) -> CheckResult:
 
 
 def check_torn(data: RunData) -> CheckResult:
-    k = data.workload["outputs_per_input"]
+    k = data.workload.outputs_per_input
     partial = {}
     for key, have in _committed_slots(data).items():
         have = _slot_set(have)
@@ -447,7 +445,7 @@ def check_torn(data: RunData) -> CheckResult:
     cases = [_case(data, explain("torn-transaction.slots", p=key[0], o=key[1], have=sorted(have), k=k),
                    by_input[key], missing_slots=sorted(set(range(k)) - have))
              for key, have in sorted(partial.items())]
-    if data.workload["delivery"] == "exactly-once" and data.workload.get("lineage", "full") == "full":
+    if data.workload.delivery == "exactly-once" and data.workload.lineage == "full":
         committed_by_txn = Counter(data.txn_key(o) for o in data.outputs_committed)
         torn = {key: written for key, written in data.raw_per_txn.items()
                 if 0 < committed_by_txn.get(key, 0) < written}
@@ -480,7 +478,7 @@ def check_aborted_read(data: RunData) -> CheckResult:
         if pos in aborted_inputs:
             cases.append(_case(data, explain("aborted-read.input", p=pos[0], o=pos[1]), [out],
                                input={"partition": pos[0], "offset": pos[1], "id": aborted_inputs[pos]}))
-    topic = data.workload["input_topic"]
+    topic = data.workload.input_topic
     for (p, o), in_id in sorted(ack.aborted.items()):
         if (p, o) in data.input_log:
             cases.append({"explanation": explain("aborted-read.seeder-input", in_id=in_id, topic=topic, p=p, o=o),
@@ -509,7 +507,7 @@ def _exposed_by_id(data: RunData) -> dict[str, list[tuple[int, int]]]:
 def check_acknowledged_inputs(data: RunData) -> CheckResult:
     """Every input the seeder's committed transactions were acknowledged to write is in the
     committed input log, at its position, with its id (by id alone where positions were not recorded)."""
-    ack, topic, cases = data.acknowledged, data.workload["input_topic"], []
+    ack, topic, cases = data.acknowledged, data.workload.input_topic, []
     for (p, o), in_id in sorted(ack.committed.items()):
         got = data.input_log.get((p, o))
         if got == in_id:
@@ -633,3 +631,26 @@ def facts(data: RunData) -> dict[str, Any]:
              for r in data.txn_log or [] if r["entry"].producer_id is not None), data.txid_prefix),
         "liveness": data.liveness,
     }
+
+
+class PythonEngine(Engine):
+    """The single-process reference: the queries above (verifier/engine.py)."""
+
+    name = "python"
+    duplicates = staticmethod(check_duplicates)
+    lost_input = staticmethod(check_lost_input)
+    offsets_ahead = staticmethod(check_offsets_ahead)
+    torn_transactions = staticmethod(check_torn)
+    aborted_reads = staticmethod(check_aborted_read)
+    lost_writes = staticmethod(check_lost_write)
+    offsets_behind = staticmethod(check_offsets_behind)
+    split_transactions = staticmethod(driver_checks.check_split_transactions)
+    lost_offset_commits = staticmethod(driver_checks.check_lost_offset_commits)
+    offsets_backwards = staticmethod(driver_checks.check_offsets_backwards)
+    acknowledged_inputs = staticmethod(check_acknowledged_inputs)
+    input_mismatches = staticmethod(check_input_mismatch)
+    txn_transitions = staticmethod(check_txn_transitions)
+    hanging_transactions = staticmethod(check_hanging)
+    zombie_writes = staticmethod(check_zombie_write)
+    nonmonotonic = staticmethod(check_nonmonotonic)
+    progress = staticmethod(check_progress)

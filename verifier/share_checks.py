@@ -25,8 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.verifier.checks import result
+from kchaos.verifier.decoders import decode_share_state_record, share_partition_state
 from kchaos.verifier.model import as_evidence
 from kchaos.verifier.results import UNKNOWN, CheckResult
+
 
 ACKNOWLEDGED, ARCHIVED = 2, 4
 
@@ -36,7 +38,7 @@ class ShareLedger:
         """``data``: a verifier.pychecker.RunData of a share run."""
         self.data = data
         share = data.final.get("share") or {}
-        self.limit = int(share.get("delivery_count_limit") or data.workload.get("share_delivery_count_limit") or 5)
+        self.limit = int(share.get("delivery_count_limit") or data.workload.share_delivery_count_limit or 5)
         self.mode = (share.get("kip1289") or {}).get("mode", "at-least-once")
         # Ground truth recorded by the workload (workloads/share.py), never recomputed here.
         truth = Path(data.run) / "share_poison.json"
@@ -64,13 +66,11 @@ class ShareLedger:
     def _persisted_state(self, run: Path, topic_id: str | None) -> dict[int, dict[str, Any]] | None:
         import pyarrow.parquet as pq
 
-        from kchaos.verifier.decoders import decode_share_state_record, share_partition_state
-
         path = run / "topics" / "__share_group_state.raw.parquet"
         if not path.exists() or topic_id is None:
             return None
         records: dict[int, list[Any]] = defaultdict(list)
-        group = self.data.workload.get("group_id")
+        group = self.data.workload.group_id
         for r in sorted(pq.read_table(path).to_pylist(), key=lambda r: (r["partition"], r["offset"])):
             rec = decode_share_state_record(r["key"], r["value"])
             if rec is not None and rec.group == group and rec.topic_id == topic_id:
@@ -106,7 +106,7 @@ class ShareLedger:
 
 
 def check_share_lost(ledger: ShareLedger) -> CheckResult:
-    k = ledger.data.workload["outputs_per_input"]
+    k = ledger.data.workload.outputs_per_input
     cases = []
     for pos in sorted(ledger.data.inputs_committed):
         if pos in ledger.poison or not ledger.done(pos):
@@ -201,14 +201,6 @@ SHARE_CHECKS = (("share-lost", check_share_lost), ("share-redelivered-after-acce
                 ("share-delivery-limit", check_delivery_limit), ("share-stuck-acquired", check_stuck))
 
 #: consumer-group checks that do not apply to a share group, and why
-NOT_FOR_SHARE = {
-    "lost-input": "a share group has no committed offsets: covered by share-lost and share-stuck-acquired",
-    "offsets-ahead": "a share group has no committed offsets",
-    "offsets-behind": "a share group has no committed offsets",
-    "nonmonotonic": "share groups do not promise order",
-    "lost-offset-commit": "a share group commits no consumer offsets (acknowledgements instead: the share ledger)",
-    "offsets-backwards": "a share group has no committed offsets",
-}
 
 
 def share_checks(data: Any) -> tuple[list[CheckResult], dict[str, Any]]:

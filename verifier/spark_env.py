@@ -20,6 +20,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from kchaos.clusters.artifacts import MavenArtifact, resolve_jars
 from kchaos.errors import SetupError
 from kchaos.paths import cache_dir
 
@@ -45,7 +46,6 @@ def _artifact_name(jar: Path) -> str:
 
 def kafka_source_jars() -> list[str]:
     """Jars for ``spark.jars``: the Kafka source and what it needs that pyspark lacks."""
-    from kchaos.clusters.artifacts import MavenArtifact, resolve_jars
 
     home = pyspark_home()
     jars = resolve_jars(f"spark-kafka-{SPARK_VERSION}",

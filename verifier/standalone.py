@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 
 from kchaos.clusters.artifacts import require_java
-from kchaos.clusters.processes import ManagedProcess
+from kchaos.clusters.processes import ManagedProcess, reap
 from kchaos.errors import SetupError
-from kchaos.waiting import wait_until
 from kchaos.verifier.spark_env import pyspark_home
+from kchaos.waiting import wait_until
 
 
 def _free_port() -> int:
@@ -128,8 +128,6 @@ class StandaloneSpark:
         return self
 
     def stop(self) -> None:
-        from kchaos.clusters.processes import reap
-
         for process in reversed(self.processes):
             process.kill()
         self.processes.clear()

@@ -15,11 +15,14 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from kchaos.clusters.processes import ManagedProcess
 from kchaos.rundir import RunDir
 from kchaos.verifier.checks import case_keys
 from kchaos.verifier.model import MAX_CASES, read_json
+from kchaos.verifier.pychecker import check_run, check_unfinished_run
 from kchaos.verifier.results import Results
 from kchaos.verifier.spec import VerifierSpec
+from kchaos.waiting import gone_within
 
 RESULTS_FILE = "results.json"
 
@@ -32,8 +35,6 @@ def run_spark_job(run: Path, master: str | None, bootstrap: str | None, timeout_
                   say: Callable[[str], None] = _quiet, data_dir: str | None = None) -> Results:
     """The Spark job in a process of its own (its JVM too), recorded by a pid file so that a
     crashed harness's reaper stops it; its results, or an ``unknown`` naming why there are none."""
-    from kchaos.clusters.processes import ManagedProcess
-    from kchaos.waiting import gone_within
 
     out = run / "results.spark.json"
     out.unlink(missing_ok=True)
@@ -119,7 +120,6 @@ def verify_run(run: Path, spec: VerifierSpec, bootstrap: str | None = None, ops:
     """The results of a stored run, verdict included. ``ops``: the paired history when the
     caller has read it; ``stopped_in``: the phase ``status.json`` last recorded (for a run that
     stopped before its final reads)."""
-    from kchaos.verifier.pychecker import check_run, check_unfinished_run
 
     final_path = run / "final.json"
     if not final_path.exists():

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kchaos.workloads.ctp import CtpWorkload
+from kchaos.workloads.share import ShareWorkload
+
 
 def make_workload(spec: Any, cluster: Any, run: Any, seed: int, history: Any) -> Any:
     """The workload driver for ``spec.kind``."""
     if spec.kind == "share":
-        from kchaos.workloads.share import ShareWorkload
-
         return ShareWorkload(spec, cluster, run, seed, history)
-    from kchaos.workloads.ctp import CtpWorkload
 
     return CtpWorkload(spec, cluster, run, seed, history)

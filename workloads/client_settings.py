@@ -46,7 +46,7 @@ SEEDER_PRODUCER = {"linger.ms": 5, "retry.backoff.ms": 10, "transaction.timeout.
 
 def client_id(worker: str, role: str) -> str:
     """``client.id`` of a worker's producer or consumer (``kchaos-w0-producer``). It is in every
-    request header, so message faults aim at one worker by this prefix (faults/library.py)."""
+    request header, so message faults aim at one worker by this prefix (faults/kinds/messages.py)."""
     return f"kchaos-{worker}-{role}"
 
 
@@ -128,16 +128,16 @@ def check_confluent_properties(spec: Any) -> None:
 
     probe = {"bootstrap.servers": "127.0.0.1:9", "log_level": 0}
     classic = spec.group_protocol == "classic"
-    consumer_conf = {**(classic_consumer_defaults(spec) if classic else {}), **spec.consumer,
+    consumer_conf = {**(classic_consumer_defaults(spec) if classic else {}), **spec.consumer_for("confluent"),
                      "group.id": "kchaos-config-check",
                      **({"session.timeout.ms": spec.session_timeout_ms} if classic else {"group.protocol": "consumer"})}
     # the producer as a worker builds it: a transactional one checks more combinations
     # (message.timeout.ms must not exceed transaction.timeout.ms)
     owned = ({"transactional.id": "kchaos-config-check", "transaction.timeout.ms": spec.transaction_timeout_ms}
              if spec.transactional else {})
-    for table, given, make in (("producer", {**CONFLUENT_PRODUCER, **spec.producer, **owned}, Producer),
+    for table, given, make in (("producer", {**CONFLUENT_PRODUCER, **spec.producer_for("confluent"), **owned}, Producer),
                                ("consumer", consumer_conf, Consumer)):
-        if not (spec.producer if table == "producer" else spec.consumer):
+        if not (spec.producer_for("confluent") if table == "producer" else spec.consumer_for("confluent")):
             continue
         conf = {**probe, **given}
         try:

@@ -6,12 +6,13 @@ import hashlib
 import time
 from typing import Any, Callable
 
-from kchaos.clusters.base import Cluster
+from kchaos.clusters.base import Cluster, Role
+from kchaos.clusters.clients import create_topic
+from kchaos.clusters.kafka_tools import broker_transaction_state
 from kchaos.errors import ClusterError
 from kchaos.rundir import RunDir
 from kchaos.waiting import WaitTimeout, wait_until
-from kchaos.clusters.clients import create_topic
-from kchaos.workloads.dump import dump_all
+from kchaos.workloads.dump import dump_all, stable_offsets
 from kchaos.workloads.history import HistoryWriter
 from kchaos.workloads.pool import WorkerPool
 from kchaos.workloads.seeder import Seeder
@@ -133,7 +134,6 @@ class CtpWorkload:
     def wait_stable(self, timeout_s: float) -> dict[str, Any]:
         """Liveness after heal: every user partition's LSO reaches its high watermark (no open
         transaction pins it) within ``timeout_s``. Returns the last snapshot and how long it took."""
-        from kchaos.workloads.dump import stable_offsets
 
         started = time.monotonic()
         while True:
@@ -171,8 +171,6 @@ class CtpWorkload:
 
     def _broker_transactions(self, pinned: list[tuple[str, int]]) -> dict[str, Any]:
         """Coordinators' and partition leaders' own view after heal (list, find-hanging)."""
-        from kchaos.clusters.base import Role
-        from kchaos.clusters.kafka_tools import broker_transaction_state
 
         try:
             brokers = [n.node_id for n in self.cluster.nodes if Role.BROKER in n.roles]

@@ -137,7 +137,7 @@ class Worker:
 
     def _new_producer(self, txid: str | None) -> Producer:
         spec = self.spec
-        conf: dict[str, Any] = {**confluent_producer_conf(self.client, spec.producer), "log_level": 3,
+        conf: dict[str, Any] = {**confluent_producer_conf(self.client, spec.producer_for("confluent")), "log_level": 3,
                                 "client.id": client_id(self.worker, "producer")}
         if txid is not None:
             capture = PidCapture()
@@ -169,7 +169,7 @@ class Worker:
         spec = self.spec
         classic = spec.group_protocol == "classic"
         conf: dict[str, Any] = {
-            **self.client, **(classic_consumer_defaults(spec) if classic else {}), **spec.consumer,
+            **self.client, **(classic_consumer_defaults(spec) if classic else {}), **spec.consumer_for("confluent"),
             "log_level": 3, "group.id": spec.group_id, "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "isolation.level": spec.isolation,
             "enable.partition.eof": False, "client.id": client_id(self.worker, "consumer"),

@@ -117,8 +117,10 @@ STREAMS_GUARANTEE = {"exactly-once": "exactly_once_v2", "at-least-once": "at_lea
 def campaign_properties(workload: dict[str, Any], defaults: bool = True) -> dict[str, str]:
     """kchaos' Java defaults under ``[workload.producer]`` / ``[workload.consumer]``, as the
     driver's ``kchaos.<table>.<name>`` lines (the driver adds the properties kchaos owns)."""
-    tables = {"producer": {**(JAVA_PRODUCER if defaults else {}), **(workload.get("producer") or {})},
-              "consumer": dict(workload.get("consumer") or {})}
+    own = (workload.get("client_properties") or {}).get("java") or {}
+    tables = {"producer": {**(JAVA_PRODUCER if defaults else {}), **(workload.get("producer") or {}),
+                           **(own.get("producer") or {})},
+              "consumer": {**(workload.get("consumer") or {}), **(own.get("consumer") or {})}}
     return {f"kchaos.{table}.{name}": java_value(value) for table, given in tables.items()
             for name, value in given.items()}
 

@@ -30,6 +30,7 @@ from kchaos.clusters.processes import ManagedProcess
 from kchaos.errors import ConfigError
 from kchaos.waiting import WaitTimeout, gone_within, wait_until
 from kchaos.workloads.history import HistoryWriter
+from kchaos.workloads.java_client import CTP_WORKER, STREAMS_APP, client_classpath, java_argv, worker_properties
 from kchaos.workloads.spec import WorkloadSpec
 
 EXIT_NAMES = {0: "stopped", 10: "fenced", 11: "fatal", 12: "unknown-outcome", -9: "killed", -15: "terminated"}
@@ -74,8 +75,6 @@ class WorkerPool:
             return [*self.spec.external_command]
         client = self.spec.client_of(int(config["worker"][1:]))
         if client in ("java", "streams"):
-            from kchaos.workloads.java_client import CTP_WORKER, STREAMS_APP, client_classpath, java_argv, worker_properties
-
             driver = STREAMS_APP if client == "streams" else CTP_WORKER
             props = config_path.with_suffix(".properties")
             props.write_text(worker_properties(config))

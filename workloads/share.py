@@ -24,8 +24,12 @@ import struct
 from typing import Any
 
 from kchaos.clusters.base import topic_id_string
+from kchaos.clusters.kafka_tools import describe_features
+from kchaos.errors import ClusterError
 from kchaos.waiting import WaitTimeout, wait_until
 from kchaos.workloads.ctp import CtpWorkload
+from kchaos.workloads.lineage import input_id
+from kchaos.workloads.share_worker import is_poison
 
 TXN_SHARE_ACKNOWLEDGE_API_KEY = 93
 
@@ -69,8 +73,6 @@ def detect_kip1289(cluster: Any) -> dict[str, Any]:
     facts: dict[str, Any] = {"client": f"confluent-kafka {importlib.metadata.version('confluent-kafka')}",
                              "client_supports": client_method is not None, "client_method": client_method}
     try:
-        from kchaos.clusters.kafka_tools import describe_features
-
         facts["share_version"] = describe_features(cluster).get("share.version")
     except Exception as exc:
         facts["share_version_error"] = str(exc)
@@ -102,8 +104,6 @@ def poison_inputs(seed: int, records: int, fraction: float) -> dict[str, Any]:
     """The inputs the share workers must REJECT: the same seeded decision the workers make
     (workloads/share_worker.py), written to the run directory so that the checker reads it
     rather than re-running worker code."""
-    from kchaos.workloads.lineage import input_id
-    from kchaos.workloads.share_worker import is_poison
 
     ids = [input_id(seed, i) for i in range(records)]
     return {"seed": seed, "fraction": fraction, "records": records,
@@ -128,8 +128,6 @@ class ShareWorkload(CtpWorkload):
         recorded as such, with the broker-wide value that applies instead."""
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-
-        from kchaos.errors import ClusterError
 
         spec = self.spec
         wanted = {"share.auto.offset.reset": "earliest", "share.isolation.level": spec.isolation,

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kchaos.clusters.artifacts import MavenArtifact, resolve_jars
 from kchaos.workloads.client_settings import refuse_owned
 from kchaos.workloads.lineage import IdLocator
 
@@ -67,6 +68,12 @@ class WorkloadSpec(BaseModel):
                     "kafka-clients for java); see workloads/client_settings.py for kchaos' defaults and owned names")
     consumer: dict[str, str | int | float | bool] = Field(
         default_factory=dict, description="Kafka consumer properties of the workers (as producer)")
+    client_properties: dict[Literal["confluent", "java"], dict[Literal["producer", "consumer"],
+                                                               dict[str, str | int | float | bool]]] = Field(
+        default_factory=dict,
+        description="per client, producer/consumer properties on top of workload.producer/consumer: for a mixed "
+                    "campaign where one client needs a name the other does not know (librdkafka times an EndTxn out "
+                    "by socket.timeout.ms, which kafka-clients refuses)")
     external_command: tuple[str, ...] | None = Field(
         None, description="bring your own pipeline: argv run instead of kchaos' worker (see docs/workload.md)")
     external_classpath: tuple[str, ...] = Field(
@@ -111,7 +118,9 @@ class WorkloadSpec(BaseModel):
                 raise ValueError(f"java_client_version {self.java_client_version!r}: a kafka-clients release "
                                  "X.Y.Z, 4.0.0 or later")
         refuse_owned(self.producer, self.consumer)
-        if (self.producer or self.consumer) and self.external_command:
+        for tables in self.client_properties.values():
+            refuse_owned(tables.get("producer") or {}, tables.get("consumer") or {})
+        if (self.producer or self.consumer or self.client_properties) and self.external_command:
             raise ValueError("workload.producer / workload.consumer configure kchaos' own workers; an external_command "
                              "pipeline sets its own client properties")
         if self.external_classpath and not self.external_command:
@@ -138,11 +147,16 @@ class WorkloadSpec(BaseModel):
             return None
         import hashlib
 
-        from kchaos.clusters.artifacts import MavenArtifact, resolve_jars
-
         name = "external-" + hashlib.sha256(",".join(self.external_classpath).encode()).hexdigest()[:12]
         return resolve_jars(name, [MavenArtifact.parse(c) for c in self.external_classpath],
                             missing_hint="check workload.external_classpath names released artifacts")
+
+    def producer_for(self, client: str) -> dict[str, str | int | float | bool]:
+        """The producer properties a ``client`` (confluent, java) worker gets from the campaign."""
+        return {**self.producer, **(self.client_properties.get(client) or {}).get("producer", {})}  # type: ignore[call-overload]
+
+    def consumer_for(self, client: str) -> dict[str, str | int | float | bool]:
+        return {**self.consumer, **(self.client_properties.get(client) or {}).get("consumer", {})}  # type: ignore[call-overload]
 
     def client_of(self, slot: int) -> str:
         """Which client worker slot ``w<slot>`` runs: ``confluent``, ``java`` or ``streams``."""

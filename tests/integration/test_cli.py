@@ -15,7 +15,7 @@ import pytest
 from kchaos.clusters.processes import processes_with_marker
 from kchaos.waiting import WaitTimeout, wait_until
 
-KCHAOS = [sys.executable, "-m", "kchaos.harness.cli"]
+KCHAOS = [sys.executable, "-m", "kchaos.cli"]
 REPO = Path(__file__).resolve().parents[2]
 
 

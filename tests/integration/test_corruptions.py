@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kchaos.verifier.pychecker import check_run
-from kchaos.verifier.spark_job import check_run_spark
+from kchaos.verifier.spark_checks import check_run_spark
 from tests import corruptions
 
 from .conftest import restore

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import Producer
 
-from kchaos.faults.library import FaultContext, make_fault
+from kchaos.faults.base import FaultContext
+from kchaos.faults.kinds import make_fault
 from kchaos.faults.schedule import ScheduledFault
 from kchaos.clusters.clients import create_topic, quiet
 from kchaos.waiting import wait_until
@@ -88,7 +89,7 @@ def test_isolating_a_leader_stops_replication_and_moves_leadership(cluster3):
     # scenario (a quorum election first; see docs/faults.md, "Open findings").
     import random
 
-    from kchaos.faults.library import resolve_node_target
+    from kchaos.faults.base import resolve_node_target
 
     controller = cluster3.active_controller()
     seed = next(s for s in range(100)

@@ -10,7 +10,8 @@ from collections import Counter
 import pytest
 
 from kchaos.rundir import RunDir
-from kchaos.harness.run import verify
+from kchaos.verifier.campaign import load_recorded
+from kchaos.verifier.verdict import judge_run
 from kchaos.workloads import make_workload
 from kchaos.workloads.history import HistoryWriter, merge_history, pair_operations, read_lines
 from kchaos.waiting import wait_until
@@ -57,8 +58,9 @@ class Harness:
 
     def verify(self, engine: str | None = None) -> int:
         engine = engine or self.engine
-        return verify(self.run, bootstrap=self.cluster.bootstrap_servers if engine == "spark" else None,
-                      verifier_overrides={"engine": engine})
+        return judge_run(self.run, load_recorded(self.run.path),
+                         bootstrap=self.cluster.bootstrap_servers if engine == "spark" else None,
+                         overrides={"engine": engine})
 
     def ops(self) -> list[dict]:
         return pair_operations(list(read_lines(self.run.path / "history.jsonl")))

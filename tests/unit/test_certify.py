@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kchaos.harness.campaign import CAMPAIGNS_DIR, load_campaign
-from kchaos.harness.certify import build_phases, certify
+from kchaos.verifier.certify import build_phases, certify
 from kchaos.verifier.model import case_time_and_slots, commits_by_client_tv
 from kchaos.errors import ConfigError
 from kchaos.workloads.java_client import worker_properties
@@ -172,7 +172,7 @@ def test_stopping_the_stepper_waits_for_a_node_restart_and_starts_no_other():
     import threading
     import time as _time
 
-    from kchaos.harness.steps import Stepper, StepSpec
+    from kchaos.faults.steps import Stepper, StepSpec
 
     class Node:
         def __init__(self, node_id):

@@ -13,20 +13,21 @@ import pyarrow.parquet as pq
 import pytest
 
 import kchaos.verifier.pychecker as pychecker
-import kchaos.verifier.spark_job as spark_job
 
 ENGINE = {}
 
 
 def use_spark_engine(spark) -> None:
     """Point ENGINE at the Spark job (tests/integration/test_checkers_spark.py)."""
-    ENGINE.update(name="spark", module=spark_job, check=lambda run: spark_job.check_run_spark(spark, run))
+    import kchaos.verifier.spark_checks as spark_checks  # pyspark: only where a Spark session exists
+
+    ENGINE.update(name="spark", engine=spark_checks.SparkEngine, check=lambda run: spark_checks.check_run_spark(spark, run))
 
 
 @pytest.fixture(autouse=True)
 def engine():
     """The engine the tests of this module check with (ENGINE); the Python reader here."""
-    ENGINE.update(name="python", module=pychecker, check=pychecker.check_run)
+    ENGINE.update(name="python", engine=pychecker.PythonEngine, check=pychecker.check_run)
     yield "python"
     ENGINE.clear()
 
@@ -332,7 +333,7 @@ def test_missing_dumps_make_the_verdict_unknown_not_valid(tmp_path):
 
 def test_a_crashing_check_yields_unknown(tmp_path, monkeypatch):
     run = RunBuilder().write(tmp_path / "r")
-    monkeypatch.setattr(ENGINE["module"], "check_duplicates", lambda data: 1 / 0)
+    monkeypatch.setattr(ENGINE["engine"], "duplicates", staticmethod(lambda data: 1 / 0))
     verdict, _, results = _anomalies(run)
     assert verdict == "unknown"
     assert "ZeroDivisionError" in results["checks"]["duplicate"]["note"]

@@ -8,25 +8,29 @@ import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from kchaos.verifier.acknowledged import Acknowledged
 from kchaos.verifier.checks import CHECKS, run_checks
+from kchaos.verifier.engine import Engine
 from kchaos.verifier.model import NotApplicable
 from kchaos.verifier.results import INVALID, UNKNOWN, VALID, CheckResult, Results
-from kchaos.verifier.spark_job import BuiltOnce
+from kchaos.verifier.spark_run import BuiltOnce
+from kchaos.workloads.spec import WorkloadSpec
 
 
-def _engine(seed: int) -> SimpleNamespace:
-    """One function per registered check: each waits a random while (so concurrent checks finish
-    out of order) and returns a result naming its check; one does not apply, one crashes."""
+def _engine(seed: int) -> Engine:
+    """A stand-in engine, one query per registered check: each waits a random while (so concurrent
+    checks finish out of order) and returns a result naming its check; one does not apply, one crashes."""
     rng = random.Random(seed)
-    delays = {c.function: rng.uniform(0, 0.02) for c in CHECKS}
+    delays = {c.anomaly: rng.uniform(0, 0.02) for c in CHECKS}
 
     def make(check):
         def run(data):
-            time.sleep(delays[check.function])
+            time.sleep(delays[check.anomaly])
             if check.anomaly == "lost-input":
                 raise NotApplicable("stand-in: not applicable")
             if check.anomaly == "aborted-read":
@@ -35,17 +39,13 @@ def _engine(seed: int) -> SimpleNamespace:
                                [{"explanation": f"case of {check.anomaly}"}])
         return run
 
-    return SimpleNamespace(**{c.function: make(c) for c in CHECKS})
+    return type("StandIn", (Engine,), {c.query.__name__: staticmethod(make(c)) for c in CHECKS})()
 
 
 def _data(**workload) -> SimpleNamespace:
     """An external app's run (no client history) as the engines' run objects present it."""
-    from pathlib import Path
-
-    from kchaos.verifier.acknowledged import Acknowledged
-
     history = SimpleNamespace(has_history=False, ops=[], faults=[], committed_transactions=lambda: 0)
-    return SimpleNamespace(workload={"delivery": "exactly-once", "external_command": ["app"], **workload},
+    return SimpleNamespace(workload=WorkloadSpec(external_command=("app",), **workload),
                            history=history, txn_log=None, final={"liveness": {"stable": True}, "group_offsets": {}},
                            run=Path("/nonexistent"), offset_log=None, acknowledged=Acknowledged(), compaction=None,
                            txn_log_records=None, foreign_committed=0, output_processes=None,
@@ -109,3 +109,14 @@ def test_a_failed_build_is_tried_again():
         shared.get("x", flaky)
     assert shared.get("x", flaky) == "built" and shared.get("x", flaky) == "built"
     assert len(calls) == 2
+
+
+def test_every_engine_answers_every_registered_check():
+    """The registry names each check's query as a method of the engine interface; both engines
+    implement all of them (an engine that missed one could not be made)."""
+    from kchaos.verifier.pychecker import PythonEngine
+
+    assert {c.query.__name__ for c in CHECKS} == set(Engine.__abstractmethods__)
+    PythonEngine()  # the Spark engine is made the same way in every Spark check (tests/integration)
+    with pytest.raises(TypeError):
+        type("Incomplete", (Engine,), {"duplicates": staticmethod(lambda data: None)})()

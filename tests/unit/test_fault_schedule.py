@@ -1,7 +1,9 @@
 import pytest
 
 from kchaos.faults.schedule import generate_schedule, read_schedule, write_schedule
-from kchaos.faults.spec import FAULT_KINDS, PACKAGES, FaultsSpec, check_capabilities
+from kchaos.clusters.spec import ClusterSpec
+from kchaos.faults.kinds import KINDS
+from kchaos.faults.spec import PACKAGES, FaultsSpec, check_capabilities
 from kchaos.harness.campaign import load_campaign
 from kchaos.errors import CapabilityError, ConfigError
 
@@ -47,7 +49,7 @@ def test_schedule_round_trips_through_the_run_directory(tmp_path):
 
 
 @pytest.mark.parametrize("data, needle", [
-    ({"mix": [{"kind": "nuke"}]}, "unknown fault kind 'nuke'; accepted: kill"),
+    ({"mix": [{"kind": "nuke"}]}, "unknown fault kind 'nuke'; accepted: bandwidth, client-link-down, kill"),
     ({"mix": [{"kind": "kill", "target": "the-moon"}]}, "cannot target 'the-moon'; accepted targets: random"),
     ({"mix": [{"kind": "latency", "params": {"speed": 1}}]}, "no parameter speed; accepted: jitter_ms, latency_ms"),
     ({"packages": ["everything"]}, "unknown fault package 'everything'"),
@@ -82,8 +84,9 @@ def test_faults_the_backend_cannot_do_are_rejected_when_the_campaign_loads(tmp_p
         load_campaign(path)
     assert "fault 'kill' needs the 'kill' capability, which the external backend lacks" in str(err.value)
     with pytest.raises(CapabilityError, match="network"):
-        check_capabilities(_spec(), "docker")
-    check_capabilities(FaultsSpec.model_validate({"mix": [{"kind": "worker-crash"}]}), "external")  # client faults work
+        check_capabilities(_spec(), ClusterSpec(backend="docker"))
+    check_capabilities(FaultsSpec.model_validate({"mix": [{"kind": "worker-crash"}]}),
+                       ClusterSpec(backend="external", external={"bootstrap_servers": "127.0.0.1:9092"}))  # client faults
 
 
 def test_client_and_coordinator_faults_need_a_transactional_workload(tmp_path):
@@ -101,4 +104,4 @@ def test_default_campaign_has_the_required_fault_mix():
     assert {("kill", "txn-coordinator"), ("kill", "group-coordinator"), ("zombie", "random-worker"),
             ("latency", "all-clients")} <= kinds
     assert any(k == "partition" for k, _ in kinds)
-    assert set(FAULT_KINDS) >= {f.kind for f in schedule}
+    assert set(KINDS) >= {f.kind for f in schedule}

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from kchaos.clusters.kafka_protocol import (API_KEYS, ERROR_CODES, FORGEABLE_APIS, describe_request, error_response,
                                             is_flexible, parse_request_header, parse_response)
-from kchaos.clusters.message_proxy import validate_rule
+from kchaos.clusters.message_rules import validate_rule
 from kchaos.wire import Reader, Writer
 
 
@@ -103,10 +103,10 @@ def test_responses_cannot_be_forged_for_per_partition_apis():
 
 @pytest.mark.parametrize("body, message", [
     ({"kind": "stall", "apis": ["EndTxn"]}, "kind must be one of"),
-    ({"kind": "hold", "apis": []}, "apis must name"),
-    ({"kind": "hold", "apis": ["EndTransaction"]}, "unknown: \\['EndTransaction'\\]"),
+    ({"kind": "hold", "apis": []}, "apis must be a list of API names"),
+    ({"kind": "hold", "apis": ["EndTransaction"]}, "got \\['EndTransaction'\\]"),
     ({"kind": "error", "apis": ["EndTxn"], "error": "NOPE"}, "error must be one of"),
-    ({"kind": "error", "apis": ["Produce"], "error": "NOT_COORDINATOR"}, "forged for EndTxn"),
+    ({"kind": "error", "apis": ["Produce"], "error": "NOT_COORDINATOR"}, "forge an error response for EndTxn"),
     ({"kind": "delay", "apis": ["Fetch"], "delay_ms": -1}, ">= 0"),
 ])
 def test_the_proxy_refuses_bad_rules_with_the_reason(body, message):

@@ -13,9 +13,11 @@ def held_end_txn(committed: bool, answer: str, epoch: int = 2, **extra) -> dict:
             "answer": {"error": answer}, **extra}
 
 
-def log(*records: tuple[int, str, int, int]) -> list[dict]:
-    """(offset, status, epoch, last update ms) of transactional id t."""
-    return [{"partition": 0, "offset": o, "entry": TransactionLogEntry("t", 1, epoch, status=status, last_update_ms=ms)}
+def log(*records: tuple[int, str, int, int], start_ms: int = 105_900) -> list[dict]:
+    """(offset, status, epoch, last update ms) of transactional id t, a transaction that began at
+    ``start_ms`` (by default after the held request was sent, at 100 s)."""
+    return [{"partition": 0, "offset": o, "entry": TransactionLogEntry("t", 1, epoch, status=status, last_update_ms=ms,
+                                                                      start_ms=start_ms)}
             for o, status, epoch, ms in records]
 
 
@@ -25,6 +27,13 @@ def test_a_late_abort_followed_by_prepare_abort_ended_the_open_transaction():
     [row] = rows
     assert row["ended_a_transaction"] is True and row["answer"] == "NONE" and row["arrived_ms"] == 106_000
     assert [(f["after_ms"], f["status"]) for f in row["transaction_log"]] == [(3, "PrepareAbort"), (6, "CompleteAbort")]
+
+
+def test_a_request_that_prepares_its_own_transaction_was_slow_not_late():
+    """A hold shorter than the client's timeout: the client still waits for its commit, which the
+    coordinator applies to the transaction it was sent for (begun before the request was sent)."""
+    [row] = late_requests([held_end_txn(True, "NONE")], log((2, "PrepareCommit", 2, 106_001), start_ms=99_950))
+    assert (row["ended_a_transaction"], row["ended_its_own"]) == (False, True)
 
 
 def test_a_late_retry_of_a_finished_transaction_writes_nothing_and_ended_nothing():

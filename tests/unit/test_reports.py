@@ -137,7 +137,7 @@ def test_index_lists_every_run_and_the_trend_across_nights(tmp_path):
 
 
 def test_certification_report_shows_steps_phases_and_the_overall_verdict(tmp_path):
-    from kchaos.harness.certify import certify
+    from kchaos.verifier.certify import certify
 
     run = _finish(ReportRun().write(tmp_path / "20261122T020000Z-unit-seed5"))
     lines = [json.loads(l) for l in (run / "history.jsonl").read_text().splitlines()]

@@ -4,16 +4,18 @@ A campaign's ``[[steps]]`` are run in order by a :class:`Stepper` thread, each n
 ``at_s`` seconds after the workload started (later if the previous step is still running),
 while the workload and the fault schedule go on. Every step is one operation in the harness
 history, ``f = "step:<action>"``: invoked when it starts, completed (``ok`` / ``fail``) when it
-is done, with the feature levels before and after. The certification report (harness/certify.py)
+is done, with the feature levels before and after. The certification (verifier/certify.py)
 cuts the run into phases at these operations.
 
-A step and a node fault never touch the cluster at the same moment: both take the run's
-``cluster_lock`` (a fault holds it for its whole inject-hold-heal; a rolling upgrade for each
-node's restart), so faults land between node restarts, not inside one.
+Steps run on the same scheduled runner as the fault schedule (faults/timeline.py), and a step
+and a node fault never touch the cluster at the same moment: both take the run's cluster lock
+(a fault holds it for its whole inject-hold-heal; a rolling upgrade for each node's restart), so
+faults land between node restarts, not inside one.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import traceback
@@ -22,7 +24,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kchaos.clusters.artifacts import validate_kafka_version
+from kchaos.clusters.base import Cluster
+from kchaos.clusters.kafka_tools import describe_features, run_tool, tool_args, tool_jars, upgrade_feature
 from kchaos.errors import KchaosError
+from kchaos.faults.protocols import FaultWorkload
+from kchaos.faults.timeline import ScheduledRunner
+from kchaos.workloads.history import HistoryWriter
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
@@ -93,14 +100,8 @@ def check_steps(steps: tuple[StepSpec, ...], backend: str, kafka_version: str, d
                 raise ValueError(f"{where}: transaction.version 2 needs Kafka 4.0 or later; the cluster runs {version} then")
 
 
-def latest_level(cluster: Any, feature: str) -> int:
+def latest_level(cluster: Cluster, feature: str) -> int:
     """The level ``feature`` has by default in the release the cluster's tools come from."""
-    import re
-
-    from kchaos.clusters.kafka_tools import tool_args, run_tool
-
-    from kchaos.clusters.kafka_tools import tool_jars
-
     args, version = tool_args(cluster)
     if tool_jars("features", version)[1] == version:
         out = run_tool("features", [*args, "version-mapping"], version).stdout
@@ -114,53 +115,37 @@ def latest_level(cluster: Any, feature: str) -> int:
     return int(match.group(1))
 
 
-class Stepper:
-    def __init__(self, cluster: Any, steps: tuple[StepSpec, ...], history: Any, cluster_lock: threading.Lock,
-                 on_event: Any = None, workload: Any = None):
-        self.cluster, self.steps, self.history, self.lock = cluster, steps, history, cluster_lock
+class Stepper(ScheduledRunner[StepSpec]):
+    """The planned steps of a run, on the fault schedule's runner and lock."""
+
+    def __init__(self, cluster: Cluster, steps: tuple[StepSpec, ...], history: HistoryWriter,
+                 cluster_lock: threading.Lock, on_event: Any = None, workload: FaultWorkload | None = None):
+        super().__init__("stepper", steps, lambda step: step.at_s, cluster_lock)
+        self.cluster, self.steps, self.history = cluster, steps, history
         self.workload = workload
         self.on_event = on_event or (lambda message: None)
         self.executed: list[dict[str, Any]] = []
         self.current: StepSpec | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="stepper", daemon=True)
-        self.started_at: float | None = None
 
     @property
     def done(self) -> bool:
         return len(self.executed) >= len(self.steps)
 
-    def start(self) -> None:
-        self.started_at = time.monotonic()
-        self._thread.start()
-
     def stop(self, timeout_s: float = 300.0) -> None:
         """No further step or node upgrade starts; a node restart under way is waited for (so
         that no node is started after the cluster is stopped); returns within ``timeout_s``."""
-        self._stop.set()
-        if self.lock.acquire(timeout=timeout_s):
-            self.lock.release()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        assert self.started_at is not None
-        for index, step in enumerate(self.steps):
-            delay = self.started_at + step.at_s - time.monotonic()
-            if delay > 0 and self._stop.wait(delay):
-                return
-            if self._stop.is_set():
-                return
-            self._execute(index, step)
+        self.stopping.set()
+        if self.cluster_lock.acquire(timeout=timeout_s):
+            self.cluster_lock.release()
+        self.halt(5)
 
     def _features(self) -> dict[str, Any]:
-        from kchaos.clusters.kafka_tools import describe_features
-
         try:
             return describe_features(self.cluster)
         except Exception as exc:
             return {"error": repr(exc)}
 
-    def _execute(self, index: int, step: StepSpec) -> None:
+    def execute(self, index: int, step: StepSpec) -> None:
         f = f"step:{step.action}"
         self.current = step
         value = {"index": index, **step.model_dump(mode="json", exclude_none=True), "describe": step.describe()}
@@ -169,7 +154,7 @@ class Stepper:
         before = self._features()
         try:
             detail = self._feature(step, before) if step.action == "feature" else self._rolling_upgrade(step)
-            pool = getattr(self.workload, "pool", None)
+            pool = self.workload.pool if self.workload is not None else None
             if step.restart_workers and pool is not None:
                 detail["workers_restarted"] = pool.restart_all()
         except Exception as exc:
@@ -190,8 +175,6 @@ class Stepper:
             self.current = None
 
     def _feature(self, step: StepSpec, before: dict[str, Any]) -> dict[str, Any]:
-        from kchaos.clusters.kafka_tools import upgrade_feature
-
         assert step.feature is not None
         target = latest_level(self.cluster, step.feature) if step.level == "latest" else int(step.level)  # type: ignore[arg-type]
         current = before.get(step.feature, 0)
@@ -199,8 +182,8 @@ class Stepper:
             current = -1
         if current == target:
             return {"feature": step.feature, "level": target, "changed": False}
-        with self.lock:
-            if self._stop.is_set():
+        with self.cluster_lock:
+            if self.stopping.is_set():
                 raise KchaosError("the run stopped before the feature change")
             upgrade_feature(self.cluster, step.feature, target, downgrade=0 <= target < current)
         return {"feature": step.feature, "level": target, "from": current, "changed": True}
@@ -216,8 +199,8 @@ class Stepper:
         order = sorted((n.node_id for n in cluster.nodes), key=lambda i: (i == leader, i))
         nodes = []
         for node_id in order:
-            with self.lock:
-                if self._stop.is_set():
+            with self.cluster_lock:
+                if self.stopping.is_set():
                     break
                 done = cluster.upgrade_node(node_id, step.version)
             self.history.event("upgrade-node", done, outcome="ok")
@@ -226,7 +209,7 @@ class Stepper:
             done["healthy_after_s"] = round(time.monotonic() - started, 1)
             nodes.append(done)
             self.on_event(f"node {node_id} runs {step.version} (healthy after {done['healthy_after_s']}s)")
-            if self._stop.wait(step.settle_s):
+            if self.wait(step.settle_s):
                 break
         if len(nodes) == len(order):
             cluster.finish_upgrade(step.version)

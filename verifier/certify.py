@@ -24,12 +24,15 @@ transaction under TV2 (KIP-890 never tested); ``pass`` otherwise.
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kchaos.verifier.model import case_time_and_slots, worker_slot
+from kchaos.verifier.campaign import Campaign, load_recorded
+from kchaos.verifier.model import case_time_and_slots, read_ops, worker_slot
+from kchaos.verifier.pychecker import RunData
 
 #: a step shorter than this is a boundary, not a phase of its own
 INSTANT_STEP_S = 2.0
@@ -90,17 +93,15 @@ def build_phases(ops: list[dict[str, Any]], kafka_version: str = "") -> tuple[li
         for op in steps]
 
 
-def certify(run_path: Path) -> dict[str, Any]:
-    import json
-
-    from kchaos.verifier.model import read_ops
-    from kchaos.verifier.pychecker import RunData
-
+def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str, Any] | None = None,
+            ops: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The certification of a verified run (its ``results``, ``campaign`` and paired history
+    ``ops``, read from the run directory where not given)."""
     run_path = Path(run_path)
-    results = json.loads((run_path / "results.json").read_text())
-    ops = read_ops(run_path)
-    campaign = json.loads((run_path / "campaign.json").read_text())
-    phases, steps = build_phases(ops, (campaign.get("cluster") or {}).get("kafka_version", ""))
+    results = results if results is not None else json.loads((run_path / "results.json").read_text())
+    ops = ops if ops is not None else read_ops(run_path)
+    campaign = campaign if campaign is not None else load_recorded(run_path)
+    phases, steps = build_phases(ops, campaign.cluster.kafka_version)
     slot_client: dict[str, str] = {}
     for op in ops:
         if op["f"] == "worker-start":
@@ -196,22 +197,3 @@ def certify(run_path: Path) -> dict[str, Any]:
         "committed_transactions": sum(commits.values()),
         "seeder_protocol": {p.name: dict(protocol.get((p.name, "seeder"), {})) for p in phases},
     }
-
-
-def certify_run(run: Any) -> int:
-    """Write ``certification.json`` for a verified run; mark the run complete; return the exit code."""
-    from kchaos.harness.run import say
-
-    cert = certify(run.path)
-    run.write_json("certification.json", cert)
-    run.set_status("done", complete=True, verdict=cert["run_verdict"], certification=cert["overall"],
-                   exit_code=cert["exit_code"])
-    say(f"certification: {cert['overall'].upper()} ({cert['committed_transactions']} committed transactions over "
-        f"{len(cert['phases'])} phases, clients {', '.join(cert['clients'])})")
-    for row in cert["rows"]:
-        say(f"  {row['verdict']:8} {row['client']:9} {row['phase']}: {row['committed_transactions']} committed"
-            + (f", {row['case_count']} anomaly cases" if row["case_count"] else "")
-            + (f", transaction log client TV {row['client_transaction_versions']}" if row["client_transaction_versions"] else ""))
-    for reason in cert["reasons"]:
-        say(f"  why not pass: {reason}")
-    return cert["exit_code"]

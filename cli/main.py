@@ -13,8 +13,26 @@ import sys
 from pathlib import Path
 
 from kchaos import signals
+from kchaos.ci.nightly import DEFAULT_MATRIX, run_nightly
+from kchaos.clusters.artifacts import require_java, resolve_kafka
+from kchaos.clusters.local import LocalJvmCluster
+from kchaos.clusters.processes import live_processes, reap
+from kchaos.clusters.spec import ClusterSpec, apply_overrides
+from kchaos.clusters.toxiproxy import ensure_toxiproxy_binary
 from kchaos.errors import ClusterError, ConfigError, KchaosError
+from kchaos.faults.schedule import read_schedule
+from kchaos.harness.campaign import load_campaign
+from kchaos.harness.run import execute_run, render_report, say
 from kchaos.paths import state_dir
+from kchaos.reports.browser import ensure_browser
+from kchaos.reports.index import render_index
+from kchaos.reports.run_report import render_run_report
+from kchaos.rundir import RunDir
+from kchaos.verifier.campaign import load_recorded
+from kchaos.verifier.spark_env import SPARK_VERSION, kafka_source_jars
+from kchaos.verifier.verdict import judge_run
+from kchaos.workloads.java_client import client_classpath
+from kchaos.workloads.spec import WorkloadSpec
 
 
 def _cluster_dir(args: argparse.Namespace) -> Path:
@@ -25,38 +43,24 @@ def _cluster_dir(args: argparse.Namespace) -> Path:
 
 def cmd_setup(args: argparse.Namespace) -> int:
     """Install everything the local backend needs, into the caches (idempotent)."""
-    from kchaos.clusters.artifacts import require_java, resolve_kafka
-    from kchaos.clusters.toxiproxy import ensure_toxiproxy_binary
-
     require_java()
     for version in args.kafka_version or ["4.2.1"]:
         jars = resolve_kafka(version)
         print(f"kafka {version}: {jars.directory}")
     print(f"toxiproxy: {ensure_toxiproxy_binary()}")
     if shutil.which("javac"):  # the Java workload client (certification campaigns); optional
-        from kchaos.workloads.java_client import client_classpath
-        from kchaos.workloads.spec import WorkloadSpec
-
         version = WorkloadSpec().java_client_version
         print(f"java workload client (kafka-clients {version}): {client_classpath(version).split(':')[0]}")
     else:
         print("java workload client: skipped (no javac: workload.client = 'java' needs a JDK)")
     if not args.no_spark:
-        from kchaos.verifier.spark_env import SPARK_VERSION, kafka_source_jars
-
         print(f"spark {SPARK_VERSION} kafka source: {len(kafka_source_jars())} jars")
     if args.browser:
-        from kchaos.reports.browser import ensure_browser
-
         print("browser: {} (driver {})".format(*ensure_browser()))
     return 0
 
 
 def cmd_cluster_up(args: argparse.Namespace) -> int:
-    from kchaos.clusters.local import LocalJvmCluster
-    from kchaos.clusters.processes import live_processes
-    from kchaos.clusters.spec import ClusterSpec, apply_overrides
-
     data: dict = {"kafka_version": args.kafka_version, "nodes": args.nodes,
                   "dedicated_controllers": args.dedicated_controllers,
                   "transaction_version": args.transaction_version, "share_version": args.share_version}
@@ -76,8 +80,6 @@ def cmd_cluster_up(args: argparse.Namespace) -> int:
 
 
 def cmd_cluster_status(args: argparse.Namespace) -> int:
-    from kchaos.clusters.local import LocalJvmCluster
-
     cluster = LocalJvmCluster.attach(_cluster_dir(args))
     info = cluster.info()
     running = [n for n in info["nodes"] if n["state"] in ("running", "paused")]
@@ -93,9 +95,6 @@ def cmd_cluster_status(args: argparse.Namespace) -> int:
 
 
 def cmd_cluster_down(args: argparse.Namespace) -> int:
-    from kchaos.clusters.local import LocalJvmCluster
-    from kchaos.clusters.processes import reap
-
     directory = _cluster_dir(args)
     if not directory.exists():
         print(f"nothing to stop: {directory} does not exist")
@@ -112,9 +111,6 @@ def cmd_cluster_down(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from kchaos.harness.campaign import load_campaign
-    from kchaos.harness.run import execute_run
-
     overrides = list(args.set or [])
     if args.duration is not None:
         overrides.append(f"run.duration_s={args.duration}")
@@ -126,13 +122,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Re-run a stored run: its resolved campaign, its seed and its stored fault schedule."""
-    from kchaos.faults.schedule import read_schedule
-    from kchaos.harness.campaign import Campaign
-    from kchaos.harness.run import execute_run
-
     source = Path(args.run_dir)
+    campaign = load_recorded(source)
     try:
-        campaign = Campaign.model_validate(json.loads((source / "campaign.json").read_text()))
         schedule = read_schedule(source / "schedule.json")
         seed = int((source / "seed").read_text().strip())
     except FileNotFoundError as exc:
@@ -143,44 +135,28 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from kchaos.harness.run import verify
-    from kchaos.rundir import RunDir
-
     path = Path(args.run_dir)
-    if not (path / "campaign.json").exists():
-        raise ConfigError(f"{path} is not a kchaos run directory (no campaign.json)", "pass a directory made by `kchaos run`")
+    campaign = load_recorded(path)
     overrides = {k: v for k, v in (("engine", args.engine), ("spark_master", args.spark_master),
                                    ("data_dir", args.data_dir)) if v}
     run = RunDir(path)
-    code = verify(run, bootstrap=args.bootstrap, verifier_overrides=overrides)
-    if run.read_json("campaign.json").get("steps"):
-        from kchaos.harness.certify import certify_run
-
-        code = certify_run(run)
-    from kchaos.harness.run import render_report
-
+    code = judge_run(run, campaign, bootstrap=args.bootstrap, overrides=overrides, say=say)
     render_report(run)  # the page shows the new results
     return code
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from kchaos.reports.run_report import render_run_report
-
     for run_dir in args.run_dir:
         print(render_run_report(Path(run_dir)))
     return 0
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from kchaos.reports.index import render_index
-
     print(render_index(Path(args.root)))
     return 0
 
 
 def cmd_ci_nightly(args: argparse.Namespace) -> int:
-    from kchaos.ci.nightly import DEFAULT_MATRIX, run_nightly
-
     return run_nightly(Path(args.matrix) if args.matrix else DEFAULT_MATRIX, Path(args.out), args.fresh_seeds)
 
 

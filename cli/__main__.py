@@ -1,0 +1,5 @@
+import sys
+
+from kchaos.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,53 @@
+"""What a message-proxy rule is (clusters/message_proxy.py): its kinds and fields, and the one
+validation of them. The proxy applies it to every rule its control API receives; the message
+fault kinds (faults/kinds/messages.py) apply the same checks to a campaign's parameters when it
+loads, so a campaign is refused for exactly what the proxy would refuse, before anything starts."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kchaos.clusters.kafka_protocol import API_KEYS, ERROR_CODES, FORGEABLE_APIS
+
+RULE_KINDS = ("delay", "hold", "drop-response", "duplicate", "error")
+#: the numeric fields of a rule: each a count or milliseconds, 0 or more
+NUMBERS = ("count", "delay_ms", "release_after_ms", "duplicate_after_ms")
+
+
+def check_apis(apis: Any) -> list[str]:
+    """The API names a rule matches; ValueError unless a non-empty list of Kafka API names."""
+    if not isinstance(apis, (list, tuple)) or not apis or any(a not in API_KEYS for a in apis):
+        unknown = [a for a in apis if a not in API_KEYS] if isinstance(apis, (list, tuple)) else apis
+        raise ValueError(f"apis must be a list of API names from {', '.join(API_KEYS)}; got {unknown or 'none'!r}")
+    return list(apis)
+
+
+def check_error(error: Any, apis: list[str]) -> str:
+    """The error an ``error`` rule forges; ValueError unless known and forgeable for ``apis``."""
+    if error not in ERROR_CODES:
+        raise ValueError(f"error must be one of {', '.join(ERROR_CODES)}, not {error!r}")
+    not_forgeable = [a for a in apis if a not in FORGEABLE_APIS]
+    if not_forgeable:
+        raise ValueError(f"kchaos can forge an error response for {', '.join(FORGEABLE_APIS)} only, "
+                         f"not {', '.join(not_forgeable)}")
+    return str(error)
+
+
+def check_number(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
+        raise ValueError(f"{name} must be a number >= 0; got {value!r}")
+    return int(value)
+
+
+def validate_rule(body: dict[str, Any]) -> dict[str, Any]:
+    """A rule as the control API accepts it; ValueError names the bad field."""
+    kind = body.get("kind")
+    if kind not in RULE_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(RULE_KINDS)}, not {kind!r}")
+    apis = check_apis(body.get("apis") or [])
+    rule = {"id": str(body.get("id") or f"rule-{time.monotonic_ns()}"), "kind": kind, "apis": apis,
+            "nodes": [int(n) for n in body.get("nodes") or []], "client_prefix": str(body.get("client_prefix") or ""),
+            "error": check_error(body.get("error"), apis) if kind == "error" else body.get("error"),
+            **{name: check_number(name, body.get(name, 1 if name == "count" else 0)) for name in NUMBERS}}
+    return rule

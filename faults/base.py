@@ -1,0 +1,109 @@
+"""What every fault is made of: the context it acts in, the roles it aims at, resolved from the
+brokers' own metadata at the moment of injection, and the invoke/heal contract.
+
+Targets are roles: the transaction coordinator of one of the workload's transactional.ids, the
+group coordinator of its group, the active controller, the leader of an input or output
+partition, a random node or a minority. The resolved target names the node ids *and* the role
+they held then, so the history and the report say "killed node 2 (transaction coordinator of
+kchaos-ab12-w0)". The kinds themselves are in faults/kinds/, one module per family.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from kchaos.clusters.base import Cluster
+from kchaos.errors import ClusterError, ConfigError
+from kchaos.faults.protocols import FaultWorkload
+from kchaos.faults.schedule import ScheduledFault
+
+#: the roles a node fault can aim at
+NODE_TARGETS = ("random", "share-coordinator", "minority", "txn-coordinator", "group-coordinator", "controller",
+                "leader-input", "leader-output")
+
+
+@dataclass
+class FaultContext:
+    cluster: Cluster
+    workload: FaultWorkload | None = None  # the pipeline: its topics, group, transactional ids, workers
+
+    def transactional_ids(self) -> list[str]:
+        w = self.workload
+        if w is None or not w.spec.transactional:
+            return []
+        if w.spec.transactional_id_strategy == "per-worker":
+            return [f"{w.txid_prefix}-w{i}" for i in range(w.spec.workers)]
+        return [f"{w.txid_prefix}-{w.spec.input_topic}-{p}" for p in range(w.spec.input_partitions)]
+
+
+def resolve_node_target(ctx: FaultContext, target: str, rng: random.Random) -> dict[str, Any]:
+    """Node ids for a role, looked up now. Returns ``{"nodes": [...], "role": ..., "detail": {...}}``."""
+    cluster = ctx.cluster
+    brokers = sorted(n.node_id for n in cluster.brokers)
+    w = ctx.workload
+    if target == "random":
+        return {"nodes": [rng.choice(brokers)], "role": "random broker", "detail": {}}
+    if target == "minority":
+        nodes = sorted(n.node_id for n in cluster.nodes)
+        return {"nodes": sorted(rng.sample(nodes, max(1, (len(nodes) - 1) // 2))), "role": "minority", "detail": {}}
+    if target == "txn-coordinator":
+        txids = ctx.transactional_ids()
+        if not txids:
+            raise ConfigError("target txn-coordinator needs a transactional workload")
+        txid = rng.choice(txids)
+        return {"nodes": [cluster.transaction_coordinator(txid)], "role": "transaction coordinator",
+                "detail": {"transactional_id": txid}}
+    if target == "group-coordinator":
+        if w is None:
+            raise ConfigError("target group-coordinator needs a workload")
+        return {"nodes": [cluster.group_coordinator(w.spec.group_id)], "role": "group coordinator",
+                "detail": {"group": w.spec.group_id}}
+    if target == "share-coordinator":
+        if w is None or w.spec.kind != "share":
+            raise ConfigError("target share-coordinator needs a share workload (workload.kind = 'share')")
+        partition = rng.choice(sorted(cluster.partition_metadata(w.spec.input_topic)))
+        node = cluster.share_coordinator(w.spec.group_id, w.spec.input_topic, partition)
+        return {"nodes": [node], "role": f"share coordinator of {w.spec.input_topic}-{partition}",
+                "detail": {"group": w.spec.group_id, "topic": w.spec.input_topic, "partition": partition}}
+    if target == "controller":
+        return {"nodes": [cluster.active_controller()], "role": "active controller", "detail": {}}
+    if target in ("leader-input", "leader-output"):
+        if w is None:
+            raise ConfigError(f"target {target} needs a workload")
+        topic = w.spec.input_topic if target == "leader-input" else rng.choice(list(w.spec.output_topics))
+        partitions = sorted(cluster.partition_metadata(topic))
+        p = rng.choice(partitions)
+        leader = cluster.leader(topic, p)
+        if leader < 0:
+            raise ClusterError(f"{topic}-{p} has no leader right now")
+        return {"nodes": [leader], "role": f"leader of {topic}-{p}", "detail": {"topic": topic, "partition": p}}
+    if target == "all":
+        return {"nodes": brokers, "role": "every broker", "detail": {}}
+    raise ConfigError(f"unknown node target {target!r}")
+
+
+class Fault:
+    """Base: a fault is invoked once and healed once (heal is idempotent). What a kind needs (its
+    capability, targets, parameters) is declared with it, in its module under faults/kinds/, and
+    checked when a campaign loads; ``params`` are its scheduled parameters, typed, defaults filled."""
+
+    def __init__(self, scheduled: ScheduledFault, ctx: FaultContext, params: Any = None):
+        self.scheduled = scheduled
+        self.ctx = ctx
+        self.params = params
+        self.rng = random.Random(scheduled.seed)
+        self.target: dict[str, Any] = {}
+        self.healed = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.scheduled.kind}:{self.scheduled.target}"
+
+    def invoke(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def heal(self) -> dict[str, Any]:
+        self.healed = True
+        return {}

@@ -1,0 +1,128 @@
+"""Message faults: a rule of kchaos' message proxy (clusters/message_proxy.py) on single Kafka
+requests some workers send to the brokers holding a role: delayed, held past the client's
+timeout, answered to the broker but not the client, duplicated, or answered with a forged error.
+The parameters are checked with the proxy's own rule validation (clusters/message_rules.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from kchaos.clusters.base import Capability
+from kchaos.clusters.message_rules import check_apis, check_error, check_number
+from kchaos.errors import ConfigError
+from kchaos.faults.base import Fault, resolve_node_target
+from kchaos.faults.kinds import FaultKind, NoParams, message_rules, register
+from kchaos.workloads.client_settings import WORKER_CLIENT_PREFIX
+
+#: brokers a message fault's requests go to, resolved when it is invoked
+MESSAGE_TARGETS = ("txn-coordinator", "group-coordinator", "leader-output", "leader-input", "random", "all")
+
+
+class MessageParams(NoParams):
+    """What every message fault takes: which requests, from which workers, how many per worker."""
+
+    apis: list[str] = Field(default_factory=lambda: ["EndTxn"])
+    worker: str | float = Field("all", description="a worker slot number, \"random\" or \"all\"")
+    count: float = 1
+
+    @field_validator("apis", mode="before")
+    @classmethod
+    def _apis(cls, value: Any) -> list[str]:
+        return check_apis(value)
+
+    @field_validator("worker")
+    @classmethod
+    def _worker(cls, value: Any) -> Any:
+        if not (value in ("all", "random") or (isinstance(value, float) and value >= 0 and value == int(value))):
+            raise ValueError(f"worker is a worker slot number, \"random\" or \"all\"; got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _numbers(self) -> "MessageParams":
+        for name, value in self.model_dump().items():
+            if name in ("count", "delay_ms", "release_after_ms", "duplicate_after_ms"):
+                check_number(name, value)
+        return self
+
+
+class Delay(MessageParams):
+    delay_ms: float = 2000
+
+
+class Hold(MessageParams):
+    release_after_ms: float = Field(0, description="0: held until the fault heals")
+
+
+class Duplicate(MessageParams):
+    duplicate_after_ms: float = 1000
+
+
+class ForgedError(MessageParams):
+    error: str = "NOT_COORDINATOR"
+
+    @model_validator(mode="after")
+    def _forgeable(self) -> "ForgedError":
+        check_error(self.error, self.apis)
+        return self
+
+
+class MessageFault(Fault):
+    """A message-proxy rule (clusters/message_proxy.py) on the requests some workers send to the
+    broker holding a role. Invoke resolves the broker and the workers now and adds the rule;
+    heal removes it, which releases what it holds and returns every request it affected (API,
+    correlation id, producer id and epoch, the broker's answer): they go into the history with
+    the fault's completion, and into ``cluster/messages/events.jsonl`` as they happen."""
+
+    def invoke(self) -> dict[str, Any]:
+        cluster = self.ctx.cluster
+        cluster.require(Capability.MESSAGES)
+        params = self.params.model_dump()
+        if self.scheduled.target == "all":
+            resolved = {"nodes": sorted(n.node_id for n in cluster.brokers), "role": "every broker", "detail": {}}
+        else:
+            resolved = resolve_node_target(self.ctx, self.scheduled.target, self.rng)
+        worker = params["worker"]
+        if worker == "random":
+            pool = self.ctx.workload.pool if self.ctx.workload is not None else None
+            slots = sorted(pool.slots) if pool is not None else []
+            if not slots:
+                raise ConfigError("worker = 'random' needs a running workload")
+            worker = self.rng.choice(slots)
+        elif worker != "all":
+            worker = f"w{int(worker)}"
+        prefix = WORKER_CLIENT_PREFIX if worker == "all" else f"kchaos-{worker}-"
+        rule = {"id": f"kchaos-fault-{self.scheduled.index}", "kind": message_rules()[self.scheduled.kind],
+                "apis": list(params["apis"]), "nodes": resolved["nodes"], "client_prefix": prefix,
+                "count": int(params["count"]), "delay_ms": int(params["delay_ms"]),
+                "release_after_ms": int(params["release_after_ms"]),
+                "duplicate_after_ms": int(params["duplicate_after_ms"]), "error": params["error"]}
+        cluster.messages.add_rule(rule)  # type: ignore[attr-defined]
+        to = "every broker" if self.scheduled.target == "all" else f"the {resolved['role']}"
+        self.target = {**resolved, "role": f"{', '.join(rule['apis'])} of {'every worker' if worker == 'all' else worker} "
+                                           f"to {to}",
+                       "detail": {**resolved["detail"], "rule": rule}}
+        return self.target
+
+    def heal(self) -> dict[str, Any]:
+        if self.healed or not self.target:
+            self.healed = True
+            return {}
+        self.healed = True
+        events = self.ctx.cluster.messages.remove_rule(self.target["detail"]["rule"]["id"])  # type: ignore[attr-defined]
+        return {"messages": events}
+
+
+register(
+    FaultKind("message-delay", "delay matching requests by delay_ms (in order)", Capability.MESSAGES, MESSAGE_TARGETS,
+              MessageFault, Delay, "delay"),
+    FaultKind("message-hold", "hold a matching request until the heal (or release_after_ms), then deliver it even if "
+              "the client gave up on it", Capability.MESSAGES, MESSAGE_TARGETS, MessageFault, Hold, "hold"),
+    FaultKind("message-drop-response", "the broker gets the request, the client never hears (an unknown outcome)",
+              Capability.MESSAGES, MESSAGE_TARGETS, MessageFault, MessageParams, "drop-response"),
+    FaultKind("message-duplicate", "deliver a matching request, then a copy duplicate_after_ms later on another "
+              "connection", Capability.MESSAGES, MESSAGE_TARGETS, MessageFault, Duplicate, "duplicate"),
+    FaultKind("message-error", "answer a matching request with `error` without it reaching the broker",
+              Capability.MESSAGES, MESSAGE_TARGETS, MessageFault, ForgedError, "error"),
+)

@@ -1,0 +1,48 @@
+"""Faults of the workload's own processes: a worker crashed, paused, turned into a zombie (paused
+past its transaction timeout, replaced, resumed) or its transactional.id taken over."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kchaos.errors import ConfigError
+from kchaos.faults.base import Fault
+from kchaos.faults.kinds import FaultKind, register
+
+
+class ClientFault(Fault):
+    """Faults of the workload's own processes (crash, pause, zombie, transactional.id takeover)."""
+
+    def invoke(self) -> dict[str, Any]:
+        pool = self.ctx.workload.pool if self.ctx.workload is not None else None
+        if pool is None:
+            raise ConfigError(f"fault {self.scheduled.kind} needs a running workload")
+        slot = self.rng.choice(sorted(pool.slots))
+        kind = self.scheduled.kind
+        if kind == "worker-crash":
+            detail = pool.crash(slot)
+        elif kind == "worker-pause":
+            detail = pool.suspend(slot)
+        elif kind == "zombie":
+            detail = pool.zombie(slot)
+        else:
+            detail = pool.takeover(slot)
+        self.target = {"nodes": [], "role": f"worker {slot}", "detail": detail}
+        return self.target
+
+    def heal(self) -> dict[str, Any]:
+        pool = self.ctx.workload.pool if self.ctx.workload is not None else None
+        if not self.healed and self.scheduled.kind == "worker-pause" and pool is not None:
+            pool.resume_all()
+        self.healed = True
+        return {}
+
+
+register(
+    FaultKind("worker-crash", "SIGKILL a workload worker; the harness restarts it", None, ("random-worker",), ClientFault),
+    FaultKind("worker-pause", "SIGSTOP a worker for the fault's duration", None, ("random-worker",), ClientFault),
+    FaultKind("zombie", "pause a worker past the transaction timeout, replace it, resume it", None, ("random-worker",),
+              ClientFault),
+    FaultKind("txid-takeover", "start a second worker with the same transactional.id", None, ("random-worker",),
+              ClientFault),
+)

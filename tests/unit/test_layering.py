@@ -1,0 +1,156 @@
+"""The layers hold: data flows one way (config -> cluster -> workload + faults -> run directory ->
+verifier -> results -> report), so no module imports from a layer above its own, no modules import
+each other in a circle, and project imports sit at the top of a file, where a reader sees them.
+A project import inside a function is allowed only where it defers a heavy optional dependency
+(pyspark, a JVM, a browser driver), and then says so: ``# local: <why>`` on its line or the one
+above. The graph is read from the source (every ``import kchaos...`` and ``from kchaos... import``,
+wherever it sits), so a planted upward import or cycle fails here whatever the runtime path."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+#: lowest first: a module may import its own layer and those below
+LAYERS = ("kchaos", "clusters", "workloads", "faults", "verifier", "reports", "harness", "ci", "cli")
+RANK = {name: i for i, name in enumerate(LAYERS)}
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(["kchaos", *parts]) if parts[0] != "kchaos" else ".".join(parts)
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in RANK else "kchaos"
+
+
+def project_files() -> list[Path]:
+    files = [p for p in (ROOT / "kchaos").glob("*.py")]
+    for layer in LAYERS[1:]:
+        files += sorted((ROOT / layer).rglob("*.py"))
+    return sorted(files)
+
+
+class Import:
+    def __init__(self, source: str, target: str, line: int, local: bool, justified: bool, typing_only: bool):
+        self.source, self.target, self.line, self.local, self.justified = source, target, line, local, justified
+        #: under ``if TYPE_CHECKING:``: never executed, so no cycle, but still a dependency on a layer
+        self.typing_only = typing_only
+
+
+def imports_of(path: Path, known: set[str]) -> list[Import]:
+    """The project modules ``path`` imports (a ``from X import name`` naming a submodule counts as
+    that submodule), each with whether it sits inside a function and whether a comment justifies it."""
+    text = path.read_text()
+    lines = text.splitlines()
+    tree = ast.parse(text)
+    source = module_name(path)
+    package = source if path.name == "__init__.py" else source.rsplit(".", 1)[0]
+    local_nodes = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    typing_nodes = {id(n) for f in ast.walk(tree) if isinstance(f, ast.If) and "TYPE_CHECKING" in ast.unparse(f.test)
+                    for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    found = []
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        else:
+            continue
+        comment = " ".join(lines[max(0, node.lineno - 2): node.end_lineno or node.lineno])
+        for target in targets:
+            if target.split(".")[0] == "kchaos" and target != source:
+                found.append(Import(source, target, node.lineno, id(node) in local_nodes, "# local:" in comment,
+                                    id(node) in typing_nodes))
+    return found
+
+
+def graph() -> tuple[dict[str, list[Import]], set[str]]:
+    files = project_files()
+    known = {module_name(p) for p in files}
+    return {module_name(p): imports_of(p, known) for p in files}, known
+
+
+def upward(edges: dict[str, list[Import]], known: set[str]) -> list[str]:
+    out = []
+    for source, imports in sorted(edges.items()):
+        for imp in imports:
+            target = imp.target if imp.target in known else imp.target.rsplit(".", 1)[0]
+            if RANK[layer_of(target)] > RANK[layer_of(source)]:
+                out.append(f"{source}:{imp.line} imports {imp.target} ({layer_of(source)} -> {layer_of(target)})")
+    return out
+
+
+def cycles(edges: dict[str, list[Import]], known: set[str]) -> list[list[str]]:
+    adjacency = {s: sorted({i.target for i in imps if i.target in known and i.target != s and not i.typing_only})
+                 for s, imps in edges.items()}
+    found, state, stack = [], {}, []
+
+    def visit(node: str) -> None:
+        state[node] = "open"
+        stack.append(node)
+        for nxt in adjacency.get(node, []):
+            if state.get(nxt) == "open":
+                found.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(adjacency):
+        if node not in state:
+            visit(node)
+    return found
+
+
+def unjustified_local(edges: dict[str, list[Import]]) -> list[str]:
+    return [f"{s}:{i.line} imports {i.target} inside a function" for s, imps in sorted(edges.items())
+            for i in imps if i.local and not i.justified]
+
+
+def test_no_module_imports_from_a_layer_above_its_own():
+    edges, known = graph()
+    assert upward(edges, known) == []
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    edges, known = graph()
+    assert cycles(edges, known) == []
+
+
+def test_project_imports_sit_at_the_top_of_a_file_unless_a_comment_says_why():
+    edges, _ = graph()
+    assert unjustified_local(edges) == []
+
+
+@pytest.mark.parametrize("planted, finds", [
+    ("from kchaos.harness.run import say\n", upward),
+    ("import kchaos.clusters\n", cycles),
+])
+def test_the_checks_find_a_planted_upward_import_and_a_planted_cycle(tmp_path, monkeypatch, planted, finds):
+    """clusters/spec.py given an import of the harness (upward), or of its own package (whose
+    __init__ imports it back: a cycle); the real tree is left alone."""
+    import shutil
+
+    tree = tmp_path / "tree"
+    for name in ("kchaos", *LAYERS[1:]):
+        shutil.copytree(ROOT / name, tree / name, ignore=shutil.ignore_patterns("__pycache__", "*.toml", "*.java",
+                                                                              "templates", "examples", "*.xsd"))
+    target = tree / "clusters" / "spec.py"
+    target.write_text(target.read_text() + "\n" + planted)
+    monkeypatch.setattr(__import__(__name__, fromlist=["ROOT"]), "ROOT", tree)
+    edges, known = graph()
+    assert finds(edges, known) != []

@@ -1,0 +1,109 @@
+"""The campaign a run executes, typed: what ``kchaos run`` loads from a TOML file
+(harness/campaign.py) and records as ``RUN_DIR/campaign.json``, and what every later reader of the
+run (the verifier, the certification, the reports, ``replay``) gets back from that file through
+:func:`load_recorded`, its one parser.
+
+It lives with the verifier because it composes every lower layer's table (``[cluster]``,
+``[workload]``, ``[faults]``, ``[[steps]]``) and the verifier's own, and the verifier is the
+lowest layer that reads a whole run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from kchaos.clusters.spec import ClusterSpec, describe_validation_error
+from kchaos.errors import ConfigError
+from kchaos.faults.kinds import message_rules
+from kchaos.faults.spec import PACKAGES, FaultsSpec
+from kchaos.faults.steps import StepSpec, check_steps
+from kchaos.rundir import RunDir
+from kchaos.verifier.spec import VerifierSpec
+from kchaos.workloads.spec import WorkloadSpec
+
+RECORD = "campaign.json"
+
+
+class RunSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    seed: int | None = Field(None, ge=0, description="None: a fresh seed, recorded in the run directory")
+    duration_s: float = Field(60.0, gt=0, le=86400, description="steady + fault phase; seeding may go on into the drain")
+    progress_interval_s: float = Field(5.0, gt=0)
+
+
+class Campaign(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = "default"
+    description: str = ""
+    run: RunSettings = Field(default_factory=RunSettings)
+    cluster: ClusterSpec = Field(default_factory=ClusterSpec)
+    workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
+    faults: FaultsSpec = Field(default_factory=lambda: FaultsSpec(enabled=False))
+    verifier: VerifierSpec = Field(default_factory=VerifierSpec)
+    steps: tuple[StepSpec, ...] = Field((), description="planned feature flips and rolling upgrades (faults/steps.py)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _message_proxy(cls, data: Any) -> Any:
+        """Message faults need the message proxy on the client path: turn it on unless the
+        campaign says otherwise (then the capability check names the conflict)."""
+        faults = data.get("faults") if isinstance(data, dict) else None
+        if not isinstance(faults, dict) or faults.get("enabled", True) is False:
+            return data
+        kinds = [e.get("kind") for e in faults.get("mix") or () if isinstance(e, dict)]
+        kinds += [e["kind"] for name in faults.get("packages") or () for e in PACKAGES.get(name, [])]
+        if any(kind in message_rules() for kind in kinds):
+            cluster = dict(data.get("cluster") or {})
+            cluster.setdefault("proxy_messages", True)
+            data = {**data, "cluster": cluster}
+        return data
+
+    @model_validator(mode="after")
+    def _steps_fit(self) -> "Campaign":
+        check_steps(self.steps, self.cluster.backend, self.cluster.kafka_version, self.run.duration_s)
+        return self
+
+    @model_validator(mode="after")
+    def _faults_fit(self) -> "Campaign":
+        if not self.faults.enabled:
+            return self
+        for entry in self.faults.entries():
+            if entry.resolved_target == "txn-coordinator" and not self.workload.transactional:
+                raise ValueError(f"faults: {entry.kind} targets the transaction coordinator but workload.delivery is "
+                                 f"{self.workload.delivery!r} (no transactional.id); use another target")
+            if "share-coordinator" in entry.resolved_target and self.workload.kind != "share":
+                raise ValueError(f"faults: {entry.kind} targets the share coordinator but workload.kind is "
+                                 f"{self.workload.kind!r}; use workload.kind = 'share' or another target")
+            if entry.kind in ("zombie", "txid-takeover") and self.workload.kind == "share":
+                raise ValueError(f"faults: {entry.kind} is for the consumer-group pipeline; under a share workload use "
+                                 "worker-pause (past the record lock) or worker-crash")
+            if entry.kind in ("zombie", "txid-takeover") and not self.workload.transactional:
+                raise ValueError(f"faults: {entry.kind} needs a transactional workload (workload.delivery = 'exactly-once')")
+        return self
+
+
+def record(run: RunDir, campaign: Campaign, seed: int) -> None:
+    """Write ``campaign.json``: the resolved campaign with the run's seed filled in."""
+    data = campaign.model_dump(mode="json")
+    run.write_json(RECORD, {**data, "run": {**data["run"], "seed": seed}})
+
+
+def load_recorded(run_dir: Path) -> Campaign:
+    """The campaign a run recorded, typed; ConfigError (exit 3) when it is missing or does not validate."""
+    path = Path(run_dir) / RECORD
+    try:
+        data: Any = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{run_dir} is not a kchaos run directory (no {RECORD})",
+                          "pass a directory made by `kchaos run`") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError(f"{path} cannot be read: {exc}", "pass a run directory made by `kchaos run`") from None
+    try:
+        return Campaign.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {describe_validation_error(exc, '').lstrip('.')}",
+                          "the run directory's campaign.json was altered or made by another kchaos") from None
