@@ -30,6 +30,10 @@ the brokers (the message proxy bypassed). The ratio is the proxy's cost.
     .venv/bin/python bench/transaction_rate.py [--workers 2 --workers 4 --workers 8]
         [--client confluent|java|mixed] [--records 3000] [--batch 1] [--nodes 3]
         [--transaction-version 2] [--perf-records 20000] [--no-reference] [--copier] [--message-proxy]
+        [--observers 1]
+
+With ``--observers N`` each pipeline measurement is made again with N observers reading every
+user topic from the start (a run's ``[observers]``): the ratio is what they cost.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from kchaos.clusters import ClusterSpec  # noqa: E402
 from kchaos.clusters.local import LocalJvmCluster  # noqa: E402
 from kchaos.rundir import RunDir  # noqa: E402
 from kchaos.workloads.history import HistoryWriter, read_lines  # noqa: E402
-from kchaos.workloads.spec import WorkloadSpec  # noqa: E402
+from kchaos.workloads.spec import ObserverSpec, WorkloadSpec  # noqa: E402
 
 
 def committed_transactions(history_dir: Path) -> int:
@@ -60,8 +64,9 @@ def committed_transactions(history_dir: Path) -> int:
 
 
 def measure(cluster, root: Path, client: str, workers: int, records: int, batch: int,
-            producer: dict[str, str] | None = None) -> dict[str, float]:
+            producer: dict[str, str] | None = None, observers: int = 0) -> dict[str, float]:
     from kchaos.workloads import make_workload
+    from kchaos.workloads.observer import Observers
     from kchaos.workloads.pool import WorkerPool
     from kchaos.workloads.seeder import Seeder
 
@@ -80,6 +85,11 @@ def measure(cluster, root: Path, client: str, workers: int, records: int, batch:
     seeder.wait(600)
     workload.seeder = seeder
     workload.pool = WorkerPool(spec, workload.client, run.path, 1, workload.txid_prefix, history)
+    readers = None
+    if observers:  # reading every user topic from the start, as a run's observers do
+        topics = {spec.input_topic: spec.input_partitions, **{t: spec.output_partitions for t in spec.output_topics}}
+        readers = Observers(ObserverSpec(count=observers), workload.client, topics, run.path / "observers")
+        readers.start()
     load_before = os.getloadavg()[0]
     started = time.monotonic()
     workload.pool.start()
@@ -87,6 +97,8 @@ def measure(cluster, root: Path, client: str, workers: int, records: int, batch:
     elapsed = time.monotonic() - started
     load_after = os.getloadavg()[0]
     workload.pool.stop()
+    if readers is not None:
+        readers.stop()
     history.close()
     if not ok:
         raise SystemExit(f"{client} x{workers}: drain did not finish")
@@ -219,6 +231,8 @@ def main() -> None:
                         help="also run Kafka's TransactionalMessageCopier (consume-transform-produce) as a reference")
     parser.add_argument("--message-proxy", action="store_true",
                         help="measure the pipeline through the message proxy and with it bypassed")
+    parser.add_argument("--observers", type=int, default=0,
+                        help="measure the pipeline without and with this many observers (workloads/observer.py)")
     parser.add_argument("--producer", action="append", default=[], metavar="NAME=VALUE",
                         help="a worker producer property, as [workload.producer] (e.g. retry.backoff.ms=2)")
     args = parser.parse_args()
@@ -233,6 +247,11 @@ def main() -> None:
             for workers in args.workers or [2, 4, 8]:
                 producer = dict(p.split("=", 1) for p in args.producer)
                 pipeline = measure(cluster, Path(tmp), args.client, workers, args.records, args.batch, producer)
+                if args.observers:
+                    watched = measure(cluster, Path(tmp), args.client, workers, args.records, args.batch, producer,
+                                      observers=args.observers)
+                    rows.append((workers, pipeline, {**watched, "what": f"{args.observers} observers"}))
+                    continue
                 if args.message_proxy:
                     bypass_message_proxy(cluster, True)
                     direct = measure(cluster, Path(tmp), args.client, workers, args.records, args.batch, producer)

@@ -29,6 +29,7 @@ class RunOutcome:
     replay: str | None = None
     anomalies: dict[str, Any] = field(default_factory=dict)   # type -> cases
     errors: list[str] = field(default_factory=list)
+    interrupted: bool = False      # the run was stopped early (a signal, a time limit)
 
     @property
     def passed(self) -> bool:

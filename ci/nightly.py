@@ -9,10 +9,15 @@ Matrix file (TOML; default ``campaigns/nightly.toml``)::
     fresh_seeds = 1                # plus this many new seeds (recorded, so a failure replays)
     set = ["run.duration_s=40"]    # --set overrides for this entry
     expect = "valid"               # "invalid" for a negative control that must be caught
+    releases = ["4.0.0", "4.4.0"]  # a release matrix: the entry once per Kafka release (brokers,
+                                   # tools and the Java clients), ...
+    transaction_versions = [1, 2]  # ... and per transaction.version
 
 Every campaign of the matrix is loaded and validated before any cluster starts. Runs go to
 ``OUT/<UTC time>-<name>/``, with ``junit.xml`` and ``summary.json`` beside them, and
-``OUT/index.html`` (all nights under OUT, with trends) is rendered at the end.
+``OUT/index.html`` (all nights under OUT, with trends) is rendered at the end, and
+``releases.md``, the release table (release x client x transaction.version -> verdict, anomalies,
+transactions, late requests, run; ci/release_table.py).
 
 Exit code: 1 if any run's verdict was not what its entry expects and it was ``invalid`` or an
 uncaught negative control (a correctness finding outranks everything), else 3 if a run failed
@@ -24,18 +29,20 @@ from __future__ import annotations
 import json
 import random
 import time
-import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kchaos.ci.junit import RunOutcome, write_junit
+from kchaos.ci.release_table import release_row, write_release_table
 from kchaos.clusters.spec import describe_validation_error
 from kchaos.errors import ConfigError, KchaosError
-from kchaos.harness.campaign import CAMPAIGNS_DIR, load_campaign
-from kchaos.harness.run import execute_run, say
+from kchaos.harness.campaign import CAMPAIGNS_DIR, load_campaign, read_toml
+from kchaos.harness.run import execute_run
+from kchaos.log import say
 from kchaos.reports.index import render_index
+from kchaos.rundir import RunDir
 from kchaos.verifier.campaign import Campaign
 
 DEFAULT_MATRIX = CAMPAIGNS_DIR / "nightly.toml"
@@ -49,6 +56,17 @@ class MatrixEntry(BaseModel):
     set: list[str] = Field(default_factory=list)
     expect: Literal["valid", "invalid"] = "valid"
     label: str | None = None
+    releases: list[str] = Field(default_factory=list)
+    transaction_versions: list[Literal[1, 2]] = Field(default_factory=list)
+
+    def variants(self) -> list[tuple[str, list[str]]]:
+        """(label suffix, --set overrides) per release x transaction.version; the entry's own
+        ``set`` comes first, so the matrix' axes win over it."""
+        releases = [(f" {r}", [f"cluster.kafka_version={r}", f"workload.java_client_version={r}"])
+                    for r in self.releases] or [("", [])]
+        tvs = [(f" tv{t}", [f"cluster.transaction_version={t}"]) for t in self.transaction_versions] or [("", [])]
+        return [(r_label + t_label, [*self.set, *r_sets, *t_sets]) for r_label, r_sets in releases
+                for t_label, t_sets in tvs]
 
 
 class Matrix(BaseModel):
@@ -57,13 +75,10 @@ class Matrix(BaseModel):
     entry: list[MatrixEntry] = Field(min_length=1)
 
 
-def load_matrix(path: Path) -> tuple[Matrix, list[tuple[MatrixEntry, Path, Campaign]]]:
-    try:
-        data: dict[str, Any] = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"matrix file {path} does not exist", "pass an existing .toml file or none for the default") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"matrix file {path} is not valid TOML: {exc}") from None
+def load_matrix(path: Path) -> tuple[Matrix, list[tuple[MatrixEntry, str, list[str], Path, Campaign]]]:
+    """The matrix and its runs' campaigns, one per entry variant (release x transaction.version),
+    each loaded and validated with its overrides."""
+    data = read_toml(path, "matrix", "pass an existing .toml file or none for the default")
     try:
         matrix = Matrix.model_validate(data)
     except ValidationError as exc:
@@ -75,11 +90,34 @@ def load_matrix(path: Path) -> tuple[Matrix, list[tuple[MatrixEntry, Path, Campa
             campaign_path = (path.parent / campaign_path).resolve()
         if not entry.seeds and not entry.fresh_seeds:
             raise ConfigError(f"{path}: entry {i} ({entry.campaign}) has no seeds and no fresh_seeds: it would run nothing")
-        try:
-            resolved.append((entry, campaign_path, load_campaign(campaign_path, entry.set)))
-        except ConfigError as exc:
-            raise ConfigError(f"{path}: entry {i}: {exc.one_line()}") from None
+        for suffix, sets in entry.variants():
+            try:
+                campaign = load_campaign(campaign_path, sets)
+            except ConfigError as exc:
+                raise ConfigError(f"{path}: entry {i}{suffix}: {exc.one_line()}") from None
+            resolved.append((entry, (entry.label or campaign.name) + suffix, sets, campaign_path, campaign))
     return matrix, resolved
+
+
+def run_and_judge(execute: Callable[[], RunDir], name: str, campaign: str, expected: str = "valid") -> RunOutcome:
+    """Execute one run (``execute`` returns its directory) and read its outcome for JUnit and
+    the summary; a run that fails before a verdict is a harness error, never hiding the others."""
+    started = time.monotonic()
+    outcome = RunOutcome(name, campaign, expected, "harness-error", 0.0)
+    try:
+        run = execute()
+        results = run.read_json("results.json")
+        outcome.interrupted = bool(results.get("interrupted"))
+        outcome.verdict, outcome.anomalies = results["verdict"], results.get("anomalies") or {}
+        outcome.errors = results.get("errors") or []
+        outcome.run_dir = str(run.path)
+        outcome.replay = run.read_json("replay.json").get("command")
+    except KchaosError as exc:
+        outcome.errors = [exc.one_line()]
+    except Exception as exc:  # one broken run must not hide the others' results
+        outcome.errors = [f"{type(exc).__name__}: {exc}"]
+    outcome.seconds = time.monotonic() - started
+    return outcome
 
 
 def exit_code(outcomes: list[RunOutcome]) -> int:
@@ -99,33 +137,23 @@ def run_nightly(matrix_path: Path, out_root: Path, extra_fresh: int = 0) -> int:
     night.mkdir(parents=True, exist_ok=True)
     fresh = random.SystemRandom()
     plan = []
-    for entry, path, campaign in entries:
+    for entry, label, sets, path, campaign in entries:
         seeds = list(entry.seeds) + [fresh.randrange(2**31) for _ in range(entry.fresh_seeds + extra_fresh)]
-        plan += [(entry, path, campaign, seed) for seed in seeds]
-    (night / "plan.json").write_text(json.dumps([{"campaign": str(p), "seed": s, "set": e.set, "expect": e.expect}
-                                                 for e, p, _, s in plan], indent=2))
+        plan += [(entry, label, sets, path, campaign, seed) for seed in seeds]
+    (night / "plan.json").write_text(json.dumps([{"campaign": str(p), "seed": s, "set": sets, "expect": e.expect}
+                                                 for e, _, sets, p, _, s in plan], indent=2))
     say(f"nightly {matrix.name}: {len(plan)} runs into {night}")
     outcomes: list[RunOutcome] = []
-    for entry, path, campaign, seed in plan:
-        label = entry.label or campaign.name
-        name = f"{label} seed={seed}" + (f" [{' '.join(entry.set)}]" if entry.set else "")
-        started = time.monotonic()
-        outcome = RunOutcome(name, label, entry.expect, "harness-error", 0.0)
-        interrupted = False
-        try:
-            run, _ = execute_run(campaign, night, seed=seed, campaign_path=path, overrides=entry.set)
-            (run.path / "expect.json").write_text(json.dumps({"verdict": entry.expect}))
-            results = run.read_json("results.json")
-            interrupted = bool(results.get("interrupted"))  # a graceful stop (Ctrl-C) ends the night
-            outcome.verdict, outcome.anomalies = results["verdict"], results.get("anomalies") or {}
-            outcome.errors = results.get("errors") or []
-            outcome.run_dir = str(run.path)
-            outcome.replay = run.read_json("replay.json").get("command")
-        except KchaosError as exc:
-            outcome.errors = [exc.one_line()]
-        except Exception as exc:  # one broken run must not hide the others' results
-            outcome.errors = [f"{type(exc).__name__}: {exc}"]
-        outcome.seconds = time.monotonic() - started
+    rows: list[dict] = []
+    for entry, label, sets, path, campaign, seed in plan:
+        name = f"{label} seed={seed}" + (f" [{' '.join(sets)}]" if sets else "")
+        outcome = run_and_judge(lambda: execute_run(campaign, night, seed=seed, campaign_path=path,
+                                                    overrides=sets)[0], name, label, entry.expect)
+        if outcome.run_dir:
+            (Path(outcome.run_dir) / "expect.json").write_text(json.dumps({"verdict": entry.expect}))
+            rows.append(release_row(Path(outcome.run_dir), name, outcome.verdict))
+            write_release_table(rows, night / "releases.md", f"{matrix.name}: releases")
+        interrupted = outcome.interrupted  # a graceful stop (Ctrl-C) ends the night
         outcomes.append(outcome)
         say(f"{name}: {outcome.verdict} (expected {entry.expect})")
         write_junit(outcomes, night / "junit.xml", f"kchaos.{matrix.name}")  # after every run: partial is usable
@@ -135,6 +163,6 @@ def run_nightly(matrix_path: Path, out_root: Path, extra_fresh: int = 0) -> int:
     code = exit_code(outcomes)
     (night / "summary.json").write_text(json.dumps({"exit_code": code, "runs": [
         {"name": o.name, "verdict": o.verdict, "expected": o.expected, "run_dir": o.run_dir, "errors": o.errors}
-        for o in outcomes]}, indent=2))
+        for o in outcomes], "releases": rows}, indent=2))
     say(f"junit: {night / 'junit.xml'}; index: {render_index(out_root)}; exit {code}")
     return code

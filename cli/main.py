@@ -7,22 +7,31 @@ a cluster that would not start). Errors print one line naming the cause and the 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
+import random
 import shutil
 import sys
+import traceback
 from pathlib import Path
+from typing import Any, NoReturn
 
-from kchaos import signals
-from kchaos.ci.nightly import DEFAULT_MATRIX, run_nightly
+from kchaos import log, signals
+from kchaos.log import say
+from kchaos.signals import GRACE_S, time_limit
+from kchaos.ci.junit import write_junit
+from kchaos.ci.nightly import DEFAULT_MATRIX, exit_code, run_and_judge, run_nightly
 from kchaos.clusters.artifacts import require_java, resolve_kafka
 from kchaos.clusters.local import LocalJvmCluster
 from kchaos.clusters.processes import live_processes, reap
 from kchaos.clusters.spec import ClusterSpec, apply_overrides
 from kchaos.clusters.toxiproxy import ensure_toxiproxy_binary
-from kchaos.errors import ClusterError, ConfigError, KchaosError
-from kchaos.faults.schedule import read_schedule
+from kchaos.errors import EXIT_HARNESS_ERROR, ClusterError, ConfigError, KchaosError
+from kchaos.cli.plan import as_json, listing, plan, render_listing, render_plan
+from kchaos.faults.schedule import generate_schedule, read_schedule
 from kchaos.harness.campaign import load_campaign
-from kchaos.harness.run import execute_run, render_report, say
+from kchaos.harness.prune import apply_prune, plan_prune
+from kchaos.harness.run import execute_run, render_report
 from kchaos.paths import state_dir
 from kchaos.reports.browser import ensure_browser
 from kchaos.reports.index import render_index
@@ -33,6 +42,13 @@ from kchaos.verifier.spark_env import SPARK_VERSION, kafka_source_jars
 from kchaos.verifier.verdict import judge_run
 from kchaos.workloads.java_client import client_classpath
 from kchaos.workloads.spec import WorkloadSpec
+
+
+def kchaos_version() -> str:
+    try:
+        return importlib.metadata.version("kchaos")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _cluster_dir(args: argparse.Namespace) -> Path:
@@ -65,7 +81,7 @@ def cmd_cluster_up(args: argparse.Namespace) -> int:
                   "dedicated_controllers": args.dedicated_controllers,
                   "transaction_version": args.transaction_version, "share_version": args.share_version}
     data = {k: v for k, v in data.items() if v is not None}
-    data = apply_overrides(data, args.set or [])
+    data = apply_overrides(data, args.set or [], model=ClusterSpec)
     spec = ClusterSpec.load(data)
     if spec.backend != "local":
         raise ConfigError("`kchaos cluster up` starts local clusters only", "use cluster.backend = 'local'")
@@ -110,14 +126,72 @@ def cmd_cluster_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def _campaign_args(args: argparse.Namespace) -> tuple[Path | None, list[str], list[str]]:
+    """The campaign path, and its overrides: the user's ``--set`` (replayed as given) and the same
+    with every flag that sets a campaign key (validated exactly like ``--set``)."""
+    given = list(args.set or [])
+    validated = list(given)
+    if getattr(args, "duration", None) is not None:
+        given.append(f"run.duration_s={args.duration}")
+        validated.append(f"run.duration_s={args.duration}")
+    if getattr(args, "seed", None) is not None:
+        validated.append(f"run.seed={args.seed}")
+    return (Path(args.campaign) if args.campaign else None), given, validated
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    overrides = list(args.set or [])
-    if args.duration is not None:
-        overrides.append(f"run.duration_s={args.duration}")
-    path = Path(args.campaign) if args.campaign else None
-    campaign = load_campaign(path, overrides)
-    _, code = execute_run(campaign, Path(args.out), seed=args.seed, campaign_path=path, overrides=overrides)
-    return code
+    """One run, or ``--count`` runs with fresh seeds (the first takes ``--seed``): the summary of
+    them, the exit code of the worst, the JUnit file, and each run directory on stdout (the last
+    line is the last run's)."""
+    path, given, validated = _campaign_args(args)
+    campaign = load_campaign(path, validated)
+    if args.count < 1:
+        raise ConfigError(f"--count {args.count}: at least one run", "pass --count 1 or more")
+    if args.time_limit is not None and args.time_limit <= 0:
+        raise ConfigError(f"--time-limit {args.time_limit}: a number of seconds above 0")
+    outcomes = []
+    for i in range(args.count):
+        seed = campaign.run.seed if i == 0 else None
+
+        def execute() -> RunDir:
+            with time_limit(args.time_limit):
+                run, _ = execute_run(campaign, Path(args.out), seed=seed, campaign_path=path, overrides=given)
+            print(run.path, flush=True)
+            return run
+
+        outcome = run_and_judge(execute, f"{campaign.name} run {i + 1}", campaign.name)
+        outcomes.append(outcome)
+        if args.junit:
+            write_junit(outcomes, Path(args.junit), f"kchaos.{campaign.name}")
+        if outcome.interrupted or (args.exit_first and not outcome.passed):
+            break
+    if args.count > 1:
+        say(f"{len(outcomes)} of {args.count} runs:")
+        for o in outcomes:
+            say(f"  {o.verdict:13} {Path(o.run_dir).name if o.run_dir else '-'}" + (f"  {o.summary()}" if not o.passed else ""))
+    if len(outcomes) == 1 and outcomes[0].verdict == "harness-error":
+        raise KchaosError("; ".join(outcomes[0].errors) or "the run failed before a verdict")
+    return exit_code(outcomes)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """The resolved campaign, its seeded fault schedule and an estimate of the wall time; nothing
+    starts (the campaign is validated as `kchaos run` would)."""
+    path, _, validated = _campaign_args(args)
+    fresh = args.seed is None
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    campaign = load_campaign(path, validated, seed=seed)
+    seed = campaign.run.seed if campaign.run.seed is not None else seed
+    planned = plan(campaign, seed, fresh and campaign.run.seed is None, generate_schedule(
+        campaign.faults, campaign.run.duration_s, seed))
+    print(as_json(planned) if args.json else render_plan(planned))
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    rows = listing(args.what)
+    print(as_json(rows) if args.json else render_listing(args.what, rows))
+    return 0
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -140,7 +214,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     overrides = {k: v for k, v in (("engine", args.engine), ("spark_master", args.spark_master),
                                    ("data_dir", args.data_dir)) if v}
     run = RunDir(path)
-    code = judge_run(run, campaign, bootstrap=args.bootstrap, overrides=overrides, say=say)
+    code = judge_run(run, campaign, bootstrap=args.bootstrap, overrides=overrides)
     render_report(run)  # the page shows the new results
     return code
 
@@ -156,13 +230,58 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_prune(args: argparse.Namespace) -> int:
+    actions = plan_prune(Path(args.root), args.keep, slim=args.slim, include_invalid=args.include_invalid)
+    for a in actions:
+        if a.action != "keep" or args.verbose_actions:
+            say(f"{'would ' if args.dry_run else ''}{a.action} {a.run}: {a.why}"
+                + (f" ({a.freed / 1e6:.1f} MB)" if a.freed else ""))
+    if not args.dry_run:
+        apply_prune(actions)
+    freed = sum(a.freed for a in actions)
+    counts = {k: sum(a.action == k for a in actions) for k in ("keep", "delete", "slim", "skip")}
+    say(f"{'dry run: ' if args.dry_run else ''}{len(actions)} runs: kept {counts['keep']}, deleted {counts['delete']}, "
+        f"slimmed {counts['slim']}, left alone {counts['skip']}; {freed / 1e6:.1f} MB "
+        f"{'would be ' if args.dry_run else ''}freed"
+        + ("; `kchaos index` renders the index again" if counts["delete"] and not args.dry_run else ""))
+    return 0
+
+
 def cmd_ci_nightly(args: argparse.Namespace) -> int:
     return run_nightly(Path(args.matrix) if args.matrix else DEFAULT_MATRIX, Path(args.out), args.fresh_seeds)
 
 
+class Parser(argparse.ArgumentParser):
+    """A usage error is a harness error (exit 3, one line), never argparse's exit 2, which a CI job
+    would read as "unknown"."""
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        raise ConfigError(f"{self.prog}: {message}", f"see `{self.prog} --help`")
+
+
+def _logging_options() -> argparse.ArgumentParser:
+    """-v, -q and --log-format, accepted before or after the command."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                        help="more detail (debug lines; a traceback with an error)")
+    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                        help="warnings and errors only")
+    common.add_argument("--log-format", choices=["text", "json"], default=argparse.SUPPRESS,
+                        help="stderr as text lines (default) or JSON lines")
+    return common
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kchaos", description="Chaos tests for Kafka's exactly-once guarantees")
-    sub = parser.add_subparsers(dest="command", required=True)
+    common = _logging_options()
+    parser = Parser(prog="kchaos", description="Chaos tests for Kafka's exactly-once guarantees", parents=[common])
+    parser.add_argument("--version", action="version", version=f"kchaos {kchaos_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_parser = sub.add_parser
+
+    def with_common(*args: Any, **kwargs: Any) -> argparse.ArgumentParser:
+        return add_parser(*args, parents=[common], **kwargs)
+
+    sub.add_parser = with_common  # type: ignore[method-assign]
 
     p = sub.add_parser("setup", help="install Kafka jars (Maven) and Toxiproxy (go install) into the caches")
     p.add_argument("--kafka-version", action="append", help="a release to resolve (repeatable; default 4.2.1)")
@@ -176,7 +295,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, help="seconds of workload (run.duration_s)")
     p.add_argument("--out", default="runs", help="where run directories go (default ./runs)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a campaign key, e.g. cluster.nodes=1")
+    p.add_argument("--count", type=int, default=1, help="runs, each with a fresh seed (the first takes --seed); exit "
+                                                         "code of the worst")
+    p.add_argument("--exit-first", action="store_true", help="with --count: stop at the first run not valid")
+    p.add_argument("--time-limit", type=float, metavar="SECONDS",
+                   help="wind a run down (as on Ctrl-C: stop faults, heal, drain at most 60 s, verify what ran) "
+                        f"after SECONDS; abort it {GRACE_S:.0f} s later")
+    p.add_argument("--junit", metavar="FILE", help="write a JUnit XML file of the run(s) (schema: ci/junit.xsd)")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("plan", help="what a run would do: the resolved campaign, its fault schedule, a wall-time "
+                                    "estimate (starts nothing)")
+    p.add_argument("campaign", nargs="?", help="campaign TOML file or shipped campaign name")
+    p.add_argument("--seed", type=int, help="the seed to plan (default: a fresh one, printed)")
+    p.add_argument("--duration", type=float, help="seconds of workload (run.duration_s)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a campaign key, as for run")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("list", help="shipped campaigns, fault kinds, or fault targets")
+    p.add_argument("what", choices=["campaigns", "faults", "targets"])
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("replay", help="re-run a stored run's config, seed and fault schedule")
     p.add_argument("run_dir")
@@ -198,6 +338,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("index", help="render ROOT/index.html: every run under ROOT, and trends across nights")
     p.add_argument("root", nargs="?", default="runs")
     p.set_defaults(func=cmd_index)
+
+    p = sub.add_parser("prune", help="keep the newest runs under ROOT whole; delete the older ones (or --slim them)")
+    p.add_argument("root")
+    p.add_argument("--keep", type=int, required=True, help="how many of the newest runs to keep whole")
+    p.add_argument("--slim", action="store_true", help="older runs lose their broker data only (the evidence, "
+                   "results and report stay; analyze and report still work)")
+    p.add_argument("--include-invalid", action="store_true", help="prune INVALID runs too (kept by default)")
+    p.add_argument("--dry-run", action="store_true", help="say what would be done, do nothing")
+    p.add_argument("--list", dest="verbose_actions", action="store_true", help="name the kept runs too")
+    p.set_defaults(func=cmd_prune)
 
     ci = sub.add_parser("ci", help="entry points for CI systems")
     cisub = ci.add_subparsers(dest="ci_command", required=True)
@@ -233,18 +383,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit codes: 0 valid, 1 invalid, 2 unknown, 3 harness error: every failure before a verdict
+    (bad input, a usage error, a missing tool, an unexpected error) is 3, with one line naming
+    the cause and the fix (the traceback with -v)."""
     signals.install()
-    args = build_parser().parse_args(argv)
+    verbose = "-v" in (argv if argv is not None else sys.argv[1:]) or "--verbose" in (argv or sys.argv[1:])
     try:
+        args = build_parser().parse_args(argv)
+        verbose = getattr(args, "verbose", 0) > 0
+        log.configure(-1 if getattr(args, "quiet", False) else getattr(args, "verbose", 0),
+                      getattr(args, "log_format", "text"))
         return args.func(args)
     except KchaosError as exc:
         print(f"kchaos: error: {exc.one_line()}", file=sys.stderr)
         if exc.detail:
             print(exc.detail, file=sys.stderr)
+        if verbose:
+            traceback.print_exc()
         return exc.exit_code
     except KeyboardInterrupt as exc:
         print(f"kchaos: interrupted ({exc or 'Ctrl-C'}); everything started was stopped", file=sys.stderr)
-        return 3
+        return EXIT_HARNESS_ERROR
+    except Exception as exc:  # a failure of kchaos itself, before any verdict: never 1 (invalid)
+        print(f"kchaos: error: {type(exc).__name__}: {' '.join(str(exc).split())}"
+              + ("" if verbose else " (run again with -v for the traceback)"), file=sys.stderr)
+        if verbose:
+            traceback.print_exc()
+        return EXIT_HARNESS_ERROR
 
 
 if __name__ == "__main__":

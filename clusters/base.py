@@ -16,6 +16,7 @@ import abc
 import base64
 import enum
 import struct
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -23,7 +24,10 @@ from typing import Any, Iterator
 from kchaos.clusters.kafka_tools import describe_quorum_leader
 from kchaos.clusters.processes import is_alive
 from kchaos.errors import CapabilityError, ClusterError
+from kchaos.log import say
 from kchaos.waiting import WaitTimeout, gone_within, wait_until
+
+HEAL_PROGRESS_S = 15.0  # a progress line this often while a cluster is not healthy yet
 
 
 class Capability(str, enum.Enum):
@@ -268,10 +272,19 @@ class Cluster(abc.ABC):
         """Wait until every broker is registered and no partition is under-replicated."""
 
         expected = {n.node_id for n in self.brokers}
+        started = last_said = time.monotonic()
 
         def healthy() -> bool:
+            nonlocal last_said
             md = self.admin().list_topics(timeout=5)
-            return set(md.brokers) >= expected and not self.under_replicated_partitions()
+            missing = expected - set(md.brokers)
+            under = [] if missing else self.under_replicated_partitions()
+            if (missing or under) and time.monotonic() - last_said >= HEAL_PROGRESS_S:
+                last_said = time.monotonic()
+                say(f"waiting for a healthy cluster: {time.monotonic() - started:.0f}s of at most {timeout_s:.0f}s; "
+                    + (f"brokers {sorted(missing)} not registered" if missing else
+                       f"{len(under)} partitions under-replicated"))
+            return not missing and not under
 
         try:
             wait_until(healthy, timeout_s, 0.5, "cluster did not become healthy", retry_on=(Exception,))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kchaos.clusters.base import Cluster, Node, NodeInfo, Role
+from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role
 from kchaos.clusters.spec import ClusterSpec
 from kchaos.errors import ClusterError, ConfigError
 

@@ -188,3 +188,33 @@ def broker_transaction_state(cluster: "Cluster", broker_ids: list[int],
             "hanging": hanging_rows, "producers_of_pinned_partitions": producers,
             "hanging_errors": {name: a["error"] for name, a in answers.items()
                                if "error" in a and name.startswith("find-hanging")}}
+
+
+def abort_open_transactions(cluster: "Cluster", partitions: list[tuple[str, int]]) -> list[dict[str, Any]]:
+    """KIP-664's way out of a hanging transaction: for each partition, the producers its leader
+    says have a transaction open (``describe-producers``: CurrentTransactionStartOffset), each
+    aborted with ``TransactionsCommand abort --start-offset`` (the admin client writes the abort
+    marker itself). Call it only once every legitimate transaction has had its timeout to end:
+    it aborts whatever is open. Returns what was tried, per transaction."""
+    args, version = tool_args(cluster)
+    out: list[dict[str, Any]] = []
+    for topic, partition in partitions:
+        where = ["--topic", topic, "--partition", str(partition)]
+        described = run_tool("transactions", [*args, "describe-producers", *where], version, timeout_s=90, check=False)
+        if described.returncode != 0:
+            out.append({"partition": f"{topic}-{partition}", "outcome": "not described",
+                        "error": java_error_summary(described.stdout + described.stderr)})
+            continue
+        for row in parse_tool_table(described.stdout):
+            start_text = row.get("CurrentTransactionStartOffset") or ""
+            if not start_text.isdigit():  # "None", or -1: no transaction open
+                continue
+            start = int(start_text)
+            aborted = run_tool("transactions", [*args, "abort", *where, "--start-offset", str(start)], version,
+                               timeout_s=90, check=False)
+            out.append({"partition": f"{topic}-{partition}", "producer_id": row.get("ProducerId"),
+                        "producer_epoch": row.get("ProducerEpoch"), "start_offset": start,
+                        "outcome": "aborted" if aborted.returncode == 0 else "failed",
+                        **({"error": java_error_summary(aborted.stdout + aborted.stderr)}
+                           if aborted.returncode != 0 else {})})
+    return out

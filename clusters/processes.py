@@ -4,7 +4,9 @@ Every process runs in its own process group (``start_new_session``) and gets a p
 ``<name>.pid`` holding ``pid``, ``pgid`` and a *marker* string that must appear in the
 process's command line. The marker (a directory path unique to the cluster) protects against
 killing an unrelated process that reused the pid: :func:`reap` only signals a process whose
-``/proc/<pid>/cmdline`` still contains it.
+command line still contains it. Process state, command lines and environments are read with
+psutil (not /proc by hand: the same code on Linux and macOS, and its zombie and access cases
+handled once).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
 
 from kchaos.files import atomic_write
 from kchaos.waiting import gone_within
@@ -35,30 +39,28 @@ def _cmdline(pid: int, settle_s: float = 1.0) -> str | None:
     deadline = time.monotonic() + settle_s
     while True:
         try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
+            cmd = " ".join(psutil.Process(pid).cmdline())
+        except (psutil.NoSuchProcess, psutil.AccessDenied):  # a zombie is a NoSuchProcess too
             return None
         if cmd or time.monotonic() >= deadline:
             return cmd
         time.sleep(0.02)
 
 
-def _state(pid: int) -> str | None:
-    """Process state letter from /proc (R, S, T stopped, Z zombie...), None when gone."""
+def _status(pid: int) -> str | None:
+    """psutil's process status (running, sleeping, stopped, zombie...), None when gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return psutil.Process(pid).status()
+    except psutil.NoSuchProcess:
         return None
-    return stat.rsplit(")", 1)[1].split()[0]
 
 
 def is_alive(pid: int) -> bool:
-    state = _state(pid)
-    return state is not None and state not in ("Z", "X")
+    return _status(pid) not in (None, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
 
 
 def is_stopped(pid: int) -> bool:
-    return _state(pid) in ("T", "t")
+    return _status(pid) in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
 
 
 @dataclass
@@ -254,7 +256,8 @@ def reap(directory: Path, timeout_s: float = 10.0, owner: int | None = None) -> 
             killed.append(entry.pid)
         pid_path.unlink(missing_ok=True)
     if owner is not None:
-        for pid in started_by(owner, str(directory)):  # started, but no pid file written yet
+        # started, but no pid file written yet (one just killed above may still be listed)
+        for pid in (p for p in started_by(owner, str(directory)) if p not in killed):
             for sig in (signal.SIGCONT, signal.SIGKILL):
                 try:
                     os.killpg(os.getpgid(pid), sig)
@@ -268,15 +271,13 @@ def reap(directory: Path, timeout_s: float = 10.0, owner: int | None = None) -> 
 def started_by(owner: int, marker: str) -> list[int]:
     """Live processes whose command line carries ``marker`` and whose environment says harness
     ``owner`` started them (ManagedProcess.start), pid file or not."""
-    wanted = f"{STARTED_BY}={owner}".encode()
     found = []
     for pid in processes_with_marker(marker):
         try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        except OSError:
+            if psutil.Process(pid).environ().get(STARTED_BY) == str(owner):
+                found.append(pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
-        if wanted in environ:
-            found.append(pid)
     return found
 
 
@@ -293,9 +294,8 @@ def live_processes(directory: Path) -> list[int]:
 def processes_with_marker(marker: str) -> list[int]:
     """Every live process on the machine whose command line contains ``marker`` (leak checks)."""
     found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            cmd = _cmdline(int(entry.name), settle_s=0)
-            if cmd and marker in cmd and is_alive(int(entry.name)):
-                found.append(int(entry.name))
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if marker in cmd and is_alive(proc.pid):
+            found.append(proc.pid)
     return found

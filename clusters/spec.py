@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import re
+import tomllib
+import types
+import typing
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -159,8 +163,6 @@ def parse_value(text: str) -> Any:
     """``--set`` values: integers, floats and booleans are typed, a TOML array (``[]``,
     ``["kip890", "leaders"]``) is a list; anything else stays a string."""
     if text.startswith("[") and text.endswith("]"):
-        import tomllib
-
         try:
             return tomllib.loads(f"v = {text}")["v"]
         except tomllib.TOMLDecodeError as exc:
@@ -181,10 +183,40 @@ def parse_value(text: str) -> Any:
 MAP_FIELDS = {"broker", "client_config", "env", "group_config", "producer", "consumer"}
 
 
-def apply_overrides(data: dict[str, Any], assignments: list[str], prefix: str = "") -> dict[str, Any]:
-    """Apply ``key.path=value`` assignments to a nested dict (a copy), e.g. ``cluster.broker.x.y=1``."""
-    import copy
+def _inner(annotation: Any, items: bool = True) -> Any:
+    """``X`` of ``X | None`` and, with ``items``, of ``tuple[X, ...]`` and ``list[X]``; otherwise
+    the annotation itself."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType) and len(args) == 1:
+        return _inner(args[0], items)
+    if items and origin in (tuple, list) and args:
+        return args[0]
+    return annotation
 
+
+def wants_string(model: Any, parts: list[str]) -> bool:
+    """Whether the field a ``--set`` path names holds a string (or one of some strings): its value
+    is then taken as written (``4.2`` for a version, ``123`` for a group id), not guessed."""
+    current = model
+    for part in parts:
+        current = _inner(current)
+        if part.isdigit():
+            continue  # an entry of an array of tables: current is already its type
+        fields = getattr(current, "model_fields", None)
+        if not fields or part not in fields:
+            return False
+        current = fields[part].annotation
+    current = _inner(current, items=False)
+    if current is str:
+        return True
+    return typing.get_origin(current) is typing.Literal and all(isinstance(a, str) for a in typing.get_args(current))
+
+
+def apply_overrides(data: dict[str, Any], assignments: list[str], prefix: str = "", model: Any = None) -> dict[str, Any]:
+    """Apply ``key.path=value`` assignments to a nested dict (a copy), e.g. ``cluster.broker.x.y=1``.
+    With ``model`` (the pydantic model the dict will be), a value is typed by the field it sets:
+    a string field takes it as written; elsewhere numbers, booleans and TOML arrays are typed."""
     result = copy.deepcopy(data)
     for assignment in assignments:
         if "=" not in assignment:
@@ -220,5 +252,5 @@ def apply_overrides(data: dict[str, Any], assignments: list[str], prefix: str = 
         if isinstance(target, list):
             raise ConfigError(f"--set {key}: {prefix}{'.'.join(parts[:-1])} is an array of tables; "
                               f"set a key of one entry, e.g. {key}.0.<key>=<value>")
-        target[parts[-1]] = parse_value(value.strip())
+        target[parts[-1]] = value.strip() if model is not None and wants_string(model, parts) else parse_value(value.strip())
     return result

@@ -23,6 +23,29 @@ from kchaos.faults.schedule import ScheduledFault
 NODE_TARGETS = ("random", "share-coordinator", "minority", "txn-coordinator", "group-coordinator", "controller",
                 "leader-input", "leader-output")
 
+#: what each target means, resolved when the fault is injected (``kchaos list targets``)
+TARGETS = {
+    "random": "a random broker (seeded)",
+    "minority": "a random minority of the nodes",
+    "all": "every broker",
+    "txn-coordinator": "the transaction coordinator of one of the workload's transactional ids",
+    "group-coordinator": "the group coordinator of the workload's consumer group",
+    "share-coordinator": "the share coordinator of one of the input partitions (share workloads)",
+    "controller": "the active KRaft controller",
+    "leader-input": "the leader of one of the input topic's partitions",
+    "leader-output": "the leader of one of the output topics' partitions",
+    "all-clients": "every broker's client link",
+    "random-worker": "one of the workload's worker processes (seeded)",
+    "majority-minority": "the nodes split in a majority and a minority",
+    "ring": "each node cut from its non-neighbours (three nodes: a bridge)",
+    "controller-quorum": "the active controller cut from the rest of the quorum",
+    **{f"isolate-{role}": f"{what}, cut from every other node"
+       for role, what in (("random", "a random broker"), ("txn-coordinator", "the transaction coordinator"),
+                          ("group-coordinator", "the group coordinator"), ("share-coordinator", "a share coordinator"),
+                          ("controller", "the active controller"), ("leader-input", "an input partition's leader"),
+                          ("leader-output", "an output partition's leader"))},
+}
+
 
 @dataclass
 class FaultContext:

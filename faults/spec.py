@@ -82,6 +82,10 @@ class FaultsSpec(BaseModel):
     interval_s: float = Field(10.0, gt=0, description="time from one fault's start to the next one's")
     duration_s: float = Field(5.0, gt=0, description="default hold of a fault before it is healed")
     heal_timeout_s: float = Field(120.0, gt=0, description="after the final heal: bound for the cluster to be healthy")
+    recover_hanging: bool = Field(
+        False, description="at the final reads, abort the transactions that still pin a partition's last stable offset "
+                           "(KIP-664's TransactionsCommand abort) and require the partition to move on; the hang is "
+                           "still a case")
 
     @field_validator("packages")
     @classmethod

@@ -10,6 +10,7 @@ verifier.campaign.Campaign, which the run records in its directory.
 from __future__ import annotations
 
 import importlib.resources
+import shutil
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from pydantic import ValidationError
 
 from kchaos.clusters.spec import apply_overrides, describe_validation_error
 from kchaos.errors import ConfigError
+from kchaos.faults.schedule import generate_schedule
 from kchaos.faults.spec import check_capabilities
 from kchaos.verifier.campaign import Campaign
 from kchaos.workloads.client_settings import check_confluent_properties
@@ -43,24 +45,77 @@ def resolve_campaign_path(path: Path | str | None) -> Path:
     return given
 
 
-def load_campaign(path: Path | None, overrides: list[str] | None = None) -> Campaign:
+def shipped_campaigns() -> list[str]:
+    return sorted(p.stem for p in CAMPAIGNS_DIR.glob("*.toml") if p.stem != "nightly")
+
+
+def read_toml(path: Path, what: str, missing_fix: str) -> dict[str, Any]:
+    """A TOML file's tables; ConfigError for a file that is missing, not a file, not text, not
+    TOML, or empty (an empty campaign would otherwise run the defaults without a word)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{what} file {path} does not exist", missing_fix) from None
+    except IsADirectoryError:
+        raise ConfigError(f"{what} {path} is a directory, not a file", f"pass a {what} .toml file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{what} file {path} is not text (not UTF-8)", f"pass a {what} .toml file") from None
+    except OSError as exc:
+        raise ConfigError(f"{what} file {path} cannot be read: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{what} file {path} is not valid TOML: {exc}") from None
+    if not data:
+        raise ConfigError(f"{what} file {path} is empty", f"write the {what}'s tables")
+    return data
+
+
+def read_campaign_file(path: Path) -> dict[str, Any]:
+    return read_toml(path, "campaign", f"pass an existing .toml file, a shipped campaign's name "
+                                       f"({', '.join(shipped_campaigns())}), or none for the default")
+
+
+def check_chaos(campaign: Campaign, declared: dict[str, Any], seed: int | None) -> None:
+    """A run without chaos is asked for, never fallen into: a campaign without a [faults] table, or
+    whose schedule (run.duration_s, faults.start_after_s, interval_s and the holds) has no room
+    for one fault, is refused unless it says faults.enabled = false."""
+    if declared.get("enabled") is False:
+        return
+    if "faults" not in campaign.model_fields_set and not declared:
+        raise ConfigError("the campaign declares no faults ([faults] is missing)",
+                          "add a [faults] table, or say faults.enabled = false for a run without faults")
+    if not generate_schedule(campaign.faults, campaign.run.duration_s, seed or 0):
+        entries = campaign.faults.entries()
+        hold = max((e.duration_s or campaign.faults.duration_s for e in entries), default=campaign.faults.duration_s)
+        raise ConfigError(
+            f"the fault schedule is empty: the first fault would start at {campaign.faults.start_after_s:g}s and hold "
+            f"{hold:g}s, past run.duration_s = {campaign.run.duration_s:g}s" if entries else
+            "the fault schedule is empty: [faults] lists no fault (mix or packages)",
+            "lengthen run.duration_s, start faults earlier (faults.start_after_s), or say faults.enabled = false")
+
+
+def load_campaign(path: Path | None, overrides: list[str] | None = None, seed: int | None = None) -> Campaign:
     """Read, override (``--set a.b=c``) and validate a campaign; raise ConfigError on any problem."""
     path = resolve_campaign_path(path)
-    try:
-        data: dict[str, Any] = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        shipped = ", ".join(sorted(p.stem for p in CAMPAIGNS_DIR.glob("*.toml")))
-        raise ConfigError(f"campaign file {path} does not exist",
-                          f"pass an existing .toml file, a shipped campaign's name ({shipped}), or none for the default") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"campaign file {path} is not valid TOML: {exc}") from None
-    data = apply_overrides(data, overrides or [])
+    data = apply_overrides(read_campaign_file(path), overrides or [], model=Campaign)
     try:
         campaign = Campaign.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{path}: {describe_validation_error(exc, '').lstrip('.')}") from None
     if campaign.workload.client in ("confluent", "mixed"):
         check_confluent_properties(campaign.workload)
+    check_chaos(campaign, data.get("faults") or {}, seed if seed is not None else campaign.run.seed)
     if campaign.faults.enabled:
         check_capabilities(campaign.faults, campaign.cluster)
+    check_external_command(campaign)
     return campaign
+
+
+def check_external_command(campaign: Campaign) -> None:
+    """A bring-your-own pipeline's program must exist before a cluster starts (else: minutes of
+    crash loops)."""
+    command = campaign.workload.external_command
+    if command and shutil.which(command[0]) is None:
+        raise ConfigError(f"workload.external_command: {command[0]!r} is not an executable program here",
+                          "give the program's path, or a name on PATH")

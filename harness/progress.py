@@ -1,18 +1,19 @@
-"""Live progress of a run on the terminal: phase, elapsed/remaining, throughput, active fault,
-worker restarts. On a TTY one status line is redrawn in place; elsewhere (CI logs) it degrades
-to a plain timestamped line every ``interval_s``."""
+"""Live progress of a run: phase, elapsed/remaining, throughput, active fault, worker restarts.
+On a terminal reading text lines one status line is redrawn in place (and each line still goes
+to the run's kchaos.log); elsewhere (CI, ``--log-format json``) it is a log line every
+``interval_s``."""
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import IO
+
+from kchaos.log import LOGGER, console_is_text_tty
 
 
 class Progress:
-    def __init__(self, interval_s: float, stream: IO[str] | None = None):
-        self.stream = stream or sys.stderr
-        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+    def __init__(self, interval_s: float):
+        self.tty = console_is_text_tty()
         self.interval_s = 1.0 if self.tty else interval_s
         self._next = 0.0
         self._last: tuple[float, int] | None = None
@@ -33,14 +34,15 @@ class Progress:
     def show(self, text: str) -> None:
         self._next = time.monotonic() + self.interval_s
         if self.tty:
-            self.stream.write("\r\033[K" + text[:200])
+            sys.stderr.write("\r\033[K" + text[:200])
+            sys.stderr.flush()
             self._drawn = True
+            LOGGER.debug(text)  # the run's kchaos.log keeps every line
         else:
-            self.stream.write(f"[kchaos {time.strftime('%H:%M:%S')}] {text}\n")
-        self.stream.flush()
+            LOGGER.info(text)
 
     def close(self) -> None:
         if self.tty and self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()
+            sys.stderr.write("\n")
+            sys.stderr.flush()
             self._drawn = False

@@ -12,7 +12,6 @@ import importlib.metadata
 import platform
 import random
 import shlex
-import sys
 import threading
 import time
 from pathlib import Path
@@ -28,6 +27,9 @@ from kchaos.faults.nemesis import Nemesis
 from kchaos.faults.schedule import generate_schedule, write_schedule
 from kchaos.faults.steps import Stepper
 from kchaos.harness.progress import Progress
+from kchaos import log
+from kchaos.errors import ConfigError
+from kchaos.log import say
 from kchaos.reports.run_report import render_run_report
 from kchaos.rundir import RunDir
 from kchaos.signals import GracefulStop
@@ -40,10 +42,6 @@ from kchaos.workloads.java_client import CTP_WORKER, STREAMS_APP, check_java_pro
 
 #: after a graceful stop, how long the drain may take at most (the user wants out soon)
 INTERRUPTED_DRAIN_S = 60.0
-
-
-def say(message: str) -> None:
-    print(f"[kchaos {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def replay_command(run: RunDir, campaign_path: Path | None, seed: int, overrides: list[str] | None = None) -> str:
@@ -59,15 +57,18 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
     prepare_artifacts(campaign)  # jars, the Java driver, client properties: a failure creates and starts nothing
+    if schedule is None:
+        schedule = generate_schedule(campaign.faults, campaign.run.duration_s, seed)
+    check_out_root(out_root)
     run = RunDir.create(out_root, campaign.name, seed)
+    run_log = log.copied_to(run.path / "kchaos.log")  # every line of the run, kept with it
+    run_log.__enter__()
     (run.path / "seed").write_text(f"{seed}\n")
     record(run, campaign, seed)
     run.write_json("replay.json", {"command": replay_command(run, campaign_path, seed, overrides), "seed": seed,
                                    "replay_of": str(replay_of) if replay_of else None,
                                    "note": "replays the same config, seed and fault schedule; timing is not reproduced exactly"})
     # The schedule is written before anything runs (record first).
-    if schedule is None:
-        schedule = generate_schedule(campaign.faults, campaign.run.duration_s, seed)
     write_schedule(run.path / "schedule.json", schedule, seed)
     run.write_json("environment.json", environment())
     run.set_status("setup")
@@ -91,7 +92,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         cluster.start()
         say(f"cluster ready at {cluster.bootstrap_servers}")
         run.write_json("cluster.json", cluster.info())
-        workload = make_workload(campaign.workload, cluster, run, seed, history)
+        workload = make_workload(campaign.workload, cluster, run, seed, history, campaign.observers)
         workload.setup()
         run.set_status("steady")
         history.event("phase", {"phase": "steady"}, outcome="ok")
@@ -141,7 +142,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         workload.stop()
         run.set_status("final-reads")
         history.event("phase", {"phase": "final-reads", "drained": drained}, outcome="ok")
-        final = workload.final_reads()
+        final = workload.final_reads(recover_hanging=campaign.faults.enabled and campaign.faults.recover_hanging)
         final["drained"] = drained
         final["heal"] = {k: v for k, v in heal.items() if k != "trace"}
         if stop.requested:
@@ -152,8 +153,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         merge_history(run.path / "history", run.path)
         merged = True
         # verified while the cluster is still up: the Spark job reads the topics through Kafka
-        code = judge_run(run, campaign, bootstrap=cluster.bootstrap_servers if campaign.verifier.read_from_kafka else None,
-                         say=say)
+        code = judge_run(run, campaign, bootstrap=cluster.bootstrap_servers if campaign.verifier.read_from_kafka else None)
     finally:
         stop.__exit__()
         if stepper is not None:
@@ -168,7 +168,16 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         if not merged and (run.path / "history").exists():
             merge_history(run.path / "history", run.path)
         render_report(run)
+        run_log.__exit__(None, None, None)
     return run, code
+
+
+def check_out_root(out_root: Path) -> None:
+    """Where run directories go must be (or become) a directory: checked before anything starts."""
+    out_root = Path(out_root)
+    blocker = next((p for p in (out_root, *out_root.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise ConfigError(f"--out {out_root}: {blocker} is a file, not a directory", "pass a directory for run directories")
 
 
 def prepare_artifacts(campaign: Campaign) -> None:

@@ -4,6 +4,8 @@ down (Ctrl-C already raises KeyboardInterrupt), and a graceful window for runs.
 Without :func:`install` a ``kill <harness>`` would skip cleanup and leak JVMs. Inside a
 :class:`GracefulStop` window the first SIGINT, SIGTERM or SIGHUP only asks the run to wind down
 (stop injecting, heal, drain, read, verify what ran); a second one aborts at once, as outside it.
+A :func:`time_limit` is the same: SIGALRM at the limit asks the run to wind down, a second one
+``GRACE_S`` later aborts it.
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from contextlib import contextmanager
 from types import FrameType
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM)
+#: after a time limit asks a run to wind down: how long it may take before it is aborted
+GRACE_S = 300.0
 
 
 class Terminated(KeyboardInterrupt):
@@ -26,8 +31,22 @@ def _raise(signum: int, frame: FrameType | None) -> None:
 
 
 def install() -> None:
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM):
         signal.signal(sig, _raise)
+
+
+@contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """SIGALRM after ``seconds`` (a graceful window turns it into a request to wind down, and
+    arms a second one ``GRACE_S`` later); none when ``seconds`` is None or off the main thread."""
+    if seconds is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 class GracefulStop:
@@ -48,9 +67,14 @@ class GracefulStop:
         if self.requested is not None:
             raise Terminated(f"received {name} again: aborting")
         self.requested = {"signal": name, "time": time.time(), **(self.describe() if self.describe else {})}
+        if signum == signal.SIGALRM:  # a time limit: the wind-down has GRACE_S, then it is aborted
+            self.requested["reason"] = "time limit"
+            signal.setitimer(signal.ITIMER_REAL, GRACE_S)
         if self.on_request is not None:
-            self.on_request(f"received {name}: stopping faults, healing, draining and verifying what ran "
-                            "(send it again to abort at once)")
+            what = "the time limit passed" if signum == signal.SIGALRM else f"received {name}"
+            then = (f"aborting in {GRACE_S:.0f}s if not done" if signum == signal.SIGALRM
+                    else "send it again to abort at once")
+            self.on_request(f"{what}: stopping faults, healing, draining and verifying what ran ({then})")
 
     def __enter__(self) -> "GracefulStop":
         if threading.current_thread() is threading.main_thread():

@@ -118,6 +118,10 @@ class Writer:
         self.parts.append(bytes(out))
         return self
 
+    def varint(self, v: int) -> "Writer":
+        """A signed zig-zag varint (record fields in a RecordBatch v2)."""
+        return self.uvarint((v << 1) ^ (v >> 63))
+
     def string(self, s: str | None) -> "Writer":
         if s is None:
             return self.int16(-1)
@@ -139,3 +143,18 @@ class Writer:
 
     def bytes(self) -> bytes:
         return b"".join(self.parts)
+
+
+def read_frame(sock) -> bytes:
+    """One size-prefixed frame (a Kafka response) from a blocking socket."""
+    def take(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            data += chunk
+        return data
+
+    (size,) = struct.unpack(">i", take(4))
+    return take(size)

@@ -1,7 +1,9 @@
 """Inline SVG plots: no JavaScript, no network, so a report opens from disk anywhere.
 
 A plot is a list of series over a shared x axis (seconds since the run started) with fault
-bands drawn behind them, each band labelled with the fault's kind and resolved target.
+bands drawn behind them. A band shows only its key (the fault's number in the report's fault
+table, the legend); its full label is the band's tooltip. Keys are set in rows so that they
+never overprint: a key with no free place in any row is left out (the table still lists it).
 """
 
 from __future__ import annotations
@@ -23,6 +25,25 @@ class Band:
     start: float
     end: float
     label: str
+    key: str = ""
+
+
+KEY_ROWS = 5
+KEY_CHAR_PX = 7.0  # the width of one character of a key at the plot's font size, with margin
+
+
+def place_keys(bands: list[Band], px) -> list[int | None]:
+    """The row of each band's key, first fit left to right; None where no row has room."""
+    row_ends: list[float] = [float("-inf")] * KEY_ROWS
+    rows: list[int | None] = [None] * len(bands)
+    for i in sorted(range(len(bands)), key=lambda i: bands[i].start):
+        x0 = px(bands[i].start) + 2
+        width = KEY_CHAR_PX * len(bands[i].key) + 3
+        for row in range(KEY_ROWS):
+            if x0 >= row_ends[row]:
+                rows[i], row_ends[row] = row, x0 + width
+                break
+    return rows
 
 
 @dataclass
@@ -63,11 +84,13 @@ def render_svg(plot: Plot) -> str:
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="plot" role="img" width="{plot.width}" '
            f'height="{plot.height}" viewBox="0 0 {plot.width} {plot.height}" aria-label="{escape(plot.title)}">',
            f'<text x="{left}" y="16" class="title">{escape(plot.title)}</text>']
-    for i, band in enumerate(plot.bands):
+    for band, row in zip(plot.bands, place_keys(plot.bands, px)):
         x0, x1 = px(band.start), px(max(band.end, band.start + x_max / 400))
+        key = (f'<text x="{x0 + 2:.1f}" y="{top + 10 + 11 * row}">{escape(band.key)}</text>'
+               if row is not None and band.key else "")
         out.append(f'<g class="fault"><rect x="{x0:.1f}" y="{top}" width="{x1 - x0:.1f}" height="{h}">'
-                   f'<title>{escape(band.label)} ({band.start:.0f}s-{band.end:.0f}s)</title></rect>'
-                   f'<text x="{x0 + 2:.1f}" y="{top + 10 + 10 * (i % 3)}">{escape(band.label[:28])}</text></g>')
+                   f'<title>{escape(band.key)} {escape(band.label)} ({band.start:.0f}s-{band.end:.0f}s)</title></rect>'
+                   f'{key}</g>')
     for k in range(5):
         y = y_max * k / 4
         out.append(f'<line class="grid" x1="{left}" x2="{left + w}" y1="{py(y):.1f}" y2="{py(y):.1f}"/>'

@@ -19,6 +19,7 @@ from typing import Any
 
 from kchaos.files import atomic_write
 from kchaos.reports.plots import Band, Plot, Series, render_svg
+from kchaos.text import by_version, cells, durations, human, properties
 from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.model import case_time_and_slots
 from kchaos.workloads.history import pair_operations, read_lines
@@ -76,14 +77,14 @@ def _fault_bands(ops: list[dict[str, Any]], start: float, end: float) -> list[di
         nodes = resolved.get("nodes")
         label = f"{value.get('kind', op['f'][6:])} {target}" + (f" -> {where}" if where else "") + (
             f" (nodes {','.join(map(str, nodes))})" if nodes else "")
-        bands.append({"start": op["invoke_time"] - start, "end": (op["complete_time"] or end) - start,
+        bands.append({"key": str(len(bands) + 1), "start": op["invoke_time"] - start, "end": (op["complete_time"] or end) - start,
                       "label": label, "outcome": op["outcome"] or "unknown", "value": value})
     return bands
 
 
 def _step_bands(ops: list[dict[str, Any]], start: float, end: float) -> list[dict[str, Any]]:
     """Planned steps (feature flips, rolling upgrades) drawn like faults, labelled ``step``."""
-    return [{"start": op["invoke_time"] - start, "end": max((op["complete_time"] or end), op["invoke_time"] + 0.5) - start,
+    return [{"key": f"s{op['value'].get('index')}", "start": op["invoke_time"] - start, "end": max((op["complete_time"] or end), op["invoke_time"] + 0.5) - start,
              "label": f"step {op['value'].get('index')}: {op['value'].get('describe', op['f'])}",
              "outcome": op["outcome"] or "unknown", "value": op["value"]}
             for op in ops if op["f"].startswith("step:")]
@@ -108,7 +109,7 @@ def _plots(metrics: dict[str, Any], bands: list[dict[str, Any]]) -> list[str]:
     seconds = metrics.get("seconds") or []
     if not seconds:
         return []
-    fault_bands = [Band(b["start"], b["end"], b["label"]) for b in bands]
+    fault_bands = [Band(b["start"], b["end"], b["label"], b["key"]) for b in bands]
 
     def series(label: str, key: str) -> Series:
         return Series(label, [(s["second"], s.get(key)) for s in seconds])
@@ -120,6 +121,53 @@ def _plots(metrics: dict[str, Any], bands: list[dict[str, Any]]) -> list[str]:
                                                  series("retries", "retries"), series("restarts", "restarts")],
              fault_bands),
     )]
+
+
+def evidence_rows(case: dict[str, Any]) -> list[dict[str, Any]]:
+    """A case's evidence as rows of a table: a list of records becomes a nested table, anything else text."""
+    return [{"key": key.replace("_", " "), "table": cells(value), "text": human(value)}
+            for key, value in case.items() if key != "explanation"]
+
+
+def _observers(run: Path, final: dict[str, Any], start: float, bands: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What the observers read, per partition against what the final log committed, and their
+    reads per second over the run (a plot with the fault bands)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    summary = final.get("observers")
+    path = run / "observers" / "observations.parquet"
+    if not summary or not path.exists():
+        return None
+    table = pq.read_table(path, columns=["observer", "topic", "partition", "time"])
+    seen: dict[tuple[str, int], dict[int, int]] = {}
+    for row in table.group_by(["topic", "partition", "observer"]).aggregate([("time", "count")]).to_pylist():
+        seen.setdefault((row["topic"], row["partition"]), {})[row["observer"]] = row["time_count"]
+    partitions = []
+    for topic in sorted({t for t, _ in seen} | {p.name.split(".")[0] for p in (run / "topics").glob("*.committed.parquet")
+                                                  if not p.name.startswith("__")}):
+        committed_path = run / "topics" / f"{topic}.committed.parquet"
+        counts: dict[int, int] = {}
+        if committed_path.exists():
+            for row in pq.read_table(committed_path, columns=["partition"]).group_by("partition").aggregate(
+                    [("partition", "count")]).to_pylist():
+                counts[row["partition"]] = row["partition_count"]
+        for partition in sorted(set(counts) | {p for t, p in seen if t == topic}):
+            by_observer = seen.get((topic, partition), {})
+            partitions.append({"partition": f"{topic}-{partition}", "committed": counts.get(partition, 0),
+                               "read": [by_observer.get(o["observer"], 0) for o in summary.get("observers") or []]})
+    plot = None
+    if table.num_rows:
+        seconds = pc.floor(pc.subtract(table.column("time"), start)).cast("int64")
+        per = {}
+        for observer, second in zip(table.column("observer").to_pylist(), seconds.to_pylist()):
+            per.setdefault(observer, {}).setdefault(second, 0)
+            per[observer][second] += 1
+        last = max(seconds.to_pylist())
+        series = [Series(f"observer {o}", [(s, per[o].get(s, 0)) for s in range(0, last + 1)]) for o in sorted(per)]
+        plot = render_svg(Plot("Observer reads", "records/s", series,
+                               [Band(b["start"], b["end"], b["label"], b["key"]) for b in bands]))
+    return {"summary": summary, "partitions": partitions, "plot": plot}
 
 
 def gather(run: Path) -> dict[str, Any]:
@@ -150,8 +198,7 @@ def gather(run: Path) -> dict[str, Any]:
                         excerpts.append({"node": log.node, "path": str(log.path.relative_to(run)), "line": first_line,
                                          "lines": lines})
             rendered.append({"explanation": case.get("explanation", ""), "time": t - start if t else None,
-                             "evidence": json.dumps({k: v for k, v in case.items() if k != "explanation"}, indent=1,
-                                                    default=str),
+                             "evidence": evidence_rows(case),
                              "excerpts": excerpts})
         count = (results or {}).get("checks", {}).get(name, {}).get("note", "")
         anomalies.append({"name": name, "cases": rendered, "count": count})
@@ -168,6 +215,8 @@ def gather(run: Path) -> dict[str, Any]:
         "plots": _plots(metrics, bands + _step_bands(ops, start, end)), "faults": bands, "totals": metrics.get("totals") or {},
         "anomalies": anomalies, "facts": facts, "lso_lag": lso_lag,
         "broker_transactions": final.get("broker_transactions") or {},
+        "observers": _observers(run, final, start, bands),
+        "recovery": final.get("recovery"),
         "checks": (results or {}).get("checks") or {}, "not_checked": (results or {}).get("not_checked") or {},
         "errors": (results or {}).get("errors") or [], "cross_check": (results or {}).get("cross_check"),
         "spark": (results or {}).get("spark"), "heal": _json(run / "heal.json"),
@@ -183,8 +232,11 @@ def template_environment() -> Any:
                       trim_blocks=True, lstrip_blocks=True)
     from jinja2 import Undefined
 
-    env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=1, default=str, sort_keys=True)
-    env.filters["j"] = lambda v: "-" if isinstance(v, Undefined) or v is None else json.dumps(v, default=str)
+    env.filters["human"] = lambda v: "-" if isinstance(v, Undefined) else human(v)
+    env.filters["durations"] = durations
+    env.filters["by_version"] = by_version
+    env.filters["properties"] = properties
+    env.filters["cells"] = lambda v: None if isinstance(v, Undefined) else cells(v)
     return env
 
 

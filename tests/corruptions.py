@@ -7,8 +7,9 @@ could not see (issue: "trust only what can be checked"):
   seeder aborted exposed and processed;
 * the client's word against the brokers': a commit the client saw fail that took effect, a
   transaction split across two coordinator transactions, an offset commit lost or moved back;
+* what readers got during the run: a record an observer read, rewritten in the final log;
 * missing evidence: the group's offsets unreadable, an empty transaction log, a worker's history
-  gone, a dump that stopped early, a faulted run that injected nothing.
+  gone, a dump that stopped early, a faulted run that injected nothing, the observers' reads gone.
 
 Each function takes a run directory (a copy: it is edited in place) and returns what must follow:
 ``("anomaly", name)`` (the verdict is invalid and names it) or ``("unknown", text)`` (the verdict is
@@ -179,7 +180,10 @@ def split_a_transaction(run: Path) -> Expectation:
     records = coordinator_records([{"partition": r["partition"], "offset": r["offset"],
                                     "entry": decode_transaction_record(r["key"], r["value"])}
                                    for r in rows if decode_transaction_record(r["key"], r["value"]) is not None])
+    # this run's transactional ids only: the shared cluster's log holds other tests' too
+    prefix = next(x["value"]["txid_prefix"] for x in _history(run) if x["f"] == "setup")
     target = next(ct for ct in coordinator_transactions(records) if ct.completed == "commit"
+                  and ct.transactional_id.startswith(prefix)
                   and any(p.startswith("__consumer_offsets") for p in ct.partitions)
                   and any(not p.startswith("__") for p in ct.partitions) and len(ct.records) >= 3
                   and not ct.transactional_id.endswith("seeder"))
@@ -216,6 +220,23 @@ def split_a_transaction(run: Path) -> Expectation:
 
 # -- missing evidence ----------------------------------------------------------------------------
 
+def replace_an_observed_record(run: Path) -> Expectation:
+    """A record the observer read, different in the final log (a broker that rewrote it after it
+    was served): its value gains a trailing space, so its lineage still parses and only the bytes
+    differ from what was read."""
+    topic = _campaign(run)["output_topics"][0]
+    seen = {(r["partition"], r["offset"]) for r in pq.read_table(run / "observers" / "observations.parquet").to_pylist()
+            if r["topic"] == topic}
+    for view in ("committed", "raw"):
+        rows = _rows(run, topic, view)
+        target = min((r["partition"], r["offset"]) for r in rows if (r["partition"], r["offset"]) in seen)
+        for r in rows:
+            if (r["partition"], r["offset"]) == target:
+                r["value"] = r["value"] + b" "
+        _write(run, topic, view, rows)
+    return "anomaly", "inconsistent-offsets"
+
+
 def unreadable_group_offsets(run: Path) -> Expectation:
     final = _final(run)
     final.pop("group_offsets", None)
@@ -244,6 +265,11 @@ def stop_a_dump_early(run: Path) -> Expectation:
     return "unknown", "stopped before the end of partitions 0"
 
 
+def lose_the_observations(run: Path) -> Expectation:
+    (run / "observers" / "observations.parquet").unlink()
+    return "unknown", "their reads are not in the run directory"
+
+
 def inject_nothing(run: Path) -> Expectation:
     """A faulted campaign's schedule, and a history without one fault in it."""
     (run / "schedule.json").write_text(json.dumps({"seed": 1, "faults": [
@@ -255,6 +281,7 @@ def inject_nothing(run: Path) -> Expectation:
 #: every corruption; the anomalies ones edit different evidence, so they can all be applied to one run
 ANOMALIES: tuple[Callable[[Path], Expectation], ...] = (
     lose_acknowledged_input, replace_input, expose_aborted_input, fail_a_commit, drop_offset_commit, move_offset_back,
-    split_a_transaction)
+    split_a_transaction, replace_an_observed_record)
 GAPS: tuple[Callable[[Path], Expectation], ...] = (
-    unreadable_group_offsets, empty_transaction_log, drop_a_workers_history, stop_a_dump_early, inject_nothing)
+    unreadable_group_offsets, empty_transaction_log, drop_a_workers_history, stop_a_dump_early, inject_nothing,
+    lose_the_observations)

@@ -23,7 +23,7 @@ from kchaos.faults.spec import PACKAGES, FaultsSpec
 from kchaos.faults.steps import StepSpec, check_steps
 from kchaos.rundir import RunDir
 from kchaos.verifier.spec import VerifierSpec
-from kchaos.workloads.spec import WorkloadSpec
+from kchaos.workloads.spec import ObserverSpec, WorkloadSpec
 
 RECORD = "campaign.json"
 
@@ -42,6 +42,7 @@ class Campaign(BaseModel):
     run: RunSettings = Field(default_factory=RunSettings)
     cluster: ClusterSpec = Field(default_factory=ClusterSpec)
     workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
+    observers: ObserverSpec = Field(default_factory=ObserverSpec)
     faults: FaultsSpec = Field(default_factory=lambda: FaultsSpec(enabled=False))
     verifier: VerifierSpec = Field(default_factory=VerifierSpec)
     steps: tuple[StepSpec, ...] = Field((), description="planned feature flips and rolling upgrades (faults/steps.py)")

@@ -169,6 +169,8 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
                 reasons.append(f"{phase.name} / java: TV2 not exercised")
                 if verdict == "valid":
                     verdict = "unknown"
+            if verdict == "valid" and results["verdict"] == "unknown":  # no phase is valid where the run is not judged
+                verdict, note = "unknown", "the verifier could not judge the run (the reasons below): not certified"
             rows.append({"phase": phase.name, "client": client, "verdict": verdict, "committed_transactions": n,
                          "tv2_commits": java_v2_commits.get(phase.name, 0) if client == "java" else 0,
                          "client_transaction_versions": dict(protocol.get(key, {})), "cases": found[:20],

@@ -34,6 +34,8 @@ EXPLANATIONS = {
                            "transaction (read with read_uncommitted)"),
     "aborted-read.failed-commit": ("committed output of transaction {seq} of {process}, whose commit the client saw "
                                    "fail"),
+    "aborted-read.coordinator-abort": ("committed output of transaction {seq} of {process}, whose end its client "
+                                       "never learned and which the coordinator's log shows aborted"),
     "aborted-read.seeder-input": ("input {in_id} at {topic}/{p}@{o}, which the seeder's transaction aborted, is "
                                   "visible to read_committed readers"),
     "lost-acknowledged-input": "input {in_id}, which the seeder's committed transaction wrote {where}, is {what}",
@@ -60,6 +62,21 @@ EXPLANATIONS = {
                      "initialised the same transactional.id (epoch {successor_epoch}): a fenced producer's write "
                      "became visible"),
     "nonmonotonic": "{topic}-{partition}: output of input {p}@{o} appears after an output of input {p}@{earlier}",
+    # read-side (observers, verifier/observations.py): what readers got during the run
+    "inconsistent-offsets.replaced": ("observer {observer} read {topic}-{partition}@{offset} (poll {poll}), but the "
+                                      "final log holds another record at that offset"),
+    "inconsistent-offsets.truncated": ("observer {observer} read {topic}-{partition}@{offset} (poll {poll}), but the "
+                                       "final log holds no record at that offset: it was truncated after it was read"),
+    "observed-aborted-read": ("observer {observer} read {topic}-{partition}@{offset} (poll {poll}) {isolation}, a "
+                              "record the final log holds only in its uncommitted view: an aborted transaction's"),
+    "poll-skip": ("observer {observer} read {topic}-{partition}@{offset} (poll {poll}) right after @{previous}, "
+                  "skipping {skipped} committed records from @{first_skipped}"),
+    "poll-skip.start": ("observer {observer} began {topic}-{partition} at @{offset} (poll {poll}), skipping "
+                        "{skipped} committed records from @{first_skipped}"),
+    "nonmonotonic-poll": ("observer {observer} read {topic}-{partition}@{offset} (poll {poll}) after @{previous}: "
+                          "its reads of the partition went back"),
+    "unseen": ("{count} committed records of {topic}-{partition} (@{first} to @{last}) were read by no observer, "
+               "though every observer reached the end of the partition"),
 }
 
 #: Notes on a check's result that are not cases.
@@ -99,6 +116,7 @@ class CheckDef:
 
 
 _NO_HISTORY = "no client history (external pipeline)"
+_NO_OBSERVERS = "the run had no observers ([observers] count = 0)"
 _NO_OFFSETS_LOG = "no __consumer_offsets dump in the run directory"
 _NO_TXN_LOG = "no __transaction_state dump in the run directory"
 
@@ -113,8 +131,9 @@ CHECKS: tuple[CheckDef, ...] = (
     CheckDef("torn-transaction", Engine.torn_transactions,
              "some but not all outputs of one input, or of one transaction, are visible"),
     CheckDef("aborted-read", Engine.aborted_reads,
-             "a visible output of a transaction the client aborted or saw fail to commit, or derived from an aborted "
-             "input; or an input the seeder aborted, visible"),
+             "a visible output of a transaction the client aborted or saw fail to commit, or whose end the client "
+             "never learned and the coordinator's log shows aborted, or derived from an aborted input; or an input "
+             "the seeder aborted, visible"),
     CheckDef("lost-write", Engine.lost_writes,
              "a transaction the client saw commit with fewer visible outputs than it wrote",
              (Requirement("transactional", VALID, "not transactional: checked as lost-input/torn-transaction"),
@@ -159,7 +178,25 @@ CHECKS: tuple[CheckDef, ...] = (
                                                   "(re-processing after a restart re-appends earlier inputs)"),)),
     CheckDef("no-progress", Engine.progress,
              "no committed transaction or no committed output: a run that proves nothing"),
+    CheckDef("inconsistent-offsets", Engine.inconsistent_offsets,
+             "an observer read a record at an offset that the final log holds with another record, or not at all",
+             (Requirement("observations", None, _NO_OBSERVERS),)),
+    CheckDef("observed-aborted-read", Engine.observed_aborted_reads,
+             "an observer read, during the run, a record of a transaction that aborted",
+             (Requirement("observations", None, _NO_OBSERVERS),)),
+    CheckDef("poll-skip", Engine.poll_skips,
+             "an observer's successive reads of a partition skipped a committed record",
+             (Requirement("observations", None, _NO_OBSERVERS),)),
+    CheckDef("nonmonotonic-poll", Engine.nonmonotonic_polls,
+             "an observer's successive reads of a partition went back",
+             (Requirement("observations", None, _NO_OBSERVERS),)),
+    CheckDef("unseen", Engine.unseen,
+             "a committed record no observer read, though the observers reached the end of its partition",
+             (Requirement("observations", None, _NO_OBSERVERS),
+              Requirement("observers-caught-up", None, "{observers_behind}"))),
 )
+#: the read-side checks (observers): what readers got during the run, not only the end state
+OBSERVATION_CHECKS = ("inconsistent-offsets", "observed-aborted-read", "poll-skip", "nonmonotonic-poll", "unseen")
 
 CHECK_NAMES = tuple(c.anomaly for c in CHECKS)
 #: the checks that need the client history (without one they would speak for an external app)
@@ -169,7 +206,8 @@ _TXN_LOG_CHECKS = ("invalid-txn-transition", "split-transaction")
 _OFFSETS_LOG_CHECKS = ("lost-offset-commit", "offsets-backwards")
 CHECK_GROUPS = evidence.CheckGroups(
     history=HISTORY_CHECKS, transaction_log=_TXN_LOG_CHECKS, offsets_log=_OFFSETS_LOG_CHECKS,
-    user_topics=tuple(n for n in CHECK_NAMES if n not in (*_TXN_LOG_CHECKS, *_OFFSETS_LOG_CHECKS, "hanging-transaction")))
+    user_topics=tuple(n for n in CHECK_NAMES if n not in (*_TXN_LOG_CHECKS, *_OFFSETS_LOG_CHECKS, "hanging-transaction")),
+    observations=OBSERVATION_CHECKS)
 
 #: What a share-group run does not check (its share ledger, verifier/share_checks.py, does instead)
 NOT_FOR_SHARE = {
@@ -213,12 +251,26 @@ def has(data: Any, needs: str) -> bool:
         return data.acknowledged.any
     if needs == "full-lineage":
         return data.workload.lineage == "full"
+    if needs == "observations":
+        return data.observer_summary is not None
+    if needs == "observers-caught-up":
+        return observers_behind(data.observer_summary) is None
     raise ValueError(f"unknown requirement {needs!r}")
+
+
+def observers_behind(summary: dict[str, Any] | None) -> str | None:
+    """Why the observers' reads cannot say what nobody read (some did not reach the end), or None."""
+    behind = [o for o in (summary or {}).get("observers") or [] if o.get("caught_up") is not True]
+    if not behind:
+        return None
+    return "; ".join(f"observer {o['observer']} did not reach the end of the topics"
+                     + (f" ({o['error']})" if o.get("error") else "") for o in behind)
 
 
 def _requirement_note(data: Any, requirement: Requirement) -> str:
     return requirement.note.format(delivery=data.workload.delivery,
-                                   compaction=evidence.compaction_note(data.compaction, "__consumer_offsets"))
+                                   compaction=evidence.compaction_note(data.compaction, "__consumer_offsets"),
+                                   observers_behind=observers_behind(getattr(data, "observer_summary", None)))
 
 
 def run_checks(results: Any, data: Any, engine: Any, pool: Any = None) -> bool:

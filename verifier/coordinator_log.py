@@ -238,7 +238,12 @@ def _coordinator_initiated(ct: CoordinatorTxn, inits: dict[str, list[dict[str, A
     if ct.prepare_ms - ct.start_ms >= ct.timeout_ms - TIMEOUT_SLACK_MS:
         return "timed out"
     for op in inits.get(ct.transactional_id, []):
-        if ct.start_ms - CLOCK_EPS_MS <= op["invoke_time"] * 1000 <= ct.prepare_ms + CLOCK_EPS_MS:
+        # the init was under way while the transaction was open: its InitProducerId may have been
+        # sent before the transaction began and retried (CONCURRENT_TRANSACTIONS while the last
+        # one completed) until it aborted this one
+        invoked, completed = op["invoke_time"] * 1000, op.get("complete_time")
+        if invoked <= ct.prepare_ms + CLOCK_EPS_MS and (completed is None
+                                                         or completed * 1000 >= ct.start_ms - CLOCK_EPS_MS):
             return f"fenced by {op['process']}'s init"
     return None
 
@@ -267,6 +272,34 @@ def _wrote_something(history: Any, key: tuple[str, int]) -> bool:
     if (send.get("value") or {}).get("outputs", 1) > 0:
         return True
     return any((op["value"].get("offsets") or {}) for op in history.txn_ends.get(key, []))
+
+
+def resolution(clients: list[ClientTxn], held: dict[tuple[str, int], list[CoordinatorTxn]]) -> dict[tuple[str, int], str]:
+    """What the coordinator did with each client transaction whose outcome its client did not
+    know or saw fail: ``coordinator commit``, ``coordinator abort``, ``coordinator open``,
+    ``split`` (its coordinator transactions ended differently) or ``unresolved`` (none held it)."""
+    out = {}
+    for c in clients:
+        if c.outcome in ("committed", "aborted"):
+            continue
+        outcomes = {ct.completed or "open" for ct in held.get((c.process, c.seq), [])}
+        out[(c.process, c.seq)] = ("unresolved" if not outcomes else "split" if len(outcomes) > 1
+                                   else f"coordinator {outcomes.pop()}")
+    return out
+
+
+def coordinator_aborted(coordinator: list[CoordinatorTxn], history: Any) -> set[tuple[str, int]]:
+    """The client transactions whose end the client never learned (not a failed commit: that is
+    its own case) and which the coordinator's log shows aborted: their outputs must not be visible."""
+    clients = client_transactions(history)
+    owner = attribute(coordinator, clients)
+    held: dict[tuple[str, int], list[CoordinatorTxn]] = defaultdict(list)
+    for i, c in owner.items():
+        if coordinator[i].partitions:
+            held[(c.process, c.seq)].append(coordinator[i])
+    outcome = {(c.process, c.seq): c.outcome for c in clients}
+    return {key for key, what in resolution(clients, held).items()
+            if what == "coordinator abort" and outcome[key] != "commit-failed"}
 
 
 def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, Any]] | None = None,
@@ -344,12 +377,8 @@ def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, 
                           "coordinator_transactions": []})
 
     resolved: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for c in clients:
-        if c.outcome in ("committed", "aborted"):
-            continue
-        outcomes = {ct.completed or "open" for ct in held.get((c.process, c.seq), [])}
-        verdict = ("unresolved" if not outcomes else "split" if len(outcomes) > 1 else f"coordinator {outcomes.pop()}")
-        resolved[c.outcome][verdict] += 1
+    for (process, seq), what in resolution(clients, held).items():
+        resolved[by_key[(process, seq)].outcome][what] += 1
     facts = {"coordinator_transactions": len(coordinator),
              "with_partitions": sum(1 for ct in coordinator if ct.partitions),
              "attributed": sum(1 for i in owner if coordinator[i].partitions),

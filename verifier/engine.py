@@ -71,3 +71,19 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     def progress(self, data: Any) -> CheckResult: ...
+
+    # read-side: the observers' reads (verifier/observations.py holds what both share)
+    @abc.abstractmethod
+    def inconsistent_offsets(self, data: Any) -> CheckResult: ...
+
+    @abc.abstractmethod
+    def observed_aborted_reads(self, data: Any) -> CheckResult: ...
+
+    @abc.abstractmethod
+    def poll_skips(self, data: Any) -> CheckResult: ...
+
+    @abc.abstractmethod
+    def nonmonotonic_polls(self, data: Any) -> CheckResult: ...
+
+    @abc.abstractmethod
+    def unseen(self, data: Any) -> CheckResult: ...

@@ -6,12 +6,13 @@ guarantee could not be judged at all, the gap is *fatal*: an error on the result
 the verdict ``unknown`` unless a check found the run ``invalid`` (verifier/results.py). Each
 rule is one definition for both engines, over what every engine's run object has: ``run``,
 ``workload``, ``final``, ``history``, ``txn_log_records``, ``acknowledged``,
-``foreign_committed``, ``output_processes`` and ``compaction``.
+``foreign_committed``, ``output_processes``, ``compaction`` and ``observer_summary``.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ class CheckGroups:
     transaction_log: tuple[str, ...]  #: those that read __transaction_state
     offsets_log: tuple[str, ...]      #: those that read __consumer_offsets
     user_topics: tuple[str, ...]      #: those that read the input and output topics
+    observations: tuple[str, ...] = ()  #: those that read the observers' reads
 
 
 @dataclass(frozen=True)
@@ -121,19 +123,42 @@ def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
         out.append(Gap(f"__transaction_state holds no record although {committed or 'some'} transactions committed: "
                        "the coordinator's own account is missing", groups.transaction_log))
 
+    wanted = data.campaign.observers.count
+    if wanted and data.observer_summary is None:
+        out.append(Gap(f"the campaign asked for {wanted} observers, but their reads are not in the run directory "
+                       "(observers/observations.parquet): what readers saw during the run is unknown",
+                       groups.observations))
+    elif wanted:
+        failed = [o for o in data.observer_summary.get("observers") or [] if o.get("error")]
+        if failed:
+            out.append(Gap("observer " + ", ".join(f"{o['observer']} failed ({o['error']})" for o in failed)
+                           + ": its reads stop there", fatal=False))
+
     planned = _planned_faults(Path(data.run))
-    injected = sum(1 for op in history.faults if op["outcome"] == "ok")
-    if planned and not injected:
-        out.append(Gap(f"the schedule planned {planned} faults and the history shows none injected: the run says "
-                       "nothing about faults"))
+    injected = Counter(op["f"].removeprefix("fault:") for op in history.faults if op["outcome"] == "ok")
+    if planned and not sum(injected.values()):
+        out.append(Gap(f"the schedule planned {sum(planned.values())} faults and the history shows none injected: "
+                       "the run says nothing about faults"))
+    elif planned:
+        attempted = {op["f"].removeprefix("fault:") for op in history.faults}
+        # a kind tried and never once injected; one never tried was not due yet (an interrupted
+        # or time-limited run stops its schedule early, and says so itself)
+        never = sorted(kind for kind in planned if kind in attempted and not injected.get(kind))
+        if never:  # e.g. a hunt whose message faults all failed: it did not test what it is named for
+            errors = sorted({op.get("error") or "?" for op in history.faults
+                             if op["f"].removeprefix("fault:") in never and op["outcome"] != "ok"})
+            out.append(Gap(f"the schedule planned {', '.join(f'{planned[k]} {k}' for k in never)} faults and not one "
+                           f"was injected ({'; '.join(errors[:3])}): the run says nothing about them"))
     return out
 
 
-def _planned_faults(run: Path) -> int:
+def _planned_faults(run: Path) -> Counter[str]:
+    """The scheduled faults per kind (none when the run has no schedule)."""
     try:
-        return len(json.loads((run / "schedule.json").read_text()).get("faults") or [])
+        faults = json.loads((run / "schedule.json").read_text()).get("faults") or []
     except (OSError, ValueError):
-        return 0
+        return Counter()
+    return Counter(f.get("kind", "?") for f in faults)
 
 
 def white_box_facts(data: Any) -> dict[str, Any]:

@@ -204,7 +204,7 @@ def worker_slot(process: str | None) -> str | None:
 
 #: evidence keys that carry a history time (``invoke_time`` of an operation; the commit's
 #: invoke time copied into offsets cases)
-CASE_TIME_KEYS = ("invoke_time", "commit_invoked")
+CASE_TIME_KEYS = ("invoke_time", "commit_invoked", "observed_at")
 
 
 def case_time_and_slots(case: dict[str, Any]) -> tuple[float | None, set[str]]:
@@ -290,8 +290,10 @@ def hanging_cases(workload: Any, final: dict[str, Any],
     watermark (with the transactions the log shows open there, and the brokers' own list), and
     transactions ``find-hanging`` reports on the run's topics. Returns (cases, note when none)."""
     liveness = final.get("liveness") or {}
+    recovery = final.get("recovery")  # KIP-664's abort at the final reads (faults.recover_hanging)
     ours = {workload.input_topic, *workload.output_topics}
-    broker = final.get("broker_transactions") or {}
+    # the brokers' view of the hang: before a recovery aborted it, else after heal
+    broker = (recovery or {}).get("before") or final.get("broker_transactions") or {}
     reported = [row for row in broker.get("hanging") or [] if row.get("Topic") in ours]
     if liveness.get("stable") and not reported:
         return [], (f"every partition's LSO reached its high watermark {liveness.get('waited_s')}s after the drain"
@@ -305,7 +307,10 @@ def hanging_cases(workload: Any, final: dict[str, Any],
                                     if any(f"{topic}-{p}" == name for topic, ps in t["partitions"].items() for p in ps)]
               or open_txns,
               "broker_transactions": still_open,
-              "partition_producers": (broker.get("producers_of_pinned_partitions") or {}).get(name)}
+              "partition_producers": (broker.get("producers_of_pinned_partitions") or {}).get(name),
+              **({"recovery": [a for a in recovery.get("aborted") or [] if a.get("partition") == name],
+                  "recovered": (recovery.get("liveness_after") or {}).get("pinned", {}).get(name) is None
+                  and not recovery.get("error")} if recovery else {})}
              for name, v in sorted(liveness.get("pinned", {}).items())]
     for row in reported:
         cases.append({"explanation": f"find-hanging on broker {row.get('broker')} reports producer {row.get('ProducerId')} "

@@ -26,7 +26,8 @@ from kchaos.verifier import evidence
 from kchaos.verifier.acknowledged import acknowledged_inputs
 from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.checks import CHECK_NAMES, explain, progress_result, result, run_checks
-from kchaos.verifier.coordinator_log import CoordinatorTxn, coordinator_records, coordinator_transactions
+from kchaos.verifier.coordinator_log import (CoordinatorTxn, coordinator_aborted, coordinator_records,
+                                             coordinator_transactions)
 from kchaos.verifier.decoders import decode_transaction_record
 from kchaos.verifier import driver_checks
 from kchaos.verifier.engine import Engine
@@ -35,6 +36,8 @@ from kchaos.verifier.late_requests import late_request_facts, late_requests, rea
 from kchaos.verifier.model import (HistoryIndex, LINEAGE_FIELDS, OPEN_TXN_STATES, Output, TXN_NEXT, as_evidence,
                                    commits_by_client_tv, coordinator_commits, hanging_cases, identity_positions,
                                    in_scope, pipeline_txids, read_ops, run_seed, zombie_successor)
+from kchaos.verifier import observations
+from kchaos.verifier.observations import ObservedRun, observer_summary
 from kchaos.verifier.results import CheckResult, Results, VALID
 from kchaos.verifier.share_checks import share_checks
 from kchaos.workloads.lineage import IdLocator
@@ -162,6 +165,9 @@ class RunData:
         self.duplicates: dict[tuple[int, int, int], int] | None = None
         # what the evidence rules (verifier/evidence.py) and the white-box checks read
         self.compaction = evidence.compaction_of(run, final)
+        self.observer_summary = observer_summary(run, final)
+        self._coordinator_txns: list[CoordinatorTxn] | None = None
+        self._observed: ObservedRun | None = None
         self.acknowledged = acknowledged_inputs(h.ops, run_seed(run, campaign))
         self.txn_log_records = len(self.txn_log) if self.txn_log is not None else None
         self.foreign_committed = self.foreign_outputs["committed"] - self.set_aside_outputs
@@ -172,8 +178,14 @@ class RunData:
         self.coordinator_facts: dict[str, Any] | None = None
 
     def coordinator_transactions(self) -> list[CoordinatorTxn]:
-        """The decoded log segmented into coordinator transactions (verifier/coordinator_log.py)."""
-        return coordinator_transactions(coordinator_records(self.txn_log or []))
+        """The decoded log segmented into coordinator transactions (verifier/coordinator_log.py), once."""
+        if self._coordinator_txns is None:
+            self._coordinator_txns = coordinator_transactions(coordinator_records(self.txn_log or []))
+        return self._coordinator_txns
+
+    def coordinator_aborted(self) -> set[tuple[str, int]]:
+        """Client transactions of unknown outcome that the coordinator's log shows aborted."""
+        return coordinator_aborted(self.coordinator_transactions(), self.history) if self.txn_log else set()
 
     def late_requests(self) -> list[dict[str, Any]] | None:
         """The message proxy's late or duplicated requests, with what the coordinator wrote after them."""
@@ -223,6 +235,14 @@ class RunData:
 
     def faults_at(self, t: float | None) -> list[dict[str, Any]]:
         return self.history.faults_at(t)
+
+    @property
+    def observed(self) -> ObservedRun:
+        """The observers' reads and the final log's positions (read once, for every read-side check)."""
+        if self._observed is None:
+            self._observed = ObservedRun(self.run, self.campaign.observers.isolation,
+                                         [self.workload.input_topic, *self.workload.output_topics])
+        return self._observed
 
     def txn_evidence(self, key: tuple[str, int]) -> dict[str, Any]:
         return self.history.txn_evidence(key)
@@ -466,9 +486,11 @@ def check_aborted_read(data: RunData) -> CheckResult:
     alike, so only the seeder's record tells)."""
     cases = []
     kinds = {"aborted": "aborted-read.transaction", "commit-failed": "aborted-read.failed-commit"}
+    coordinator_aborted_keys = data.coordinator_aborted()
     for out in data.outputs_committed:
         key = data.txn_key(out)
-        kind = kinds.get(data.txn_outcome.get(key, ""))
+        kind = kinds.get(data.txn_outcome.get(key, "")) or (
+            "aborted-read.coordinator-abort" if key in coordinator_aborted_keys else None)
         if kind:
             cases.append(_case(data, explain(kind, seq=key[1], process=key[0]), [out]))
     ack = data.acknowledged
@@ -633,6 +655,26 @@ def facts(data: RunData) -> dict[str, Any]:
     }
 
 
+def check_inconsistent_offsets(data: RunData) -> CheckResult:
+    return observations.inconsistent_offsets(data.observed, data.faults_at)
+
+
+def check_observed_aborted_reads(data: RunData) -> CheckResult:
+    return observations.observed_aborted_reads(data.observed, data.faults_at)
+
+
+def check_poll_skips(data: RunData) -> CheckResult:
+    return observations.poll_skips(data.observed, data.faults_at)
+
+
+def check_nonmonotonic_polls(data: RunData) -> CheckResult:
+    return observations.nonmonotonic_polls(data.observed, data.faults_at)
+
+
+def check_unseen(data: RunData) -> CheckResult:
+    return observations.unseen(data.observed)
+
+
 class PythonEngine(Engine):
     """The single-process reference: the queries above (verifier/engine.py)."""
 
@@ -654,3 +696,8 @@ class PythonEngine(Engine):
     zombie_writes = staticmethod(check_zombie_write)
     nonmonotonic = staticmethod(check_nonmonotonic)
     progress = staticmethod(check_progress)
+    inconsistent_offsets = staticmethod(check_inconsistent_offsets)
+    observed_aborted_reads = staticmethod(check_observed_aborted_reads)
+    poll_skips = staticmethod(check_poll_skips)
+    nonmonotonic_polls = staticmethod(check_nonmonotonic_polls)
+    unseen = staticmethod(check_unseen)

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from kchaos.verifier import driver_checks, evidence
+from kchaos.verifier import driver_checks, evidence, spark_observations
 from kchaos.verifier.checks import explain, progress_result, result, run_checks
 from kchaos.verifier.engine import Engine
 from kchaos.verifier.late_requests import events_path, late_request_facts, read_message_events
@@ -193,6 +193,14 @@ def check_aborted_read(d: SparkRun) -> CheckResult:
         rows, total = _first_cases(committed.join(F.broadcast(aborted), ["process", "txn_seq"]),
                                    "topic", "partition", "offset")
     cases = [d.case(explain(kinds[r["outcome"]], seq=r["txn_seq"], process=r["process"]), [d.record(r)]) for r in rows]
+    coordinator_aborted = d.coordinator_aborted()
+    if coordinator_aborted:  # ends the client never learned, which the coordinator's log shows aborted
+        keys = d.spark.createDataFrame(sorted(coordinator_aborted), "process STRING, txn_seq BIGINT")
+        rows, more = _first_cases(committed.join(F.broadcast(keys), ["process", "txn_seq"]), "topic", "partition",
+                                  "offset")
+        total += more
+        cases += [d.case(explain("aborted-read.coordinator-abort", seq=r["txn_seq"], process=r["process"]),
+                         [d.record(r)]) for r in rows]
     ack = d.acknowledged
     acked_aborted = (d.spark.createDataFrame([(p, o, i) for (p, o), i in sorted(ack.aborted.items())],
                                              "p INT, o BIGINT, in_id STRING") if ack.aborted else None)
@@ -569,3 +577,8 @@ class SparkEngine(Engine):
     zombie_writes = staticmethod(check_zombie_write)
     nonmonotonic = staticmethod(check_nonmonotonic)
     progress = staticmethod(check_progress)
+    inconsistent_offsets = staticmethod(spark_observations.inconsistent_offsets)
+    observed_aborted_reads = staticmethod(spark_observations.observed_aborted_reads)
+    poll_skips = staticmethod(spark_observations.poll_skips)
+    nonmonotonic_polls = staticmethod(spark_observations.nonmonotonic_polls)
+    unseen = staticmethod(spark_observations.unseen)

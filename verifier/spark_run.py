@@ -16,11 +16,12 @@ from typing import Any
 from kchaos.verifier import evidence
 from kchaos.verifier.acknowledged import acknowledged_inputs
 from kchaos.verifier.campaign import load_recorded
-from kchaos.verifier.coordinator_log import COORDINATOR_TXN_SCHEMA, CoordinatorTxn
+from kchaos.verifier.coordinator_log import COORDINATOR_TXN_SCHEMA, CoordinatorTxn, coordinator_aborted
 from kchaos.verifier.decoders import TransactionLogEntry
 from kchaos.verifier.internal_topics import (OFFSET_COMMIT_SCHEMA, TXN_LOG_SCHEMA, coordinator_transactions_of, offset_commit_batches, transaction_log_batches)
 from kchaos.verifier.late_requests import late_requests, read_message_events
 from kchaos.verifier.model import HistoryIndex, LINEAGE_FIELDS, RECORD_COLUMNS, read_json, read_ops, run_seed
+from kchaos.verifier.observations import observer_summary
 from kchaos.verifier.spark_ingest import VIEWS, TopicSource
 from kchaos.workloads.lineage import IdLocator
 
@@ -115,6 +116,7 @@ class SparkRun:
         self.history = HistoryIndex(read_ops(run) if ops is None else ops)
         # the driver-side evidence the white-box checks and the evidence rules read (verifier/evidence.py)
         self.compaction = evidence.compaction_of(run, self.final)
+        self.observer_summary = observer_summary(run, self.final)
         self.acknowledged = acknowledged_inputs(self.history.ops, run_seed(run, campaign))
         self.coordinator_facts: dict[str, Any] | None = None
         #: where loading spends its time (seconds per phase; in results.spark.timings)
@@ -287,9 +289,16 @@ class SparkRun:
         (internal_topics.coordinator_transactions_of); a summary row per coordinator transaction."""
         if self.txn_log is None:
             return []
-        rows = (self.txn_log.groupBy("transactional_id")
-                .applyInPandas(coordinator_transactions_of, COORDINATOR_TXN_SCHEMA).collect())
-        return [CoordinatorTxn.from_row(r) for r in rows]
+
+        def build() -> list[CoordinatorTxn]:
+            rows = (self.txn_log.groupBy("transactional_id")
+                    .applyInPandas(coordinator_transactions_of, COORDINATOR_TXN_SCHEMA).collect())
+            return [CoordinatorTxn.from_row(r) for r in rows]
+        return self.shared("coordinator_transactions", build)
+
+    def coordinator_aborted(self) -> set[tuple[str, int]]:
+        """Client transactions of unknown outcome that the coordinator's log shows aborted."""
+        return coordinator_aborted(self.coordinator_transactions(), self.history) if self.txn_log is not None else set()
 
     def late_requests(self) -> list[dict[str, Any]] | None:
         """The message proxy's late or duplicated requests (late_requests.py), built once."""

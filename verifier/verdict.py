@@ -10,25 +10,27 @@ through Kafka); ``kchaos analyze`` calls it on a stored run. Nothing else writes
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import importlib.metadata
+import time
+from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
 from kchaos.clusters.spec import describe_validation_error
 from kchaos.errors import VERDICT_EXIT, ConfigError
+from kchaos.log import say
+from kchaos.text import by_version, counts
 from kchaos.rundir import RunDir
 from kchaos.verifier.campaign import Campaign
 from kchaos.verifier.certify import certify
 from kchaos.verifier.spec import VerifierSpec
-from kchaos.verifier.verify import verify_run, write_results
+from kchaos.verifier.model import read_json
+from kchaos.verifier.verify import RESULTS_FILE, verify_run, write_results
 from kchaos.workloads.history import pair_operations, read_lines
 from kchaos.workloads.metrics import compute_metrics
 
 CERTIFICATION_FILE = "certification.json"
-
-
-def _quiet(message: str) -> None:
-    pass
 
 
 def verifier_spec(campaign: Campaign, overrides: dict[str, Any] | None) -> VerifierSpec:
@@ -42,40 +44,102 @@ def verifier_spec(campaign: Campaign, overrides: dict[str, Any] | None) -> Verif
         raise ConfigError(f"bad verifier settings: {describe_validation_error(exc, 'verifier')}") from None
 
 
+#: version of results.json's layout; raised when a field changes meaning or moves
+RESULTS_SCHEMA_VERSION = 2
+#: the files a new check replaces: kept beside it, named *.previous.json
+REPLACED = (RESULTS_FILE, "results.spark.json", "results.python.json", CERTIFICATION_FILE)
+
+
+def kchaos_version() -> str:
+    try:
+        return importlib.metadata.version("kchaos")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def recorded_seed(run_dir: Path, fallback: int | None) -> int | None:
+    """The seed the run recorded (``RUN_DIR/seed``, written before anything runs); the campaign's
+    own ``run.seed`` is unset when a seed is given from outside it (``kchaos ci nightly``)."""
+    try:
+        return int((run_dir / "seed").read_text().strip())
+    except (OSError, ValueError):
+        return fallback
+
+
+def run_block(run: RunDir, campaign: Campaign, ops: list[dict[str, Any]] | None, exit_code: int,
+              checker: str) -> dict[str, Any]:
+    """What a CI system needs about the run, in results.json itself (no other file to join)."""
+    cluster = read_json(run.path / "cluster.json", {}) or {}
+    environment = read_json(run.path / "environment.json", {}) or {}
+    times = [t for op in ops or [] for t in (op["invoke_time"], op["complete_time"]) if t is not None]
+    clients = {"confluent": environment.get("client") or "confluent-kafka (librdkafka)",
+               "java": f"kafka-clients {campaign.workload.java_client_version}",
+               "streams": f"kafka-streams {campaign.workload.java_client_version}"}
+    wanted = {"mixed": ("confluent", "java")}.get(campaign.workload.client, (campaign.workload.client,))
+    return {"schema_version": RESULTS_SCHEMA_VERSION, "kchaos_version": kchaos_version(), "run_id": run.path.name,
+            "campaign": campaign.name, "seed": recorded_seed(run.path, campaign.run.seed),
+            "kafka_version": cluster.get("kafka_version") or campaign.cluster.kafka_version,
+            "kafka_tools_version": cluster.get("admin_tools_version") or cluster.get("kafka_version"),
+            "backend": campaign.cluster.backend, "clients": [clients[c] for c in wanted if c in clients],
+            "started": min(times, default=None), "ended": max(times, default=None), "verified": time.time(),
+            "checker": checker, "exit_code": exit_code}
+
+
+def _keep_previous(run: RunDir) -> list[str]:
+    """A re-check never overwrites silently: the files it replaces are kept as *.previous.json."""
+    kept = []
+    for name in REPLACED:
+        path = run.path / name
+        if path.exists():
+            path.replace(path.with_name(name.replace(".json", ".previous.json")))
+            kept.append(name)
+    return kept
+
+
 def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
-              overrides: dict[str, Any] | None = None, say: Callable[[str], None] = _quiet) -> int:
+              overrides: dict[str, Any] | None = None) -> int:
     """Check a run directory, certify it when it has steps, write the results and the final
     status; return the exit code. ``bootstrap``: a live cluster the Spark job reads the topics
-    from; ``say``: where progress and the verdict lines go (the harness prints them)."""
+    from. Progress and the verdict lines go to the log (kchaos/log.py)."""
     spec = verifier_spec(campaign, overrides)
     stopped_in = (run.read_json("status.json") if (run.path / "status.json").exists() else {}).get("phase")
+    kept = _keep_previous(run)
+    if kept:
+        before = read_json(run.path / "results.previous.json", {}) or {}
+        say(f"a new check of this run: the previous {', '.join(kept)} (checker {before.get('checker')}, verdict "
+            f"{before.get('verdict')}) are kept as *.previous.json")
     run.set_status("verify")
     ops = None
     if (run.path / "history.jsonl").exists():
         ops = pair_operations(list(read_lines(run.path / "history.jsonl")))  # read once, for every reader
         run.write_json("metrics.json", compute_metrics(ops))
-    results = write_results(run.path, verify_run(run.path, spec, bootstrap, ops, stopped_in, say))
+    checked = verify_run(run.path, spec, bootstrap, ops, stopped_in)
+    results = checked.to_json()
     code = VERDICT_EXIT[results["verdict"]]
     facts = results.get("facts", {})
     say(f"verdict: {results['verdict'].upper()}"
         + (f" ({', '.join(results['anomaly_types'])})" if results["anomaly_types"] else "")
         + f"; inputs {facts.get('inputs_committed')}, committed outputs {facts.get('outputs_committed')}, "
-          f"transactions {facts.get('transactions')}")
+          f"transactions: {counts(facts.get('transactions'))}")
     for name, reason in results.get("not_checked", {}).items():
         say(f"not checked: {name} ({reason})")
     status: dict[str, Any] = {"verdict": results["verdict"]}
-    if campaign.steps:
-        cert = certify(run.path, campaign, results, ops)
-        run.write_json(CERTIFICATION_FILE, cert)
+    cert = certify(run.path, campaign, results, ops) if campaign.steps else None
+    if cert is not None:
         code, status["certification"] = cert["exit_code"], cert["overall"]
+    write_results(run.path, checked, extra={"run": run_block(run, campaign, ops, code, checked.checker)})
+    if cert is not None:
+        run.write_json(CERTIFICATION_FILE, cert)
         say(f"certification: {cert['overall'].upper()} ({cert['committed_transactions']} committed transactions over "
             f"{len(cert['phases'])} phases, clients {', '.join(cert['clients'])})")
         for row in cert["rows"]:
             say(f"  {row['verdict']:8} {row['client']:9} {row['phase']}: {row['committed_transactions']} committed"
                 + (f", {row['case_count']} anomaly cases" if row["case_count"] else "")
-                + (f", transaction log client TV {row['client_transaction_versions']}"
+                + (f", transaction log {by_version(row['client_transaction_versions'])}"
                    if row["client_transaction_versions"] else ""))
         for reason in cert["reasons"]:
             say(f"  why not pass: {reason}")
-    run.set_status("done", complete=True, exit_code=code, **status)
+    # complete: the run reached its final reads (a run that stopped before them stays incomplete,
+    # whatever a later check of it says)
+    run.set_status("done", complete=(run.path / "final.json").exists(), exit_code=code, **status)
     return code

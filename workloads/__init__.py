@@ -10,9 +10,9 @@ from kchaos.workloads.ctp import CtpWorkload
 from kchaos.workloads.share import ShareWorkload
 
 
-def make_workload(spec: Any, cluster: Any, run: Any, seed: int, history: Any) -> Any:
-    """The workload driver for ``spec.kind``."""
+def make_workload(spec: Any, cluster: Any, run: Any, seed: int, history: Any, observers: Any = None) -> Any:
+    """The workload driver for ``spec.kind``, with ``observers`` (an ObserverSpec) reading along."""
     if spec.kind == "share":
-        return ShareWorkload(spec, cluster, run, seed, history)
+        return ShareWorkload(spec, cluster, run, seed, history, observers)
 
-    return CtpWorkload(spec, cluster, run, seed, history)
+    return CtpWorkload(spec, cluster, run, seed, history, observers)

@@ -8,15 +8,21 @@ from typing import Any, Callable
 
 from kchaos.clusters.base import Cluster, Role
 from kchaos.clusters.clients import create_topic
-from kchaos.clusters.kafka_tools import broker_transaction_state
+from kchaos.clusters.kafka_tools import abort_open_transactions, broker_transaction_state
 from kchaos.errors import ClusterError
+from kchaos.log import say
 from kchaos.rundir import RunDir
 from kchaos.waiting import WaitTimeout, wait_until
 from kchaos.workloads.dump import dump_all, stable_offsets
 from kchaos.workloads.history import HistoryWriter
+from kchaos.workloads.observer import Observers
 from kchaos.workloads.pool import WorkerPool
 from kchaos.workloads.seeder import Seeder
-from kchaos.workloads.spec import WorkloadSpec
+from kchaos.workloads.spec import ObserverSpec, WorkloadSpec
+
+
+#: how often the drain says how far it is
+DRAIN_PROGRESS_S = 15.0
 
 
 class _DrainCancelled(Exception):
@@ -24,8 +30,10 @@ class _DrainCancelled(Exception):
 
 
 class CtpWorkload:
-    def __init__(self, spec: WorkloadSpec, cluster: Cluster, run: RunDir, seed: int, history: HistoryWriter):
+    def __init__(self, spec: WorkloadSpec, cluster: Cluster, run: RunDir, seed: int, history: HistoryWriter,
+                 observers: ObserverSpec | None = None):
         self.spec = spec
+        self.observer_spec = observers
         self.cluster = cluster
         self.run = run
         self.seed = seed
@@ -35,6 +43,7 @@ class CtpWorkload:
         self.client = cluster.client_config()
         self.seeder: Seeder | None = None
         self.pool: WorkerPool | None = None
+        self.observers: Observers | None = None
         self._offset_reader: Any = None
 
     @property
@@ -55,6 +64,11 @@ class CtpWorkload:
                              history_dir / "seeder.jsonl", f"{self.txid_prefix}-seeder",
                              abort_fraction=self.spec.seed_abort_fraction, mark_aborted=self.spec.lineage == "id")
         self.pool = WorkerPool(self.spec, self.client, self.run.path, self.seed, self.txid_prefix, self.history)
+        if self.observer_spec is not None and self.observer_spec.count:
+            topics = {self.spec.input_topic: self.spec.input_partitions,
+                      **{t: self.spec.output_partitions for t in self.spec.output_topics}}
+            self.observers = Observers(self.observer_spec, self.client, topics, self.run.path / "observers")
+            self.observers.start()  # first, so they see the topics from their first record
         self.seeder.start()
         self.pool.start()
 
@@ -74,6 +88,28 @@ class CtpWorkload:
         parts = [TopicPartition(self.spec.input_topic, p) for p in range(self.spec.input_partitions)]
         result = self._offset_reader.committed(parts, timeout=10)
         return {tp.partition: tp.offset for tp in result if tp.offset >= 0}
+
+    def _final_group_offsets(self, timeout_s: float = 60.0) -> dict[int, int]:
+        """The group's committed offsets for the final reads, through a coordinator that may be
+        moving (a preferred leader election moves ``__consumer_offsets`` partitions: NOT_COORDINATOR
+        was seen in CI): retriable errors are retried until ``timeout_s``; the last one is raised,
+        and the run then says the offsets were unreadable."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        moving = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                  KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.REQUEST_TIMED_OUT,
+                  KafkaError._TIMED_OUT, KafkaError._TRANSPORT}
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return self.committed_offsets()
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                retriable = isinstance(error, KafkaError) and (error.code() in moving or error.retriable())
+                if not retriable or time.monotonic() > deadline:
+                    raise
+                say(f"final reads: the group's offsets: {error.str() if hasattr(error, 'str') else error}; asking again")
+                time.sleep(0.5)  # the coordinator moves in well under a second; nothing to wait on but a new answer
 
     def remaining_inputs(self) -> int | None:
         """Committed inputs not yet behind the group's committed offset (None: unknown now)."""
@@ -103,16 +139,31 @@ class CtpWorkload:
 
     def drain(self, timeout_s: float, cancel: Callable[[], bool] | None = None) -> bool:
         """Wait until every seeded input is committed and processed (group offsets past it);
-        False when ``timeout_s`` passes or ``cancel()`` says to stop waiting."""
+        False when ``timeout_s`` passes or ``cancel()`` says to stop waiting. Says every
+        DRAIN_PROGRESS_S how far it is: partitions still behind, inputs left to seed, the
+        processing rate."""
         assert self.seeder is not None
         seeder = self.seeder
+        started = time.monotonic()
+        said = {"at": started, "processed": self.processed_inputs()}
 
         def drained() -> bool:
             if seeder.error is not None:
                 raise ClusterError(f"the input seeder failed: {seeder.error!r}")
             if cancel is not None and cancel():
                 raise _DrainCancelled()
-            return (seeder.done or seeder.halted) and self.remaining_inputs() == 0
+            left = self.remaining_inputs()
+            now = time.monotonic()
+            if now - said["at"] >= DRAIN_PROGRESS_S:
+                processed = self.processed_inputs()
+                rate = ((processed - said["processed"]) / (now - said["at"])
+                        if processed is not None and said["processed"] is not None else None)
+                say(f"draining: {now - started:.0f}s of at most {timeout_s:.0f}s; "
+                    f"{'?' if left is None else left} still to process (input partitions behind the seeder, plus "
+                    f"inputs not seeded yet)"
+                    + (f", {rate:.0f} inputs/s" if rate is not None else ""))
+                said.update(at=now, processed=processed)
+            return (seeder.done or seeder.halted) and left == 0
 
         try:
             return wait_until(drained, timeout_s, 1.0, "inputs not all processed")
@@ -127,6 +178,8 @@ class CtpWorkload:
 
     def close(self) -> None:
         self.stop()
+        if self.observers is not None and any(o._thread.is_alive() for o in self.observers.observers):
+            self.observers.stop(catch_up_s=0.1)  # an aborted run: what they saw is kept, not judged
         if self._offset_reader is not None:
             self._offset_reader.close()
             self._offset_reader = None
@@ -144,16 +197,27 @@ class CtpWorkload:
                 return {"stable": not pinned, "waited_s": round(elapsed, 1), "pinned": pinned, "timeout_s": timeout_s}
             time.sleep(1.0)
 
-    def final_reads(self, liveness_timeout_s: float | None = None) -> dict[str, Any]:
+    def final_reads(self, liveness_timeout_s: float | None = None, recover_hanging: bool = False) -> dict[str, Any]:
         # An open transaction must end within its timeout (the coordinator aborts it); allow twice
         # the workload's transaction timeout plus 30 s before calling a pinned LSO hanging.
         if liveness_timeout_s is None:
             liveness_timeout_s = self.spec.transaction_timeout_ms / 1000 * 2 + 30
+        say(f"final reads: waiting for every partition's last stable offset to reach its high watermark "
+            f"(at most {liveness_timeout_s:.0f}s)")
         liveness = self.wait_stable(liveness_timeout_s)
+        say(f"final reads: {'every partition stable' if liveness['stable'] else 'partitions still pinned'} after "
+            f"{liveness['waited_s']}s")
+        recovery = self._recover(liveness) if recover_hanging and not liveness["stable"] else None
+        say("final reads: reading every topic in both views")
         summary = dump_all(self.client, self.cluster.admin(), self.user_topics, self.run.path / "topics")
-        summary["liveness"] = liveness
+        summary["liveness"] = liveness  # before any recovery: the hang, if there was one, is the evidence
+        if recovery is not None:
+            summary["recovery"] = recovery
+        if self.observers is not None:
+            say(f"final reads: the {self.observer_spec.count} observers catch up to the end of the topics")
+            summary["observers"] = self.observers.stop()
         try:
-            summary["group_offsets"] = {str(p): o for p, o in sorted(self.committed_offsets().items())}
+            summary["group_offsets"] = {str(p): o for p, o in sorted(self._final_group_offsets().items())}
         except Exception as exc:
             summary["group_offsets_error"] = repr(exc)
         assert self.seeder is not None
@@ -166,8 +230,24 @@ class CtpWorkload:
         except Exception as exc:
             summary["compaction"] = {"error": repr(exc)}
         pinned = [(name.rsplit("-", 1)[0], int(name.rsplit("-", 1)[1])) for name in (liveness.get("pinned") or {})]
+        say("final reads: asking the brokers for open and hanging transactions (KIP-664 tools)")
         summary["broker_transactions"] = self._broker_transactions(pinned)
         return summary
+
+    def _recover(self, liveness: dict[str, Any]) -> dict[str, Any]:
+        """KIP-664's recovery: abort what still pins each partition, then wait for the last stable
+        offsets to reach the high watermarks again (at most one transaction timeout + 30 s)."""
+        pinned = [(name.rsplit("-", 1)[0], int(name.rsplit("-", 1)[1])) for name in liveness.get("pinned") or {}]
+        say(f"final reads: recovering {len(pinned)} pinned partitions with TransactionsCommand abort (KIP-664)")
+        before = self._broker_transactions(pinned)  # the hang as the brokers saw it: the evidence
+        try:
+            aborted = abort_open_transactions(self.cluster, pinned)
+        except Exception as exc:  # a failed recovery is recorded, never hidden
+            return {"before": before, "aborted": [], "error": repr(exc), "recovered": False}
+        after = self.wait_stable(self.spec.transaction_timeout_ms / 1000 + 30)
+        say(f"final reads: recovery {'worked' if after['stable'] else 'did not unpin every partition'}: "
+            f"{sum(a['outcome'] == 'aborted' for a in aborted)} transactions aborted")
+        return {"before": before, "aborted": aborted, "liveness_after": after, "recovered": after["stable"]}
 
     def _broker_transactions(self, pinned: list[tuple[str, int]]) -> dict[str, Any]:
         """Coordinators' and partition leaders' own view after heal (list, find-hanging)."""

@@ -27,6 +27,7 @@ from kchaos.clusters.base import topic_id_string
 from kchaos.clusters.kafka_tools import describe_features
 from kchaos.errors import ClusterError
 from kchaos.waiting import WaitTimeout, wait_until
+from kchaos.wire import read_frame
 from kchaos.workloads.ctp import CtpWorkload
 from kchaos.workloads.lineage import input_id
 from kchaos.workloads.share_worker import is_poison
@@ -41,8 +42,7 @@ def api_versions(host: str, port: int, timeout_s: float = 10.0) -> dict[int, tup
     request = struct.pack(">hhi", 18, 0, 1) + struct.pack(">h", 6) + b"kchaos"
     with socket.create_connection((host, port), timeout=timeout_s) as sock:
         sock.sendall(struct.pack(">i", len(request)) + request)
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        body = _read(sock, size)
+        body = read_frame(sock)
     error, count = struct.unpack(">hi", body[4:10])
     if error:
         raise RuntimeError(f"ApiVersions answered error code {error}")
@@ -51,16 +51,6 @@ def api_versions(host: str, port: int, timeout_s: float = 10.0) -> dict[int, tup
         key, lo, hi = struct.unpack(">hhh", body[10 + 6 * i:16 + 6 * i])
         out[key] = (lo, hi)
     return out
-
-
-def _read(sock: Any, n: int) -> bytes:
-    chunks = b""
-    while len(chunks) < n:
-        chunk = sock.recv(n - len(chunks))
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        chunks += chunk
-    return chunks
 
 
 def detect_kip1289(cluster: Any) -> dict[str, Any]:
@@ -199,8 +189,8 @@ class ShareWorkload(CtpWorkload):
     def committed_offsets(self) -> dict[int, int]:
         return {}  # a share group has no committed offsets; progress is remaining_inputs()
 
-    def final_reads(self, liveness_timeout_s: float | None = None) -> dict[str, Any]:
-        summary = super().final_reads(liveness_timeout_s)
+    def final_reads(self, liveness_timeout_s: float | None = None, recover_hanging: bool = False) -> dict[str, Any]:
+        summary = super().final_reads(liveness_timeout_s, recover_hanging)
         summary.pop("group_offsets", None)
         summary.pop("group_offsets_error", None)
         facts = getattr(self, "share_facts", {})

@@ -13,6 +13,19 @@ from kchaos.workloads.lineage import IdLocator
 Delivery = Literal["exactly-once", "at-least-once", "at-least-once-no-idempotence"]
 
 
+class ObserverSpec(BaseModel):
+    """``[observers]``: read_committed readers of the user topics throughout the run
+    (workloads/observer.py); their read-side checks in verifier/observations.py."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    count: int = Field(0, ge=0, le=8, description="observers (0: none; the default campaign has 1)")
+    isolation: Literal["read_committed", "read_uncommitted"] = Field(
+        "read_committed", description="read_uncommitted is a negative control: it must be caught")
+    catch_up_s: float = Field(60.0, gt=0, le=900, description="after the final dumps: how long each observer may take "
+                                                               "to reach the high watermarks")
+
+
 class WorkloadSpec(BaseModel):
     """Typed, validated on load. The unsafe settings exist on purpose: they are negative
     controls the verifier must catch under faults (see docs/workload.md)."""

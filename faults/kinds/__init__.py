@@ -29,7 +29,7 @@ class NoParams(BaseModel):
 class FaultKind:
     name: str
     summary: str
-    #: what the backend must be able to do (None: the workload's own processes)
+    #: what the backend must be able to do (None: nothing of it: the workload's own processes, or the client protocol)
     capability: Capability | None
     targets: tuple[str, ...]
     fault: type[Fault]

@@ -20,6 +20,10 @@ from kchaos.workloads.client_settings import WORKER_CLIENT_PREFIX
 MESSAGE_TARGETS = ("txn-coordinator", "group-coordinator", "leader-output", "leader-input", "random", "all")
 
 
+#: the fields of a proxy rule a kind does not take (each kind's own class sets its own default)
+RULE_FIELDS: dict[str, Any] = {"delay_ms": 0, "release_after_ms": 0, "duplicate_after_ms": 0, "error": None}
+
+
 class MessageParams(NoParams):
     """What every message fault takes: which requests, from which workers, how many per worker."""
 
@@ -78,7 +82,8 @@ class MessageFault(Fault):
     def invoke(self) -> dict[str, Any]:
         cluster = self.ctx.cluster
         cluster.require(Capability.MESSAGES)
-        params = self.params.model_dump()
+        # the proxy's rule carries every field; a kind's own parameters override the neutral rest
+        params = {**RULE_FIELDS, **self.params.model_dump()}
         if self.scheduled.target == "all":
             resolved = {"nodes": sorted(n.node_id for n in cluster.brokers), "role": "every broker", "detail": {}}
         else:

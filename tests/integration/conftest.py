@@ -38,6 +38,59 @@ def restore(cluster: LocalJvmCluster) -> None:
 
 
 @pytest.fixture(scope="session")
+def browser():
+    """Headless Chromium (Debian's, installed by `kchaos setup --browser`, which make test runs)."""
+    from kchaos.reports.browser import find_browser
+
+    found = find_browser()
+    assert found, "Chromium/ChromeDriver missing: run `kchaos setup --browser` (make test does)"
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = found[0]
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,2000"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=found[1]), options=options)
+    yield driver
+    driver.quit()
+
+
+# What a dict, a list or a Python value looks like printed raw: '{"', "{'", '": ', "': ", '[{', '["',
+# '[[', True/False/None, '{}', '[]', an object's repr
+RAW_DUMP = re.compile(r"""\{\s*["']|["']\s*:\s|\[\s*[\[{"']|\b(True|False|None)\b|object at 0x|\{\}|\[\]""")
+
+
+def read_report_in_browser(driver, page: Path, shot: Path) -> str:
+    """Open a report from disk, take a screenshot, and return the text a person sees (every
+    <details> opened first, so evidence counts too); fails on console errors or raw dumps."""
+    driver.get(page.as_uri())
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], errors
+    driver.execute_script("document.querySelectorAll('details').forEach(d => d.open = true)")
+    assert driver.save_screenshot(str(shot)) and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = driver.execute_script("return document.body.innerText")
+    dumps = [text[max(0, m.start() - 60):m.end() + 40] for m in RAW_DUMP.finditer(text)]
+    assert dumps == [], f"raw JSON or repr text in {page}: {dumps[:5]}"
+    return text
+
+
+def overlapping_band_keys(driver) -> list[tuple[str, str]]:
+    """Pairs of fault-band keys whose rendered boxes intersect, in any plot."""
+    return driver.execute_script("""
+        const out = [];
+        for (const svg of document.querySelectorAll('svg.plot')) {
+          const boxes = [...svg.querySelectorAll('g.fault text')].map(t => [t.textContent, t.getBoundingClientRect()]);
+          for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+            const [a, r] = boxes[i], [b, s] = boxes[j];
+            if (r.left < s.right && s.left < r.right && r.top < s.bottom && s.top < r.bottom) out.push([a, b]);
+          }
+        }
+        return out;""")
+
+
+@pytest.fixture(scope="session")
 def _cluster3_session(tmp_path_factory):
     work = tmp_path_factory.mktemp("cluster3")
     # the message proxy sits on every client link of the shared cluster, so the tests that use

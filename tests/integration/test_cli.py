@@ -11,9 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import xmlschema
 
 from kchaos.clusters.processes import processes_with_marker
+from kchaos.verifier.checks import OBSERVATION_CHECKS
 from kchaos.waiting import WaitTimeout, wait_until
+
+from .conftest import read_report_in_browser
 
 KCHAOS = [sys.executable, "-m", "kchaos.cli"]
 REPO = Path(__file__).resolve().parents[2]
@@ -148,26 +152,40 @@ def test_second_signal_aborts_at_once_and_analyze_says_what_it_could_not_check(t
     assert results["facts"]["transactions"].get("committed", 0) > 0, results["facts"]
 
 
-def test_run_default_campaign_end_to_end_then_analyze(tmp_path):
-    """The README's main job, shortened: a valid verdict, a complete run directory, exit 0."""
+def test_run_default_campaign_end_to_end_then_analyze(tmp_path, browser):
+    """The README's main job, shortened to one fault (a transaction coordinator killed 5 s in):
+    a valid verdict, a complete run directory, exit 0, a report that reads as tables."""
     out = tmp_path / "runs"
-    result = kchaos("run", "--out", str(out), "--seed", "11", "--duration", "8",
+    junit = tmp_path / "junit.xml"
+    result = kchaos("run", "--out", str(out), "--seed", "1", "--duration", "12", "--junit", str(junit),
                     "--set", "workload.records=4000", "--set", "workload.rate=2000", "--set", "workload.max_batch=50")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "verdict: VALID" in result.stderr
     run_dir = next(out.iterdir())
-    assert (run_dir / "seed").read_text().strip() == "11"
+    assert (run_dir / "seed").read_text().strip() == "1"
     campaign = json.loads((run_dir / "campaign.json").read_text())
-    assert campaign["cluster"]["nodes"] == 3 and campaign["run"]["seed"] == 11
+    assert campaign["cluster"]["nodes"] == 3 and campaign["run"]["seed"] == 1
     replay = json.loads((run_dir / "replay.json").read_text())["command"]
-    assert "--seed 11" in replay and "--set workload.records=4000" in replay and "--set run.duration_s=8" in replay
+    assert "--seed 1" in replay and "--set workload.records=4000" in replay and "--set run.duration_s=12" in replay
     results = json.loads((run_dir / "results.json").read_text())
     assert results["verdict"] == "valid" and results["facts"]["outputs_committed"] == 8000
     # verified by the Spark job reading the topics through Kafka, and the Python reader agrees
     assert results["checker"] == "spark" and results["facts"]["topic_source"] == "spark-kafka-source"
     assert results["cross_check"]["agrees"] is True
     report = (run_dir / "report.html").read_text()
-    assert 'class="banner valid"' in report and "--seed 11" in report and report.count("<svg") == 3
+    assert 'class="banner valid"' in report and "--seed 1" in report and report.count("<svg") == 4  # 3 timelines and the observer reads
+    assert "kill txn-coordinator" in report
+    # the default campaign's observer read everything, in order, and the report says so
+    assert {results["checks"][name]["verdict"] for name in OBSERVATION_CHECKS} == {"valid"}
+    assert "What the observers read during the run" in report
+    text = read_report_in_browser(browser, run_dir / "report.html", tmp_path / "default-report.png")
+    assert "VALID" in text and "Replay" in text
+    assert result.stdout.strip().splitlines()[-1] == str(run_dir)  # the run directory, last on stdout
+    block = results["run"]
+    assert (block["schema_version"], block["campaign"], block["seed"], block["exit_code"]) == (2, "default", 1, 0)
+    assert block["kafka_version"] and block["kchaos_version"] and block["started"] < block["ended"]
+    xmlschema.XMLSchema(str(REPO / "ci" / "junit.xsd")).validate(str(junit))
+    assert 'tests="1"' in junit.read_text() and "<failure" not in junit.read_text() and str(run_dir) in junit.read_text()
     for name in ("history.jsonl", "history.parquet", "metrics.json", "final.json", "cluster.json",
                  "topics/kchaos-input.committed.parquet", "topics/kchaos-invoices.raw.parquet",
                  "topics/__transaction_state.raw.parquet", "topics/__consumer_offsets.raw.parquet"):
@@ -195,32 +213,77 @@ def test_analyze_rejects_a_directory_that_is_not_a_run(tmp_path):
     assert result.returncode == 3 and "not a kchaos run directory" in result.stderr
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["cluster", "up", "--kafka-version", "9.9.9", "--nodes", "1"], "kafka_2.13:9.9.9 does not resolve"),
+def _file(tmp: Path, name: str, content: bytes | str) -> str:
+    path = tmp / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return str(path)
+
+
+def _run_dir(tmp: Path, campaign_json: str | None) -> str:
+    run = tmp / "stored-run"
+    run.mkdir()
+    if campaign_json is not None:
+        (run / "campaign.json").write_text(campaign_json)
+    return str(run)
+
+
+#: (args, or a function of the test's directory giving them; what the one line must say). Every
+#: failure before a verdict exits 3 with one line (never 1, which a nightly reads as "Kafka broke
+#: exactly-once", nor argparse's 2, "unknown"), starts nothing and leaves no run directory.
+BAD_INPUTS = [
+    ([], "the following arguments are required: COMMAND"),
+    (["nope"], "invalid choice: 'nope'"),
+    (["run", "--seed", "abc"], "argument --seed: invalid int value"),
+    (["run", "--seed", "-1"], "run.seed"),
+    (["run", "--set", "x"], "is not key=value"),
+    (["run", "--count", "0"], "--count 0"),
+    (lambda t: ["run", _file(t, "c.toml", bytes(range(256)))], "is not text"),
+    (lambda t: ["run", str(t)], "is a directory, not a file"),
+    (lambda t: ["run", _file(t, "c.toml", "")], "is empty"),
+    (lambda t: ["run", _file(t, "c.toml", "[run]\nduration_s = 30\n")], "declares no faults"),
+    (["run", "--duration", "3"], "the fault schedule is empty"),
+    (["run", "--set", "faults.start_after_s=100"], "the fault schedule is empty"),
+    (lambda t: ["run", "--out", _file(t, "out", "a file")], "is a file, not a directory"),
+    (["run", "--set", "cluster.kafka_version=4.2"], "cluster.kafka_version: not a release number"),
     (["run", "--set", "cluster.kafka_version=9.9.9"], "kafka_2.13:9.9.9 does not resolve"),
-    (["cluster", "up", "--kafka-version", "latest"], "not a release number"),
-    (["cluster", "up", "--nodes", "0"], "cluster.nodes"),
-    (["cluster", "up", "--set", "broker.listeners=PLAINTEXT://:1"], "managed by kchaos"),
     (["run", "--set", "cluster.nodez=1"], "cluster.nodez: unknown key"),
     (["run", "--set", "workload.delivery=maybe-once"], "workload.delivery"),
     (["run", "--set", "workload.workers=0"], "workload.workers"),
     (["run", "does-not-exist.toml"], "does not exist"),
-])
+    (["run", "byo-copier", "--set", 'workload.external_command=["/no/such/app"]'],
+     "'/no/such/app' is not an executable program"),
+    (["plan", "--set", "cluster.nodez=1"], "cluster.nodez: unknown key"),
+    (["list", "nothing"], "invalid choice: 'nothing'"),
+    (lambda t: ["ci", "nightly", "--matrix", _file(t, "m.toml", bytes(range(256)))], "is not text"),
+    (lambda t: ["replay", _run_dir(t, "{not json")], "campaign.json cannot be read"),
+    (lambda t: ["report", _run_dir(t, None)], "not a kchaos run directory"),
+    (lambda t: ["analyze", _run_dir(t, '{"workload": {"workers": "many"}}')], "workload.workers"),
+    (["cluster", "up", "--kafka-version", "9.9.9", "--nodes", "1"], "kafka_2.13:9.9.9 does not resolve"),
+    (["cluster", "up", "--kafka-version", "latest"], "not a release number"),
+    (["cluster", "up", "--nodes", "0"], "cluster.nodes"),
+    (["cluster", "up", "--set", "broker.listeners=PLAINTEXT://:1"], "managed by kchaos"),
+    (lambda t: ["prune", str(t / "missing"), "--keep", "1"], "is not a directory"),
+    (lambda t: ["prune", str(t), "--keep", "-2"], "is negative"),
+    (["run", "--time-limit", "0"], "--time-limit"),
+]
+
+
+@pytest.mark.parametrize("args, needle", BAD_INPUTS, ids=[f"{i}-{n[:30]}" for i, (_, n) in enumerate(BAD_INPUTS)])
 def test_bad_input_is_one_clear_line_and_exit_3(tmp_path, args, needle):
-    if args[0] == "cluster":
+    args = args(tmp_path) if callable(args) else list(args)
+    if args[:1] == ["cluster"]:
         args = [*args[:2], "--dir", str(tmp_path / "c"), *args[2:]]
-    else:
+    elif args[:1] in (["run"], ["ci"]) and "--out" not in args:
         args = [*args, "--out", str(tmp_path / "runs")]
-    result = kchaos(*args)
-    assert result.returncode == 3, result.stderr
-    first = result.stderr.strip().splitlines()[0]
-    assert first.startswith("kchaos: error:") and needle in first, result.stderr
-    assert "Traceback" not in result.stderr
+    result = kchaos(*args, timeout=120)
+    assert result.returncode == 3, (result.returncode, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kchaos: error:") and needle in lines[0], result.stderr
     assert processes_with_marker(str(tmp_path)) == []
-    if args[0] == "run":  # refused before the run directory exists
-        assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
+    # refused before a run directory exists
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
     if "9.9.9" in " ".join(args):  # the releases the registry lists, and where Maven's output went
-        assert "4.4.0" in first and "kafka-9.9.9.maven.log" in first and len(result.stderr.strip().splitlines()) == 1
+        assert "4.4.0" in lines[0] and "kafka-9.9.9.maven.log" in lines[0]
 
 
 def test_port_already_taken_is_reported_before_anything_starts(tmp_path):
@@ -290,3 +353,37 @@ def test_killed_harness_is_cleaned_up_by_the_reaper(tmp_path):
         raise AssertionError(f"{exc}: {left}") from exc
     status = json.loads((run_dir / "status.json").read_text())
     assert status["complete"] is False
+
+
+@pytest.mark.long
+def test_run_count_exit_first_stops_at_the_first_failing_run(tmp_path):
+    """Jepsen's --test-count: fresh seeds run after run, a summary, the worst verdict's exit code.
+    The read_uncommitted negative control fails its first run, so --exit-first stops there; a
+    short default campaign runs all three times with three different seeds."""
+    out = tmp_path / "neg"
+    result = kchaos("run", "negative-read-uncommitted", "--count", "3", "--exit-first", "--out", str(out),
+                    "--duration", "10", "--set", "workload.records=1500", timeout=900)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert len(list(out.iterdir())) == 1 and "1 of 3 runs:" in result.stderr and "aborted-read" in result.stderr
+    out = tmp_path / "ok"
+    result = kchaos("run", "--count", "3", "--exit-first", "--out", str(out), "--duration", "12",
+                    "--set", "workload.records=2000", "--set", "workload.rate=1000", timeout=1800)
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = sorted(out.iterdir())
+    assert len(runs) == 3 and "3 of 3 runs:" in result.stderr
+    assert len({(run / "seed").read_text() for run in runs}) == 3
+    assert result.stdout.split() == [str(run) for run in runs]
+
+
+@pytest.mark.long
+def test_a_time_limit_winds_the_run_down_like_a_signal(tmp_path):
+    """--time-limit 50 on a 120 s campaign: the limit passes during the workload, the run stops
+    its faults, heals, drains briefly, reads and verifies what ran; unknown (interrupted), exit 2."""
+    out = tmp_path / "runs"
+    result = kchaos("run", "--out", str(out), "--time-limit", "50", "--duration", "120", timeout=900)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "the time limit passed" in result.stderr
+    run_dir = next(out.iterdir())
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["interrupted"] is True and results["interruption"]["reason"] == "time limit"
+    assert results["run"]["exit_code"] == 2 and processes_with_marker(str(run_dir)) == []

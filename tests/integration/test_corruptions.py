@@ -13,6 +13,7 @@ import pytest
 
 from kchaos.verifier.pychecker import check_run
 from kchaos.verifier.spark_checks import check_run_spark
+from kchaos.workloads.spec import ObserverSpec
 from tests import corruptions
 
 from .conftest import restore
@@ -25,10 +26,12 @@ def clean_run(_cluster3_session, tmp_path_factory) -> Path:
     commits per partition (one between two to lose or move back)."""
     restore(_cluster3_session)
     h = Harness(_cluster3_session, tmp_path_factory.mktemp("clean"),
-                _spec(records=600, rate=3000, max_batch=10, abort_fraction=0.0, seed_abort_fraction=0.3))
+                _spec(records=600, rate=3000, max_batch=10, abort_fraction=0.0, seed_abort_fraction=0.3),
+                observers=ObserverSpec(count=1))
     results = h.finish()
     assert results["verdict"] == "valid", json.dumps(results["checks"], indent=1)
     assert results["facts"]["acknowledged_inputs"]["aborted"] > 0 and results["facts"]["coordinator"]["attributed"] > 0
+    assert results["checks"]["unseen"]["verdict"] == "valid"  # the observer read everything, and in order
     return h.run.path
 
 

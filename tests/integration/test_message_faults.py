@@ -156,3 +156,38 @@ def events_of(cluster, rule_id: str) -> list[dict]:
     """The proxy's event log, as it happens (the held request is logged again when answered)."""
     path = cluster.work_dir / "messages" / "events.jsonl"
     return [e for e in map(json.loads, path.read_text().splitlines()) if e["rule"] == rule_id]
+
+
+#: each message fault kind, and the proxy's action it must record on the EndTxn it caught
+KIND_ACTIONS = {"message-delay": ("delayed", {"delay_ms": 300}), "message-hold": ("held", {"release_after_ms": 500}),
+                "message-drop-response": ("sent, response dropped", {}),
+                "message-duplicate": ("sent and duplicated", {"duplicate_after_ms": 300}),
+                "message-error": ("answered CONCURRENT_TRANSACTIONS", {"error": "CONCURRENT_TRANSACTIONS"})}
+
+
+@pytest.mark.parametrize("kind", sorted(KIND_ACTIONS))
+def test_each_message_fault_kind_through_the_fault_registry(txn, kind):
+    """The path a campaign takes (faults/kinds/messages.py builds the proxy rule from the kind's
+    typed parameters), not the proxy's control API alone: the fault catches the commit and its
+    heal returns what it did, as the history records it."""
+    from kchaos.faults.base import FaultContext
+    from kchaos.faults.kinds import make_fault
+    from kchaos.faults.schedule import ScheduledFault
+
+    cluster, topic, client_id, producer = txn
+    action, params = KIND_ACTIONS[kind]
+    worker = int(client_id.split("-")[1][1:])  # the fixture's producer poses as worker slot 9
+    fault = make_fault(ScheduledFault(0, 0.0, kind, "all", 5.0, 1, {"worker": worker, **params}),
+                       FaultContext(cluster))
+    resolved = fault.invoke()
+    assert resolved["detail"]["rule"]["client_prefix"] == f"kchaos-w{worker}-"
+    producer.begin_transaction()
+    producer.produce(topic, b"x")
+    try:
+        producer.commit_transaction(10)
+    except KafkaException:
+        pass  # a dropped answer or a forged error: the client's outcome is not this test's subject
+    wait_until(lambda: [e for e in events_of(cluster, resolved["detail"]["rule"]["id"])
+                        if e.get("api") == "EndTxn"], 20, 0.2, f"{kind} to catch the EndTxn")
+    events = fault.heal()["messages"]
+    assert events and {e["api"] for e in events} == {"EndTxn"} and action in {e["action"] for e in events}, events

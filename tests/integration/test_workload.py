@@ -15,7 +15,7 @@ from kchaos.verifier.verdict import judge_run
 from kchaos.workloads import make_workload
 from kchaos.workloads.history import HistoryWriter, merge_history, pair_operations, read_lines
 from kchaos.waiting import wait_until
-from kchaos.workloads.spec import WorkloadSpec
+from kchaos.workloads.spec import ObserverSpec, WorkloadSpec
 
 
 def _spec(**overrides) -> WorkloadSpec:
@@ -30,23 +30,28 @@ def _spec(**overrides) -> WorkloadSpec:
 class Harness:
     """A workload on the shared cluster with its own run directory, verified like `kchaos run` does."""
 
-    def __init__(self, cluster, tmp_path, spec: WorkloadSpec, seed: int = 7, engine: str = "python"):
+    def __init__(self, cluster, tmp_path, spec: WorkloadSpec, seed: int = 7, engine: str = "python",
+                 observers: ObserverSpec | None = None):
         """``engine="spark"`` verifies with the Spark job reading the topics through Kafka (as
-        `kchaos run` does); the Python checker alone is quicker for tests about the workload."""
+        `kchaos run` does); the Python checker alone is quicker for tests about the workload.
+        ``observers``: readers of the topics throughout (none by default)."""
         self.cluster, self.engine = cluster, engine
         self.run = RunDir.create(tmp_path, "t", seed)
         (self.run.path / "seed").write_text(f"{seed}\n")
-        self.run.write_json("campaign.json", {"workload": spec.model_dump(mode="json"), "verifier": {"engine": engine}})
+        observers = observers or ObserverSpec()
+        self.run.write_json("campaign.json", {"workload": spec.model_dump(mode="json"), "verifier": {"engine": engine},
+                                              "observers": observers.model_dump(mode="json")})
         self.history = HistoryWriter(self.run.path / "history" / "harness.jsonl", "harness")
-        self.workload = make_workload(spec, cluster, self.run, seed, self.history)
+        self.workload = make_workload(spec, cluster, self.run, seed, self.history, observers)
         self.workload.setup()
         self.workload.start()
 
-    def finish(self, drain_s: float = 120) -> dict:
+    def finish(self, drain_s: float = 120, liveness_timeout_s: float | None = None,
+               recover_hanging: bool = False) -> dict:
         try:
             drained = self.workload.drain(drain_s)
             self.workload.stop()
-            final = self.workload.final_reads()
+            final = self.workload.final_reads(liveness_timeout_s, recover_hanging)
             final["drained"] = drained
             self.run.write_json("final.json", final)
         finally:

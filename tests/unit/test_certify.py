@@ -106,6 +106,14 @@ def test_anomaly_cases_land_in_their_phase_and_client(tmp_path):
     assert case_time_and_slots(timeless) == (None, set())
 
 
+def test_no_row_is_valid_when_the_verifier_could_not_judge_the_run(tmp_path):
+    cert = certify(_run(tmp_path, _flip_history(), verdict="unknown"))
+    assert cert["overall"] == "unknown" and cert["exit_code"] == 2
+    exercised = [r for r in cert["rows"] if r["verdict"] != "not-exercised"]
+    assert exercised and {r["verdict"] for r in exercised} == {"unknown"}
+    assert all("could not judge" in r["note"] for r in exercised)
+
+
 def test_a_failed_step_makes_the_certification_unknown(tmp_path):
     ev = _flip_history()
     step = next(e for e in ev if e["f"] == "step:feature")

@@ -6,13 +6,16 @@ tests start none)."""
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import kchaos.verifier.pychecker as pychecker
+from kchaos.verifier.checks import OBSERVATION_CHECKS
 
 ENGINE = {}
 
@@ -111,6 +114,13 @@ class RunBuilder:
         #: None: derived from inputs (committed) and raw_only_inputs (aborted); False: no seeder history
         self.seed_inputs: dict | bool | None = None
         self.input_ids: dict[tuple[int, int], str] = {}  # inputs whose id is not id-p-o
+        #: observers of the run (a real default run has 1): None derives their reads, one
+        #: observer reading every committed record in order; a list replaces them (observed())
+        self.observers = 1
+        self.observations: list[tuple] | None = None
+        #: edits the derived reads (a list of (observer, topic, partition, offset, crc)) in place
+        self.edit_observations: Any = None
+        self.observers_caught_up = True
         self.ops = [
             ("init", "ok", {}),
             ("send", "ok", {"txn_seq": 1, "inputs": [[0, o] for o in range(n)], "outputs": 2 * n}),
@@ -179,10 +189,55 @@ class RunBuilder:
                                                             update_ms=ms + after, start_ms=start)))
         return [kv for _, kv in sorted(records, key=lambda r: r[0])]
 
+    def observed(self, run: Path) -> list[tuple]:
+        """The observers' reads as (observer, topic, partition, offset, crc): ``observations``, or
+        by default observer 0 read every committed record of the run's topics once, in order."""
+        if self.observations is not None:
+            return self.observations
+        rows = []
+        for topic in ("in", "a", "b"):
+            table = pq.read_table(run / "topics" / f"{topic}.committed.parquet").to_pylist()
+            rows += [(0, topic, r["partition"], r["offset"], zlib.crc32(r["value"] or b""))
+                     for r in sorted(table, key=lambda r: (r["partition"], r["offset"]))]
+        if self.edit_observations is not None:
+            self.edit_observations(rows)
+        return rows
+
+    def _write_observations(self, run: Path) -> None:
+        rows = self.observed(run)
+        (run / "observers").mkdir(exist_ok=True)
+        seqs: dict[int, int] = {}
+        columns: dict[str, list] = {k: [] for k in ("observer", "seq", "poll", "time", "topic", "partition", "offset",
+                                                    "crc")}
+        for i, (observer, topic, partition, offset, crc) in enumerate(rows):
+            seq = seqs[observer] = seqs.get(observer, -1) + 1
+            for k, v in zip(columns, (observer, seq, seq // 2 + 1, self.T0 + self.STEP * i, topic, partition, offset,
+                                      crc)):
+                columns[k].append(v)
+        schema = pa.schema([("observer", pa.int32()), ("seq", pa.int64()), ("poll", pa.int64()),
+                            ("time", pa.float64()), ("topic", pa.string()), ("partition", pa.int32()),
+                            ("offset", pa.int64()), ("crc", pa.int64())])
+        pq.write_table(pa.table(columns, schema=schema), run / "observers" / "observations.parquet")
+
+    def _observer_summary(self) -> dict:
+        return {"count": self.observers, "isolation": "read_committed",
+                "observers": [{"observer": i, "caught_up": self.observers_caught_up, "error": None}
+                              for i in range(self.observers)]}
+
     def write(self, run: Path) -> Path:
+        """The run directory: its evidence, then what the observers read of it."""
+        self.write_evidence(run)
+        if self.observers:
+            self._write_observations(run)
+        return run
+
+    def write_evidence(self, run: Path) -> Path:
         run.mkdir(parents=True, exist_ok=True)
-        (run / "campaign.json").write_text(json.dumps({"workload": {**WORKLOAD, **self.workload}}))
+        (run / "campaign.json").write_text(json.dumps({"workload": {**WORKLOAD, **self.workload},
+                                                       "observers": {"count": self.observers}}))
         (run / "final.json").write_text(json.dumps({"group_offsets": self.final_offsets, "drained": True,
+                                                    **({"observers": self._observer_summary()}
+                                                       if self.observers else {}),
                                                     "liveness": self.liveness,
                                                     "compaction": {"__consumer_offsets": {}, "__transaction_state": {}},
                                                     **self.final_extra}))
@@ -468,8 +523,8 @@ class IdentityRun(RunBuilder):
         self.raw_ids: list[tuple[int, int, str]] = []  # inputs only in the raw view (aborted copies)
         self.input_ids: dict[tuple[int, int], str] = {}  # committed inputs whose id is not id-p-o
 
-    def write(self, run: Path) -> Path:
-        super().write(run)
+    def write_evidence(self, run: Path) -> Path:
+        super().write_evidence(run)
         form = IDENTITY_FORMS[self.workload["lineage_id"]]
         inputs = [(p, o, self.input_ids.get((p, o), f"id-{p}-{o}").encode(), b"{}") for p, o in self.inputs]
         _write_topic(run, "in", "committed", inputs)
@@ -583,6 +638,24 @@ def test_a_transaction_ended_by_a_request_that_was_not_its_own(tmp_path):
             in results["anomalies"]["split-transaction"][0]["explanation"])
 
 
+def test_visible_outputs_of_a_transaction_the_coordinator_aborted_while_its_client_waited(tmp_path):
+    """F6's shape (docs/findings.md): the client asked to commit and never learned the end (its
+    commit is ``info``); the coordinator's log aborted the transaction; its outputs are visible
+    all the same (markers from a coordinator that acted on a record its log later lost)."""
+    b = RunBuilder()
+    b.ops[-1] = ("commit", "info", {"txn_seq": 1, "offsets": {"0": 4}})
+    b.coordinator[("w0.1", 1)] = [("Ongoing", OUTPUTS, 1, None), ("Ongoing", {**OUTPUTS, **OFFSETS}, 21, None),
+                                  ("PrepareAbort", {**OUTPUTS, **OFFSETS}, 90, 1), ("CompleteAbort", {}, 91, 1)]
+    b.offset_commits = []  # the offsets went with the abort
+    b.final_offsets = {"0": 0}
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert "aborted-read" in kinds, results["checks"]
+    explanations = {c["explanation"] for c in results["anomalies"]["aborted-read"]}
+    assert explanations == {"committed output of transaction 1 of w0.1, whose end its client never learned and which "
+                            "the coordinator's log shows aborted"}
+    assert results["facts"]["coordinator"]["outcomes_the_client_did_not_know"] == {"unknown": {"coordinator abort": 1}}
+
+
 def test_a_committed_transaction_the_coordinator_never_recorded(tmp_path):
     b = RunBuilder()
     _second_transaction(b)
@@ -613,6 +686,22 @@ def test_aborts_the_coordinator_starts_itself_are_not_split_transactions(tmp_pat
                                   ("CompleteAbort", {}, 36, None)]
     verdict, kinds, results = _anomalies(b.write(tmp_path / "r2"))
     assert (verdict, kinds) == ("valid", []), results["checks"]
+
+
+def test_an_init_retried_across_a_transaction_is_its_fence_not_a_split():
+    """A successor's init_transactions sent before the old instance's transaction began (the
+    coordinator answered CONCURRENT_TRANSACTIONS while the previous one completed) and retried
+    until it aborted it: the coordinator's own fence (seen in CI, a TV2 takeover). An init that
+    ended before the transaction began fences nothing."""
+    from kchaos.verifier.coordinator_log import CoordinatorTxn, _coordinator_initiated
+
+    ct = CoordinatorTxn("tx-w1", 7004, 0, start_ms=1_000_050, timeout_ms=10_000, client_tv=2,
+                        prepared="abort", prepare_ms=1_000_100, prepare_epoch=1)
+    across = {"process": "w1.2", "invoke_time": 999.9, "complete_time": 1000.2}
+    before = {"process": "w1.2", "invoke_time": 999.9, "complete_time": 1000.0}
+    assert _coordinator_initiated(ct, {"tx-w1": [across]}) == "fenced by w1.2's init"
+    assert _coordinator_initiated(ct, {"tx-w1": [before]}) is None
+    assert _coordinator_initiated(ct, {"tx-w1": [{**across, "complete_time": None}]}) == "fenced by w1.2's init"
 
 
 def test_nothing_matched_is_unknown_not_valid(tmp_path):
@@ -745,7 +834,9 @@ def test_every_transactional_id_of_the_pipeline_is_checked(tmp_path):
     ("silent-process", None, "process(es) with no history (w7.1)"),
     ("no-lineage", None, "1 committed output records carry no lineage"),
     ("no-fault-injected", None, "planned 1 faults and the history shows none injected"),
+    ("a-kind-never-injected", None, "planned 2 message-hold faults and not one was injected (KeyError('delay_ms'))"),
     ("no-seeder", "lost-acknowledged-input", "the input seeder left no history"),
+    ("no-observations", "unseen", "the campaign asked for 1 observers, but their reads are not in the run directory"),
 ])
 def test_missing_evidence_makes_the_verdict_unknown(tmp_path, gap, blinded, needle):
     b = RunBuilder()
@@ -767,12 +858,141 @@ def test_missing_evidence_makes_the_verdict_unknown(tmp_path, gap, blinded, need
         _write_topic(run, "__transaction_state", "raw", [])
     elif gap == "no-lineage":
         rows = pq.read_table(run / "topics" / "a.committed.parquet").to_pylist()
-        _write_topic(run, "a", "committed", [(r["partition"], r["offset"], r["key"], r["value"]) for r in rows]
-                     + [(0, len(rows), b"k", b"not lineage")])
+        foreign = [(r["partition"], r["offset"], r["key"], r["value"]) for r in rows] + [(0, len(rows), b"k", b"not lineage")]
+        _write_topic(run, "a", "committed", foreign)
+        _write_topic(run, "a", "raw", foreign)
+        b._write_observations(run)  # the observer read it too
+    elif gap == "no-observations":
+        (run / "observers" / "observations.parquet").unlink()
     elif gap == "no-fault-injected":
         (run / "schedule.json").write_text(json.dumps({"seed": 1, "faults": [{"index": 0, "kind": "kill"}]}))
+    elif gap == "a-kind-never-injected":  # the kills took, every message fault failed
+        (run / "schedule.json").write_text(json.dumps({"seed": 1, "faults": [
+            {"index": 0, "kind": "kill"}, {"index": 1, "kind": "message-hold"}, {"index": 2, "kind": "message-hold"}]}))
+        lines = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+        for op, (kind, outcome) in enumerate([("kill", "ok"), ("message-hold", "fail"), ("message-hold", "fail")]):
+            lines += [{"time": 100.0 + op, "process": "harness", "op": 900 + op, "type": "invoke", "f": f"fault:{kind}",
+                       "value": {}},
+                      {"time": 100.5 + op, "process": "harness", "op": 900 + op, "type": outcome, "f": f"fault:{kind}",
+                       "value": {}, **({"error": "KeyError('delay_ms')"} if outcome == "fail" else {})}]
+        (run / "history.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     verdict, _, results = _anomalies(run)
     assert verdict == "unknown", results["checks"]
     assert any(needle in e for e in results["errors"]), results["errors"]
     if blinded:
         assert needle in results["not_checked"][blinded]
+
+
+def test_a_fault_kind_never_due_is_not_a_gap(tmp_path):
+    """An interrupted run stops its schedule: the kill was injected, the message holds planned
+    after the stop were never tried; the run is judged on what ran (valid), not made unknown."""
+    run = RunBuilder().write(tmp_path / "r")
+    (run / "schedule.json").write_text(json.dumps({"seed": 1, "faults": [
+        {"index": 0, "kind": "kill"}, {"index": 1, "kind": "message-hold"}]}))
+    lines = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    lines += [{"time": 100.0, "process": "harness", "op": 900, "type": "invoke", "f": "fault:kill", "value": {}},
+              {"time": 100.5, "process": "harness", "op": 900, "type": "ok", "f": "fault:kill", "value": {}}]
+    (run / "history.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    verdict, _, results = _anomalies(run)
+    assert verdict == "valid" and not results["errors"], results["errors"]
+
+
+# -- read-side: what the observers read during the run (verifier/observations.py) --------------
+
+def _drop(topic: str, offset: int, observer: int = 0):
+    def edit(rows: list) -> None:
+        rows[:] = [r for r in rows if (r[0], r[1], r[3]) != (observer, topic, offset)]
+    return edit
+
+
+def test_an_observer_read_a_record_the_final_log_replaced_or_does_not_hold(tmp_path):
+    """A record read at a@1 whose bytes differ from what the final log holds there, and one read
+    at a@9, past the final log's end (read, then truncated)."""
+    def edit(rows: list) -> None:
+        i = next(i for i, r in enumerate(rows) if r[1:4] == ("a", 0, 1))
+        rows[i] = (*rows[i][:4], rows[i][4] ^ 1)
+        rows.append((0, "a", 0, 9, 12345))
+
+    b = RunBuilder()
+    b.edit_observations = edit
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["inconsistent-offsets"]), results["checks"]
+    explanations = sorted(c["explanation"] for c in results["anomalies"]["inconsistent-offsets"])
+    assert explanations == [
+        "observer 0 read a-0@1 (poll 3), but the final log holds another record at that offset",
+        "observer 0 read a-0@9 (poll 7), but the final log holds no record at that offset: it was truncated after it "
+        "was read"]
+
+
+def test_an_observer_read_a_record_of_an_aborted_transaction(tmp_path):
+    """The record at a-1@0 is in the raw view only (its transaction aborted), and the observer got it."""
+    b = RunBuilder()
+    b.raw_extra["a"].append(_out(0, 9, 0, seq=2))
+    value = json.dumps(b.raw_extra["a"][0]).encode()
+    b.edit_observations = lambda rows: rows.append((0, "a", 1, 0, zlib.crc32(value)))
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["observed-aborted-read"]), results["checks"]
+    case = results["anomalies"]["observed-aborted-read"][0]
+    assert case["explanation"].startswith("observer 0 read a-1@0 (poll 7) read_committed, a record the final log "
+                                          "holds only in its uncommitted view")
+    assert case["observation"]["observed_at"] > 0 and "faults_active" in case
+
+
+def test_an_observer_that_skipped_committed_records(tmp_path):
+    """Observer 0 never got a@0 (where it began) nor a@2 (between a@1 and a@3); observer 1 read
+    everything, so nothing is unseen."""
+    def edit(rows: list) -> None:
+        everything = [(1, *r[1:]) for r in rows]
+        _drop("a", 0)(rows)
+        _drop("a", 2)(rows)
+        rows += everything
+
+    b = RunBuilder()
+    b.observers = 2
+    b.edit_observations = edit
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["poll-skip"]), results["checks"]
+    assert sorted(c["explanation"] for c in results["anomalies"]["poll-skip"]) == [
+        "observer 0 began a-0 at @1 (poll 3), skipping 1 committed records from @0",
+        "observer 0 read a-0@3 (poll 3) right after @1, skipping 1 committed records from @2"]
+
+
+def test_an_observer_whose_reads_went_back(tmp_path):
+    def edit(rows: list) -> None:
+        i = next(i for i, r in enumerate(rows) if r[1:4] == ("b", 0, 3))
+        rows.insert(i + 1, rows[i - 1])  # b@2 again, after b@3
+
+    b = RunBuilder()
+    b.edit_observations = edit
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["nonmonotonic-poll"]), results["checks"]
+    assert [c["explanation"] for c in results["anomalies"]["nonmonotonic-poll"]] == [
+        "observer 0 read b-0@2 (poll 7) after @3: its reads of the partition went back"]
+
+
+def test_a_committed_record_no_observer_read(tmp_path):
+    b = RunBuilder()
+    b.edit_observations = _drop("b", 3)  # the partition's last record: no later read skips it
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["unseen"]), results["checks"]
+    assert results["anomalies"]["unseen"][0]["explanation"] == (
+        "1 committed records of b-0 (@3 to @3) were read by no observer, though every observer reached the end of the "
+        "partition")
+
+
+def test_unseen_is_not_checked_when_an_observer_stopped_short(tmp_path):
+    b = RunBuilder()
+    b.edit_observations = _drop("b", 3)
+    b.observers_caught_up = False
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("valid", []), results["checks"]
+    assert results["not_checked"]["unseen"] == "observer 0 did not reach the end of the topics"
+
+
+def test_a_run_without_observers_says_so(tmp_path):
+    b = RunBuilder()
+    b.observers = 0
+    verdict, _, results = _anomalies(b.write(tmp_path / "r"))
+    assert verdict == "valid"
+    assert {results["not_checked"][name] for name in OBSERVATION_CHECKS} == {
+        "the run had no observers ([observers] count = 0)"}

@@ -64,7 +64,43 @@ def test_exit_code_ranks_correctness_findings_first(verdicts, code):
 
 def test_shipped_nightly_matrix_loads_and_validates_every_campaign():
     matrix, entries = load_matrix(Path(__file__).resolve().parents[2] / "campaigns" / "nightly.toml")
-    assert matrix.name == "nightly" and any(e.expect == "invalid" for e, _, _ in entries)
+    assert matrix.name == "nightly" and any(e.expect == "invalid" for e, *_ in entries)
+
+
+def test_release_matrix_expands_each_entry_per_release_and_transaction_version():
+    """The shipped release matrix: 5 releases x TV1 (expected to break) and TV2, each variant's
+    campaign loaded with the brokers and the Java clients at that release."""
+    matrix, entries = load_matrix(Path(__file__).resolve().parents[2] / "campaigns" / "matrix-kip890.toml")
+    seen = {(c.cluster.kafka_version, c.workload.java_client_version, c.cluster.transaction_version, e.expect)
+            for e, _, _, _, c in entries}
+    releases = ["4.0.0", "4.1.1", "4.2.2", "4.3.1", "4.4.0"]
+    assert seen == {(r, r, 1, "invalid") for r in releases} | {(r, r, 2, "valid") for r in releases}
+    assert len({label for _, label, *_ in entries}) == 10  # every variant named apart
+
+
+def test_release_table_reads_what_each_run_recorded(tmp_path):
+    """Rows come from the runs' own records: a run without results keeps its matrix verdict and
+    '-' for what it could not show, never a zero."""
+    import json
+
+    from kchaos.ci.release_table import release_row, render_markdown
+
+    ran, broken = tmp_path / "20261125T190000Z-hunt-seed13", tmp_path / "20261125T191000Z-hunt-seed13"
+    for run, tv in ((ran, 1), (broken, 2)):
+        run.mkdir()
+        (run / "campaign.json").write_text(json.dumps({
+            "cluster": {"kafka_version": "4.0.0", "transaction_version": tv},
+            "workload": {"client": "java", "java_client_version": "4.0.0"}}))
+    (ran / "results.json").write_text(json.dumps({
+        "verdict": "invalid", "run": {"seed": 13}, "anomalies": {"lost-write": [CASE, CASE], "duplicate": [CASE]},
+        "facts": {"transactions": {"committed": 1334, "aborted": 1300},
+                  "late_requests": {"accepted": 7, "ended_a_transaction": 4, "ended_against_the_client": 2}}}))
+    rows = [release_row(ran, "a", "invalid"), release_row(broken, "b", "harness-error")]
+    assert rows[0]["anomalies"] == {"duplicate": 1, "lost-write": 2} and rows[0]["committed"] == 1334
+    assert rows[1]["committed"] is None and rows[1]["late"] is None and rows[1]["transaction_version"] == 2
+    table = render_markdown(rows, "t").splitlines()
+    assert "| 4.0.0 | java 4.0.0 | 1 | 13 | INVALID | duplicate 1, lost-write 2 | 1334 | 7 / 4 / 2 |" in table[4]
+    assert table[5].startswith("| 4.0.0 | java 4.0.0 | 2 | - | harness-error | - | - | - |")
 
 
 @pytest.mark.parametrize("text, needle", [
@@ -73,6 +109,9 @@ def test_shipped_nightly_matrix_loads_and_validates_every_campaign():
     ('[[entry]]\ncampaign = "{default}"\n', "no seeds"),
     ('[[entry]]\ncampaign = "{default}"\nseeds = [1]\nexpect = "maybe"\n', "expect"),
     ('name = "x"\n', "entry"),
+    ('[[entry]]\ncampaign = "{default}"\nseeds = [1]\nreleases = ["3.9.1"]\ntransaction_versions = [2]\n',
+     "3.9.1 tv2"),
+    ('[[entry]]\ncampaign = "{default}"\nseeds = [1]\ntransaction_versions = [3]\n', "transaction_versions"),
 ])
 def test_bad_matrix_is_a_clear_error_before_anything_runs(tmp_path, text, needle):
     default = Path(__file__).resolve().parents[2] / "campaigns" / "default.toml"
@@ -81,3 +120,13 @@ def test_bad_matrix_is_a_clear_error_before_anything_runs(tmp_path, text, needle
     with pytest.raises(ConfigError) as err:
         load_matrix(path)
     assert needle in err.value.one_line()
+
+
+def test_results_carry_the_seed_the_run_recorded(tmp_path):
+    """A matrix run gets its seed from outside the campaign (run.seed unset there): results.json
+    and the release table read the seed the run directory recorded."""
+    from kchaos.verifier.verdict import recorded_seed
+
+    (tmp_path / "seed").write_text("13\n")
+    assert recorded_seed(tmp_path, None) == 13
+    assert recorded_seed(tmp_path / "missing", 7) == 7

@@ -19,7 +19,7 @@ from kchaos.verifier.engine import Engine
 from kchaos.verifier.model import NotApplicable
 from kchaos.verifier.results import INVALID, UNKNOWN, VALID, CheckResult, Results
 from kchaos.verifier.spark_run import BuiltOnce
-from kchaos.workloads.spec import WorkloadSpec
+from kchaos.workloads.spec import ObserverSpec, WorkloadSpec
 
 
 def _engine(seed: int) -> Engine:
@@ -49,7 +49,8 @@ def _data(**workload) -> SimpleNamespace:
                            history=history, txn_log=None, final={"liveness": {"stable": True}, "group_offsets": {}},
                            run=Path("/nonexistent"), offset_log=None, acknowledged=Acknowledged(), compaction=None,
                            txn_log_records=None, foreign_committed=0, output_processes=None,
-                           outputs_committed_count=0, inputs_committed_count=0)
+                           outputs_committed_count=0, inputs_committed_count=0,
+                           campaign=SimpleNamespace(observers=ObserverSpec()), observer_summary=None)
 
 
 @pytest.mark.parametrize("seed", range(5))

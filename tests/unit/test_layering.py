@@ -137,7 +137,7 @@ def test_project_imports_sit_at_the_top_of_a_file_unless_a_comment_says_why():
 
 
 @pytest.mark.parametrize("planted, finds", [
-    ("from kchaos.harness.run import say\n", upward),
+    ("from kchaos.harness.run import execute_run\n", upward),
     ("import kchaos.clusters\n", cycles),
 ])
 def test_the_checks_find_a_planted_upward_import_and_a_planted_cycle(tmp_path, monkeypatch, planted, finds):
@@ -154,3 +154,13 @@ def test_the_checks_find_a_planted_upward_import_and_a_planted_cycle(tmp_path, m
     monkeypatch.setattr(__import__(__name__, fromlist=["ROOT"]), "ROOT", tree)
     edges, known = graph()
     assert finds(edges, known) != []
+
+
+def test_every_module_imports_without_side_effects(monkeypatch):
+    """Importing a module runs no program: the wheel check imports every module, and a
+    ``__main__`` that ran the CLI on import exited there (CI failed on it, exit 3)."""
+    import importlib
+
+    monkeypatch.setattr("sys.argv", ["pytest-import-check"])
+    imported = [importlib.import_module(module_name(path)).__name__ for path in project_files()]
+    assert "kchaos.cli.__main__" in imported and len(imported) > 50

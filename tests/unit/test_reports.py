@@ -62,7 +62,7 @@ def test_valid_run_report_shows_verdict_plots_faults_replay_and_facts(tmp_path):
     run = _finish(ReportRun().write(tmp_path / "20261122T010000Z-unit-seed5"))
     html = render_run_report(run).read_text()
     assert 'class="banner valid"' in html and "VALID" in html
-    assert html.count("<svg") == 3 and "kill txn-coordinator -&gt; transaction coordinator (nodes 2)" in html
+    assert html.count("<svg") == 4 and "kill txn-coordinator -&gt; transaction coordinator (nodes 2)" in html
     assert "kchaos run campaigns/unit.toml --seed 5" in html
     assert "Kafka</th><td>4.2.1 (local, 3 nodes)" in html and "transaction.version 2" in html
     assert "inputs committed</th><td>4</td>" in html and "outputs committed / raw</th><td>8 / 8</td>" in html
@@ -99,6 +99,7 @@ def test_interrupted_runs_and_campaign_client_properties_are_shown(tmp_path):
     run = _finish(ReportRun().write(tmp_path / "20261122T050000Z-unit-seed5"))
     campaign = json.loads((run / "campaign.json").read_text())
     campaign["workload"]["producer"] = {"request.timeout.ms": 3000}
+    campaign["workload"]["client_properties"] = {"confluent": {"producer": {"socket.timeout.ms": 3000}}}
     (run / "campaign.json").write_text(json.dumps(campaign))
     results = json.loads((run / "results.json").read_text())
     results.update(interrupted=True, interruption={"signal": "SIGINT", "phase": "faults", "at_s": 31.5,
@@ -107,7 +108,7 @@ def test_interrupted_runs_and_campaign_client_properties_are_shown(tmp_path):
     html = render_run_report(run).read_text()
     assert "interrupted by SIGINT in phase faults, 31.5s into the workload" in html
     assert "healed, drained and verified what ran" in html
-    assert 'producer {&#34;request.timeout.ms&#34;: 3000}' in html or 'producer {"request.timeout.ms": 3000}' in html
+    assert "producer request.timeout.ms=3000; confluent producer only: socket.timeout.ms=3000" in html
 
 
 def test_unfinished_run_lists_every_check_as_not_checked(tmp_path):

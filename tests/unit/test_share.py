@@ -71,8 +71,8 @@ class ShareRunBuilder(RunBuilder):
         self.share_records = [(0, share_update(-1, [], snapshot=True)), (1, share_update(n, []))]
         self.workload_extra = dict(SHARE_WORKLOAD)
 
-    def write(self, run: Path) -> Path:
-        super().write(run)
+    def write_evidence(self, run: Path) -> Path:
+        super().write_evidence(run)
         campaign = json.loads((run / "campaign.json").read_text())
         campaign["workload"] = {**campaign["workload"], **self.workload_extra}
         (run / "campaign.json").write_text(json.dumps(campaign))

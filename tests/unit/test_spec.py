@@ -87,6 +87,7 @@ def test_set_reaches_into_arrays_of_tables_by_index():
 def test_set_step_keys_are_validated_like_the_file(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text('[run]\nduration_s = 100\n[cluster]\ntransaction_version = 1\n[workload]\nclient = "java"\n'
+                    '[faults]\nenabled = false\n'
                     '[[steps]]\nat_s = 20\naction = "feature"\nfeature = "transaction.version"\nlevel = 2\n')
     assert load_campaign(path, ["steps.0.at_s=50"]).steps[0].at_s == 50
     with pytest.raises(ConfigError, match="duration"):

@@ -106,3 +106,22 @@ def test_a_data_directory_must_be_an_absolute_path_or_a_url():
     run = Path("/runs/20261123T000000Z-default-seed1")
     assert data_location(run, "hdfs://nn/kchaos/") == "hdfs://nn/kchaos/20261123T000000Z-default-seed1"
     assert data_location(run, None) == "/runs/20261123T000000Z-default-seed1/topics-spark"
+
+
+def test_the_two_reads_must_agree_except_an_internal_topic_that_grew(tmp_path):
+    """A user topic read differently by Spark and the client dump is a disagreement; an internal
+    topic may have grown between the two reads (a Streams member's last offset commit, seen in a
+    real run), never shrunk."""
+    from kchaos.verifier.verify import reads_disagree
+
+    (tmp_path / "topics-spark").mkdir()
+    (tmp_path / "topics-spark" / "ingest.json").write_text(json.dumps({"topics": {
+        "kchaos-input.committed": {"records": 100}, "kchaos-invoices.raw": {"records": 41},
+        "__consumer_offsets.committed": {"records": 1139}, "__transaction_state.raw": {"records": 10}}}))
+    final = {"topics": [{"topic": "kchaos-input", "view": "committed", "records": 100},
+                        {"topic": "kchaos-invoices", "view": "raw", "records": 40},
+                        {"topic": "__consumer_offsets", "view": "committed", "records": 1138},
+                        {"topic": "__transaction_state", "view": "raw", "records": 11}]}
+    assert reads_disagree(tmp_path, final) == [
+        "__transaction_state.raw: 10 records through Spark's Kafka source, 11 in the client dump",
+        "kchaos-invoices.raw: 41 records through Spark's Kafka source, 40 in the client dump"]

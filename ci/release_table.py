@@ -1,0 +1,84 @@
+"""The release table of a matrix night: one row per run, release x client x transaction.version
+-> verdict, anomalies, transactions, late requests, seed, run directory.
+
+Read from what each run recorded (``campaign.json``, ``results.json``), never from the matrix
+file, so a row says what ran. Rows of runs that ended without results say so; a missing figure
+is ``-``, never zero. Written as ``releases.md`` beside the night's ``junit.xml`` and in
+``summary.json`` (``releases``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kchaos.files import atomic_write
+from kchaos.verifier.verdict import recorded_seed
+
+COLUMNS = ("release", "client", "TV", "seed", "verdict", "anomalies", "committed txns",
+           "late accepted / ended / against", "run")
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def client_of(workload: dict[str, Any]) -> str:
+    """The client a row names: the Java drivers by their kafka-clients release, else the kind."""
+    client = str(workload.get("client", "?"))
+    if client in ("java", "streams", "external") and workload.get("java_client_version"):
+        return f"{client} {workload['java_client_version']}"
+    return client
+
+
+def release_row(run_dir: Path, name: str, verdict: str) -> dict[str, Any]:
+    """One run's row; ``verdict`` is the matrix' (a harness error has no results to read)."""
+    campaign = _read(run_dir / "campaign.json") or {}
+    results = _read(run_dir / "results.json") or {}
+    cluster, workload = campaign.get("cluster") or {}, campaign.get("workload") or {}
+    facts = results.get("facts") or {}
+    late = facts.get("late_requests") or {}
+    seed = recorded_seed(run_dir, (results.get("run") or {}).get("seed"))
+    return {
+        "name": name,
+        "release": cluster.get("kafka_version"),
+        "client": client_of(workload) if workload else None,
+        "transaction_version": cluster.get("transaction_version"),
+        "seed": seed,
+        "verdict": verdict,
+        "anomalies": {kind: len(cases) for kind, cases in sorted((results.get("anomalies") or {}).items())},
+        "committed": (facts.get("transactions") or {}).get("committed"),
+        "late": {key: late.get(key) for key in ("accepted", "ended_a_transaction", "ended_against_the_client")}
+        if late else None,
+        "run_dir": str(run_dir),
+    }
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def render_markdown(rows: list[dict[str, Any]], title: str) -> str:
+    ordered = sorted(rows, key=lambda r: (_cell(r["release"]), _cell(r["client"]),
+                                          _cell(r["transaction_version"]), _cell(r["seed"])))
+    lines = [f"# {title}", "", "| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
+    for row in ordered:
+        anomalies = ", ".join(f"{kind} {count}" for kind, count in row["anomalies"].items()) or "-"
+        late = row["late"]
+        late_cell = " / ".join(_cell(late[k]) for k in ("accepted", "ended_a_transaction",
+                                                       "ended_against_the_client")) if late else "-"
+        verdict = row["verdict"].upper() if row["verdict"] == "invalid" else row["verdict"]
+        lines.append("| " + " | ".join([
+            _cell(row["release"]), _cell(row["client"]), _cell(row["transaction_version"]), _cell(row["seed"]),
+            verdict, anomalies, _cell(row["committed"]), late_cell, f"`{Path(row['run_dir']).name}`",
+        ]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_release_table(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
+    atomic_write(path, render_markdown(rows, title))
+    return path

@@ -1,0 +1,116 @@
+"""``kchaos plan`` and ``kchaos list``: what a campaign would do, and what kchaos offers, without
+starting anything (no cluster, no JVM: seconds)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kchaos.clusters import backend_capabilities
+from kchaos.faults.base import TARGETS
+from kchaos.faults.kinds import KINDS
+from kchaos.faults.schedule import ScheduledFault
+from kchaos.harness.campaign import CAMPAIGNS_DIR, read_campaign_file, shipped_campaigns
+from kchaos.verifier.campaign import Campaign
+
+#: rough phase costs on the reference machine (2 cores; docs/benchmarks.md): cluster start, the
+#: heal and health wait, the final reads (liveness wait and dumps), the Spark verification
+SETUP_S, HEAL_S, FINAL_READS_S, VERIFY_S, DRAIN_BACKLOG_S = 15, 10, 60, 60, 75.0
+
+
+def estimate(campaign: Campaign, schedule: list[ScheduledFault]) -> dict[str, float]:
+    """Seconds per phase: the workload runs ``run.duration_s`` (longer while scheduled faults are
+    still to run); the drain takes what seeding has left after it, plus the backlog faults leave
+    (DRAIN_BACKLOG_S: the default run, seed 11, drained in 84 s), at most the drain bound."""
+    faults_end = max((f.at_s + f.hold_s for f in schedule), default=0.0)
+    workload = max(campaign.run.duration_s, faults_end)
+    seeding = campaign.workload.records / campaign.workload.rate
+    backlog = DRAIN_BACKLOG_S if schedule else 10.0
+    drain = min(max(seeding - workload, 0.0) + backlog, campaign.workload.drain_timeout_s)
+    steps = sum(1 for _ in campaign.steps) * 30.0
+    return {"setup": SETUP_S, "workload": workload + steps, "heal": HEAL_S if schedule else 0.0, "drain": drain,
+            "final_reads": FINAL_READS_S, "verify": VERIFY_S if campaign.verifier.engine == "spark" else 15.0,
+            "at_most": SETUP_S + 2 * workload + steps + HEAL_S + campaign.workload.drain_timeout_s + FINAL_READS_S
+            + VERIFY_S}
+
+
+def plan(campaign: Campaign, seed: int, fresh: bool, schedule: list[ScheduledFault]) -> dict[str, Any]:
+    phases = estimate(campaign, schedule)
+    return {"campaign": campaign.model_dump(mode="json"), "seed": seed, "fresh_seed": fresh,
+            "schedule": [f.to_json() for f in schedule],
+            "estimate_s": {k: round(v) for k, v in phases.items()},
+            "capabilities": sorted(c.value for c in backend_capabilities(campaign.cluster))}
+
+
+def render_plan(p: dict[str, Any]) -> str:
+    c = p["campaign"]
+    cl, wl, fa, ve = c["cluster"], c["workload"], c["faults"], c["verifier"]
+    est = p["estimate_s"]
+    total = sum(v for k, v in est.items() if k != "at_most")
+    lines = [f"campaign  {c['name']}: {c['description']}".rstrip(": "),
+             f"seed      {p['seed']}" + (" (fresh: pass --seed to plan and run this one)" if p["fresh_seed"] else ""),
+             f"cluster   Kafka {cl['kafka_version']}, {cl['nodes']} nodes, {cl['backend']} backend, transaction.version "
+             f"{cl['transaction_version'] if cl['transaction_version'] is not None else 'release default'}",
+             f"workload  {wl['kind']} ({wl['client']} client, {wl['delivery']}): {wl['records']} inputs at {wl['rate']:g}/s, "
+             f"{wl['workers']} workers, {wl['input_partitions']} input partitions, at most {wl['max_batch']} per "
+             f"transaction, {wl['abort_fraction']:.0%} aborted on purpose",
+             f"run       {c['run']['duration_s']:g}s of workload; drain up to {wl['drain_timeout_s']:g}s",
+             f"observers {c['observers']['count']}" + (f" ({c['observers']['isolation']}, reading every user topic "
+                                                        "throughout)" if c["observers"]["count"] else
+                                                        " (the read-side checks are not made)"),
+             f"verifier  {ve['engine']}" + (" with the Python cross-check" if ve["engine"] == "spark" and ve["cross_check"]
+                                            else ""),
+             ""]
+    if c["steps"]:
+        lines.append("steps")
+        lines += [f"  {s['at_s']:>7.1f}s  {s['action']}: " + (f"{s['feature']} -> {s['level']}" if s["action"] == "feature"
+                                                            else f"rolling upgrade to {s['version']}") for s in c["steps"]]
+        lines.append("")
+    if p["schedule"]:
+        lines.append(f"faults    {len(p['schedule'])} scheduled ({fa['order']} order"
+                     + (f", packages {', '.join(fa['packages'])}" if fa["packages"] else "") + "):")
+        lines.append(f"  {'at':>8}  {'hold':>6}  {'kind':<22} {'target':<26} parameters")
+        for f in p["schedule"]:
+            params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in f["params"].items())
+            lines.append(f"  {f['at_s']:>7.1f}s {f['hold_s']:>6.1f}s  {f['kind']:<22} {f['target']:<26} {params}")
+    else:
+        lines.append("faults    none (faults.enabled = false)")
+    lines += ["", f"estimate  about {total / 60:.0f} min (setup {est['setup']}s, workload {est['workload']}s, heal "
+                  f"{est['heal']}s, drain ~{est['drain']}s, final reads ~{est['final_reads']}s, verification "
+                  f"~{est['verify']}s); at most ~{est['at_most'] / 60:.0f} min with every bound reached"]
+    return "\n".join(lines)
+
+
+def listing(what: str) -> list[dict[str, Any]]:
+    if what == "campaigns":
+        out = []
+        for name in shipped_campaigns():
+            data = read_campaign_file(CAMPAIGNS_DIR / f"{name}.toml")
+            out.append({"name": name, "description": data.get("description", "")})
+        return out
+    if what == "faults":
+        return [{"kind": k.name, "capability": k.capability.value if k.capability else "workload",
+                 "targets": list(k.targets), "summary": k.summary,
+                 "parameters": {n: f.get_default(call_default_factory=True) for n, f in k.params.model_fields.items()}}
+                for k in sorted(KINDS.values(), key=lambda k: k.name)]
+    return [{"target": t, "meaning": TARGETS.get(t, ""), "kinds": sorted(k.name for k in KINDS.values() if t in k.targets)}
+            for t in sorted({t for k in KINDS.values() for t in k.targets})]
+
+
+def render_listing(what: str, rows: list[dict[str, Any]]) -> str:
+    if what == "campaigns":
+        width = max(len(r["name"]) for r in rows)
+        return "\n".join(f"{r['name']:<{width}}  {r['description']}" for r in rows)
+    if what == "faults":
+        out = []
+        for r in rows:
+            params = ", ".join(f"{n}={v}" for n, v in r["parameters"].items()) or "no parameters"
+            out.append(f"{r['kind']:<22} {r['summary']}\n{'':<22} needs: {r['capability']}; parameters: {params}\n"
+                       f"{'':<22} targets: {', '.join(r['targets'])}")
+        return "\n".join(out)
+    width = max(len(r["target"]) for r in rows)
+    return "\n".join(f"{r['target']:<{width}}  {r['meaning']}  (kinds: {', '.join(r['kinds'])})" for r in rows)
+
+
+def as_json(data: Any) -> str:
+    return json.dumps(data, indent=2, default=str)

@@ -1,0 +1,100 @@
+"""Housekeeping of a runs root: keep the newest runs whole, delete (or slim) the older ones.
+
+A run directory is 40-60 MB, most of it the brokers' data (``cluster/node-*/data``), which the
+verifier no longer needs once the topics are dumped into ``topics/``. ``prune`` keeps the
+``keep`` newest runs untouched; each older one is deleted, or with ``slim`` loses its broker
+data only (logs, history, dumps, results and the report stay, so ``analyze`` and ``report``
+still work; the log cleaner's checkpoints stay too, the verifier's record of compaction).
+
+Never touched: a run still in progress (not complete and a live process names it), and an
+INVALID run unless ``include_invalid`` (the evidence of a bug is what a user keeps).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kchaos.clusters.processes import processes_with_marker
+from kchaos.errors import ConfigError
+
+KEPT_IN_SLIM = {"cleaner-offset-checkpoint"}
+RUN_ID = re.compile(r"\d{8}T\d{6}Z")
+
+
+@dataclass
+class PruneAction:
+    run: Path
+    action: str      # "keep", "delete", "slim", "skip"
+    why: str
+    freed: int = 0   # bytes
+
+
+def find_runs(root: Path) -> list[Path]:
+    """Run directories under ``root`` (a runs root, or a nightly root with a directory per night), newest first."""
+    runs = {p.parent for pattern in ("*/campaign.json", "*/*/campaign.json") for p in root.glob(pattern)}
+    return sorted(runs, key=_started, reverse=True)
+
+
+def _started(run: Path) -> str:
+    """The run id's UTC timestamp (``20261125T165954Z-default-seed23``); else campaign.json's mtime."""
+    if RUN_ID.match(run.name):
+        return run.name[:16]
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime((run / "campaign.json").stat().st_mtime))
+
+
+def _status(run: Path) -> dict:
+    try:
+        return json.loads((run / "status.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _disk_bytes(files) -> int:
+    """Bytes on disk (a broker's index files are sparse: their apparent size overstates it 50 times)."""
+    return sum(f.lstat().st_blocks * 512 for f in files)
+
+
+def _size(path: Path) -> int:
+    return _disk_bytes(f for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def _broker_data(run: Path) -> list[Path]:
+    return [f for f in run.glob("cluster/node-*/data/**/*") if f.is_file() and f.name not in KEPT_IN_SLIM]
+
+
+def plan_prune(root: Path, keep: int, slim: bool = False, include_invalid: bool = False) -> list[PruneAction]:
+    if not root.is_dir():
+        raise ConfigError(f"{root} is not a directory", "pass the root the runs were written to (kchaos run --out)")
+    if keep < 0:
+        raise ConfigError(f"--keep {keep} is negative", "pass how many of the newest runs to keep whole (0 or more)")
+    actions = []
+    for index, run in enumerate(find_runs(root)):
+        status = _status(run)
+        if index < keep:
+            actions.append(PruneAction(run, "keep", f"one of the {keep} newest"))
+        elif not status.get("complete") and processes_with_marker(str(run)):
+            actions.append(PruneAction(run, "skip", "in progress (a live process works in it)"))
+        elif status.get("verdict") == "invalid" and not include_invalid:
+            actions.append(PruneAction(run, "skip", "INVALID: the evidence of a bug is kept (--include-invalid prunes it)"))
+        elif slim:
+            data = _broker_data(run)
+            actions.append(PruneAction(run, "slim", "older: broker data removed, evidence kept",
+                                       _disk_bytes(data)) if data else
+                           PruneAction(run, "keep", "older, already slim"))
+        else:
+            actions.append(PruneAction(run, "delete", "older", _size(run)))
+    return actions
+
+
+def apply_prune(actions: list[PruneAction]) -> None:
+    for a in actions:
+        if a.action == "delete":
+            shutil.rmtree(a.run)
+        elif a.action == "slim":
+            for f in _broker_data(a.run):
+                f.unlink()
