@@ -9,22 +9,14 @@ is ``-``, never zero. Written as ``releases.md`` beside the night's ``junit.xml`
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from kchaos.files import atomic_write
-from kchaos.verifier.verdict import recorded_seed
+from kchaos.verifier.model import read_json
 
 COLUMNS = ("release", "client", "TV", "seed", "verdict", "anomalies", "committed txns",
            "late accepted / ended / against", "run")
-
-
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def client_of(workload: dict[str, Any]) -> str:
@@ -37,12 +29,12 @@ def client_of(workload: dict[str, Any]) -> str:
 
 def release_row(run_dir: Path, name: str, verdict: str) -> dict[str, Any]:
     """One run's row; ``verdict`` is the matrix' (a harness error has no results to read)."""
-    campaign = _read(run_dir / "campaign.json") or {}
-    results = _read(run_dir / "results.json") or {}
+    campaign = read_json(run_dir / "campaign.json") or {}
+    results = read_json(run_dir / "results.json") or {}
     cluster, workload = campaign.get("cluster") or {}, campaign.get("workload") or {}
     facts = results.get("facts") or {}
     late = facts.get("late_requests") or {}
-    seed = recorded_seed(run_dir, (results.get("run") or {}).get("seed"))
+    seed = (results.get("run") or {}).get("seed")
     return {
         "name": name,
         "release": cluster.get("kafka_version"),

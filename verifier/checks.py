@@ -117,6 +117,7 @@ class CheckDef:
 
 _NO_HISTORY = "no client history (external pipeline)"
 _NO_OBSERVERS = "the run had no observers ([observers] count = 0)"
+_NEEDS_OBSERVATIONS = Requirement("observations", None, _NO_OBSERVERS)
 _NO_OFFSETS_LOG = "no __consumer_offsets dump in the run directory"
 _NO_TXN_LOG = "no __transaction_state dump in the run directory"
 
@@ -180,23 +181,22 @@ CHECKS: tuple[CheckDef, ...] = (
              "no committed transaction or no committed output: a run that proves nothing"),
     CheckDef("inconsistent-offsets", Engine.inconsistent_offsets,
              "an observer read a record at an offset that the final log holds with another record, or not at all",
-             (Requirement("observations", None, _NO_OBSERVERS),)),
+             (_NEEDS_OBSERVATIONS,)),
     CheckDef("observed-aborted-read", Engine.observed_aborted_reads,
              "an observer read, during the run, a record of a transaction that aborted",
-             (Requirement("observations", None, _NO_OBSERVERS),)),
+             (_NEEDS_OBSERVATIONS,)),
     CheckDef("poll-skip", Engine.poll_skips,
              "an observer's successive reads of a partition skipped a committed record",
-             (Requirement("observations", None, _NO_OBSERVERS),)),
+             (_NEEDS_OBSERVATIONS,)),
     CheckDef("nonmonotonic-poll", Engine.nonmonotonic_polls,
              "an observer's successive reads of a partition went back",
-             (Requirement("observations", None, _NO_OBSERVERS),)),
+             (_NEEDS_OBSERVATIONS,)),
     CheckDef("unseen", Engine.unseen,
              "a committed record no observer read, though the observers reached the end of its partition",
-             (Requirement("observations", None, _NO_OBSERVERS),
-              Requirement("observers-caught-up", None, "{observers_behind}"))),
+             (_NEEDS_OBSERVATIONS, Requirement("observers-caught-up", None, "{observers_behind}"))),
 )
 #: the read-side checks (observers): what readers got during the run, not only the end state
-OBSERVATION_CHECKS = ("inconsistent-offsets", "observed-aborted-read", "poll-skip", "nonmonotonic-poll", "unseen")
+OBSERVATION_CHECKS = tuple(c.anomaly for c in CHECKS if _NEEDS_OBSERVATIONS in c.requires)
 
 CHECK_NAMES = tuple(c.anomaly for c in CHECKS)
 #: the checks that need the client history (without one they would speak for an external app)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import time
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,7 +24,7 @@ from kchaos.rundir import RunDir
 from kchaos.verifier.campaign import Campaign
 from kchaos.verifier.certify import certify
 from kchaos.verifier.spec import VerifierSpec
-from kchaos.verifier.model import read_json
+from kchaos.verifier.model import read_json, run_seed
 from kchaos.verifier.verify import RESULTS_FILE, verify_run, write_results
 from kchaos.workloads.history import pair_operations, read_lines
 from kchaos.workloads.metrics import compute_metrics
@@ -57,15 +56,6 @@ def kchaos_version() -> str:
         return "unknown"
 
 
-def recorded_seed(run_dir: Path, fallback: int | None) -> int | None:
-    """The seed the run recorded (``RUN_DIR/seed``, written before anything runs); the campaign's
-    own ``run.seed`` is unset when a seed is given from outside it (``kchaos ci nightly``)."""
-    try:
-        return int((run_dir / "seed").read_text().strip())
-    except (OSError, ValueError):
-        return fallback
-
-
 def run_block(run: RunDir, campaign: Campaign, ops: list[dict[str, Any]] | None, exit_code: int,
               checker: str) -> dict[str, Any]:
     """What a CI system needs about the run, in results.json itself (no other file to join)."""
@@ -77,7 +67,7 @@ def run_block(run: RunDir, campaign: Campaign, ops: list[dict[str, Any]] | None,
                "streams": f"kafka-streams {campaign.workload.java_client_version}"}
     wanted = {"mixed": ("confluent", "java")}.get(campaign.workload.client, (campaign.workload.client,))
     return {"schema_version": RESULTS_SCHEMA_VERSION, "kchaos_version": kchaos_version(), "run_id": run.path.name,
-            "campaign": campaign.name, "seed": recorded_seed(run.path, campaign.run.seed),
+            "campaign": campaign.name, "seed": run_seed(run.path, campaign),
             "kafka_version": cluster.get("kafka_version") or campaign.cluster.kafka_version,
             "kafka_tools_version": cluster.get("admin_tools_version") or cluster.get("kafka_version"),
             "backend": campaign.cluster.backend, "clients": [clients[c] for c in wanted if c in clients],

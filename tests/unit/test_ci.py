@@ -125,8 +125,10 @@ def test_bad_matrix_is_a_clear_error_before_anything_runs(tmp_path, text, needle
 def test_results_carry_the_seed_the_run_recorded(tmp_path):
     """A matrix run gets its seed from outside the campaign (run.seed unset there): results.json
     and the release table read the seed the run directory recorded."""
-    from kchaos.verifier.verdict import recorded_seed
+    from types import SimpleNamespace
+
+    from kchaos.verifier.model import run_seed
 
     (tmp_path / "seed").write_text("13\n")
-    assert recorded_seed(tmp_path, None) == 13
-    assert recorded_seed(tmp_path / "missing", 7) == 7
+    assert run_seed(tmp_path, SimpleNamespace(run=SimpleNamespace(seed=None))) == 13
+    assert run_seed(tmp_path / "missing", SimpleNamespace(run=SimpleNamespace(seed=7))) == 7
