@@ -46,11 +46,28 @@ def data_location(run: Path, data_dir: str | None) -> str:
     return f"{data_dir.rstrip('/')}/{run.resolve().name}"
 
 
+def recorded_ends(final: dict[str, Any] | None, view: str, assigned: dict[str, list[int]]) -> str:
+    """Spark's ``endingOffsets`` for one view: where the run's final reads (``final.json``) found
+    each partition's end in that view, so both engines judge one snapshot. The internal topics
+    keep growing after the final reads (group metadata, other clients' commits: a faultless run's
+    ``__consumer_offsets`` had one record more in Spark's read than in the dump), and a read to
+    "latest" would compare two moments. A partition the final reads did not end is read to its
+    latest offset (-1); with no recorded end at all, "latest"."""
+    recorded = {t["topic"]: t.get("end_offsets") or {} for t in (final or {}).get("topics", [])
+                if t.get("view") == view}
+    ends = {topic: {str(p): int(recorded.get(topic, {}).get(str(p), -1)) for p in ps}
+            for topic, ps in assigned.items()}
+    if all(end == -1 for by_partition in ends.values() for end in by_partition.values()):
+        return "latest"
+    return json.dumps(ends, sort_keys=True)
+
+
 def ingest_topics(spark: Any, bootstrap: str, run: Path, user_topics: list[str], data_dir: str | None = None) -> dict[str, Any]:
     """Read every topic the checks need from the beginning to its end with Spark's Kafka source:
     one query per view over explicitly assigned partitions (the user topics in both views, each
-    internal topic in its view), written as ``<data>/<view>/topic=<name>/`` Parquet. Ends are the
-    latest offsets *in that view* (the LSO for read_committed), fixed when the query is planned.
+    internal topic in its view), written as ``<data>/<view>/topic=<name>/`` Parquet. Ends are
+    where the run's final reads ended each partition in that view (:func:`recorded_ends`), else the
+    latest offsets in that view (the LSO for read_committed), fixed when the query is planned.
     ``RUN_DIR/topics-spark/ingest.json`` says where the data is and how many records each topic
     had."""
     from pyspark.sql import functions as F
@@ -61,14 +78,17 @@ def ingest_topics(spark: Any, bootstrap: str, run: Path, user_topics: list[str],
     # even assigned explicitly: 0 records, silently (measured). The consumer-based reader reads them.
     spark.conf.set("spark.sql.streaming.kafka.useDeprecatedOffsetFetching", "true")
     summary: dict[str, Any] = {"bootstrap": bootstrap, "data_dir": location, "layout": "view/topic", "topics": {}}
+    final = read_json(run / "final.json", None)
 
     def ingest(view: str) -> tuple[dict[str, int], float]:
         started = time.monotonic()
         assigned = {t: ps for t, ps in partitions.items() if t in user_topics or INTERNAL_VIEWS.get(t) == view}
+        ending = recorded_ends(final, view, assigned)
+        summary[f"{view}_ends"] = "latest" if ending == "latest" else "final reads"
         (spark.read.format("kafka")
          .option("kafka.bootstrap.servers", bootstrap)
          .option("assign", json.dumps(assigned))
-         .option("startingOffsets", "earliest").option("endingOffsets", "latest")
+         .option("startingOffsets", "earliest").option("endingOffsets", ending)
          .option("kafka.isolation.level", VIEWS[view])
          # transactional topics have offset gaps (markers, aborted records in the committed
          # view) and internal ones are compacted; neither is data loss
