@@ -12,10 +12,21 @@ from kchaos.faults.kinds import KINDS
 from kchaos.faults.schedule import ScheduledFault
 from kchaos.harness.campaign import CAMPAIGNS_DIR, read_campaign_file, shipped_campaigns
 from kchaos.verifier.campaign import Campaign
+from kchaos.workloads.epoch_ageing import staggered_targets
 
 #: rough phase costs on the reference machine (2 cores; docs/benchmarks.md): cluster start, the
 #: heal and health wait, the final reads (liveness wait and dumps), the Spark verification
 SETUP_S, HEAL_S, FINAL_READS_S, VERIFY_S, DRAIN_BACKLOG_S = 15, 10, 60, 60, 75.0
+#: InitProducerId per second when ageing transactional ids (three at once; docs/workload.md)
+AGEING_RATE = 938.0
+
+
+def ageing_s(campaign: Campaign) -> float:
+    """Seconds the epoch ageing takes before the workers start (0 without it)."""
+    wl = campaign.workload
+    if wl.epochs_before_rollover is None:
+        return 0.0
+    return sum(staggered_targets(len(wl.transactional_ids("x")), wl.epochs_before_rollover)) / AGEING_RATE
 
 
 def estimate(campaign: Campaign, schedule: list[ScheduledFault]) -> dict[str, float]:
@@ -28,9 +39,10 @@ def estimate(campaign: Campaign, schedule: list[ScheduledFault]) -> dict[str, fl
     backlog = DRAIN_BACKLOG_S if schedule else 10.0
     drain = min(max(seeding - workload, 0.0) + backlog, campaign.workload.drain_timeout_s)
     steps = sum(1 for _ in campaign.steps) * 30.0
-    return {"setup": SETUP_S, "workload": workload + steps, "heal": HEAL_S if schedule else 0.0, "drain": drain,
+    setup = SETUP_S + round(ageing_s(campaign))
+    return {"setup": setup, "workload": workload + steps, "heal": HEAL_S if schedule else 0.0, "drain": drain,
             "final_reads": FINAL_READS_S, "verify": VERIFY_S if campaign.verifier.engine == "spark" else 15.0,
-            "at_most": SETUP_S + 2 * workload + steps + HEAL_S + campaign.workload.drain_timeout_s + FINAL_READS_S
+            "at_most": setup + 2 * workload + steps + HEAL_S + campaign.workload.drain_timeout_s + FINAL_READS_S
             + VERIFY_S}
 
 
@@ -54,6 +66,9 @@ def render_plan(p: dict[str, Any]) -> str:
              f"workload  {wl['kind']} ({wl['client']} client, {wl['delivery']}): {wl['records']} inputs at {wl['rate']:g}/s, "
              f"{wl['workers']} workers, {wl['input_partitions']} input partitions, at most {wl['max_batch']} per "
              f"transaction, {wl['abort_fraction']:.0%} aborted on purpose",
+             *([f"ageing    the workers' transactional ids before they start, to {wl['epochs_before_rollover']} bumps "
+                "before their producer ids must rotate (the next id twice as many, and so on)"]
+               if wl.get("epochs_before_rollover") is not None else []),
              f"run       {c['run']['duration_s']:g}s of workload; drain up to {wl['drain_timeout_s']:g}s",
              f"observers {c['observers']['count']}" + (f" ({c['observers']['isolation']}, reading every user topic "
                                                         "throughout)" if c["observers"]["count"] else

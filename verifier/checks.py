@@ -58,6 +58,14 @@ EXPLANATIONS = {
     "invalid-txn-transition.state": ("{txid}: {from_status} -> {to_status} is not a transition the transaction "
                                      "coordinator's state machine allows"),
     "invalid-txn-transition.epoch": "{txid}: producer epoch went backwards ({from_epoch} -> {to_epoch}) for producer id {pid}",
+    "invalid-txn-transition.negative-epoch": ("{txid}: producer id {pid} recorded with the negative epoch {epoch} "
+                                              "({status}): an epoch bumped past 32767 wraps"),
+    "invalid-txn-transition.rotation": ("{txid}: producer id {from_pid} (epoch {from_epoch}) -> {to_pid} (epoch "
+                                        "{to_epoch}): the coordinator moves an id to a new producer id only from an "
+                                        "exhausted epoch ({exhausted} or more), and to epoch 0"),
+    "invalid-txn-transition.pid-reused": ("{txid}: producer id {pid} again, after the id had moved away from it (last "
+                                          "from {from_pid})"),
+    "invalid-txn-transition.pid-shared": "producer id {pid} is held by more than one transactional id: {txids}",
     "zombie-write": ("transaction {seq} of {process} ({txid}, epoch {epoch}) was committed after {successor} had "
                      "initialised the same transactional.id (epoch {successor_epoch}): a fenced producer's write "
                      "became visible"),
@@ -165,7 +173,9 @@ CHECKS: tuple[CheckDef, ...] = (
              (Requirement("full-lineage", None, "identity lineage: an output's input position is found from its id, "
                                                 "so it cannot disagree with it"),)),
     CheckDef("invalid-txn-transition", Engine.txn_transitions,
-             "a __transaction_state step the coordinator's state machine forbids, or an epoch going backwards",
+             "a __transaction_state step the coordinator's state machine forbids, an epoch going backwards or negative, "
+             "a producer id change that is not KIP-890's rotation (from an exhausted epoch to a new id at epoch 0), or "
+             "a producer id used again or by two transactional ids",
              (Requirement("transaction-log", UNKNOWN, _NO_TXN_LOG),)),
     CheckDef("hanging-transaction", Engine.hanging_transactions,
              "a partition whose last stable offset stayed behind its high watermark after heal and drain",

@@ -170,4 +170,5 @@ def white_box_facts(data: Any) -> dict[str, Any]:
                                     "seed_batches": ack.batches, "batches_recorded": ack.recorded},
             "offset_commits": len(data.offset_log) if data.offset_log is not None else None,
             "coordinator": data.coordinator_facts,
+            "producer_ids": data.producer_id_facts,
             "compaction": data.compaction}

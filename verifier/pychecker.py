@@ -37,6 +37,7 @@ from kchaos.verifier.model import (HistoryIndex, LINEAGE_FIELDS, OPEN_TXN_STATES
                                    commits_by_client_tv, coordinator_commits, hanging_cases, identity_positions,
                                    in_scope, pipeline_txids, read_ops, run_seed, zombie_successor)
 from kchaos.verifier import observations
+from kchaos.verifier.producer_ids import judge_producer_ids, producer_id_candidates
 from kchaos.verifier.observations import ObservedRun, observer_summary
 from kchaos.verifier.results import CheckResult, Results, VALID
 from kchaos.verifier.share_checks import share_checks
@@ -176,6 +177,7 @@ class RunData:
         self.output_processes = ({self.txn_key(o)[0] for o in self.outputs_committed if o["worker"]}
                                  if locator is None else None)
         self.coordinator_facts: dict[str, Any] | None = None
+        self.producer_id_facts: dict[str, Any] | None = None  # producer ids and epochs (invalid-txn-transition)
 
     def coordinator_transactions(self) -> list[CoordinatorTxn]:
         """The decoded log segmented into coordinator transactions (verifier/coordinator_log.py), once."""
@@ -410,7 +412,9 @@ def check_txn_transitions(data: RunData) -> CheckResult:
                                                      from_epoch=pe.producer_epoch, to_epoch=e.producer_epoch,
                                                      pid=e.producer_id), **where})
         last[e.transactional_id] = rec
-    return result("invalid-txn-transition", cases)
+    in_run = [r for r in coordinator_records(data.txn_log) if in_scope(r["transactional_id"], scope)]
+    pid_cases, data.producer_id_facts = judge_producer_ids(*producer_id_candidates(in_run))
+    return result("invalid-txn-transition", cases + pid_cases)
 
 
 def check_zombie_write(data: RunData) -> CheckResult:

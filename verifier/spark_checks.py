@@ -16,6 +16,7 @@ from kchaos.verifier.engine import Engine
 from kchaos.verifier.late_requests import events_path, late_request_facts, read_message_events
 from kchaos.verifier.model import (MAX_CASES, OPEN_TXN_STATES, TXN_NEXT, commits_by_client_tv, hanging_cases,
                                    pipeline_txids, zombie_successor)
+from kchaos.verifier.producer_ids import judge_producer_ids
 from kchaos.verifier.pychecker import RunData
 from kchaos.verifier.results import CheckResult, Results, VALID
 from kchaos.verifier.share_checks import share_checks
@@ -362,7 +363,29 @@ def check_txn_transitions(d: SparkRun) -> CheckResult:
             text = explain("invalid-txn-transition.epoch", txid=r["transactional_id"], from_epoch=r["prev_epoch"],
                            to_epoch=r["producer_epoch"], pid=r["producer_id"])
         cases.append({"explanation": text, **where})
-    return result("invalid-txn-transition", cases, total)
+    pid_cases, d.producer_id_facts = judge_producer_ids(*_producer_id_candidates(d, log, steps))
+    return result("invalid-txn-transition", cases + pid_cases, total + len(pid_cases))
+
+
+def _producer_id_candidates(d: SparkRun, log: Any,
+                            steps: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], int]:
+    """verifier/producer_ids.py's candidates, found with the transition window: producer id
+    changes between consecutive records of one id, negative epochs, producer ids of two ids."""
+    F = d.F
+    changes = [{"transactional_id": r["transactional_id"], "log_partition": r["partition"],
+                "from_offset": r["prev_offset"], "from_pid": r["prev_pid"], "from_epoch": r["prev_epoch"],
+                "from_status": r["prev_status"], "to_offset": r["offset"], "to_pid": r["producer_id"],
+                "to_epoch": r["producer_epoch"], "to_status": r["status"], "at_ms": r["last_update_ms"]}
+               for r in steps.filter(F.col("producer_id") != F.col("prev_pid")).collect()]
+    live = log.filter(F.col("producer_id").isNotNull())
+    negative = [{"transactional_id": r["transactional_id"], "log_partition": r["partition"], "offset": r["offset"],
+                 "producer_id": r["producer_id"], "epoch": r["producer_epoch"], "status": r["status"]}
+                for r in live.filter(F.col("producer_epoch") < 0).collect()]
+    shared = [{"producer_id": r["producer_id"], "transactional_ids": sorted(r["ids"])}
+              for r in live.groupBy("producer_id").agg(F.collect_set("transactional_id").alias("ids"))
+              .filter(F.size("ids") > 1).collect()]
+    max_epoch = live.agg(F.max("producer_epoch").alias("m")).collect()[0]["m"]
+    return changes, negative, shared, -1 if max_epoch is None else max_epoch
 
 
 def _open_transactions(d: SparkRun) -> list[dict[str, Any]]:

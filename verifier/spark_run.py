@@ -119,6 +119,7 @@ class SparkRun:
         self.observer_summary = observer_summary(run, self.final)
         self.acknowledged = acknowledged_inputs(self.history.ops, run_seed(run, campaign))
         self.coordinator_facts: dict[str, Any] | None = None
+        self.producer_id_facts: dict[str, Any] | None = None  # producer ids and epochs (invalid-txn-transition)
         #: where loading spends its time (seconds per phase; in results.spark.timings)
         self.timings: dict[str, float] = {}
         started = time.monotonic()

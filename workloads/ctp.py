@@ -14,6 +14,7 @@ from kchaos.log import say
 from kchaos.rundir import RunDir
 from kchaos.waiting import WaitTimeout, wait_until
 from kchaos.workloads.dump import dump_all, stable_offsets
+from kchaos.workloads.epoch_ageing import EXHAUSTED_EPOCH, age_transactional_ids, staggered_targets
 from kchaos.workloads.history import HistoryWriter
 from kchaos.workloads.observer import Observers
 from kchaos.workloads.pool import WorkerPool
@@ -57,6 +58,22 @@ class CtpWorkload:
             create_topic(self.cluster, topic, self.spec.output_partitions, rf)
         self.history.event("setup", {"topics": self.user_topics, "replication_factor": rf,
                                      "txid_prefix": self.txid_prefix}, outcome="ok")
+        if self.spec.epochs_before_rollover is not None:
+            self._age_transactional_ids(self.spec.epochs_before_rollover)
+
+    def _age_transactional_ids(self, epochs_before_rollover: int) -> None:
+        """Bring the workers' transactional ids near the producer-epoch boundary (workloads/epoch_ageing.py)."""
+        txids = self.spec.transactional_ids(self.txid_prefix)
+        brokers = [(b.host, b.port) for b in self.cluster.admin().list_topics(timeout=30).brokers.values()]
+        targets = staggered_targets(len(txids), epochs_before_rollover)
+        say(f"ageing {len(txids)} transactional ids to epochs {', '.join(map(str, targets))} "
+            f"({', '.join(str(EXHAUSTED_EPOCH - t) for t in targets)} bumps before each producer id must rotate)")
+        started = time.monotonic()
+        reached = age_transactional_ids(brokers, txids, epochs_before_rollover, self.spec.transaction_timeout_ms,
+                                        self.history)
+        seconds = time.monotonic() - started
+        say(f"aged {len(reached)} ids in {seconds:.0f}s ({sum(r['inits'] for r in reached) / max(seconds, 0.01):.0f} "
+            f"InitProducerId/s): " + ", ".join(f"{r['txid']} pid {r['producer_id']} epoch {r['epoch']}" for r in reached))
 
     def start(self) -> None:
         history_dir = self.run.path / "history"

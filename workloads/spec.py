@@ -92,6 +92,13 @@ class WorkloadSpec(BaseModel):
     external_classpath: tuple[str, ...] = Field(
         (), description="bring your own JVM app: Maven coordinates (group:artifact:version) resolved with their runtime "
                         "dependencies before the cluster starts, given to external_command as $KCHAOS_CLASSPATH")
+    epochs_before_rollover: int | None = Field(
+        None, ge=0, le=32_000,
+        description="before the workers start, age the first worker's transactional id with InitProducerId until this "
+                    "many epoch bumps are left before the coordinator must move it to a new producer id (epoch 32766, "
+                    "KIP-890's boundary), the next id twice as many, and so on: the ids cross the boundary one after "
+                    "another while the faults run. Unset: no ageing. Each bump is one coordinator write (about 900 a "
+                    "second here, docs/workload.md)")
     lineage: Literal["full", "id"] = Field(
         "full", description="full: outputs carry the lineage contract; id: an unmodified external app's outputs only "
                             "carry their input's id (where: lineage_id)")
@@ -150,6 +157,11 @@ class WorkloadSpec(BaseModel):
                 raise ValueError(f"lineage = 'id': an output's slot is its topic, so the app must promise one output per "
                                  f"input in each output topic (outputs_per_input = {len(self.output_topics)}, the number "
                                  "of output_topics)")
+        if self.epochs_before_rollover is not None and (self.kind != "ctp" or self.client == "streams"
+                                                        or not self.transactional or self.external_command):
+            raise ValueError("epochs_before_rollover ages kchaos' own workers' transactional ids, known before they "
+                             "start: kind = 'ctp', delivery = 'exactly-once', client confluent, java or mixed, no "
+                             "external_command (Streams and outside apps name their own ids)")
         if self.external_command is not None and not self.external_command:
             raise ValueError("external_command must name a program")
         return self
@@ -176,6 +188,12 @@ class WorkloadSpec(BaseModel):
         if self.client == "mixed":
             return "java" if slot % 2 == 1 else "confluent"
         return self.client
+
+    def transactional_ids(self, prefix: str) -> list[str]:
+        """The transactional ids kchaos' own workers use, by strategy (the seeder's not included)."""
+        if self.transactional_id_strategy == "per-partition":
+            return [f"{prefix}-{self.input_topic}-{p}" for p in range(self.input_partitions)]
+        return [f"{prefix}-w{i}" for i in range(self.workers)]
 
     @property
     def transactional(self) -> bool:

@@ -46,11 +46,19 @@ def _s16(text: str) -> bytes:
     return struct.pack(">h", len(text)) + text.encode()
 
 
-def _txn_record(txid: str, status: str, epoch: int = 0, pid: int = 7, partitions: dict | None = None,
+def _pid_of(txid: str) -> int:
+    """Each transactional id its own producer id, as a coordinator hands them out (tx-w0's is 7)."""
+    import zlib
+
+    return 7 if txid == "tx-w0" else 1000 + zlib.crc32(txid.encode()) % 1_000_000
+
+
+def _txn_record(txid: str, status: str, epoch: int = 0, pid: int | None = None, partitions: dict | None = None,
                 update_ms: int = 1, start_ms: int = 1, timeout_ms: int = 10000) -> tuple[bytes, bytes]:
     """A TransactionLogValue v0 record, encoded by hand."""
     import struct
 
+    pid = _pid_of(txid) if pid is None else pid
     key = struct.pack(">h", 0) + _s16(txid)
     parts = b"".join(_s16(t) + struct.pack(">i", len(ps)) + b"".join(struct.pack(">i", x) for x in ps)
                      for t, ps in (partitions or {}).items())
@@ -104,7 +112,7 @@ class RunBuilder:
         self.raw_extra = {"a": [], "b": []}
         self.final_offsets = {"0": n}
         self.liveness = {"stable": True, "waited_s": 0.1, "pinned": {}}
-        self.txn_states: list[tuple[str, str, int]] = []
+        self.txn_states: list[tuple[str, str, int] | tuple[str, str, int, int]] = []
         #: (process, txn_seq) -> the coordinator's records for it instead of the derived ones:
         #: [(status, partitions, ms after the transaction's send, epoch or None)]
         self.coordinator: dict[tuple[str, int], list[tuple]] = {}
@@ -242,7 +250,8 @@ class RunBuilder:
                                                     "compaction": {"__consumer_offsets": {}, "__transaction_state": {}},
                                                     **self.final_extra}))
         lines = self._lines()
-        log = self._coordinator_log(lines) + [_txn_record(t, st, ep) for t, st, ep in self.txn_states]
+        # (txid, status, epoch[, producer id]): the id's own producer id unless one is given
+        log = self._coordinator_log(lines) + [_txn_record(*state) for state in self.txn_states]
         _write_topic(run, "__transaction_state", "raw", [(0, i, k, v) for i, (k, v) in enumerate(log)])
         commits = self.offset_commits
         if commits is None:
@@ -426,6 +435,51 @@ def test_retried_appends_and_tv2_aborts_are_allowed(tmp_path):
                     ("tx-w0", "PrepareCommit", 0), ("tx-w0", "PrepareCommit", 0), ("tx-w0", "CompleteCommit", 0),
                     ("tx-w0", "PrepareAbort", 1), ("tx-w0", "CompleteAbort", 1)]
     assert _anomalies(b.write(tmp_path / "r"))[0] == "valid"
+
+
+ROTATED = 424242  # the new producer id of a rotation in the tests below
+EXHAUSTED = 32766  # Short.MAX_VALUE - 1
+
+
+@pytest.mark.parametrize("states", [
+    # TV2: the end of a transaction at the exhausted epoch prepares at 32767 and completes on a new id at 0
+    [("tx-w9", "Ongoing", EXHAUSTED), ("tx-w9", "PrepareCommit", EXHAUSTED + 1),
+     ("tx-w9", "CompleteCommit", 0, ROTATED), ("tx-w9", "Ongoing", 0, ROTATED)],
+    # any version: InitProducerId at the exhausted epoch moves the id (Empty -> Empty)
+    [("tx-w9", "Empty", EXHAUSTED), ("tx-w9", "Empty", 0, ROTATED), ("tx-w9", "Empty", 1, ROTATED)],
+], ids=["tv2-end", "init"])
+def test_a_rotation_at_the_exhausted_epoch_is_legal_and_counted(tmp_path, states):
+    b = RunBuilder()
+    b.txn_states = states
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("valid", []), results["checks"]
+    facts = results["facts"]["producer_ids"]
+    assert facts["epoch_rollovers"] == 1 and facts["rotated_ids"] == {"tx-w9": 1}
+    assert facts["max_epoch"] == max(s[2] for s in states)
+
+
+@pytest.mark.parametrize("states, needle", [
+    # a new producer id from an epoch that was not exhausted (KAFKA-18660's shape)
+    ([("tx-w9", "Empty", 5), ("tx-w9", "Empty", 0, ROTATED)], "only from an exhausted epoch"),
+    # ... or to an epoch other than 0
+    ([("tx-w9", "PrepareCommit", EXHAUSTED + 1), ("tx-w9", "CompleteCommit", 3, ROTATED)], "(epoch 3)"),
+    # an epoch bumped past 32767 wraps (KAFKA-19367's shape)
+    ([("tx-w9", "PrepareEpochFence", EXHAUSTED + 1), ("tx-w9", "PrepareAbort", -32768)], "negative epoch -32768"),
+    # back to the producer id the id rotated away from
+    ([("tx-w9", "Empty", EXHAUSTED), ("tx-w9", "Empty", 0, ROTATED), ("tx-w9", "Empty", EXHAUSTED, ROTATED),
+      ("tx-w9", "Empty", 0)], "again, after the id had moved away"),
+    # one producer id held by two transactional ids
+    ([("tx-w8", "Empty", 0, ROTATED), ("tx-w9", "Empty", 0, ROTATED)], "held by more than one transactional id"),
+], ids=["from-unexhausted", "to-nonzero", "negative", "reused", "shared"])
+def test_producer_id_and_epoch_anomalies_in_the_coordinators_log(tmp_path, states, needle):
+    b = RunBuilder()
+    b.txn_states = states
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["invalid-txn-transition"]), results["checks"]
+    explanations = [c["explanation"] for c in results["anomalies"]["invalid-txn-transition"]]
+    assert any(needle in e for e in explanations), explanations
+    # only the legal move counts as a rotation (the reuse case's first move is one)
+    assert results["facts"]["producer_ids"]["epoch_rollovers"] == (1 if needle.startswith("again") else 0)
 
 
 def test_hanging_transaction_when_the_lso_stays_pinned(tmp_path):

@@ -1,0 +1,76 @@
+"""Epoch ageing against real brokers: InitProducerId bumps an id's epoch to its target, and an id
+aged to the boundary moves to a new producer id with epoch 0, which the verifier's rules read
+from the coordinator's own log as one legal rotation."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pyarrow.parquet as pq
+import pytest
+
+from kchaos.clusters.raw_init import InitProducerIdConnection, find_coordinator
+from kchaos.verifier.coordinator_log import coordinator_records
+from kchaos.verifier.decoders import decode_transaction_record
+from kchaos.verifier.producer_ids import judge_producer_ids, producer_id_candidates
+from kchaos.workloads.dump import dump_topic
+from kchaos.workloads.epoch_ageing import EXHAUSTED_EPOCH, age_transactional_ids
+from kchaos.workloads.history import HistoryWriter
+from tests.integration.conftest import start_local
+
+
+def _brokers(cluster) -> list[tuple[str, int]]:
+    return [(b.host, b.port) for b in cluster.admin().list_topics(timeout=30).brokers.values()]
+
+
+def _init_once(cluster, txid: str) -> tuple[str, int, int]:
+    host, port = _brokers(cluster)[0]
+    error, _, host, port = find_coordinator(host, port, txid)
+    assert error == "NONE"
+    with InitProducerIdConnection(host, port) as conn:
+        return conn.init(txid, 6000)
+
+
+def test_ageing_bumps_each_id_to_its_staggered_target_and_records_it(cluster3, tmp_path):
+    txids = [f"age-{uuid.uuid4().hex[:6]}-w{i}" for i in range(2)]
+    history = HistoryWriter(tmp_path / "harness.jsonl", "harness")
+    reached = age_transactional_ids(_brokers(cluster3), txids, 32_000, 6000, history)
+    history.close()
+    # the first id left 32000 bumps (epoch 766), the second 64000: as far back as epoch 0 goes
+    assert [(r["txid"], r["epoch"]) for r in reached] == [(txids[0], 766), (txids[1], 0)]
+    assert reached[0]["inits"] >= 767 and reached[1]["inits"] >= 1  # requests, a retried one included
+    ops = [json.loads(line) for line in (tmp_path / "harness.jsonl").read_text().splitlines()]
+    assert [(o["f"], o["type"]) for o in ops].count(("age-epoch", "ok")) == 2
+    done = {o["value"]["txid"]: o["value"] for o in ops if o["type"] == "ok"}
+    assert done[txids[0]]["producer_id"] == reached[0]["producer_id"] and done[txids[0]]["target_epoch"] == 766
+    # the coordinator kept it: the next InitProducerId bumps once more, on the same producer id
+    assert _init_once(cluster3, txids[0]) == ("NONE", reached[0]["producer_id"], 767)
+
+
+@pytest.mark.long  # 32,767 InitProducerIds (about 40 s here) on a cluster of its own, not the shared one
+def test_an_id_aged_to_the_boundary_rotates_and_the_verifier_counts_one_rotation(tmp_path):
+    cluster = start_local(tmp_path / "cluster", nodes=3)
+    try:
+        txid = f"age-{uuid.uuid4().hex[:6]}-w0"
+        history = HistoryWriter(tmp_path / "harness.jsonl", "harness")
+        (reached,) = age_transactional_ids(_brokers(cluster), [txid], 0, 6000, history)
+        history.close()
+        assert reached["epoch"] == EXHAUSTED_EPOCH
+        error, producer_id, epoch = _init_once(cluster, txid)
+        assert (error, epoch) == ("NONE", 0) and producer_id != reached["producer_id"]
+        dump_topic(cluster.client_config(), cluster.admin(), "__transaction_state", "raw", tmp_path)
+        rows = pq.read_table(tmp_path / "__transaction_state.raw.parquet").to_pylist()
+        decoded = [{"partition": r["partition"], "offset": r["offset"],
+                    "entry": decode_transaction_record(r["key"], r["value"])} for r in rows]
+        records = [r for r in coordinator_records([d for d in decoded if d["entry"] is not None])
+                   if r["transactional_id"] == txid]
+        assert len(records) == EXHAUSTED_EPOCH + 2  # one Empty record per InitProducerId
+        cases, facts = judge_producer_ids(*producer_id_candidates(records))
+        assert cases == []
+        assert facts["epoch_rollovers"] == 1 and facts["max_epoch"] == EXHAUSTED_EPOCH
+        (rotation,) = facts["rotations"]
+        assert (rotation["from_pid"], rotation["to_pid"], rotation["via"]) == (
+            reached["producer_id"], producer_id, "Empty -> Empty")
+    finally:
+        cluster.stop()

@@ -1,0 +1,77 @@
+"""Epoch ageing on hand-made data: the InitProducerId and FindCoordinator frames read back by the
+message proxy's own decoder (clusters/kafka_protocol.py, written from the schemas separately),
+hand-encoded responses parsed, the staggered targets, and which workloads may be aged."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from pydantic import ValidationError
+
+from kchaos.clusters.kafka_protocol import describe_request, error_response, parse_request_header
+from kchaos.clusters.raw_init import (find_coordinator_request, init_producer_id_request, parse_find_coordinator_response,
+                                      parse_init_producer_id_response)
+from kchaos.wire import Writer
+from kchaos.workloads.epoch_ageing import EXHAUSTED_EPOCH, staggered_targets, target_epoch
+from kchaos.workloads.spec import WorkloadSpec
+
+
+def _body(frame: bytes) -> bytes:
+    (size,) = struct.unpack(">i", frame[:4])
+    assert size == len(frame) - 4
+    return frame[4:]
+
+
+def test_the_init_producer_id_frame_reads_back_through_the_proxys_decoder():
+    body = _body(init_producer_id_request(9, "kchaos-ab-w0", 6000))
+    header = parse_request_header(body)
+    assert (header.api, header.api_version, header.correlation_id, header.client_id) == (
+        "InitProducerId", 2, 9, "kchaos-epoch-ageing")
+    assert describe_request(body, header) == {"transactional_id": "kchaos-ab-w0", "transaction_timeout_ms": 6000}
+
+
+def test_an_init_producer_id_response_gives_the_producer_id_and_epoch():
+    answer = (Writer().int32(9).no_tagged_fields().int32(0).int16(0).int64(4242).int16(32706)
+              .no_tagged_fields().bytes())
+    assert parse_init_producer_id_response(answer) == (9, "NONE", 4242, 32706)
+    # an error response, as the proxy forges one for the same request version
+    header = parse_request_header(_body(init_producer_id_request(3, "t", 1000)))
+    assert parse_init_producer_id_response(error_response(header, "CONCURRENT_TRANSACTIONS")) == (
+        3, "CONCURRENT_TRANSACTIONS", -1, -1)
+
+
+def test_find_coordinator_asks_for_a_transactional_id_and_reads_the_node():
+    body = _body(find_coordinator_request(1, "kchaos-ab-w1"))
+    header = parse_request_header(body)
+    assert (header.api, header.api_version) == ("FindCoordinator", 3)
+    tail = body[header.body_at:]
+    assert tail == Writer().compact_string("kchaos-ab-w1").int8(1).no_tagged_fields().bytes()  # key type 1: transaction
+    answer = (Writer().int32(1).no_tagged_fields().int32(0).int16(0).compact_string(None).int32(3)
+              .compact_string("127.0.0.1").int32(46393).no_tagged_fields().bytes())
+    assert parse_find_coordinator_response(answer) == ("NONE", 3, "127.0.0.1", 46393)
+    refused = (Writer().int32(1).no_tagged_fields().int32(0).int16(15).compact_string("loading").int32(-1)
+               .compact_string("").int32(-1).no_tagged_fields().bytes())
+    assert parse_find_coordinator_response(refused)[0] == "COORDINATOR_NOT_AVAILABLE"
+
+
+def test_ids_are_left_one_two_three_times_the_bumps_so_they_cross_one_after_another():
+    assert target_epoch(60) == EXHAUSTED_EPOCH - 60 == 32706
+    assert staggered_targets(3, 60) == [32706, 32646, 32586]
+    assert staggered_targets(2, 0) == [EXHAUSTED_EPOCH, EXHAUSTED_EPOCH]  # at the boundary: the first end rotates
+    assert staggered_targets(3, 20_000) == [12766, 0, 0]  # never below epoch 0
+
+
+def test_the_aged_ids_are_the_ones_the_workers_use():
+    spec = WorkloadSpec(workers=2, epochs_before_rollover=60)
+    assert spec.transactional_ids("kchaos-ab") == ["kchaos-ab-w0", "kchaos-ab-w1"]
+    per_partition = WorkloadSpec(input_partitions=2, transactional_id_strategy="per-partition", input_topic="in")
+    assert per_partition.transactional_ids("p") == ["p-in-0", "p-in-1"]
+
+
+@pytest.mark.parametrize("fields", [
+    {"client": "streams"}, {"kind": "share"}, {"delivery": "at-least-once"}, {"external_command": ["app"]},
+])
+def test_only_kchaos_own_transactional_workers_can_be_aged(fields):
+    with pytest.raises(ValidationError, match="epochs_before_rollover ages kchaos' own workers"):
+        WorkloadSpec(epochs_before_rollover=60, **fields)
