@@ -112,6 +112,20 @@ def coordinator_records(txn_log: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for r in txn_log for e in (r["entry"],)]
 
 
+def _begun_again(current: CoordinatorTxn, r: dict[str, Any]) -> bool:
+    """An Ongoing with a new start that continues ``current``: the coordinator gave up on the
+    append of ``current``'s Ongoing (it timed out waiting for replicas: "transition failed due to
+    COORDINATOR_NOT_AVAILABLE, resetting pending state"), so its memory went back to Empty while
+    the record stayed in the log and was committed later; the client's retries began the
+    transaction again and added its partitions again (Kafka 4.0.0, a follower killed:
+    hunt-epoch-rollover seed 2, docs/findings.md F5). Same producer id and epoch, nothing prepared
+    or fenced in between: one transaction, whose partitions are the union. Were a partition of the
+    forgotten record never added again, it would get no marker and stay pinned: the
+    hanging-transaction check's case, not this one's."""
+    return (current.prepared is None and not current.fenced and r["producer_id"] == current.producer_id
+            and r["producer_epoch"] == current.epoch)
+
+
 def coordinator_transactions(records: Iterable[dict[str, Any]]) -> list[CoordinatorTxn]:
     """Segment decoded ``__transaction_state`` records into coordinator transactions. Records:
     dicts with ``partition, offset, transactional_id, producer_id (None: tombstone),
@@ -129,7 +143,8 @@ def coordinator_transactions(records: Iterable[dict[str, Any]]) -> list[Coordina
         for r in sorted(recs, key=lambda r: (r["partition"], r["offset"])):
             status = r["status"] if r["producer_id"] is not None else "Tombstone"
             if current is not None and current.completed is None and status in OPEN:
-                same = r["start_ms"] in (current.start_ms, -1) or status != "Ongoing"
+                same = (r["start_ms"] in (current.start_ms, -1) or status != "Ongoing"
+                        or _begun_again(current, r))
                 if not same:  # a new transaction began without the old one completing: close it here
                     current = None
             if status in OPEN and (current is None or current.completed is not None):

@@ -114,7 +114,8 @@ class RunBuilder:
         self.liveness = {"stable": True, "waited_s": 0.1, "pinned": {}}
         self.txn_states: list[tuple[str, str, int] | tuple[str, str, int, int]] = []
         #: (process, txn_seq) -> the coordinator's records for it instead of the derived ones:
-        #: [(status, partitions, ms after the transaction's send, epoch or None)]
+        #: [(status, partitions, ms after the transaction's send, epoch or None)]; "Ongoing!" is an
+        #: Ongoing with a new start time though nothing ended before it
         self.coordinator: dict[tuple[str, int], list[tuple]] = {}
         self.workload: dict = {}  # over WORKLOAD, read when written
         self.final_extra: dict = {}
@@ -192,6 +193,8 @@ class RunBuilder:
                 for status, parts, after, ep in steps:
                     if status == "Ongoing" and not open_:  # a coordinator transaction begins: its start time
                         start, open_ = ms + after, True
+                    elif status == "Ongoing!":  # begun again with nothing ended (the coordinator forgot it)
+                        status, start, open_ = "Ongoing", ms + after, True
                     open_ = open_ and not status.startswith("Complete")
                     records.append((ms + after, _txn_record(txid, status, epoch if ep is None else ep, partitions=parts,
                                                             update_ms=ms + after, start_ms=start)))
@@ -674,6 +677,25 @@ def test_a_client_transaction_split_across_two_coordinator_transactions(tmp_path
     assert [ct["outcome"] for ct in case["coordinator_transactions"]] == ["abort", "commit"]
     assert case["transactions"][0]["history_op"]["process"] == "w0.1"  # where certification and the report look
     assert results["facts"]["coordinator"]["attributed"] == 2
+
+
+def test_a_transaction_begun_again_after_an_append_the_coordinator_gave_up_on_is_one_transaction(tmp_path):
+    """Kafka 4.0.0, a follower killed (hunt-epoch-rollover seed 2): the Ongoing of the first
+    partition timed out waiting for replicas, the coordinator reset its memory to Empty, and the
+    record was committed later; the client's retries began the transaction again (a new start
+    time, the offsets first) and added the partition again. One coordinator transaction, not a
+    split: nothing was prepared or fenced between the two Ongoing records."""
+    b = RunBuilder()
+    b.coordinator[("w0.1", 1)] = [("Ongoing", {"a": [0]}, 1, None), ("Ongoing!", OFFSETS, 25, None),
+                                  ("Ongoing", {**OUTPUTS, **OFFSETS}, 30, None),
+                                  ("PrepareCommit", {**OUTPUTS, **OFFSETS}, 41, None), ("CompleteCommit", {}, 42, None)]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("valid", []), results["checks"]
+    # ended in between, the same records are KAFKA-17754's split
+    b.coordinator[("w0.1", 1)][1:1] = [("PrepareAbort", {"a": [0]}, 5, None), ("CompleteAbort", {}, 6, None)]
+    b.coordinator[("w0.1", 1)][3] = ("Ongoing", OFFSETS, 25, None)
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r2"))
+    assert "split-transaction" in kinds, results["checks"]
 
 
 def test_a_transaction_ended_by_a_request_that_was_not_its_own(tmp_path):
