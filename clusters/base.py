@@ -39,6 +39,7 @@ class Capability(str, enum.Enum):
     LOGS = "logs"            # node log files on this machine
     UPGRADE = "upgrade"      # restart a node on another Kafka release (rolling binary upgrade)
     MESSAGES = "messages"    # delay, hold, duplicate or answer single Kafka requests (message proxy)
+    MESSAGES_BETWEEN_BROKERS = "messages-between-brokers"  # the same on the links between brokers
 
 
 class Role(str, enum.Enum):

@@ -25,14 +25,14 @@ API_KEYS: dict[str, int] = {
     "Produce": 0, "Fetch": 1, "ListOffsets": 2, "Metadata": 3, "OffsetCommit": 8, "OffsetFetch": 9,
     "FindCoordinator": 10, "JoinGroup": 11, "Heartbeat": 12, "LeaveGroup": 13, "SyncGroup": 14,
     "ApiVersions": 18, "InitProducerId": 22, "AddPartitionsToTxn": 24, "AddOffsetsToTxn": 25,
-    "EndTxn": 26, "TxnOffsetCommit": 28, "ConsumerGroupHeartbeat": 68,
+    "EndTxn": 26, "WriteTxnMarkers": 27, "TxnOffsetCommit": 28, "ConsumerGroupHeartbeat": 68,
 }
 API_NAMES: dict[int, str] = {v: k for k, v in API_KEYS.items()}
 
 #: first flexible version of each API's request (and response), from the schemas
 FLEXIBLE_FROM: dict[int, int] = {
     0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 18: 3, 22: 2, 24: 3, 25: 3,
-    26: 3, 28: 3, 68: 0,
+    26: 3, 27: 1, 28: 3, 68: 0,
 }
 
 #: error names a message fault may answer with (Kafka's Errors enum)
@@ -158,6 +158,27 @@ def describe_request(frame: bytes, header: RequestHeader) -> dict[str, Any]:
                     r.tagged_fields()
             out["offsets"] = offsets
             return out
+        if header.api_key == API_KEYS["WriteTxnMarkers"]:  # coordinator -> partition leader
+            markers = []
+            for _ in range(_array_len(r, flexible)):
+                marker: dict[str, Any] = {"producer_id": r.int64(), "producer_epoch": r.int16(),
+                                          "committed": bool(r.int8())}
+                partitions = []
+                for _ in range(_array_len(r, flexible)):
+                    topic = _string(r, flexible)
+                    partitions += [f"{topic}-{r.int32()}" for _ in range(_array_len(r, flexible))]
+                    if flexible:
+                        r.tagged_fields()
+                marker["partitions"] = partitions
+                marker["coordinator_epoch"] = r.int32()
+                if v >= 2:
+                    marker["transaction_version"] = r.int8()
+                if flexible:
+                    r.tagged_fields()
+                markers.append(marker)
+            first = markers[0] if markers else {}
+            return {"producer_id": first.get("producer_id"), "producer_epoch": first.get("producer_epoch"),
+                    "committed": first.get("committed"), "markers": markers}
         if header.api_key == API_KEYS["AddPartitionsToTxn"] and v <= 3:
             out = {"transactional_id": _string(r, flexible), "producer_id": r.int64(), "producer_epoch": r.int16()}
             partitions = []
@@ -205,6 +226,23 @@ def parse_response(frame: bytes, header: RequestHeader) -> dict[str, Any]:
             r.int32()  # throttle
             code = r.int16()
             return {"error": ERROR_NAMES.get(code, str(code))}
+        if header.api_key == API_KEYS["WriteTxnMarkers"]:
+            errors = {}
+            for _ in range(_array_len(r, flexible)):
+                r.int64()  # producer id
+                for _ in range(_array_len(r, flexible)):
+                    topic = _string(r, flexible)
+                    for _ in range(_array_len(r, flexible)):
+                        partition, code = r.int32(), r.int16()
+                        errors[f"{topic}-{partition}"] = ERROR_NAMES.get(code, str(code))
+                        if flexible:
+                            r.tagged_fields()
+                    if flexible:
+                        r.tagged_fields()
+                if flexible:
+                    r.tagged_fields()
+            failed = sorted({e for e in errors.values() if e != "NONE"})
+            return {"error": failed[0] if failed else "NONE", "errors": errors}
         if header.api_key == API_KEYS["Produce"]:
             for _ in range(_array_len(r, flexible)):
                 topic = r.uuid() if header.api_version >= 13 else _string(r, flexible)

@@ -195,6 +195,8 @@ class PortPlan:
     proxy_quorum: dict[str, int]           # "i>c": proxy for node i talking to controller c
     message_api: int | None = None         # message proxy control API
     proxy_message: dict[int, int] = field(default_factory=dict)  # broker -> message proxy listener
+    #: "i>k" -> message proxy listener on the link of broker i to broker k (proxy_messages_between_brokers)
+    proxy_message_repl: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def build(cls, spec: ClusterSpec, broker_ids: list[int], controller_ids: list[int],
@@ -205,8 +207,10 @@ class PortPlan:
                         if spec.proxy_internal else [])
         client_proxies = broker_ids if spec.proxy_clients else []
         message_proxies = broker_ids if spec.proxy_messages else []
+        message_pairs = proxied_pairs if spec.proxy_messages_between_brokers else []
         count = (1 + len(broker_ids) + len(pairs) + len(controller_ids) + len(client_proxies)
-                 + len(proxied_pairs) + len(quorum_pairs) + (1 + len(message_proxies) if message_proxies else 0))
+                 + len(proxied_pairs) + len(quorum_pairs) + (1 + len(message_proxies) if message_proxies else 0)
+                 + len(message_pairs))
         it = iter(allocate_ports(count, spec.base_port))
         return cls(
             toxiproxy_api=next(it),
@@ -218,11 +222,17 @@ class PortPlan:
             proxy_quorum={p: next(it) for p in quorum_pairs},
             message_api=next(it) if message_proxies else None,
             proxy_message={b: next(it) for b in message_proxies},
+            proxy_message_repl={p: next(it) for p in message_pairs},
         )
 
     def client_upstream(self, broker: int) -> int:
         """Where the client proxy of ``broker`` forwards: the message proxy when there is one."""
         return self.proxy_message.get(broker, self.client[broker])
+
+    def repl_upstream(self, pair: str) -> int:
+        """Where the link proxy ``repl-n<i>-to-n<k>`` forwards: the message proxy when it is on
+        the links between brokers."""
+        return self.proxy_message_repl.get(pair, self.repl[pair])
 
     def client_entry(self, broker: int) -> int:
         """The port clients are told to use for ``broker``: the first proxy on the path."""
@@ -461,6 +471,8 @@ class LocalJvmCluster(Cluster):
             caps.add(Capability.NETWORK)
         if spec.proxy_messages:
             caps.add(Capability.MESSAGES)
+        if spec.proxy_messages_between_brokers:
+            caps.add(Capability.MESSAGES_BETWEEN_BROKERS)
         return frozenset(caps)
 
     @property
@@ -574,6 +586,8 @@ class LocalJvmCluster(Cluster):
                 "--events", str(self.work_dir / "messages" / "events.jsonl")]
         for broker, listen in ports.proxy_message.items():
             argv += ["--route", f"{broker}={listen}:{ports.client[broker]}"]
+        for pair, listen in ports.proxy_message_repl.items():
+            argv += ["--route", f"{pair}={listen}:{ports.repl[pair]}"]
         return ManagedProcess("message-proxy", argv, self.work_dir / "messages" / "message-proxy.log",
                               self.pid_dir, marker=str(self.work_dir))
 
@@ -597,7 +611,7 @@ class LocalJvmCluster(Cluster):
                    for b, p in ports.proxy_client.items()]
         for pair, port in ports.proxy_repl.items():
             src, dst = (int(x) for x in pair.split(">"))
-            proxies.append(Proxy(proxy_name_repl(src, dst), f"{HOST}:{port}", f"{HOST}:{ports.repl[pair]}"))
+            proxies.append(Proxy(proxy_name_repl(src, dst), f"{HOST}:{port}", f"{HOST}:{ports.repl_upstream(pair)}"))
         for pair, port in ports.proxy_quorum.items():
             src, dst = (int(x) for x in pair.split(">"))
             proxies.append(Proxy(proxy_name_quorum(src, dst), f"{HOST}:{port}", f"{HOST}:{ports.controller[dst]}"))

@@ -11,7 +11,12 @@ id), which every Kafka version shares; kchaos.clusters.kafka_protocol reads the 
 evidence needs.
 
 Chain: client -> Toxiproxy ``client-n<i>`` -> this proxy's listener for broker i -> broker i.
-One process serves every broker (one listener each) and a small HTTP control API; the local
+Between brokers, when the cluster asks for it (``proxy_messages_between_brokers``): broker i ->
+Toxiproxy ``repl-n<i>-to-n<k>`` -> this proxy's listener for the link i>k -> broker k's
+``REPL<i>`` listener, so the requests one broker sends another (replication fetches, transaction
+markers from a coordinator to a partition leader, a leader's partition verification with a
+coordinator) can be held, duplicated or answered for too; a rule says which link it watches.
+One process serves every route (one listener each) and a small HTTP control API; the local
 backend starts, tracks and reaps it like Toxiproxy.
 
 Per client connection there is one upstream connection, and it outlives the client's: when the
@@ -69,6 +74,30 @@ ANSWER_WAIT_S = 10.0
 MAX_FRAME = 100 * 1024 * 1024
 
 
+@dataclass(frozen=True)
+class Route:
+    """One listener of the proxy: the broker it forwards to (``node``), on which kind of link,
+    and for an inter-broker link the broker whose requests come through it (``source``)."""
+
+    name: str
+    node: int
+    link: str
+    source: int | None
+    listen: int
+    upstream: int
+
+    @classmethod
+    def parse(cls, text: str) -> "Route":
+        """``BROKER=LISTEN:UPSTREAM`` (clients to BROKER) or ``SRC>DST=LISTEN:UPSTREAM`` (broker
+        SRC's requests to broker DST)."""
+        key, _, ports = text.partition("=")
+        listen, _, upstream = ports.partition(":")
+        if ">" in key:
+            src, _, dst = key.partition(">")
+            return cls(f"n{int(src)}>n{int(dst)}", int(dst), "inter-broker", int(src), int(listen), int(upstream))
+        return cls(f"n{int(key)}", int(key), "client", None, int(listen), int(upstream))
+
+
 @dataclass
 class Rule:
     spec: dict[str, Any]
@@ -82,10 +111,14 @@ class Rule:
     def id(self) -> str:
         return self.spec["id"]
 
-    def matches(self, node: int, header: RequestHeader) -> bool:
+    def matches(self, route: Route, header: RequestHeader) -> bool:
         if self.released.is_set() or header.api_key not in self.api_keys:
             return False
-        if self.spec["nodes"] and node not in self.spec["nodes"]:
+        if self.spec.get("link", "client") != route.link:
+            return False
+        if self.spec["nodes"] and route.node not in self.spec["nodes"]:
+            return False
+        if self.spec.get("sources") and route.source not in self.spec["sources"]:
             return False
         client = header.client_id or ""
         if not client.startswith(self.spec["client_prefix"]):
@@ -124,9 +157,9 @@ def frame_bytes(frame: bytes) -> bytes:
 class Connection:
     ids = itertools.count(1)
 
-    def __init__(self, proxy: "MessageProxy", node: int, creader: asyncio.StreamReader,
+    def __init__(self, proxy: "MessageProxy", route: Route, creader: asyncio.StreamReader,
                  cwriter: asyncio.StreamWriter, ureader: asyncio.StreamReader, uwriter: asyncio.StreamWriter):
-        self.proxy, self.node = proxy, node
+        self.proxy, self.route, self.node = proxy, route, route.node
         self.id = next(self.ids)
         self.creader, self.cwriter, self.ureader, self.uwriter = creader, cwriter, ureader, uwriter
         self.pending: deque[Pending] = deque()
@@ -155,7 +188,7 @@ class Connection:
                 header = parse_request_header(frame)
             except Exception:
                 header = RequestHeader(-1, -1, -1, None, len(frame))
-            rule = self.proxy.match(self.node, header)
+            rule = self.proxy.match(self.route, header)
             if rule is None:
                 self.pending.append(Pending(header))
                 self.uwriter.write(frame_bytes(frame))
@@ -172,6 +205,9 @@ class Connection:
             self.pending.append(Pending(header, rule, forged=error_response(header, rule.spec["error"])))
             self.flush_forged()
             return
+        # awaited from now on, not from its release: a heal that removes the rule waits for the
+        # answer of what it held (counted later, a heal could return before the release ran)
+        rule.unanswered += 1
         if kind == "delay":
             await asyncio.sleep(rule.spec["delay_ms"] / 1000)
         elif kind == "hold":
@@ -183,7 +219,6 @@ class Connection:
         if kind in ("delay", "hold"):
             event["released_after_ms"] = round((time.time() - event["time"]) * 1000)
             event["client_connected_at_release"] = self.client_open and not self.creader.at_eof()
-        rule.unanswered += 1
         self.pending.append(Pending(header, rule, record=event, drop=kind == "drop-response"))
         self.uwriter.write(frame_bytes(frame))
         if kind == "duplicate":
@@ -195,7 +230,7 @@ class Connection:
         copy["original_time"] = event["time"]
         rule.unanswered += 1
         try:
-            reader, writer = await asyncio.open_connection(HOST, self.proxy.routes[self.node][1])
+            reader, writer = await asyncio.open_connection(HOST, self.route.upstream)
             writer.write(frame_bytes(frame))
             answer = await asyncio.wait_for(read_frame(reader), DRAIN_S)
             writer.close()
@@ -249,24 +284,26 @@ class Connection:
 
 
 class MessageProxy:
-    def __init__(self, routes: dict[int, tuple[int, int]], events_path: Path):
-        self.routes = routes  # broker -> (listen port, upstream port)
+    def __init__(self, routes: list[Route], events_path: Path):
+        self.routes = routes
         self.rules: dict[str, Rule] = {}
         self.removed: dict[str, Rule] = {}
         self.connections: set[Connection] = set()
         self.events_file = open(events_path, "a", buffering=1)
         self.forwarded = 0
 
-    def match(self, node: int, header: RequestHeader) -> Rule | None:
+    def match(self, route: Route, header: RequestHeader) -> Rule | None:
         self.forwarded += 1
         for rule in self.rules.values():
-            if rule.matches(node, header):
+            if rule.matches(route, header):
                 return rule
         return None
 
     def event(self, rule: Rule, conn: Connection, header: RequestHeader, frame: bytes, action: str) -> dict[str, Any]:
         event = {"time": time.time(), "rule": rule.id, "kind": rule.spec["kind"], "action": action,
-                 "node": conn.node, "connection": conn.id, "client_id": header.client_id,
+                 "node": conn.node, "link": conn.route.link,
+                 **({"source": conn.route.source} if conn.route.source is not None else {}),
+                 "connection": conn.id, "client_id": header.client_id,
                  "api": API_NAMES.get(header.api_key, str(header.api_key)), "api_key": header.api_key,
                  "api_version": header.api_version, "correlation_id": header.correlation_id,
                  **describe_request(frame, header)}
@@ -277,13 +314,13 @@ class MessageProxy:
     def log(self, event: dict[str, Any]) -> None:
         self.events_file.write(json.dumps(event, default=str) + "\n")
 
-    async def client_connected(self, node: int, creader: asyncio.StreamReader, cwriter: asyncio.StreamWriter) -> None:
+    async def client_connected(self, route: Route, creader: asyncio.StreamReader, cwriter: asyncio.StreamWriter) -> None:
         try:
-            ureader, uwriter = await asyncio.open_connection(HOST, self.routes[node][1])
+            ureader, uwriter = await asyncio.open_connection(HOST, route.upstream)
         except OSError:
             cwriter.close()  # the broker is down: the client sees a refused connection's effect
             return
-        conn = Connection(self, node, creader, cwriter, ureader, uwriter)
+        conn = Connection(self, route, creader, cwriter, ureader, uwriter)
         self.connections.add(conn)
         await conn.run()
 
@@ -348,17 +385,18 @@ class MessageProxy:
         return 404, {"error": f"no route {method} {path}"}
 
 
-async def serve(routes: dict[int, tuple[int, int]], control_port: int, events_path: Path) -> None:
+async def serve(routes: list[Route], control_port: int, events_path: Path) -> None:
     proxy = MessageProxy(routes, events_path)
     servers = [await asyncio.start_server(proxy.control, HOST, control_port)]
-    for node, (listen, _upstream) in routes.items():
+    for route in routes:
         servers.append(await asyncio.start_server(
-            lambda r, w, node=node: proxy.client_connected(node, r, w), HOST, listen))
+            lambda r, w, route=route: proxy.client_connected(route, r, w), HOST, route.listen))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    print(f"message proxy ready: control {control_port}, routes {routes}", flush=True)
+    print(f"message proxy ready: control {control_port}, routes "
+          f"{', '.join(f'{r.name} {r.listen}->{r.upstream}' for r in routes)}", flush=True)
     await stop.wait()
     for server in servers:
         server.close()
@@ -366,16 +404,12 @@ async def serve(routes: dict[int, tuple[int, int]], control_port: int, events_pa
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kchaos.clusters.message_proxy")
-    parser.add_argument("--route", action="append", default=[], help="BROKER=LISTEN:UPSTREAM (ports on 127.0.0.1)")
+    parser.add_argument("--route", action="append", default=[],
+                        help="BROKER=LISTEN:UPSTREAM, or SRC>DST=LISTEN:UPSTREAM between brokers (ports on 127.0.0.1)")
     parser.add_argument("--control", type=int, required=True, help="port of the HTTP control API")
     parser.add_argument("--events", type=Path, required=True, help="JSON-lines file of affected requests")
     args = parser.parse_args(argv)
-    routes = {}
-    for route in args.route:
-        node, _, ports = route.partition("=")
-        listen, _, upstream = ports.partition(":")
-        routes[int(node)] = (int(listen), int(upstream))
-    asyncio.run(serve(routes, args.control, args.events))
+    asyncio.run(serve([Route.parse(r) for r in args.route], args.control, args.events))
     return 0
 
 

@@ -11,6 +11,9 @@ from typing import Any
 from kchaos.clusters.kafka_protocol import API_KEYS, ERROR_CODES, FORGEABLE_APIS
 
 RULE_KINDS = ("delay", "hold", "drop-response", "duplicate", "error")
+#: which connections a rule watches: clients' to brokers, or brokers' to each other (replication,
+#: transaction markers, partition verification: the local backend's ``proxy_messages_between_brokers``)
+LINKS = ("client", "inter-broker")
 #: the numeric fields of a rule: each a count or milliseconds, 0 or more
 NUMBERS = ("count", "delay_ms", "release_after_ms", "duplicate_after_ms")
 
@@ -46,7 +49,13 @@ def validate_rule(body: dict[str, Any]) -> dict[str, Any]:
     if kind not in RULE_KINDS:
         raise ValueError(f"kind must be one of {', '.join(RULE_KINDS)}, not {kind!r}")
     apis = check_apis(body.get("apis") or [])
-    rule = {"id": str(body.get("id") or f"rule-{time.monotonic_ns()}"), "kind": kind, "apis": apis,
+    link = body.get("link") or "client"
+    if link not in LINKS:
+        raise ValueError(f"link must be one of {', '.join(LINKS)}, not {link!r}")
+    sources = body.get("sources") or []
+    if sources and link != "inter-broker":
+        raise ValueError("sources (the brokers sending the request) are for link = 'inter-broker'")
+    rule = {"link": link, "sources": [int(n) for n in sources],"id": str(body.get("id") or f"rule-{time.monotonic_ns()}"), "kind": kind, "apis": apis,
             "nodes": [int(n) for n in body.get("nodes") or []], "client_prefix": str(body.get("client_prefix") or ""),
             "error": check_error(body.get("error"), apis) if kind == "error" else body.get("error"),
             **{name: check_number(name, body.get(name, 1 if name == "count" else 0)) for name in NUMBERS}}

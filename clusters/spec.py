@@ -83,6 +83,10 @@ class ClusterSpec(BaseModel):
     proxy_internal: bool = True
     proxy_messages: bool = Field(False, description="put the message proxy (Kafka-protocol message faults) on the client "
                                                     "path; set on load when the campaign has message faults")
+    proxy_messages_between_brokers: bool = Field(
+        False, description="also put the message proxy on every link between brokers (replication, transaction markers, "
+                           "partition verification), for message faults with link = 'inter-broker'; needs proxy_internal. "
+                           "Set on load when the campaign has such faults")
     base_port: int | None = Field(None, ge=1024, le=65000, description="first port to use; None: free ports chosen at start")
     ready_timeout_s: float = Field(120.0, gt=0)
     external: ExternalSpec | None = None
@@ -127,6 +131,9 @@ class ClusterSpec(BaseModel):
             raise ValueError("transaction.version=2 needs Kafka 4.0 or later")
         if self.share_version and tuple(map(int, self.kafka_version.split(".")[:2])) < (4, 1):
             raise ValueError("share.version needs Kafka 4.1 or later")
+        if self.proxy_messages_between_brokers and not (self.proxy_messages and self.proxy_internal):
+            raise ValueError("proxy_messages_between_brokers puts the message proxy behind the links' proxies: it needs "
+                             "proxy_messages and proxy_internal")
         return self
 
     @property

@@ -113,10 +113,10 @@ def check_capabilities(faults: FaultsSpec, cluster: ClusterSpec) -> None:
     """Every fault of the mix against what the cluster's backend can do (before anything starts)."""
     caps = backend_capabilities(cluster)
     for entry in faults.entries() if faults.enabled else []:
-        needed = KINDS[entry.kind].capability
-        if needed is not None and needed not in caps:
-            have = ", ".join(sorted(c.value for c in caps)) or "none"
-            raise CapabilityError(
-                f"fault {entry.kind!r} needs the {needed.value!r} capability, which the {cluster.backend} backend lacks "
-                f"(it has: {have})",
-                "drop that fault from [faults], or use the local backend")
+        for needed in KINDS[entry.kind].capabilities(entry.params):
+            if needed not in caps:
+                have = ", ".join(sorted(c.value for c in caps)) or "none"
+                raise CapabilityError(
+                    f"fault {entry.kind!r} needs the {needed.value!r} capability, which the {cluster.backend} backend "
+                    f"lacks as configured (it has: {have})",
+                    "drop that fault from [faults], or use the local backend with the proxies it needs")

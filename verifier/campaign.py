@@ -50,16 +50,20 @@ class Campaign(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _message_proxy(cls, data: Any) -> Any:
-        """Message faults need the message proxy on the client path: turn it on unless the
-        campaign says otherwise (then the capability check names the conflict)."""
+        """Message faults need the message proxy on the client path (and, for those with link =
+        'inter-broker', on the links between brokers): turn it on unless the campaign says
+        otherwise (then the capability check names the conflict)."""
         faults = data.get("faults") if isinstance(data, dict) else None
         if not isinstance(faults, dict) or faults.get("enabled", True) is False:
             return data
-        kinds = [e.get("kind") for e in faults.get("mix") or () if isinstance(e, dict)]
-        kinds += [e["kind"] for name in faults.get("packages") or () for e in PACKAGES.get(name, [])]
-        if any(kind in message_rules() for kind in kinds):
+        entries = [e for e in faults.get("mix") or () if isinstance(e, dict)]
+        entries += [e for name in faults.get("packages") or () for e in PACKAGES.get(name, [])]
+        messages = [e for e in entries if e.get("kind") in message_rules()]
+        if messages:
             cluster = dict(data.get("cluster") or {})
             cluster.setdefault("proxy_messages", True)
+            if any(isinstance(e.get("params"), dict) and e["params"].get("link") == "inter-broker" for e in messages):
+                cluster.setdefault("proxy_messages_between_brokers", True)
             data = {**data, "cluster": cluster}
         return data
 

@@ -53,6 +53,12 @@ class FaultKind:
             raise ValueError(f"fault {self.name!r}: {message if error['type'] == 'value_error' else f'{where}: {message}'}"
                              ) from None
 
+    def capabilities(self, params: dict[str, Any]) -> tuple[Capability, ...]:
+        """What the backend must be able to do for this kind with these parameters: its own
+        capability, and what its parameters ask beyond it (a message fault between brokers)."""
+        extra = getattr(self.params, "extra_capabilities", None)
+        return (() if self.capability is None else (self.capability,)) + (tuple(extra(params)) if extra else ())
+
     def make(self, scheduled: ScheduledFault, ctx: FaultContext) -> Fault:
         return self.fault(scheduled, ctx, self.check_params(scheduled.params))
 

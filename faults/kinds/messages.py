@@ -1,11 +1,13 @@
 """Message faults: a rule of kchaos' message proxy (clusters/message_proxy.py) on single Kafka
-requests some workers send to the brokers holding a role: delayed, held past the client's
-timeout, answered to the broker but not the client, duplicated, or answered with a forged error.
+requests some workers send to the brokers holding a role (or, with ``link = "inter-broker"``,
+that other brokers send them: transaction markers, partition verification, replication):
+delayed, held past the sender's timeout, answered to the broker but not the sender, duplicated,
+or answered with a forged error.
 The parameters are checked with the proxy's own rule validation (clusters/message_rules.py)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -30,6 +32,13 @@ class MessageParams(NoParams):
     apis: list[str] = Field(default_factory=lambda: ["EndTxn"])
     worker: str | float = Field("all", description="a worker slot number, \"random\" or \"all\"")
     count: float = 1
+    link: Literal["client", "inter-broker"] = Field(
+        "client", description="client: the workers' requests; inter-broker: the requests brokers send the target broker "
+                              "(transaction markers, partition verification, replication fetches)")
+
+    @classmethod
+    def extra_capabilities(cls, params: dict[str, Any]) -> tuple[Capability, ...]:
+        return (Capability.MESSAGES_BETWEEN_BROKERS,) if params.get("link") == "inter-broker" else ()
 
     @field_validator("apis", mode="before")
     @classmethod
@@ -42,6 +51,12 @@ class MessageParams(NoParams):
         if not (value in ("all", "random") or (isinstance(value, float) and value >= 0 and value == int(value))):
             raise ValueError(f"worker is a worker slot number, \"random\" or \"all\"; got {value!r}")
         return value
+
+    @model_validator(mode="after")
+    def _between_brokers(self) -> "MessageParams":
+        if self.link == "inter-broker" and self.worker != "all":
+            raise ValueError("link = 'inter-broker' affects requests between brokers: worker must stay 'all'")
+        return self
 
     @model_validator(mode="after")
     def _numbers(self) -> "MessageParams":
@@ -81,9 +96,11 @@ class MessageFault(Fault):
 
     def invoke(self) -> dict[str, Any]:
         cluster = self.ctx.cluster
-        cluster.require(Capability.MESSAGES)
         # the proxy's rule carries every field; a kind's own parameters override the neutral rest
         params = {**RULE_FIELDS, **self.params.model_dump()}
+        for capability in (Capability.MESSAGES, *MessageParams.extra_capabilities(params)):
+            cluster.require(capability)
+        between_brokers = params["link"] == "inter-broker"
         if self.scheduled.target == "all":
             resolved = {"nodes": sorted(n.node_id for n in cluster.brokers), "role": "every broker", "detail": {}}
         else:
@@ -97,16 +114,17 @@ class MessageFault(Fault):
             worker = self.rng.choice(slots)
         elif worker != "all":
             worker = f"w{int(worker)}"
-        prefix = WORKER_CLIENT_PREFIX if worker == "all" else f"kchaos-{worker}-"
+        prefix = "" if between_brokers else WORKER_CLIENT_PREFIX if worker == "all" else f"kchaos-{worker}-"
         rule = {"id": f"kchaos-fault-{self.scheduled.index}", "kind": message_rules()[self.scheduled.kind],
+                "link": params["link"],
                 "apis": list(params["apis"]), "nodes": resolved["nodes"], "client_prefix": prefix,
                 "count": int(params["count"]), "delay_ms": int(params["delay_ms"]),
                 "release_after_ms": int(params["release_after_ms"]),
                 "duplicate_after_ms": int(params["duplicate_after_ms"]), "error": params["error"]}
         cluster.messages.add_rule(rule)  # type: ignore[attr-defined]
         to = "every broker" if self.scheduled.target == "all" else f"the {resolved['role']}"
-        self.target = {**resolved, "role": f"{', '.join(rule['apis'])} of {'every worker' if worker == 'all' else worker} "
-                                           f"to {to}",
+        sender = "every broker" if between_brokers else "every worker" if worker == "all" else worker
+        self.target = {**resolved, "role": f"{', '.join(rule['apis'])} of {sender} to {to}",
                        "detail": {**resolved["detail"], "rule": rule}}
         return self.target
 

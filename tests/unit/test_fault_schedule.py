@@ -85,6 +85,12 @@ def test_faults_the_backend_cannot_do_are_rejected_when_the_campaign_loads(tmp_p
     assert "fault 'kill' needs the 'kill' capability, which the external backend lacks" in str(err.value)
     with pytest.raises(CapabilityError, match="network"):
         check_capabilities(_spec(), ClusterSpec(backend="docker"))
+    # a message fault between brokers needs the message proxy on those links too
+    between = FaultsSpec.model_validate({"mix": [{"kind": "message-hold", "target": "leader-output",
+                                                  "params": {"apis": ["WriteTxnMarkers"], "link": "inter-broker"}}]})
+    with pytest.raises(CapabilityError, match="'messages-between-brokers' capability"):
+        check_capabilities(between, ClusterSpec(proxy_messages=True))
+    check_capabilities(between, ClusterSpec(proxy_messages=True, proxy_messages_between_brokers=True))
     check_capabilities(FaultsSpec.model_validate({"mix": [{"kind": "worker-crash"}]}),
                        ClusterSpec(backend="external", external={"bootstrap_servers": "127.0.0.1:9092"}))  # client faults
 

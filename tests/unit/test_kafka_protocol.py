@@ -108,6 +108,8 @@ def test_responses_cannot_be_forged_for_per_partition_apis():
     ({"kind": "error", "apis": ["EndTxn"], "error": "NOPE"}, "error must be one of"),
     ({"kind": "error", "apis": ["Produce"], "error": "NOT_COORDINATOR"}, "forge an error response for EndTxn"),
     ({"kind": "delay", "apis": ["Fetch"], "delay_ms": -1}, ">= 0"),
+    ({"kind": "hold", "apis": ["WriteTxnMarkers"], "link": "replication"}, "link must be one of"),
+    ({"kind": "hold", "apis": ["EndTxn"], "sources": [1]}, "sources .* are for link = 'inter-broker'"),
 ])
 def test_the_proxy_refuses_bad_rules_with_the_reason(body, message):
     with pytest.raises(ValueError, match=message):
@@ -117,5 +119,46 @@ def test_the_proxy_refuses_bad_rules_with_the_reason(body, message):
 def test_a_valid_rule_gets_its_defaults():
     rule = validate_rule({"kind": "hold", "apis": ["EndTxn", "Produce"], "nodes": [2], "id": "r"})
     assert rule == {"id": "r", "kind": "hold", "apis": ["EndTxn", "Produce"], "nodes": [2], "client_prefix": "",
-                    "count": 1, "delay_ms": 0, "release_after_ms": 0, "duplicate_after_ms": 0, "error": None}
+                    "count": 1, "delay_ms": 0, "release_after_ms": 0, "duplicate_after_ms": 0, "error": None,
+                    "link": "client", "sources": []}
     assert set(ERROR_CODES) >= {"NOT_COORDINATOR", "CONCURRENT_TRANSACTIONS", "PRODUCER_FENCED"}
+
+
+def _write_txn_markers_request(version: int) -> bytes:
+    """WriteTxnMarkers as a coordinator sends it (common/message/WriteTxnMarkersRequest.json):
+    one commit marker for two partitions of one topic."""
+    marker = (Writer().int64(4242).int16(32767).int8(1).uvarint(2).compact_string("out").uvarint(3).int32(0)
+              .int32(2).no_tagged_fields().int32(5))
+    if version >= 2:
+        marker.int8(2)
+    marker.no_tagged_fields()
+    return (Writer().int16(27).int16(version).int32(11).string("broker-3-txn-marker-sender").no_tagged_fields()
+            .uvarint(2).raw(marker.bytes()).no_tagged_fields().bytes())
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_transaction_marker_between_brokers_is_described(version):
+    frame = _write_txn_markers_request(version)
+    header = parse_request_header(frame)
+    assert (header.api, header.client_id) == ("WriteTxnMarkers", "broker-3-txn-marker-sender")
+    described = describe_request(frame, header)
+    assert (described["producer_id"], described["producer_epoch"], described["committed"]) == (4242, 32767, True)
+    assert described["markers"][0]["partitions"] == ["out-0", "out-2"]
+    assert described["markers"][0]["coordinator_epoch"] == 5
+    assert described["markers"][0].get("transaction_version") == (2 if version >= 2 else None)
+
+
+def test_a_marker_answer_names_the_partition_that_refused_it():
+    answer = (Writer().int32(11).no_tagged_fields().uvarint(2).int64(4242).uvarint(2).compact_string("out")
+              .uvarint(3).int32(0).int16(0).no_tagged_fields().int32(2).int16(47).no_tagged_fields()
+              .no_tagged_fields().no_tagged_fields().no_tagged_fields().bytes())
+    header = parse_request_header(_write_txn_markers_request(1))
+    assert parse_response(answer, header) == {"error": "INVALID_PRODUCER_EPOCH",
+                                              "errors": {"out-0": "NONE", "out-2": "INVALID_PRODUCER_EPOCH"}}
+
+
+def test_message_proxy_routes_for_clients_and_between_brokers():
+    from kchaos.clusters.message_proxy import Route
+
+    assert Route.parse("3=4000:4001") == Route("n3", 3, "client", None, 4000, 4001)
+    assert Route.parse("1>3=4002:4003") == Route("n1>n3", 3, "inter-broker", 1, 4002, 4003)

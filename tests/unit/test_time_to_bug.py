@@ -1,0 +1,50 @@
+"""bench/time_to_bug.py's summary on hand-made run directories: detections, phases, minutes."""
+
+from __future__ import annotations
+
+import json
+
+from bench.time_to_bug import summarise, summarise_run
+
+
+def _run(tmp_path, name, verdict, anomalies, started=1000.0, steady=1060.0, drain=1150.0, final=1210.0,
+         verdict_at="2026-11-25T00:24:40", verified=99999.0):
+    run = tmp_path / name
+    (run / "history").mkdir(parents=True)
+    (run / "results.json").write_text(json.dumps({
+        "verdict": verdict, "anomaly_types": sorted(anomalies), "anomalies": {k: [{}] * n for k, n in anomalies.items()},
+        "run": {"seed": 7, "started": started, "verified": verified}}))
+    (run / "history" / "harness.jsonl").write_text("\n".join(json.dumps(
+        {"time": t, "type": "ok", "f": "phase", "value": {"phase": p}})
+        for p, t in (("steady", steady), ("drain", drain), ("final-reads", final))))
+    if verdict_at:
+        (run / "kchaos.log").write_text(f"[kchaos 2026-11-25T00:20:00] starting\n[kchaos {verdict_at}] verdict: X\n")
+    return run
+
+
+def test_a_run_detects_when_invalid_with_the_anomaly_asked_for(tmp_path):
+    run = _run(tmp_path, "a", "invalid", {"lost-write": 2, "split-transaction": 3})
+    assert summarise_run(run, None)["detected"] and summarise_run(run, "split-transaction")["detected"]
+    assert not summarise_run(run, "duplicate")["detected"]
+    unknown = _run(tmp_path, "b", "unknown", {})
+    assert not summarise_run(unknown, None)["detected"]
+
+
+def test_phases_end_at_the_runs_own_verdict_not_a_later_analyze(tmp_path):
+    # 2026-11-25T00:24:40Z is 1795566280: the verdict came 70 s after the final reads began
+    run = _run(tmp_path, "a", "valid", {}, started=1795566000.0, steady=1795566060.0, drain=1795566150.0,
+               final=1795566210.0, verdict_at="2026-11-25T00:24:40")
+    seconds = summarise_run(run, None)["seconds"]
+    assert seconds == {"setup": 60.0, "workload": 90.0, "drain": 60.0, "final_reads_and_verify": 70.0, "total": 280.0}
+    # without the console log: results.json's verified, as recorded
+    bare = _run(tmp_path, "b", "valid", {}, verdict_at=None, verified=1300.0)
+    assert summarise_run(bare, None)["seconds"]["total"] == 300.0
+
+
+def test_minutes_per_detection_count_every_run_including_the_misses(tmp_path):
+    rows = [summarise_run(_run(tmp_path, n, v, a, verdict_at=None, verified=1240.0), None)
+            for n, v, a in (("a", "invalid", {"lost-write": 1}), ("b", "valid", {}), ("c", "invalid", {"duplicate": 1}))]
+    summary = summarise(rows)
+    assert (summary["runs"], summary["detected"], summary["share"]) == (3, 2, 0.667)
+    assert summary["minutes_per_run"] == 4.0 and summary["minutes_per_detection"] == 6.0
+    assert summarise([rows[1]])["minutes_per_detection"] is None
