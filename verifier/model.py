@@ -284,20 +284,32 @@ def read_json(path: Path, default: Any = None) -> Any:
     return json.loads(path.read_text()) if path.exists() else default
 
 
-def hanging_cases(workload: Any, final: dict[str, Any],
-                  open_txns: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
+#: coordinator states a transaction must not stay in once its clients stopped and the cluster healed
+STUCK_PREPARED = ("PrepareCommit", "PrepareAbort", "PrepareEpochFence")
+
+
+def hanging_cases(workload: Any, final: dict[str, Any], open_txns: list[dict[str, Any]],
+                  scope: set[str] | None = None) -> tuple[list[dict[str, Any]], str | None]:
     """Hanging transactions after heal and drain: partitions whose LSO stayed behind the high
     watermark (with the transactions the log shows open there, and the brokers' own list), and
-    transactions ``find-hanging`` reports on the run's topics. Returns (cases, note when none)."""
+    transactions ``find-hanging`` reports on the run's topics, and transactions a coordinator
+    still holds prepared (``list``; the ids in ``scope``, :func:`pipeline_txids`). Returns (cases,
+    note when none)."""
     liveness = final.get("liveness") or {}
     recovery = final.get("recovery")  # KIP-664's abort at the final reads (faults.recover_hanging)
     ours = {workload.input_topic, *workload.output_topics}
     # the brokers' view of the hang: before a recovery aborted it, else after heal
     broker = (recovery or {}).get("before") or final.get("broker_transactions") or {}
     reported = [row for row in broker.get("hanging") or [] if row.get("Topic") in ours]
-    if liveness.get("stable") and not reported:
+    # a transaction its coordinator still holds prepared after heal, drain and the workers'
+    # stop: its markers never completed, and its id can begin nothing more (KAFKA-19999's shape:
+    # a marker retried with the epoch it already wrote, refused under TV2)
+    prepared = [t for t in broker.get("transactions") or [] if t.get("TransactionState") in STUCK_PREPARED
+                and in_scope(str(t.get("TransactionalId", "")), scope)]
+    if liveness.get("stable") and not reported and not prepared:
         return [], (f"every partition's LSO reached its high watermark {liveness.get('waited_s')}s after the drain"
-                    + ("; find-hanging reports none" if "hanging" in broker else ""))
+                    + ("; find-hanging reports none" if "hanging" in broker else "")
+                    + ("; no coordinator holds a transaction prepared" if "transactions" in broker else ""))
     still_open = [t for t in broker.get("transactions") or []
                   if t.get("TransactionState") not in ("Empty", "CompleteCommit", "CompleteAbort", "Dead")]
     cases = [{"explanation": f"{name}: the last stable offset {v['lso']} stayed behind the high watermark {v['high']} "
@@ -312,6 +324,12 @@ def hanging_cases(workload: Any, final: dict[str, Any],
                   "recovered": (recovery.get("liveness_after") or {}).get("pinned", {}).get(name) is None
                   and not recovery.get("error")} if recovery else {})}
              for name, v in sorted(liveness.get("pinned", {}).items())]
+    for t in prepared:
+        cases.append({"explanation": f"{t.get('TransactionalId')}: its coordinator (broker {t.get('Coordinator')}) still "
+                                     f"held the transaction of producer {t.get('ProducerId')} in "
+                                     f"{t.get('TransactionState')} at the final reads, after heal, drain and the "
+                                     "workers' stop: its markers never completed",
+                      "transactional_id": t.get("TransactionalId"), "broker_transaction": t})
     for row in reported:
         cases.append({"explanation": f"find-hanging on broker {row.get('broker')} reports producer {row.get('ProducerId')} "
                                      f"open on {row.get('Topic')}-{row.get('Partition')} since offset {row.get('StartOffset')}",

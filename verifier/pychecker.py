@@ -454,7 +454,7 @@ def check_hanging(data: RunData) -> CheckResult:
             if e.status in OPEN_TXN_STATES:
                 open_txns.append({"transactional_id": e.transactional_id, "status": e.status, "producer_id": e.producer_id,
                                   "epoch": e.producer_epoch, "partitions": e.partitions, "last_update_ms": e.last_update_ms})
-    cases, note = hanging_cases(data.workload, data.final, open_txns)
+    cases, note = hanging_cases(data.workload, data.final, open_txns, pipeline_txids(data.campaign, data.history))
     return result("hanging-transaction", cases) if cases else CheckResult("hanging-transaction", VALID, note=note)
 
 

@@ -402,7 +402,8 @@ def _open_transactions(d: SparkRun) -> list[dict[str, Any]]:
 
 
 def check_hanging(d: SparkRun) -> CheckResult:
-    cases, note = hanging_cases(d.workload, d.final, _open_transactions(d) if not d.final["liveness"].get("stable") else [])
+    cases, note = hanging_cases(d.workload, d.final, _open_transactions(d) if not d.final["liveness"].get("stable") else [],
+                                pipeline_txids(d.campaign, d.history))
     return result("hanging-transaction", cases) if cases else CheckResult("hanging-transaction", VALID, note=note)
 
 

@@ -495,6 +495,24 @@ def test_hanging_transaction_when_the_lso_stays_pinned(tmp_path):
     assert case["lso"] == 3 and case["open_transactions"][0]["transactional_id"] == "tx-w0"
 
 
+@pytest.mark.parametrize("state, hangs", [("PrepareCommit", True), ("PrepareEpochFence", True),
+                                          ("CompleteCommit", False), ("Empty", False)])
+def test_a_transaction_its_coordinator_still_holds_prepared_after_the_run_is_hanging(tmp_path, state, hangs):
+    """KAFKA-19999's shape: every marker written (no partition pinned), but the coordinator never
+    completed the transaction, so its id can begin nothing more."""
+    b = RunBuilder()
+    b.final_extra = {"broker_transactions": {"transactions": [
+        {"Coordinator": "2", "ProducerId": "2000", "TransactionState": state, "TransactionalId": "tx-w0"}],
+        "hanging": []}}
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == (("invalid", ["hanging-transaction"]) if hangs else ("valid", [])), results["checks"]
+    if hangs:
+        assert f"still held the transaction of producer 2000 in {state}" in \
+            results["anomalies"]["hanging-transaction"][0]["explanation"]
+    else:
+        assert "no coordinator holds a transaction prepared" in results["checks"]["hanging-transaction"]["note"]
+
+
 def test_zombie_write(tmp_path):
     b = RunBuilder()
     # w0.2 initialises tx-w0 (epoch 1); afterwards the old w0.1 commits transaction 2 and it is visible
