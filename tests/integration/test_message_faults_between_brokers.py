@@ -18,13 +18,14 @@ from kchaos.faults.base import FaultContext
 from kchaos.faults.kinds import make_fault
 from kchaos.faults.schedule import ScheduledFault
 from kchaos.waiting import wait_until
-from tests.integration.conftest import FAST_ISR, start_local
+from tests.integration.conftest import start_local
 from tests.integration.test_message_faults import events_of
 
 
 @pytest.fixture(scope="module")
 def cluster_between(tmp_path_factory):
-    cluster = start_local(tmp_path_factory.mktemp("between"), nodes=3, broker=FAST_ISR, proxy_messages=True,
+    # two brokers are enough for a marker to travel between them, and start sooner than three
+    cluster = start_local(tmp_path_factory.mktemp("between"), nodes=2, proxy_messages=True,
                           proxy_messages_between_brokers=True)
     yield cluster
     cluster.stop()
@@ -45,12 +46,12 @@ def _stable_end(cluster, topic: str, partition: int) -> int:
 def test_a_held_transaction_marker_keeps_the_commit_invisible_until_the_heal(cluster_between):
     cluster = cluster_between
     topic, txid = f"ib-{uuid.uuid4().hex[:6]}", f"tx-ib-{uuid.uuid4().hex[:6]}"
-    cluster.admin().create_topics([NewTopic(topic, 3, 3)])[topic].result()
+    cluster.admin().create_topics([NewTopic(topic, 2, 2)])[topic].result()
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": txid, "log_level": 0})
     producer.init_transactions(30)
     coordinator = cluster.transaction_coordinator(txid)
     # a partition led by another broker: markers to the coordinator's own partitions never leave it
-    partition = next(p for p in range(3) if cluster.leader(topic, p) != coordinator)
+    partition = next(p for p in range(2) if cluster.leader(topic, p) != coordinator)
     leader = cluster.leader(topic, partition)
     fault = make_fault(ScheduledFault(0, 0.0, "message-hold", "all", 30.0, 1,
                                       {"apis": ["WriteTxnMarkers"], "link": "inter-broker"}), FaultContext(cluster))
