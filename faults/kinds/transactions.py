@@ -1,20 +1,33 @@
-"""Faults that leave the brokers' transaction state as a broker bug would: ``orphan-transaction``
+"""Faults on the brokers' transaction state. ``orphan-transaction``
 writes a transactional batch straight to a partition leader with no coordinator told (what a
 Produce delayed past its transaction's end does in KIP-664 / KAFKA-9144), so the partition's
 last stable offset stops there: a hanging transaction, on purpose. It shows that the
 hanging-transaction check names one on a real broker and that the KIP-664 recovery
 (``faults.recover_hanging``) gets the partition going again. A broker with partition
 verification on (KIP-890 part 1, the default) refuses the batch; the fault records the
-broker's answer either way. It is never healed: what it leaves is the point."""
+broker's answer either way. It is never healed: what it leaves is the point.
+
+``epoch-jump`` brings one worker's transactional id to just before KIP-890's producer-epoch
+boundary *while the worker runs*, with InitProducerId after InitProducerId (as the epoch ageing
+does before a run, workloads/epoch_ageing.py; here the worker is fenced and restarts, as it would
+if another instance of it started), then, after the worker has had time to begin a transaction
+at the boundary, sends one more InitProducerId: an InitProducerId during an ongoing transaction
+at epoch 32766, KAFKA-19367's shape (fenced twice, the epoch went past 32767). After a rotation
+the id has a fresh producer id, so repeated jumps cross the boundary again and again."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+from pydantic import Field, field_validator
+
+from kchaos.clusters.raw_init import InitProducerIdConnection, find_coordinator
 from kchaos.clusters.raw_produce import write_orphan_batch
-from kchaos.errors import ClusterError
+from kchaos.errors import ClusterError, ConfigError
 from kchaos.faults.base import Fault, resolve_node_target
-from kchaos.faults.kinds import FaultKind, register
+from kchaos.faults.kinds import FaultKind, NoParams, register
+from kchaos.workloads.epoch_ageing import age_one, target_epoch
 
 #: producer ids the orphans use: far above the blocks Kafka's controller hands out to coordinators
 ORPHAN_PRODUCER_IDS = 1 << 48
@@ -35,7 +48,50 @@ class OrphanTransaction(Fault):
         return self.target
 
 
+class EpochJumpParams(NoParams):
+    epochs_before_rollover: float = Field(1, description="bumps left before the exhausted epoch 32766 (0-32000)")
+    then_init_after_ms: float = Field(
+        3000, description="one more InitProducerId this long after the jump (the worker restarted and began a "
+                          "transaction at the boundary meanwhile); 0: none")
+
+    @field_validator("epochs_before_rollover", "then_init_after_ms")
+    @classmethod
+    def _whole(cls, value: float, info: Any) -> float:
+        limit = 32_000 if info.field_name == "epochs_before_rollover" else 60_000
+        if value != int(value) or not 0 <= value <= limit:
+            raise ValueError(f"{info.field_name} must be a whole number from 0 to {limit}; got {value!r}")
+        return value
+
+
+class EpochJump(Fault):
+    def invoke(self) -> dict[str, Any]:
+        txids = self.ctx.transactional_ids()
+        if not txids or self.ctx.workload is None:
+            raise ConfigError("epoch-jump needs a transactional workload")
+        txid = self.rng.choice(txids)
+        brokers = [(b.host, b.port) for b in self.ctx.cluster.admin().list_topics(timeout=30).brokers.values()]
+        timeout_ms = self.ctx.workload.spec.transaction_timeout_ms
+        target = target_epoch(int(self.params.epochs_before_rollover))
+        reached = age_one(brokers, txid, target, timeout_ms, time.monotonic() + 120)
+        detail: dict[str, Any] = {"transactional_id": txid, **{k: v for k, v in reached.items() if k != "txid"}}
+        wait_ms = int(self.params.then_init_after_ms)
+        if wait_ms:
+            time.sleep(wait_ms / 1000)  # the worker restarts, initialises and begins a transaction meanwhile
+            error, _, host, port = find_coordinator(*brokers[0], txid)
+            if error != "NONE":
+                detail["then_init"] = {"error": f"FindCoordinator: {error}"}
+            else:
+                with InitProducerIdConnection(host, port) as conn:
+                    error, producer_id, epoch = conn.init(txid, timeout_ms)
+                detail["then_init"] = {"error": error, "producer_id": producer_id, "epoch": epoch}
+        self.target = {"nodes": [], "role": f"transactional id {txid}", "detail": detail}
+        return self.target
+
+
 register(
+    FaultKind("epoch-jump", "InitProducerId a worker's transactional id to just before the producer-epoch boundary "
+              "while it runs, then once more during its next transaction (KAFKA-19367's shape)", None,
+              ("random-worker",), EpochJump, EpochJumpParams),
     FaultKind("orphan-transaction", "write a transactional batch no coordinator knows to a partition leader "
               "(a hanging transaction unless partition verification refuses it)", None,
               ("leader-output", "leader-input"), OrphanTransaction),

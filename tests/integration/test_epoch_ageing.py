@@ -74,3 +74,37 @@ def test_an_id_aged_to_the_boundary_rotates_and_the_verifier_counts_one_rotation
             reached["producer_id"], producer_id, "Empty -> Empty")
     finally:
         cluster.stop()
+
+
+def test_an_epoch_jump_fences_the_running_producer_and_initialises_once_more(cluster3):
+    """The epoch-jump fault (faults/kinds/transactions.py) on a producer with a transaction open:
+    its first InitProducerId meets the ongoing transaction (the coordinator fences and aborts it),
+    the jump goes on to its target, then one more InitProducerId; the producer cannot commit."""
+    from types import SimpleNamespace
+
+    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka.admin import NewTopic
+
+    from kchaos.faults.base import FaultContext
+    from kchaos.faults.kinds import make_fault
+    from kchaos.faults.schedule import ScheduledFault
+    from kchaos.workloads.spec import WorkloadSpec
+
+    prefix = f"jump-{uuid.uuid4().hex[:6]}"
+    topic = f"{prefix}-out"
+    cluster3.admin().create_topics([NewTopic(topic, 1, 3)])[topic].result()
+    producer = Producer({"bootstrap.servers": cluster3.bootstrap_servers, "transactional.id": f"{prefix}-w0",
+                         "log_level": 0})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"open while the epoch jumps")
+    producer.flush(10)
+    workload = SimpleNamespace(spec=WorkloadSpec(workers=1, transaction_timeout_ms=20_000), txid_prefix=prefix)
+    fault = make_fault(ScheduledFault(0, 0.0, "epoch-jump", "random-worker", 5.0, 1,
+                                      {"epochs_before_rollover": 32_000.0, "then_init_after_ms": 500.0}),
+                       FaultContext(cluster3, workload))
+    detail = fault.invoke()["detail"]
+    assert detail["transactional_id"] == f"{prefix}-w0" and detail["epoch"] == 766
+    assert detail["then_init"] == {"error": "NONE", "producer_id": detail["producer_id"], "epoch": 767}
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(10)  # fenced by the jump

@@ -75,3 +75,15 @@ def test_the_aged_ids_are_the_ones_the_workers_use():
 def test_only_kchaos_own_transactional_workers_can_be_aged(fields):
     with pytest.raises(ValidationError, match="epochs_before_rollover ages kchaos' own workers"):
         WorkloadSpec(epochs_before_rollover=60, **fields)
+
+
+def test_an_epoch_jump_takes_whole_numbers_in_range():
+    from kchaos.faults.kinds import KINDS
+
+    kind = KINDS["epoch-jump"]
+    assert kind.check_params({}).epochs_before_rollover == 1 and kind.check_params({}).then_init_after_ms == 3000
+    for bad in ({"epochs_before_rollover": 1.5}, {"epochs_before_rollover": 40_000.0}, {"then_init_after_ms": -1.0}):
+        with pytest.raises(ValueError, match="must be a whole number"):
+            kind.check_params(bad)
+    with pytest.raises(ValueError, match="has no parameter"):
+        kind.check_params({"epoch": 3.0})
