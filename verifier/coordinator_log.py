@@ -337,6 +337,12 @@ def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, 
     for op in history.ops:
         if op["f"] == "init" and op.get("txid"):
             inits[op["txid"]].append(op)
+    for op in history.faults:
+        # the epoch-jump fault's InitProducerIds fence the id it names as a worker's init would
+        if op["f"] == "fault:epoch-jump":
+            txid = (((op.get("value") or {}).get("resolved") or {}).get("detail") or {}).get("transactional_id")
+            if txid:
+                inits[txid].append({**op, "process": "the epoch-jump fault"})
     held: dict[tuple[str, int], list[CoordinatorTxn]] = defaultdict(list)
     for i, c in owner.items():
         if coordinator[i].partitions:

@@ -716,6 +716,26 @@ def test_a_transaction_begun_again_after_an_append_the_coordinator_gave_up_on_is
     assert "split-transaction" in kinds, results["checks"]
 
 
+@pytest.mark.parametrize("jumped", [True, False])
+def test_an_abort_by_the_epoch_jump_faults_init_is_a_fence_not_a_split(tmp_path, jumped):
+    """The epoch-jump fault's InitProducerId meets the id's open transaction: the coordinator
+    fences and aborts it before its client asks to commit (the commit then fails). With the
+    fault in the history that is the coordinator's fence; without it, another request ended it."""
+    b = RunBuilder()
+    _second_transaction(b, end="commit", outcome="fail")
+    if jumped:  # between the send and the offsets: InitProducerIds for tx-w0 while it is open
+        b.ops.insert(len(b.ops) - 2, ("fault:epoch-jump", "ok", {"resolved": {"detail": {"transactional_id": "tx-w0"}}},
+                                      "harness", 0, None))
+    b.coordinator[("w0.1", 2)] = [("Ongoing", OUTPUTS, 1, None), ("PrepareAbort", OUTPUTS, 25, None),
+                                  ("CompleteAbort", {}, 26, None)]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    if jumped:
+        assert (verdict, kinds) == ("valid", []), results["checks"]
+    else:
+        assert "split-transaction" in kinds, results["checks"]
+        assert "a request of another transaction ended it" in results["anomalies"]["split-transaction"][0]["explanation"]
+
+
 def test_a_transaction_ended_by_a_request_that_was_not_its_own(tmp_path):
     """One coordinator transaction, prepared to commit before its client asked to end it (the
     client then aborted): a late commit of an earlier transaction ended it, whatever follows."""
