@@ -28,22 +28,25 @@ from kchaos.verifier.checks import explain
 
 #: Short.MAX_VALUE - 1: the coordinator rotates the producer id of an id at this epoch or above
 EXHAUSTED_EPOCH = 32766
+PREPARED = ("PrepareCommit", "PrepareAbort")
 #: rotations listed one by one in the facts (all are counted)
 MAX_LISTED = 100
 
 
 def producer_id_candidates(records: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
-                                                                        list[dict[str, Any]], int]:
+                                                                        list[dict[str, Any]], int, list[dict[str, Any]]]:
     """The Python reference's candidates from decoded records (``coordinator_records``' shape):
-    ``(changes, negative, shared, max_epoch)``. A change is ``{transactional_id, log_partition,
+    ``(changes, negative, shared, max_epoch, bumped_twice)``. A change is ``{transactional_id, log_partition,
     from_offset, from_pid, from_epoch, from_status, to_offset, to_pid, to_epoch, to_status, at_ms}``
     between two consecutive records of one id (a tombstone between them starts the id afresh); a
     negative is ``{transactional_id, log_partition, offset, producer_id, epoch, status}``; a
-    shared is ``{producer_id, transactional_ids}``."""
+    shared is ``{producer_id, transactional_ids}``; a bumped-twice is a ``Prepare*`` two epochs
+    above the ``Ongoing`` before it (same producer id): ``{transactional_id, log_partition, offset,
+    status, from_epoch, to_epoch}``."""
     by_id: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         by_id[r["transactional_id"]].append(r)
-    changes, negative = [], []
+    changes, negative, bumped_twice = [], [], []
     holders: dict[int, set[str]] = defaultdict(set)
     max_epoch = -1
     for txid, recs in by_id.items():
@@ -57,6 +60,11 @@ def producer_id_candidates(records: Iterable[dict[str, Any]]) -> tuple[list[dict
             if r["producer_epoch"] < 0:
                 negative.append({"transactional_id": txid, "log_partition": r["partition"], "offset": r["offset"],
                                  "producer_id": r["producer_id"], "epoch": r["producer_epoch"], "status": r["status"]})
+            if (prev is not None and prev["producer_id"] == r["producer_id"] and prev["status"] == "Ongoing"
+                    and r["status"] in PREPARED and r["producer_epoch"] - prev["producer_epoch"] == 2):
+                bumped_twice.append({"transactional_id": txid, "log_partition": r["partition"], "offset": r["offset"],
+                                     "status": r["status"], "from_epoch": prev["producer_epoch"],
+                                     "to_epoch": r["producer_epoch"]})
             if prev is not None and prev["producer_id"] != r["producer_id"]:
                 changes.append({"transactional_id": txid, "log_partition": r["partition"],
                                 "from_offset": prev["offset"], "from_pid": prev["producer_id"],
@@ -65,13 +73,17 @@ def producer_id_candidates(records: Iterable[dict[str, Any]]) -> tuple[list[dict
                                 "to_status": r["status"], "at_ms": r["last_update_ms"]})
             prev = r
     shared = [{"producer_id": pid, "transactional_ids": sorted(ids)} for pid, ids in holders.items() if len(ids) > 1]
-    return changes, negative, shared, max_epoch
+    return changes, negative, shared, max_epoch, bumped_twice
 
 
 def judge_producer_ids(changes: Iterable[dict[str, Any]], negative: Iterable[dict[str, Any]],
-                       shared: Iterable[dict[str, Any]], max_epoch: int | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                       shared: Iterable[dict[str, Any]], max_epoch: int | None,
+                       bumped_twice: Iterable[dict[str, Any]] = ()) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The invalid-txn-transition cases of producer ids and epochs, and the facts: how many
-    rotations the log shows (``epoch_rollovers``), which ids rotated, the highest epoch seen."""
+    rotations the log shows (``epoch_rollovers``), which ids rotated and when, the highest epoch
+    seen, and the transactions prepared two epochs above their own (``bumped_twice``: an epoch
+    fence and an end bump both applied, KAFKA-19367's mechanism under TV2 before 4.1.0; harmless
+    below 32766, a wrapped epoch at it, which is a negative-epoch case)."""
     cases: list[dict[str, Any]] = []
     rotated: dict[str, int] = defaultdict(int)
     rotations: list[dict[str, Any]] = []
@@ -109,4 +121,8 @@ def judge_producer_ids(changes: Iterable[dict[str, Any]], negative: Iterable[dic
              # when each happened (the coordinator's clock), to set beside the faults active then
              "rotations": rotations[:MAX_LISTED],
              "max_epoch": max_epoch if max_epoch is not None and max_epoch >= 0 else None}
+    twice = sorted(bumped_twice, key=lambda b: (b["transactional_id"], b["log_partition"], b["offset"]))
+    facts["bumped_twice"] = len(twice)
+    if twice:
+        facts["bumped_twice_examples"] = twice[:5]
     return cases, facts

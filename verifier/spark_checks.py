@@ -16,7 +16,7 @@ from kchaos.verifier.engine import Engine
 from kchaos.verifier.late_requests import events_path, late_request_facts, read_message_events
 from kchaos.verifier.model import (MAX_CASES, OPEN_TXN_STATES, TXN_NEXT, commits_by_client_tv, hanging_cases,
                                    pipeline_txids, zombie_successor)
-from kchaos.verifier.producer_ids import judge_producer_ids
+from kchaos.verifier.producer_ids import PREPARED, judge_producer_ids
 from kchaos.verifier.pychecker import RunData
 from kchaos.verifier.results import CheckResult, Results, VALID
 from kchaos.verifier.share_checks import share_checks
@@ -367,8 +367,8 @@ def check_txn_transitions(d: SparkRun) -> CheckResult:
     return result("invalid-txn-transition", cases + pid_cases, total + len(pid_cases))
 
 
-def _producer_id_candidates(d: SparkRun, log: Any,
-                            steps: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], int]:
+def _producer_id_candidates(d: SparkRun, log: Any, steps: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
+                                                                        list[dict[str, Any]], int, list[dict[str, Any]]]:
     """verifier/producer_ids.py's candidates, found with the transition window: producer id
     changes between consecutive records of one id, negative epochs, producer ids of two ids."""
     F = d.F
@@ -385,7 +385,12 @@ def _producer_id_candidates(d: SparkRun, log: Any,
               for r in live.groupBy("producer_id").agg(F.collect_set("transactional_id").alias("ids"))
               .filter(F.size("ids") > 1).collect()]
     max_epoch = live.agg(F.max("producer_epoch").alias("m")).collect()[0]["m"]
-    return changes, negative, shared, -1 if max_epoch is None else max_epoch
+    twice = (steps.filter((F.col("producer_id") == F.col("prev_pid")) & (F.col("prev_status") == "Ongoing")
+                          & F.col("status").isin(*PREPARED) & (F.col("producer_epoch") - F.col("prev_epoch") == 2)))
+    bumped_twice = [{"transactional_id": r["transactional_id"], "log_partition": r["partition"], "offset": r["offset"],
+                     "status": r["status"], "from_epoch": r["prev_epoch"], "to_epoch": r["producer_epoch"]}
+                    for r in twice.collect()]
+    return changes, negative, shared, -1 if max_epoch is None else max_epoch, bumped_twice
 
 
 def _open_transactions(d: SparkRun) -> list[dict[str, Any]]:

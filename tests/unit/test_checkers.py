@@ -461,6 +461,22 @@ def test_a_rotation_at_the_exhausted_epoch_is_legal_and_counted(tmp_path, states
     assert facts["max_epoch"] == max(s[2] for s in states)
 
 
+def test_an_abort_two_epochs_above_its_transaction_is_counted_not_judged(tmp_path):
+    """KAFKA-19367's mechanism below the boundary (4.0.0 under an InitProducerId during a
+    transaction): the fence and the abort both bumped the epoch. Harmless here, so a fact; at
+    32766 it wraps, and the negative epoch is the case."""
+    b = RunBuilder()
+    b.txn_states = [("tx-w9", "Ongoing", 10), ("tx-w9", "PrepareAbort", 12), ("tx-w9", "CompleteAbort", 12),
+                    ("tx-w9", "Ongoing", 12), ("tx-w9", "PrepareAbort", 13), ("tx-w9", "CompleteAbort", 13)]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("valid", []), results["checks"]
+    facts = results["facts"]["producer_ids"]
+    assert facts["bumped_twice"] == 1
+    assert facts["bumped_twice_examples"][0] | {"log_partition": 0} == {
+        "transactional_id": "tx-w9", "log_partition": 0, "offset": facts["bumped_twice_examples"][0]["offset"],
+        "status": "PrepareAbort", "from_epoch": 10, "to_epoch": 12}
+
+
 @pytest.mark.parametrize("states, needle", [
     # a new producer id from an epoch that was not exhausted (KAFKA-18660's shape)
     ([("tx-w9", "Empty", 5), ("tx-w9", "Empty", 0, ROTATED)], "only from an exhausted epoch"),
