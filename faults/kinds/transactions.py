@@ -77,15 +77,23 @@ class EpochJump(Fault):
         wait_ms = int(self.params.then_init_after_ms)
         if wait_ms:
             time.sleep(wait_ms / 1000)  # the worker restarts, initialises and begins a transaction meanwhile
-            error, _, host, port = find_coordinator(*brokers[0], txid)
-            if error != "NONE":
-                detail["then_init"] = {"error": f"FindCoordinator: {error}"}
-            else:
-                with InitProducerIdConnection(host, port) as conn:
-                    error, producer_id, epoch = conn.init(txid, timeout_ms)
-                detail["then_init"] = {"error": error, "producer_id": producer_id, "epoch": epoch}
+            detail["then_init"] = self._init_once(brokers, txid, timeout_ms)
         self.target = {"nodes": [], "role": f"transactional id {txid}", "detail": detail}
         return self.target
+
+    @staticmethod
+    def _init_once(brokers: list[tuple[str, int]], txid: str, timeout_ms: int) -> dict[str, Any]:
+        """One InitProducerId and its answer; a broker that closed the connection (another fault
+        restarting it) is the answer too: the jump itself already happened."""
+        try:
+            error, _, host, port = find_coordinator(*brokers[0], txid)
+            if error != "NONE":
+                return {"error": f"FindCoordinator: {error}"}
+            with InitProducerIdConnection(host, port) as conn:
+                error, producer_id, epoch = conn.init(txid, timeout_ms)
+            return {"error": error, "producer_id": producer_id, "epoch": epoch}
+        except OSError as exc:
+            return {"error": repr(exc)}
 
 
 register(
