@@ -24,6 +24,7 @@ from kchaos.wire import Reader, Writer, read_frame
 
 INIT_PRODUCER_ID_V2 = (API_KEYS["InitProducerId"], 2)
 FIND_COORDINATOR_V3 = (API_KEYS["FindCoordinator"], 3)
+DESCRIBE_TRANSACTIONS_V0 = (API_KEYS["DescribeTransactions"], 0)  # KIP-664
 TRANSACTION_KEY = 1  # FindCoordinator's key type for a transactional id
 
 
@@ -74,8 +75,33 @@ def parse_init_producer_id_response(frame: bytes) -> tuple[int, str, int, int]:
     return correlation_id, ERROR_NAMES.get(error, str(error)), producer_id, epoch
 
 
-class InitProducerIdConnection:
-    """One connection to one broker, InitProducerId after InitProducerId (one in flight)."""
+def describe_transactions_request(correlation_id: int, transactional_id: str,
+                                  client_id: str = "kchaos-epoch-ageing") -> bytes:
+    key, version = DESCRIBE_TRANSACTIONS_V0
+    frame = (Writer().int16(key).int16(version).int32(correlation_id).string(client_id).no_tagged_fields()
+             .uvarint(2).compact_string(transactional_id).no_tagged_fields().bytes())
+    return struct.pack(">i", len(frame)) + frame
+
+
+def parse_describe_transactions_response(frame: bytes) -> tuple[int, str, str, int, int]:
+    """``(correlation_id, error name, state, producer_id, producer_epoch)`` of the first
+    transactional id in a v0 response (DescribeTransactionsResponse.json)."""
+    r = Reader(frame)
+    correlation_id = r.int32()
+    r.tagged_fields()
+    r.int32()  # throttle time
+    if r.uvarint() - 1 < 1:
+        return correlation_id, "no transactional id in the answer", "", -1, -1
+    error = r.int16()
+    r.compact_string()  # transactional id
+    state = r.compact_string() or ""
+    r.int32(), r.int64()  # timeout, start time
+    return correlation_id, ERROR_NAMES.get(error, str(error)), state, r.int64(), r.int16()
+
+
+class CoordinatorConnection:
+    """One connection to a transaction coordinator, one request in flight: InitProducerId after
+    InitProducerId, or DescribeTransactions (what the coordinator holds for an id now)."""
 
     def __init__(self, host: str, port: int, timeout_s: float = 30.0):
         self.sock = socket.create_connection((host, port), timeout=timeout_s)
@@ -90,10 +116,19 @@ class InitProducerIdConnection:
             raise ConnectionError(f"response {correlation_id} to request {self.correlation_id}")
         return error, producer_id, epoch
 
+    def describe(self, transactional_id: str) -> tuple[str, str, int, int]:
+        """``(error name, state, producer_id, producer_epoch)`` the coordinator holds now."""
+        self.correlation_id += 1
+        self.sock.sendall(describe_transactions_request(self.correlation_id, transactional_id))
+        correlation_id, error, state, producer_id, epoch = parse_describe_transactions_response(read_frame(self.sock))
+        if correlation_id != self.correlation_id:
+            raise ConnectionError(f"response {correlation_id} to request {self.correlation_id}")
+        return error, state, producer_id, epoch
+
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> "InitProducerIdConnection":
+    def __enter__(self) -> "CoordinatorConnection":
         return self
 
     def __exit__(self, *exc: object) -> None:

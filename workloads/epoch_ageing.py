@@ -19,7 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kchaos.clusters.raw_init import InitProducerIdConnection, find_coordinator
+from kchaos.clusters.raw_init import CoordinatorConnection, find_coordinator
 from kchaos.errors import ClusterError
 from kchaos.workloads.history import HistoryWriter
 
@@ -58,7 +58,7 @@ def age_one(brokers: list[tuple[str, int]], txid: str, target: int, timeout_ms: 
                 last_error = f"FindCoordinator: {error}"
                 time.sleep(0.2)  # the coordinator is being elected or loaded: nothing to wait on but a new answer
                 continue
-            with InitProducerIdConnection(host, port) as conn:
+            with CoordinatorConnection(host, port) as conn:
                 while time.monotonic() < deadline:
                     error, producer_id, epoch = conn.init(txid, timeout_ms)
                     inits += 1

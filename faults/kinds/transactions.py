@@ -10,9 +10,12 @@ broker's answer either way. It is never healed: what it leaves is the point.
 ``epoch-jump`` brings one worker's transactional id to just before KIP-890's producer-epoch
 boundary *while the worker runs*, with InitProducerId after InitProducerId (as the epoch ageing
 does before a run, workloads/epoch_ageing.py; here the worker is fenced and restarts, as it would
-if another instance of it started), then, after the worker has had time to begin a transaction
-at the boundary, sends one more InitProducerId: an InitProducerId during an ongoing transaction
-at epoch 32766, KAFKA-19367's shape (fenced twice, the epoch went past 32767). After a rotation
+if another instance of it started), then watches the coordinator (DescribeTransactions every
+10 ms) for the transaction the restarted worker begins at the boundary and sends one more
+InitProducerId the moment it is ongoing: an InitProducerId during an ongoing transaction at
+epoch 32766, KAFKA-19367's shape (fenced twice, the epoch went past 32767). The transaction at
+the boundary lasts one transaction (its end rotates the producer id), so a fixed delay misses it
+(measured: 3 s after the jump the restarted Java worker had not begun one). After a rotation
 the id has a fresh producer id, so repeated jumps cross the boundary again and again."""
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from kchaos.clusters.raw_init import InitProducerIdConnection, find_coordinator
+from kchaos.clusters.raw_init import CoordinatorConnection, find_coordinator
 from kchaos.clusters.raw_produce import write_orphan_batch
 from kchaos.errors import ClusterError, ConfigError
 from kchaos.faults.base import Fault, resolve_node_target
@@ -50,14 +53,14 @@ class OrphanTransaction(Fault):
 
 class EpochJumpParams(NoParams):
     epochs_before_rollover: float = Field(1, description="bumps left before the exhausted epoch 32766 (0-32000)")
-    then_init_after_ms: float = Field(
-        3000, description="one more InitProducerId this long after the jump (the worker restarted and began a "
-                          "transaction at the boundary meanwhile); 0: none")
+    catch_within_ms: float = Field(
+        20_000, description="then watch the coordinator this long for the worker's next transaction and send one more "
+                            "InitProducerId the moment it is ongoing; 0: none")
 
-    @field_validator("epochs_before_rollover", "then_init_after_ms")
+    @field_validator("epochs_before_rollover", "catch_within_ms")
     @classmethod
     def _whole(cls, value: float, info: Any) -> float:
-        limit = 32_000 if info.field_name == "epochs_before_rollover" else 60_000
+        limit = 32_000 if info.field_name == "epochs_before_rollover" else 120_000
         if value != int(value) or not 0 <= value <= limit:
             raise ValueError(f"{info.field_name} must be a whole number from 0 to {limit}; got {value!r}")
         return value
@@ -74,31 +77,43 @@ class EpochJump(Fault):
         target = target_epoch(int(self.params.epochs_before_rollover))
         reached = age_one(brokers, txid, target, timeout_ms, time.monotonic() + 120)
         detail: dict[str, Any] = {"transactional_id": txid, **{k: v for k, v in reached.items() if k != "txid"}}
-        wait_ms = int(self.params.then_init_after_ms)
-        if wait_ms:
-            time.sleep(wait_ms / 1000)  # the worker restarts, initialises and begins a transaction meanwhile
-            detail["then_init"] = self._init_once(brokers, txid, timeout_ms)
+        within_ms = int(self.params.catch_within_ms)
+        if within_ms:
+            detail["then_init"] = self._catch_and_init(brokers, txid, timeout_ms, reached["epoch"], within_ms / 1000)
         self.target = {"nodes": [], "role": f"transactional id {txid}", "detail": detail}
         return self.target
 
     @staticmethod
-    def _init_once(brokers: list[tuple[str, int]], txid: str, timeout_ms: int) -> dict[str, Any]:
-        """One InitProducerId and its answer; a broker that closed the connection (another fault
-        restarting it) is the answer too: the jump itself already happened."""
+    def _catch_and_init(brokers: list[tuple[str, int]], txid: str, timeout_ms: int, jumped_to: int,
+                        within_s: float) -> dict[str, Any]:
+        """Watch the coordinator until the id has a transaction ongoing above ``jumped_to`` (the
+        restarted worker's, at the boundary), then InitProducerId once; what it saw and the
+        answer. Without one within ``within_s``, the InitProducerId goes anyway (said so). A
+        broker that closes the connection (another fault restarting it) is the answer too."""
         try:
             error, _, host, port = find_coordinator(*brokers[0], txid)
             if error != "NONE":
                 return {"error": f"FindCoordinator: {error}"}
-            with InitProducerIdConnection(host, port) as conn:
+            with CoordinatorConnection(host, port) as conn:
+                deadline = time.monotonic() + within_s
+                seen: dict[str, Any] = {"state": None}
+                while time.monotonic() < deadline:
+                    d_error, state, producer_id, epoch = conn.describe(txid)
+                    seen = {"state": state, "producer_id": producer_id, "epoch": epoch, "error": d_error}
+                    if d_error == "NONE" and state == "Ongoing" and epoch > jumped_to:
+                        break
+                    time.sleep(0.01)  # a transaction lasts 100 ms or more: polling is the only way to see one begin
+                else:
+                    seen["caught"] = False
                 error, producer_id, epoch = conn.init(txid, timeout_ms)
-            return {"error": error, "producer_id": producer_id, "epoch": epoch}
+            return {"during": seen, "error": error, "producer_id": producer_id, "epoch": epoch}
         except OSError as exc:
             return {"error": repr(exc)}
 
 
 register(
     FaultKind("epoch-jump", "InitProducerId a worker's transactional id to just before the producer-epoch boundary "
-              "while it runs, then once more during its next transaction (KAFKA-19367's shape)", None,
+              "while it runs, then once more the moment its next transaction is ongoing (KAFKA-19367's shape)", None,
               ("random-worker",), EpochJump, EpochJumpParams),
     FaultKind("orphan-transaction", "write a transactional batch no coordinator knows to a partition leader "
               "(a hanging transaction unless partition verification refuses it)", None,

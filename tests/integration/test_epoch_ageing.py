@@ -10,7 +10,7 @@ import uuid
 import pyarrow.parquet as pq
 import pytest
 
-from kchaos.clusters.raw_init import InitProducerIdConnection, find_coordinator
+from kchaos.clusters.raw_init import CoordinatorConnection, find_coordinator
 from kchaos.verifier.coordinator_log import coordinator_records
 from kchaos.verifier.decoders import decode_transaction_record
 from kchaos.verifier.producer_ids import judge_producer_ids, producer_id_candidates
@@ -28,7 +28,7 @@ def _init_once(cluster, txid: str) -> tuple[str, int, int]:
     host, port = _brokers(cluster)[0]
     error, _, host, port = find_coordinator(host, port, txid)
     assert error == "NONE"
-    with InitProducerIdConnection(host, port) as conn:
+    with CoordinatorConnection(host, port) as conn:
         return conn.init(txid, 6000)
 
 
@@ -76,10 +76,13 @@ def test_an_id_aged_to_the_boundary_rotates_and_the_verifier_counts_one_rotation
         cluster.stop()
 
 
-def test_an_epoch_jump_fences_the_running_producer_and_initialises_once_more(cluster3):
-    """The epoch-jump fault (faults/kinds/transactions.py) on a producer with a transaction open:
-    its first InitProducerId meets the ongoing transaction (the coordinator fences and aborts it),
-    the jump goes on to its target, then one more InitProducerId; the producer cannot commit."""
+def test_an_epoch_jump_catches_the_next_transaction_and_initialises_during_it(cluster3):
+    """The epoch-jump fault (faults/kinds/transactions.py) on a real broker: its first
+    InitProducerId meets an open transaction (the coordinator fences and aborts it) and the jump
+    goes on to its target; then a new instance of the producer begins a transaction, and the
+    fault, watching the coordinator, sends one more InitProducerId while it is ongoing: that
+    transaction cannot commit."""
+    import threading
     from types import SimpleNamespace
 
     from confluent_kafka import KafkaException, Producer
@@ -88,23 +91,43 @@ def test_an_epoch_jump_fences_the_running_producer_and_initialises_once_more(clu
     from kchaos.faults.base import FaultContext
     from kchaos.faults.kinds import make_fault
     from kchaos.faults.schedule import ScheduledFault
+    from kchaos.waiting import wait_until
     from kchaos.workloads.spec import WorkloadSpec
 
     prefix = f"jump-{uuid.uuid4().hex[:6]}"
-    topic = f"{prefix}-out"
+    topic, txid = f"{prefix}-out", f"{prefix}-w0"
     cluster3.admin().create_topics([NewTopic(topic, 1, 3)])[topic].result()
-    producer = Producer({"bootstrap.servers": cluster3.bootstrap_servers, "transactional.id": f"{prefix}-w0",
-                         "log_level": 0})
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    producer.produce(topic, b"open while the epoch jumps")
-    producer.flush(10)
+
+    def producer() -> Producer:
+        p = Producer({"bootstrap.servers": cluster3.bootstrap_servers, "transactional.id": txid, "log_level": 0})
+        p.init_transactions(30)
+        return p
+
+    first = producer()
+    first.begin_transaction()
+    first.produce(topic, b"open while the epoch jumps")
+    first.flush(10)
     workload = SimpleNamespace(spec=WorkloadSpec(workers=1, transaction_timeout_ms=20_000), txid_prefix=prefix)
     fault = make_fault(ScheduledFault(0, 0.0, "epoch-jump", "random-worker", 5.0, 1,
-                                      {"epochs_before_rollover": 32_000.0, "then_init_after_ms": 500.0}),
+                                      {"epochs_before_rollover": 32_000.0, "catch_within_ms": 30_000.0}),
                        FaultContext(cluster3, workload))
-    detail = fault.invoke()["detail"]
-    assert detail["transactional_id"] == f"{prefix}-w0" and detail["epoch"] == 766
-    assert detail["then_init"] == {"error": "NONE", "producer_id": detail["producer_id"], "epoch": 767}
+    resolved: dict = {}
+    jumper = threading.Thread(target=lambda: resolved.update(fault.invoke()))
+    jumper.start()
+    host, port = _brokers(cluster3)[0]
+    _, _, host, port = find_coordinator(host, port, txid)
+    with CoordinatorConnection(host, port) as conn:  # the jump done: the id idle at epoch 766
+        wait_until(lambda: conn.describe(txid)[1:4:2] == ("Empty", 766), 30, 0.05, "the jump to epoch 766")
+    second = producer()  # a new instance: epoch 767
+    second.begin_transaction()
+    second.produce(topic, b"begun at the new epoch")
+    second.flush(10)
+    jumper.join(40)
+    detail = resolved["detail"]
+    assert detail["transactional_id"] == txid and detail["epoch"] == 766
+    assert detail["then_init"]["during"]["state"] == "Ongoing" and detail["then_init"]["during"]["epoch"] == 767
+    assert detail["then_init"]["error"] in ("NONE", "CONCURRENT_TRANSACTIONS"), detail
     with pytest.raises(KafkaException):
-        producer.commit_transaction(10)  # fenced by the jump
+        second.commit_transaction(10)  # its transaction was fenced under it
+    with pytest.raises(KafkaException):
+        first.commit_transaction(10)  # fenced by the jump

@@ -81,9 +81,22 @@ def test_an_epoch_jump_takes_whole_numbers_in_range():
     from kchaos.faults.kinds import KINDS
 
     kind = KINDS["epoch-jump"]
-    assert kind.check_params({}).epochs_before_rollover == 1 and kind.check_params({}).then_init_after_ms == 3000
-    for bad in ({"epochs_before_rollover": 1.5}, {"epochs_before_rollover": 40_000.0}, {"then_init_after_ms": -1.0}):
+    assert kind.check_params({}).epochs_before_rollover == 1 and kind.check_params({}).catch_within_ms == 20_000
+    for bad in ({"epochs_before_rollover": 1.5}, {"epochs_before_rollover": 40_000.0}, {"catch_within_ms": -1.0}):
         with pytest.raises(ValueError, match="must be a whole number"):
             kind.check_params(bad)
     with pytest.raises(ValueError, match="has no parameter"):
         kind.check_params({"epoch": 3.0})
+
+
+def test_describe_transactions_asks_for_one_id_and_reads_its_state():
+    from kchaos.clusters.raw_init import describe_transactions_request, parse_describe_transactions_response
+
+    body = _body(describe_transactions_request(4, "kchaos-ab-w0"))
+    header = parse_request_header(body)
+    assert (header.api_key, header.api_version, header.correlation_id) == (65, 0, 4)
+    assert body[header.body_at:] == Writer().uvarint(2).compact_string("kchaos-ab-w0").no_tagged_fields().bytes()
+    answer = (Writer().int32(4).no_tagged_fields().int32(0).uvarint(2).int16(0).compact_string("kchaos-ab-w0")
+              .compact_string("Ongoing").int32(6000).int64(1795640000000).int64(2000).int16(32766)
+              .uvarint(1).no_tagged_fields().no_tagged_fields().bytes())
+    assert parse_describe_transactions_response(answer) == (4, "NONE", "Ongoing", 2000, 32766)
