@@ -30,7 +30,7 @@ from kchaos.clusters.raw_produce import write_orphan_batch
 from kchaos.errors import ClusterError, ConfigError
 from kchaos.faults.base import Fault, resolve_node_target
 from kchaos.faults.kinds import FaultKind, NoParams, register
-from kchaos.workloads.epoch_ageing import age_one, target_epoch
+from kchaos.workloads.epoch_ageing import RETRIABLE, age_one, target_epoch
 
 #: producer ids the orphans use: far above the blocks Kafka's controller hands out to coordinators
 ORPHAN_PRODUCER_IDS = 1 << 48
@@ -89,13 +89,30 @@ class EpochJump(Fault):
         """Watch the coordinator until the id has a transaction ongoing above ``jumped_to`` (the
         restarted worker's, at the boundary), then InitProducerId once; what it saw and the
         answer. Without one within ``within_s``, the InitProducerId goes anyway (said so). A
-        broker that closes the connection (another fault restarting it) is the answer too."""
+        coordinator that is moving (``COORDINATOR_LOAD_IN_PROGRESS``, ``NOT_COORDINATOR``, a closed
+        connection: another fault) did not judge the request: the fault catches the next
+        transaction instead, within the same ``within_s``, and records what it retried after."""
+        deadline = time.monotonic() + within_s
+        answer: dict[str, Any] = {"error": "no coordinator answered"}
+        retried: list[str] = []
+        while time.monotonic() < deadline:
+            answer = EpochJump._watch_and_init(brokers, txid, timeout_ms, jumped_to, deadline)
+            moving = (answer["error"] in RETRIABLE - {"CONCURRENT_TRANSACTIONS"}
+                      or answer["error"].startswith("FindCoordinator") or "Error(" in answer["error"])
+            if not moving:
+                break
+            retried.append(answer["error"])
+            time.sleep(0.1)  # the coordinator is moving: nothing to wait on but a new answer
+        return {**answer, "retried_after": retried} if retried else answer
+
+    @staticmethod
+    def _watch_and_init(brokers: list[tuple[str, int]], txid: str, timeout_ms: int, jumped_to: int,
+                        deadline: float) -> dict[str, Any]:
         try:
             error, _, host, port = find_coordinator(*brokers[0], txid)
             if error != "NONE":
                 return {"error": f"FindCoordinator: {error}"}
             with CoordinatorConnection(host, port) as conn:
-                deadline = time.monotonic() + within_s
                 seen: dict[str, Any] = {"state": None}
                 while time.monotonic() < deadline:
                     d_error, state, producer_id, epoch = conn.describe(txid)
