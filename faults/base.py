@@ -56,9 +56,7 @@ class FaultContext:
         w = self.workload
         if w is None or not w.spec.transactional:
             return []
-        if w.spec.transactional_id_strategy == "per-worker":
-            return [f"{w.txid_prefix}-w{i}" for i in range(w.spec.workers)]
-        return [f"{w.txid_prefix}-{w.spec.input_topic}-{p}" for p in range(w.spec.input_partitions)]
+        return w.spec.transactional_ids(w.txid_prefix)
 
 
 def resolve_node_target(ctx: FaultContext, target: str, rng: random.Random) -> dict[str, Any]:
