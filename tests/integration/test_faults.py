@@ -15,6 +15,7 @@ from kchaos.faults.kinds import make_fault
 from kchaos.faults.schedule import ScheduledFault
 from kchaos.clusters.clients import create_topic, quiet
 from kchaos.waiting import wait_until
+from kchaos.workloads.spec import WorkloadSpec
 
 
 
@@ -24,8 +25,8 @@ def _fault(kind, target, ctx, seed=1, params=None, hold=3.0):
 
 def _fake_workload(cluster, tag):
     """What role targets need from a workload: topics, group and transactional ids (no processes)."""
-    spec = SimpleNamespace(input_topic=f"in-{tag}", output_topics=(f"out-{tag}",), group_id=f"g-{tag}",
-                           transactional=True, transactional_id_strategy="per-worker", workers=2, input_partitions=3)
+    spec = WorkloadSpec(input_topic=f"in-{tag}", output_topics=(f"out-{tag}",), group_id=f"g-{tag}", workers=2,
+                        input_partitions=3)
     create_topic(cluster, spec.input_topic, 3, 3)
     create_topic(cluster, spec.output_topics[0], 3, 3)
     return SimpleNamespace(spec=spec, txid_prefix=f"tx-{tag}", pool=None)
