@@ -511,8 +511,7 @@ def test_hanging_transaction_when_the_lso_stays_pinned(tmp_path):
     assert case["lso"] == 3 and case["open_transactions"][0]["transactional_id"] == "tx-w0"
 
 
-@pytest.mark.parametrize("state, hangs", [("PrepareCommit", True), ("PrepareEpochFence", True),
-                                          ("CompleteCommit", False), ("Empty", False)])
+@pytest.mark.parametrize("state, hangs", [("PrepareCommit", True), ("CompleteCommit", False)])
 def test_a_transaction_its_coordinator_still_holds_prepared_after_the_run_is_hanging(tmp_path, state, hangs):
     """KAFKA-19999's shape: every marker written (no partition pinned), but the coordinator never
     completed the transaction, so its id can begin nothing more."""
