@@ -116,6 +116,18 @@ def _batch_producer(records: bytes) -> dict[str, Any]:
             "transactional": bool(attributes & 0x10)}
 
 
+def _topic_partitions(r: Reader, flexible: bool) -> list[str]:
+    """A ``[]{topic, []int32 partitions}`` array (AddPartitionsToTxn v0-3, WriteTxnMarkers) as
+    ``topic-partition`` names."""
+    partitions: list[str] = []
+    for _ in range(_array_len(r, flexible)):
+        topic = _string(r, flexible)
+        partitions += [f"{topic}-{r.int32()}" for _ in range(_array_len(r, flexible))]
+        if flexible:
+            r.tagged_fields()
+    return partitions
+
+
 def describe_request(frame: bytes, header: RequestHeader) -> dict[str, Any]:
     """What a transactional request says about its producer: transactional id, producer id and
     epoch, and what it does (commit or abort, group, partitions). Empty for other APIs; a body
@@ -164,13 +176,7 @@ def describe_request(frame: bytes, header: RequestHeader) -> dict[str, Any]:
             for _ in range(_array_len(r, flexible)):
                 marker: dict[str, Any] = {"producer_id": r.int64(), "producer_epoch": r.int16(),
                                           "committed": bool(r.int8())}
-                partitions = []
-                for _ in range(_array_len(r, flexible)):
-                    topic = _string(r, flexible)
-                    partitions += [f"{topic}-{r.int32()}" for _ in range(_array_len(r, flexible))]
-                    if flexible:
-                        r.tagged_fields()
-                marker["partitions"] = partitions
+                marker["partitions"] = _topic_partitions(r, flexible)
                 marker["coordinator_epoch"] = r.int32()
                 if v >= 2:
                     marker["transaction_version"] = r.int8()
@@ -182,13 +188,7 @@ def describe_request(frame: bytes, header: RequestHeader) -> dict[str, Any]:
                     "committed": first.get("committed"), "markers": markers}
         if header.api_key == API_KEYS["AddPartitionsToTxn"] and v <= 3:
             out = {"transactional_id": _string(r, flexible), "producer_id": r.int64(), "producer_epoch": r.int16()}
-            partitions = []
-            for _ in range(_array_len(r, flexible)):
-                topic = _string(r, flexible)
-                partitions += [f"{topic}-{r.int32()}" for _ in range(_array_len(r, flexible))]
-                if flexible:
-                    r.tagged_fields()
-            out["partitions"] = partitions
+            out["partitions"] = _topic_partitions(r, flexible)
             return out
         if header.api_key == API_KEYS["Produce"]:
             out = {"transactional_id": _string(r, flexible) if v >= 3 else None}
