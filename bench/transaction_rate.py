@@ -25,12 +25,15 @@ much of the cluster's transaction capacity the harness itself leaves unused.
 With ``--message-proxy`` the cluster has the message proxy on its client path
 (clusters/message_proxy.py) and each pipeline measurement is made twice on it, with no fault
 active: through the message proxy, then with the Toxiproxy client proxies pointed straight at
-the brokers (the message proxy bypassed). The ratio is the proxy's cost.
+the brokers (the message proxy bypassed). The ratio is the proxy's cost. With
+``--message-proxy-between-brokers`` the same is done on the links between brokers (replication
+and transaction markers: the ``repl-n<i>-to-n<k>`` link proxies pointed at the message proxy, then
+straight at the brokers' replication listeners); the client path keeps the message proxy in both.
 
     .venv/bin/python bench/transaction_rate.py [--workers 2 --workers 4 --workers 8]
         [--client confluent|java|mixed] [--records 3000] [--batch 1] [--nodes 3]
         [--transaction-version 2] [--perf-records 20000] [--no-reference] [--copier] [--message-proxy]
-        [--observers 1]
+        [--message-proxy-between-brokers] [--observers 1]
 
 With ``--observers N`` each pipeline measurement is made again with N observers reading every
 user topic from the start (a run's ``[observers]``): the ratio is what they cost.
@@ -217,6 +220,17 @@ def bypass_message_proxy(cluster, bypass: bool) -> None:
         cluster.toxiproxy.set_upstream(proxy_name_client(broker), f"{HOST}:{port}")
 
 
+def bypass_message_proxy_between_brokers(cluster, bypass: bool) -> None:
+    """Point every replication link proxy straight at its broker (or back at the message proxy)."""
+    from kchaos.clusters.local import HOST, proxy_name_repl
+
+    ports = cluster.ports
+    for pair in ports.proxy_repl:
+        src, dst = (int(x) for x in pair.split(">"))
+        port = ports.repl[pair] if bypass else ports.repl_upstream(pair)
+        cluster.toxiproxy.set_upstream(proxy_name_repl(src, dst), f"{HOST}:{port}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, action="append")
@@ -231,12 +245,16 @@ def main() -> None:
                         help="also run Kafka's TransactionalMessageCopier (consume-transform-produce) as a reference")
     parser.add_argument("--message-proxy", action="store_true",
                         help="measure the pipeline through the message proxy and with it bypassed")
+    parser.add_argument("--message-proxy-between-brokers", action="store_true",
+                        help="measure the pipeline with the message proxy on the links between brokers and bypassed there")
     parser.add_argument("--observers", type=int, default=0,
                         help="measure the pipeline without and with this many observers (workloads/observer.py)")
     parser.add_argument("--producer", action="append", default=[], metavar="NAME=VALUE",
                         help="a worker producer property, as [workload.producer] (e.g. retry.backoff.ms=2)")
     args = parser.parse_args()
-    spec: dict = {"nodes": args.nodes, "proxy_messages": args.message_proxy}
+    between = args.message_proxy_between_brokers
+    spec: dict = {"nodes": args.nodes, "proxy_messages": args.message_proxy or between,
+                  "proxy_messages_between_brokers": between}
     if args.transaction_version is not None:
         spec["transaction_version"] = args.transaction_version
     rows = []
@@ -251,6 +269,12 @@ def main() -> None:
                     watched = measure(cluster, Path(tmp), args.client, workers, args.records, args.batch, producer,
                                       observers=args.observers)
                     rows.append((workers, pipeline, {**watched, "what": f"{args.observers} observers"}))
+                    continue
+                if between:
+                    bypass_message_proxy_between_brokers(cluster, True)
+                    direct = measure(cluster, Path(tmp), args.client, workers, args.records, args.batch, producer)
+                    bypass_message_proxy_between_brokers(cluster, False)
+                    rows.append((workers, pipeline, {**direct, "what": "bypassed"}))
                     continue
                 if args.message_proxy:
                     bypass_message_proxy(cluster, True)
@@ -273,7 +297,7 @@ def main() -> None:
     for workers, m, ref in rows:
         if id(m) not in shown:  # a pipeline measurement may have two references (--copier)
             shown.add(id(m))
-            what = "via proxy" if args.message_proxy else "pipeline"
+            what = "via proxy" if args.message_proxy or between else "pipeline"
             print(f"{workers:>7} {what:>10} {m['commits']:>8} {m['elapsed_s']:>8.1f} {m['txn_per_s']:>7.1f} "
                   f"{m['load']:>5.1f}")
         if ref:

@@ -12,6 +12,7 @@ import json
 import random
 import shutil
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 from typing import Any, NoReturn
@@ -22,6 +23,8 @@ from kchaos.signals import GRACE_S, time_limit
 from kchaos.ci.junit import write_junit
 from kchaos.ci.nightly import DEFAULT_MATRIX, exit_code, run_and_judge, run_nightly
 from kchaos.clusters.artifacts import require_java, resolve_kafka
+from kchaos.clusters.docker_engine import PrivateDockerEngine, install_engine
+from kchaos.clusters.docker_image import ensure_kafka_image
 from kchaos.clusters.local import LocalJvmCluster
 from kchaos.clusters.processes import live_processes, reap
 from kchaos.clusters.spec import ClusterSpec, apply_overrides
@@ -73,7 +76,24 @@ def cmd_setup(args: argparse.Namespace) -> int:
         print(f"spark {SPARK_VERSION} kafka source: {len(kafka_source_jars())} jars")
     if args.browser:
         print("browser: {} (driver {})".format(*ensure_browser()))
+    if args.docker:
+        setup_docker(args.kafka_version or ["4.2.1"])
     return 0
+
+
+def setup_docker(versions: list[str]) -> None:
+    """The Docker backend on this machine: the engine's packages, then kchaos' Kafka images built in
+    a private engine (started and stopped here), so a first docker run does not wait for them."""
+    installed = install_engine()
+    print(f"docker engine: {'installed ' + ', '.join(installed) if installed else 'present'}")
+    with tempfile.TemporaryDirectory(prefix="kchaos-setup-docker-") as tmp:
+        engine = PrivateDockerEngine(Path(tmp), Path(tmp) / "pids")
+        client = engine.start()
+        try:
+            for version in versions:
+                print(f"docker image: {ensure_kafka_image(client, version, say=print)}")
+        finally:
+            engine.stop(client)
 
 
 def cmd_cluster_up(args: argparse.Namespace) -> int:
@@ -287,6 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kafka-version", action="append", help="a release to resolve (repeatable; default 4.2.1)")
     p.add_argument("--browser", action="store_true", help="also install Chromium + ChromeDriver (report tests)")
     p.add_argument("--no-spark", action="store_true", help="skip resolving the Spark Kafka source jars")
+    p.add_argument("--docker", action="store_true",
+                   help="also install the Docker engine (Debian's docker.io, as root) and build kchaos' Kafka image")
     p.set_defaults(func=cmd_setup)
 
     p = sub.add_parser("run", help="run a campaign (default: campaigns/default.toml)")

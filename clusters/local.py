@@ -128,9 +128,15 @@ def cleaned_offsets(work_dir: Path) -> dict[str, Any] | None:
     checkpoints = sorted(Path(work_dir).glob("node-*/data/cleaner-offset-checkpoint"))
     if not any(Path(work_dir).glob("node-*/data")):
         return None
+    return merge_cleaner_checkpoints([path.read_text() for path in checkpoints])
+
+
+def merge_cleaner_checkpoints(texts: list[str]) -> dict[str, Any]:
+    """Per internal topic and partition, the highest offset any replica's
+    ``cleaner-offset-checkpoint`` (version, count, then ``topic partition offset`` lines) names."""
     out: dict[str, Any] = {topic: {} for topic in COMPACTED_EVIDENCE}
-    for path in checkpoints:
-        for line in path.read_text().splitlines()[2:]:
+    for text in texts:
+        for line in text.splitlines()[2:]:
             parts = line.split()
             if len(parts) == 3 and parts[0] in out and parts[2].lstrip("-").isdigit():
                 partition, offset = int(parts[1]), int(parts[2])
@@ -859,12 +865,15 @@ class ProxyNetwork:
                             out.append(name)
         return sorted(set(out))
 
+    def cut(self, names: list[str]) -> list[str]:
+        """Disable the named link proxies; returns them."""
+        for name in names:
+            self.client.set_enabled(name, False)
+        return names
+
     def partition(self, side_a: list[int], side_b: list[int]) -> list[str]:
         """Cut every inter-node link between the two sides; returns the proxies disabled."""
-        cut = self.links_between(side_a, side_b)
-        for name in cut:
-            self.client.set_enabled(name, False)
-        return cut
+        return self.cut(self.links_between(side_a, side_b))
 
     def isolate(self, node_id: int, include_clients: bool = False) -> list[str]:
         others = [n.node_id for n in self.cluster.nodes if n.node_id != node_id]

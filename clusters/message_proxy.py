@@ -25,7 +25,7 @@ still delivered, in order, and the broker's answers are read and recorded before
 closes. That is the "client gave up, the message still arrives" of a real network.
 
 Rule kinds (``POST /rules``), each aimed at API keys, broker ids and a client-id prefix, and
-affecting at most ``count`` requests per client id (0: every match):
+affecting at most ``count`` requests per client id (0: every match) and ``total`` in all (0: no bound):
 
 * ``delay``: the request waits ``delay_ms`` before it goes on; later requests on the same
   connection wait behind it (TCP's order is kept, as Kafka requires).
@@ -39,7 +39,7 @@ affecting at most ``count`` requests per client id (0: every match):
 * ``error``: the request never reaches the broker; the client gets ``error`` in a response
   forged for its API version (kafka_protocol.FORGEABLE_APIS), in order after earlier answers.
 
-Every affected request is an event (``GET /events``, and a line of ``events.jsonl``): rule,
+Every affected request is an event (``GET /rules/<id>/events``, and a line of ``events.jsonl``): rule,
 action, broker, client id, API, version, correlation id, and what the body says (transactional
 id, producer id and epoch, commit or abort, partitions and sequence numbers), then the broker's
 answer when one was read.
@@ -125,6 +125,9 @@ class Rule:
             return False
         limit = self.spec["count"]
         if limit and self.hits.get(client, 0) >= limit:
+            return False
+        total = self.spec.get("total", 0)  # over every client id (0: no bound)
+        if total and sum(self.hits.values()) >= total:
             return False
         self.hits[client] = self.hits.get(client, 0) + 1
         return True
@@ -360,6 +363,9 @@ class MessageProxy:
             return 200, {"version": 1, "pid": os.getpid()}
         if method == "GET" and path == "/rules":
             return 200, [r.spec for r in self.rules.values()]
+        if method == "GET" and path.startswith("/rules/") and path.endswith("/events"):
+            rule = self.rules.get(path[len("/rules/"):-len("/events")])
+            return (200, list(rule.events)) if rule is not None else (404, {"error": "no such rule"})
         if method == "GET" and path == "/stats":
             return 200, {"connections": len(self.connections), "requests": self.forwarded,
                          "held": sum(1 for r in self.rules.values() for e in r.events if e["action"] == "held")}
@@ -445,6 +451,10 @@ class MessageProxyClient:
 
     def rules(self) -> list[dict[str, Any]]:
         return self._call("GET", "/rules")
+
+    def rule_events(self, rule_id: str) -> list[dict[str, Any]]:
+        """What a rule has affected so far (it stays in place)."""
+        return self._call("GET", f"/rules/{rule_id}/events")
 
     def stats(self) -> dict[str, Any]:
         return self._call("GET", "/stats")

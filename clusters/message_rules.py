@@ -15,7 +15,7 @@ RULE_KINDS = ("delay", "hold", "drop-response", "duplicate", "error")
 #: transaction markers, partition verification: the local backend's ``proxy_messages_between_brokers``)
 LINKS = ("client", "inter-broker")
 #: the numeric fields of a rule: each a count or milliseconds, 0 or more
-NUMBERS = ("count", "delay_ms", "release_after_ms", "duplicate_after_ms")
+NUMBERS = ("count", "total", "delay_ms", "release_after_ms", "duplicate_after_ms")
 
 
 def check_apis(apis: Any) -> list[str]:
@@ -55,7 +55,8 @@ def validate_rule(body: dict[str, Any]) -> dict[str, Any]:
     sources = body.get("sources") or []
     if sources and link != "inter-broker":
         raise ValueError("sources (the brokers sending the request) are for link = 'inter-broker'")
-    rule = {"link": link, "sources": [int(n) for n in sources],"id": str(body.get("id") or f"rule-{time.monotonic_ns()}"), "kind": kind, "apis": apis,
+    rule = {"link": link, "sources": [int(n) for n in sources], "id": str(body.get("id") or f"rule-{time.monotonic_ns()}"),
+            "kind": kind, "apis": apis,
             "nodes": [int(n) for n in body.get("nodes") or []], "client_prefix": str(body.get("client_prefix") or ""),
             "error": check_error(body.get("error"), apis) if kind == "error" else body.get("error"),
             **{name: check_number(name, body.get(name, 1 if name == "count" else 0)) for name in NUMBERS}}

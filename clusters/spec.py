@@ -59,9 +59,13 @@ class ExternalSpec(BaseModel):
 
 class DockerSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    image: str | None = None  # default: apache/kafka:<kafka_version>
+    image: str | None = Field(None, description="default: apache/kafka:<kafka_version> where the engine has it, "
+                              "else kchaos/kafka:<kafka_version> built here from the cached jars (clusters/docker_image.py)")
     network: str = "kchaos"
-    docker_host: str | None = None  # default: the docker SDK's environment
+    docker_host: str | None = None  # default: DOCKER_HOST, then the default socket
+    engine: Literal["auto", "private", "external"] = Field(
+        "auto", description="auto: an engine that is there (docker_host, DOCKER_HOST, /var/run/docker.sock), else "
+                            "kchaos' own dockerd; private: always kchaos' own; external: never")
 
 
 class ClusterSpec(BaseModel):
@@ -131,6 +135,9 @@ class ClusterSpec(BaseModel):
             raise ValueError("transaction.version=2 needs Kafka 4.0 or later")
         if self.share_version and tuple(map(int, self.kafka_version.split(".")[:2])) < (4, 1):
             raise ValueError("share.version needs Kafka 4.1 or later")
+        if self.backend == "docker" and self.proxy_messages:
+            raise ValueError("the docker backend has no message proxy (Kafka-protocol message faults need the "
+                             "local backend): drop proxy_messages or use backend = 'local'")
         if self.proxy_messages_between_brokers and not (self.proxy_messages and self.proxy_internal):
             raise ValueError("proxy_messages_between_brokers puts the message proxy behind the links' proxies: it needs "
                              "proxy_messages and proxy_internal")

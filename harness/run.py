@@ -21,6 +21,7 @@ import confluent_kafka
 
 from kchaos.clusters import create_cluster
 from kchaos.clusters.artifacts import resolve_kafka
+from kchaos.clusters.docker import DockerCluster
 from kchaos.clusters.reaper import start_reaper
 from kchaos.faults.base import FaultContext
 from kchaos.faults.nemesis import Nemesis
@@ -185,6 +186,9 @@ def prepare_artifacts(campaign: Campaign) -> None:
     before any cluster starts, so that a missing artefact is an error that starts nothing."""
     if campaign.cluster.backend == "local":
         resolve_kafka(campaign.cluster.kafka_version)
+    if campaign.cluster.backend == "docker":
+        DockerCluster.preflight(campaign.cluster)
+        resolve_kafka(campaign.cluster.kafka_version)  # kchaos' image is built from these jars
     if campaign.workload.client != "confluent":
         client_classpath(campaign.workload.java_client_version, CTP_WORKER)  # --check-config runs on it
         if campaign.workload.client == "streams":

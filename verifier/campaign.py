@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from kchaos.clusters.spec import ClusterSpec, describe_validation_error
 from kchaos.errors import ConfigError
-from kchaos.faults.kinds import message_rules
+from kchaos.faults.kinds import KINDS, message_rules
 from kchaos.faults.spec import PACKAGES, FaultsSpec
 from kchaos.faults.steps import StepSpec, check_steps
 from kchaos.rundir import RunDir
@@ -33,6 +33,13 @@ class RunSettings(BaseModel):
     seed: int | None = Field(None, ge=0, description="None: a fresh seed, recorded in the run directory")
     duration_s: float = Field(60.0, gt=0, le=86400, description="steady + fault phase; seeding may go on into the drain")
     progress_interval_s: float = Field(5.0, gt=0)
+
+
+def _between_brokers(entry: dict[str, Any]) -> bool:
+    """A message fault entry aimed at the links between brokers (its own link, or its kind's default)."""
+    params = entry.get("params") if isinstance(entry.get("params"), dict) else {}
+    field = KINDS[entry["kind"]].params.model_fields.get("link")
+    return params.get("link", field.default if field is not None else None) == "inter-broker"
 
 
 class Campaign(BaseModel):
@@ -62,7 +69,7 @@ class Campaign(BaseModel):
         if messages:
             cluster = dict(data.get("cluster") or {})
             cluster.setdefault("proxy_messages", True)
-            if any(isinstance(e.get("params"), dict) and e["params"].get("link") == "inter-broker" for e in messages):
+            if any(_between_brokers(e) for e in messages):
                 cluster.setdefault("proxy_messages_between_brokers", True)
             data = {**data, "cluster": cluster}
         return data

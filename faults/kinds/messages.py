@@ -16,6 +16,7 @@ from kchaos.clusters.message_rules import check_apis, check_error, check_number
 from kchaos.errors import ConfigError
 from kchaos.faults.base import Fault, resolve_node_target
 from kchaos.faults.kinds import FaultKind, NoParams, message_rules, register
+from kchaos.waiting import WaitTimeout, wait_until
 from kchaos.workloads.client_settings import WORKER_CLIENT_PREFIX
 
 #: brokers a message fault's requests go to, resolved when it is invoked
@@ -23,7 +24,7 @@ MESSAGE_TARGETS = ("txn-coordinator", "group-coordinator", "leader-output", "lea
 
 
 #: the fields of a proxy rule a kind does not take (each kind's own class sets its own default)
-RULE_FIELDS: dict[str, Any] = {"delay_ms": 0, "release_after_ms": 0, "duplicate_after_ms": 0, "error": None}
+RULE_FIELDS: dict[str, Any] = {"delay_ms": 0, "release_after_ms": 0, "duplicate_after_ms": 0, "error": None, "total": 0}
 
 
 class MessageParams(NoParams):
@@ -120,7 +121,8 @@ class MessageFault(Fault):
                 "apis": list(params["apis"]), "nodes": resolved["nodes"], "client_prefix": prefix,
                 "count": int(params["count"]), "delay_ms": int(params["delay_ms"]),
                 "release_after_ms": int(params["release_after_ms"]),
-                "duplicate_after_ms": int(params["duplicate_after_ms"]), "error": params["error"]}
+                "duplicate_after_ms": int(params["duplicate_after_ms"]), "error": params["error"],
+                "total": int(params["total"])}
         cluster.messages.add_rule(rule)  # type: ignore[attr-defined]
         to = "every broker" if self.scheduled.target == "all" else f"the {resolved['role']}"
         sender = "every broker" if between_brokers else "every worker" if worker == "all" else worker
@@ -137,7 +139,71 @@ class MessageFault(Fault):
         return {"messages": events}
 
 
+class HeldMarkerFailoverParams(Hold):
+    """A marker held between brokers, then its sender killed."""
+
+    apis: list[str] = Field(default_factory=lambda: ["WriteTxnMarkers"])
+    link: Literal["client", "inter-broker"] = "inter-broker"
+    #: one marker in all: the successor coordinator's (another broker's client id) must pass
+    total: float = Field(1, ge=1, le=1)
+    wait_s: float = Field(6.0, gt=0, le=120, description="how long to wait for a marker to hold before giving up "
+                                                         "(then nothing is killed)")
+
+    @classmethod
+    def extra_capabilities(cls, params: dict[str, Any]) -> tuple[Capability, ...]:
+        return (Capability.MESSAGES_BETWEEN_BROKERS, Capability.KILL)
+
+    @model_validator(mode="after")
+    def _markers(self) -> "HeldMarkerFailoverParams":
+        if self.link != "inter-broker" or self.apis != ["WriteTxnMarkers"]:
+            raise ValueError("marker-hold-failover holds WriteTxnMarkers between brokers (apis and link are fixed)")
+        return self
+
+
+class HeldMarkerFailover(MessageFault):
+    """A transaction marker held on its way to a partition leader, then the broker that sent it
+    (the transaction's coordinator, its transaction prepared) killed: the coordinator's successor
+    reloads the prepared transaction and sends the markers again; the held one reaches the
+    leader at the heal, after them, from a coordinator that is gone (KAFKA-19999's reload path,
+    and a stale marker on top). The killed node starts again at the heal."""
+
+    killed: int | None = None
+
+    def invoke(self) -> dict[str, Any]:
+        target = super().invoke()
+        cluster = self.ctx.cluster
+        rule_id = target["detail"]["rule"]["id"]
+        try:
+            held = wait_until(lambda: [e for e in cluster.messages.rule_events(rule_id)  # type: ignore[attr-defined]
+                                       if e["action"] == "held" and e.get("source") is not None],
+                              float(self.params.wait_s), 0.05, "no marker was held")  # type: ignore[attr-defined]
+        except WaitTimeout:
+            self.target["detail"]["killed"] = None
+            self.target["role"] += f"; no marker held within {self.params.wait_s:g}s, nothing killed"  # type: ignore[attr-defined]
+            return self.target
+        marker = held[0]
+        self.killed = int(marker["source"])
+        cluster.node(self.killed).kill()
+        self.target["nodes"] = sorted({*self.target["nodes"], self.killed})
+        self.target["role"] += f"; then its sender, node {self.killed}, killed"
+        self.target["detail"].update(killed=self.killed, held_marker={
+            k: marker.get(k) for k in ("node", "source", "correlation_id", "api_version", "producer_id", "producer_epoch",
+                                   "committed", "markers") if k in marker})
+        return self.target
+
+    def heal(self) -> dict[str, Any]:
+        out = super().heal()  # releases the held marker first: it arrives after the successor's
+        if self.killed is not None:
+            node = self.ctx.cluster.node(self.killed)
+            if not getattr(node, "is_running", True):
+                node.start()
+        return out
+
+
 register(
+    FaultKind("marker-hold-failover", "hold a transaction marker between brokers, then kill the coordinator that sent "
+              "it; the marker is delivered at the heal, after the successor's", Capability.MESSAGES,
+              ("leader-output", "all"), HeldMarkerFailover, HeldMarkerFailoverParams, "hold"),
     FaultKind("message-delay", "delay matching requests by delay_ms (in order)", Capability.MESSAGES, MESSAGE_TARGETS,
               MessageFault, Delay, "delay"),
     FaultKind("message-hold", "hold a matching request until the heal (or release_after_ms), then deliver it even if "

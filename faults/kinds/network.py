@@ -84,10 +84,8 @@ class PartitionFault(NetworkFault):
                 self.target = {"nodes": order, "role": "ring", "detail": {"ring": order, "links_cut": cut}}
         elif target == "controller-quorum":
             controller = cluster.active_controller()
-            names = [n for n in net.links_between([controller], [x for x in nodes if x != controller])
-                     if n.startswith("quorum-")]
-            for name in names:
-                net.client.set_enabled(name, False)
+            names = net.cut([n for n in net.links_between([controller], [x for x in nodes if x != controller])
+                             if n.startswith("quorum-")])
             self.target = {"nodes": [controller], "role": "active controller cut from the quorum",
                            "detail": {"links_cut": names}}
         else:

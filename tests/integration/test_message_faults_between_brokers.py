@@ -6,6 +6,7 @@ proxy's events name the marker, the link, the coordinator that sent it and the l
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 import uuid
 
@@ -45,11 +46,11 @@ def _stable_end(cluster, topic: str, partition: int) -> int:
         consumer.close()
 
 
-def _transaction_across_brokers(cluster) -> tuple[Producer, str, int, int, int]:
+def _transaction_across_brokers(cluster, replicas: int = 2) -> tuple[Producer, str, int, int, int]:
     """A transactional producer and a partition led by a broker other than its coordinator
     (markers to the coordinator's own partitions never leave it)."""
     topic, txid = f"ib-{uuid.uuid4().hex[:6]}", f"tx-ib-{uuid.uuid4().hex[:6]}"
-    cluster.admin().create_topics([NewTopic(topic, 2, 2)])[topic].result()
+    cluster.admin().create_topics([NewTopic(topic, 2, replicas)])[topic].result()
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": txid, "log_level": 0})
     producer.init_transactions(30)
     coordinator = cluster.transaction_coordinator(txid)
@@ -125,3 +126,39 @@ def test_each_message_fault_kind_between_brokers_acts_on_a_marker_and_the_commit
     if kind == "message-duplicate":
         copy = next(e for e in events if e["action"] == "duplicate sent")
         assert copy["answer"]["error"] in ("NONE", "INVALID_PRODUCER_EPOCH"), copy  # a second write, or refused stale
+
+
+@pytest.mark.long
+def test_marker_hold_failover_kills_the_sender_of_a_held_marker_and_the_successor_completes_the_commit(tmp_path):
+    """marker-hold-failover on three nodes (two could not elect a successor with one killed): a
+    marker held on its way to the leader, its sender (the transaction's coordinator) killed; the
+    successor reloads the prepared transaction and completes the commit; the held marker reaches
+    the leader at the heal, after it, and the killed node starts again."""
+    cluster = start_local(tmp_path / "c", nodes=3, proxy_messages=True, proxy_messages_between_brokers=True,
+                          broker={"request.timeout.ms": "5000"})
+    try:
+        # three replicas: with the coordinator's broker dead the partition keeps min.insync.replicas
+        producer, topic, partition, coordinator, leader = _transaction_across_brokers(cluster, replicas=3)
+        fault = make_fault(ScheduledFault(0, 0.0, "marker-hold-failover", "all", 30.0, 1, {"wait_s": 30.0}),
+                           FaultContext(cluster))
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            invoked = pool.submit(fault.invoke)  # it waits for a marker to hold
+            producer.begin_transaction()
+            producer.produce(topic, b"prepared when its coordinator died", partition=partition)
+            producer.commit_transaction(30)  # answered once prepared: the markers go afterwards
+            resolved = invoked.result(60)
+        detail = resolved["detail"]
+        assert detail["killed"] == coordinator and detail["held_marker"]["source"] == coordinator, detail
+        assert not cluster.node(coordinator).is_running
+        wait_until(lambda: _stable_end(cluster, topic, partition) == 2, 90, 0.5,
+                   "the successor coordinator to complete the commit")
+        events = fault.heal()["messages"]
+        late = next(e for e in events if e["action"] == "held" and e.get("markers"))
+        # delivered at the heal, after the successor's marker (coordinator epoch + 1): refused as stale
+        assert late["source"] == coordinator and late["answer"]["error"] == "TRANSACTION_COORDINATOR_FENCED", late
+        assert cluster.node(coordinator).is_running
+        cluster.wait_healthy(120)
+        assert _stable_end(cluster, topic, partition) == 2  # the late marker changed nothing readable
+    finally:
+        cluster.stop()
+    assert processes_with_marker(str(cluster.work_dir)) == []

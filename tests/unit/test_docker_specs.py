@@ -4,7 +4,7 @@ import pytest
 
 from kchaos.clusters import ClusterSpec, create_cluster
 from kchaos.clusters.docker import DockerCluster, container_specs
-from kchaos.errors import ClusterError
+from kchaos.errors import ClusterError, ConfigError
 
 
 def test_combined_mode_specs():
@@ -44,3 +44,37 @@ def test_no_engine_is_a_clear_error_and_stop_is_a_no_op(tmp_path, monkeypatch):
     with pytest.raises(ClusterError, match="no Docker engine answered"):
         cluster.start()
     cluster.stop()  # must not raise
+
+
+def test_clients_are_told_the_proxy_ports_and_the_image_formats_with_the_features():
+    spec = ClusterSpec.load({"backend": "docker", "nodes": 2, "transaction_version": 1})
+    specs = container_specs(spec, "kc", {1: 30001, 2: 30002}, "AAAAAAAAAAAAAAAAAAAAAA", image="kchaos/kafka:4.2.1",
+                            advertised_ports={1: 40001, 2: 40002}, format_features={"transaction.version": 1})
+    env = specs[0].environment
+    assert env["KAFKA_ADVERTISED_LISTENERS"] == "INTERNAL://kc-n1:19092,CLIENT://127.0.0.1:40001"
+    assert specs[0].run_kwargs("net")["ports"] == {"9092/tcp": ("127.0.0.1", 30001)}  # the proxy's upstream
+    assert env["KCHAOS_FORMAT_FEATURES"] == "transaction.version=1"
+    assert env["KCHAOS_CONTAINER"] == "kc-n1" and env["KAFKA_LOG_DIRS"] == "/var/lib/kafka/data"
+
+
+def test_capabilities_are_stated_before_start():
+    from kchaos.clusters import Capability, backend_capabilities
+
+    caps = backend_capabilities(ClusterSpec.load({"backend": "docker"}))
+    assert caps == {Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.RESTART, Capability.NETWORK}
+    assert Capability.NETWORK not in backend_capabilities(ClusterSpec.load({"backend": "docker", "proxy_clients": False}))
+    with pytest.raises(ConfigError, match="the docker backend has no message proxy"):
+        ClusterSpec.load({"backend": "docker", "proxy_messages": True})
+
+
+def test_a_machine_without_an_engine_gets_the_fix_named_before_anything_starts(monkeypatch):
+    import kchaos.clusters.docker as docker_backend
+    from kchaos.errors import SetupError
+
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setattr(docker_backend, "missing_binaries", lambda: ["dockerd", "containerd"])
+    spec = ClusterSpec.load({"backend": "docker", "docker": {"engine": "private"}})
+    with pytest.raises(SetupError) as caught:
+        DockerCluster.preflight(spec)
+    assert "dockerd, containerd not installed" in caught.value.cause and "kchaos setup --docker" in caught.value.fix
+    DockerCluster.preflight(ClusterSpec.load({"backend": "docker", "docker": {"docker_host": "tcp://10.0.0.1:2375"}}))

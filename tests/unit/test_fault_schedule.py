@@ -84,7 +84,11 @@ def test_faults_the_backend_cannot_do_are_rejected_when_the_campaign_loads(tmp_p
         load_campaign(path)
     assert "fault 'kill' needs the 'kill' capability, which the external backend lacks" in str(err.value)
     with pytest.raises(CapabilityError, match="network"):
-        check_capabilities(_spec(), ClusterSpec(backend="docker"))
+        check_capabilities(_spec(), ClusterSpec(backend="docker", proxy_clients=False))
+    check_capabilities(_spec(), ClusterSpec(backend="docker"))  # partitions and client toxics on containers
+    held = FaultsSpec.model_validate({"mix": [{"kind": "message-hold", "target": "txn-coordinator"}]})
+    with pytest.raises(CapabilityError, match="'messages' capability, which the docker backend lacks"):
+        check_capabilities(held, ClusterSpec(backend="docker"))
     # a message fault between brokers needs the message proxy on those links too
     between = FaultsSpec.model_validate({"mix": [{"kind": "message-hold", "target": "leader-output",
                                                   "params": {"apis": ["WriteTxnMarkers"], "link": "inter-broker"}}]})
@@ -111,3 +115,17 @@ def test_default_campaign_has_the_required_fault_mix():
             ("latency", "all-clients")} <= kinds
     assert any(k == "partition" for k, _ in kinds)
     assert set(KINDS) >= {f.kind for f in schedule}
+
+
+def test_marker_hold_failover_turns_the_proxy_on_between_brokers_and_needs_a_kill(tmp_path):
+    """Its link is fixed to 'inter-broker' by the kind, not written in the campaign: loading still
+    puts the message proxy on the links between brokers; the backend must also be able to kill."""
+    path = tmp_path / "mhf.toml"
+    path.write_text('[workload]\nclient = "java"\n[[faults.mix]]\nkind = "marker-hold-failover"\ntarget = "leader-output"\n')
+    campaign = load_campaign(path)
+    assert campaign.cluster.proxy_messages and campaign.cluster.proxy_messages_between_brokers
+    spec = FaultsSpec.model_validate({"mix": [{"kind": "marker-hold-failover", "target": "leader-output"}]})
+    with pytest.raises(CapabilityError, match="'messages-between-brokers' capability"):
+        check_capabilities(spec, ClusterSpec(proxy_messages=True))
+    with pytest.raises(ValueError, match="apis and link are fixed"):
+        FaultsSpec.model_validate({"mix": [{"kind": "marker-hold-failover", "params": {"apis": ["EndTxn"]}}]})

@@ -119,7 +119,7 @@ def test_the_proxy_refuses_bad_rules_with_the_reason(body, message):
 def test_a_valid_rule_gets_its_defaults():
     rule = validate_rule({"kind": "hold", "apis": ["EndTxn", "Produce"], "nodes": [2], "id": "r"})
     assert rule == {"id": "r", "kind": "hold", "apis": ["EndTxn", "Produce"], "nodes": [2], "client_prefix": "",
-                    "count": 1, "delay_ms": 0, "release_after_ms": 0, "duplicate_after_ms": 0, "error": None,
+                    "count": 1, "total": 0, "delay_ms": 0, "release_after_ms": 0, "duplicate_after_ms": 0, "error": None,
                     "link": "client", "sources": []}
     assert set(ERROR_CODES) >= {"NOT_COORDINATOR", "CONCURRENT_TRANSACTIONS", "PRODUCER_FENCED"}
 
@@ -162,3 +162,22 @@ def test_message_proxy_routes_for_clients_and_between_brokers():
 
     assert Route.parse("3=4000:4001") == Route("n3", 3, "client", None, 4000, 4001)
     assert Route.parse("1>3=4002:4003") == Route("n1>n3", 3, "inter-broker", 1, 4002, 4003)
+
+
+def test_a_rule_with_a_total_affects_that_many_requests_over_every_client_id():
+    """count bounds each client id; total bounds the rule (marker-hold-failover: the dead
+    coordinator's marker held, the successor's, from another broker's client id, let through)."""
+    from kchaos.clusters.kafka_protocol import RequestHeader
+    from kchaos.clusters.message_proxy import Route, Rule
+
+    def header(client: str) -> RequestHeader:
+        return RequestHeader(API_KEYS["WriteTxnMarkers"], 1, 7, client, 0)
+
+    route = Route("n2>n1", 1, "inter-broker", 2, 0, 0)
+    spec = validate_rule({"kind": "hold", "apis": ["WriteTxnMarkers"], "link": "inter-broker", "id": "r", "total": 1})
+    rule = Rule(spec, frozenset({API_KEYS["WriteTxnMarkers"]}))
+    assert rule.matches(route, header("broker-2-txn-marker-sender"))
+    assert not rule.matches(route, header("broker-3-txn-marker-sender"))
+    per_client = Rule(validate_rule({**spec, "total": 0}), frozenset({API_KEYS["WriteTxnMarkers"]}))
+    assert per_client.matches(route, header("broker-2-txn-marker-sender"))
+    assert per_client.matches(route, header("broker-3-txn-marker-sender"))

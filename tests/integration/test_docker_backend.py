@@ -1,0 +1,173 @@
+"""The Docker backend on a real engine: kchaos' own dockerd (installed with `kchaos setup --docker`
+where it is missing), kchaos' locally built Kafka image, real containers. Long tier: the engine's
+install, the image's first build and three containers take minutes on two cores.
+
+Each test ends with nothing of the engine left: no dockerd, containerd or shim under the test's
+exec root, no container JVM, and (after a crash) no container or network left in the engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kchaos.clusters import ClusterSpec, create_cluster
+from kchaos.clusters.docker import DockerCluster, cluster_prefix
+from kchaos.clusters.docker_engine import PrivateDockerEngine, install_engine
+from kchaos.clusters.kafka_tools import describe_features
+from kchaos.clusters.processes import processes_with_marker
+from kchaos.waiting import wait_until
+
+pytestmark = [pytest.mark.long, pytest.mark.docker, pytest.mark.cluster]
+
+KCHAOS = [sys.executable, "-m", "kchaos.cli"]
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def engine_installed():
+    if os.geteuid() != 0:
+        pytest.skip("kchaos' private Docker engine runs as root")
+    install_engine()  # raises SetupError naming the fix where it cannot
+
+
+def leftovers(exec_root: Path, prefix: str) -> list[str]:
+    """Processes of the engine (dockerd, containerd, shims carry the exec root) or of the containers
+    (their JVMs carry -Dkchaos.container=<prefix>-n<id>)."""
+    pids = processes_with_marker(str(exec_root)) + processes_with_marker(f"kchaos.container={prefix}")
+    return [Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:200].decode(errors="replace")
+            for pid in pids if Path(f"/proc/{pid}").exists()]
+
+
+# Class scope: the cluster (and its engine, one per machine at a time) ends with the class, before
+# the tests below start their own runs with their own engines.
+@pytest.fixture(scope="class")
+def docker_cluster(engine_installed, tmp_path_factory):
+    work = tmp_path_factory.mktemp("docker-cluster")
+    spec = ClusterSpec.load({"backend": "docker", "nodes": 3, "transaction_version": 1,
+                             "docker": {"engine": "private"}})
+    cluster = create_cluster(spec, work)
+    assert isinstance(cluster, DockerCluster)
+    cluster.start()
+    exec_root = cluster._engine.exec_root if cluster._engine else None
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+    assert exec_root is not None
+    assert leftovers(exec_root, cluster.prefix) == []
+    assert not exec_root.exists()
+    logs = (work / "node-1" / "logs" / "stdout.log").read_text(errors="replace")
+    assert "Kafka Server started" in logs  # the container's own output is kept
+
+
+def _status(cluster: DockerCluster) -> dict[int, str]:
+    return {n.node_id: n._status() for n in cluster.nodes}  # type: ignore[attr-defined]
+
+
+def _replicated_by(cluster: DockerCluster, node_id: int) -> list[tuple[str, int]]:
+    md = cluster.admin().list_topics(timeout=10)
+    return [(t, p) for t, topic in md.topics.items() for p, part in topic.partitions.items()
+            if node_id in part.replicas and len(part.replicas) > 1]
+
+
+class TestOneClusterOnDocker:
+    """One 3-node cluster (TV1 at start) on kchaos' own engine and image."""
+
+    def test_image_formats_with_the_requested_feature_levels(self, docker_cluster):
+        """TV1 at start: the cluster's first records carry the level, no downgrade after start."""
+        assert docker_cluster.image == "kchaos/kafka:4.2.1"
+        assert describe_features(docker_cluster)["transaction.version"] == 1
+
+    def test_node_operations_act_on_their_own_container(self, docker_cluster):
+        cluster = docker_cluster
+        cluster.node(2).kill()
+        assert _status(cluster) == {1: "running", 2: "exited", 3: "running"}
+        cluster.node(2).start()
+        cluster.wait_healthy(120)
+        cluster.node(3).pause()
+        try:
+            assert _status(cluster) == {1: "running", 2: "running", 3: "paused"}
+            assert cluster.node(3).info().state == "paused"
+        finally:
+            cluster.node(3).resume()
+        cluster.node(1).restart()
+        assert _status(cluster) == {1: "running", 2: "running", 3: "running"}
+        cluster.wait_healthy(120)
+
+    def test_isolation_cuts_a_node_from_its_peers_and_heal_restores_it(self, docker_cluster):
+        """The cut is in the node's own network namespace: its followers fall out of the ISR (the
+        replication links are cut), clients still reach it through its proxy; heal brings it back."""
+        from confluent_kafka.admin import NewTopic
+
+        cluster = docker_cluster
+        cluster.admin().create_topics([NewTopic("kchaos-isolation", 3, 3)])["kchaos-isolation"].result(30)
+        wait_until(lambda: _replicated_by(cluster, 1), 30, 0.5, "the new topic in the metadata")
+        cluster.wait_healthy(120)
+        net = cluster.network
+        cut = net.isolate(1)
+        assert "repl-n1-to-n2" in cut and "quorum-n2-to-n1" in cut
+        try:
+            wait_until(lambda: any(1 not in cluster.isr(t, p) for t, p in _replicated_by(cluster, 1)), 90, 1.0,
+                       "node 1 stayed in every ISR while cut off")
+        finally:
+            net.heal()
+        cluster.wait_healthy(180)
+        assert cluster.under_replicated_partitions() == []
+
+
+def test_default_campaign_on_docker_is_valid(engine_installed, tmp_path):
+    """`kchaos run --set cluster.backend=docker --seed 5`: the default campaign's faults (coordinator
+    kills, an isolated leader, a zombie worker, client latency) on containers, VALID, the
+    containers' logs in the run directory, nothing left running."""
+    out = tmp_path / "runs"
+    proc = subprocess.run([*KCHAOS, "run", "--set", "cluster.backend=docker", "--seed", "5", "--duration", "45",
+                           "--set", "workload.records=6000", "--out", str(out)],
+                          capture_output=True, text=True, timeout=1200, cwd=REPO)
+    run_dir = next(out.iterdir())
+    results = json.loads((run_dir / "results.json").read_text())
+    assert proc.returncode == 0 and results["verdict"] == "valid", (proc.stderr[-3000:], results.get("errors"),
+                                                                    results.get("anomaly_types"))
+    cluster = json.loads((run_dir / "cluster.json").read_text())
+    assert cluster["backend"] == "docker" and cluster["image"] == "kchaos/kafka:4.2.1"
+    heal = json.loads((run_dir / "heal.json").read_text())
+    kinds = {f["kind"] for f in heal["executed"] if not f.get("error")}
+    assert {"kill", "partition", "latency"} <= kinds, heal["executed"]
+    for nid in (1, 2, 3):
+        assert "Kafka Server started" in (run_dir / "cluster" / f"node-{nid}" / "logs" / "stdout.log").read_text()
+    assert processes_with_marker(f"kchaos.container={cluster_prefix(run_dir / 'cluster')}") == []
+    assert processes_with_marker(str(run_dir)) == []
+
+
+def test_killed_harness_on_docker_leaves_no_process_and_the_next_engine_no_container(engine_installed, tmp_path):
+    out = tmp_path / "runs"
+    proc = subprocess.Popen([*KCHAOS, "run", "--set", "cluster.backend=docker", "--set", "cluster.nodes=1",
+                             "--duration", "60", "--out", str(out)],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: list(out.glob("*/workers/pids/w0.1.pid")), 300, 0.5, "the workers never started")
+        run_dir = next(out.iterdir())
+        prefix = cluster_prefix(run_dir / "cluster")
+        assert processes_with_marker(f"kchaos.container={prefix}")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    exec_root = PrivateDockerEngine(run_dir / "cluster", run_dir / "cluster" / "pids").exec_root
+    wait_until(lambda: leftovers(exec_root, prefix) == [] and processes_with_marker(str(run_dir)) == [], 60, 0.5,
+               "the reaper left processes behind")
+    # the dead engine's records: the next engine removes them as it starts
+    engine = PrivateDockerEngine(tmp_path / "next", tmp_path / "next" / "pids")
+    client = engine.start()
+    try:
+        assert client.containers.list(all=True, filters={"label": "kchaos.cluster"}) == []
+        assert client.networks.list(filters={"label": "kchaos.cluster"}) == []
+        assert not exec_root.exists()
+    finally:
+        engine.stop(client)
