@@ -27,9 +27,10 @@ from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role
 from kchaos.clusters.docker_engine import INSTALL_HINT, PrivateDockerEngine, missing_binaries, remove_kchaos_objects
 from kchaos.clusters.docker_image import ensure_kafka_image
 from kchaos.clusters.kafka_tools import upgrade_feature
-from kchaos.clusters.local import SMALL_MACHINE_DEFAULTS, merge_cleaner_checkpoints, new_cluster_id, proxy_name_client
+from kchaos.clusters.local import (SMALL_MACHINE_DEFAULTS, ProxyNetwork, merge_cleaner_checkpoints, new_cluster_id,
+                                   proxy_name_client, proxy_name_quorum, proxy_name_repl)
 from kchaos.clusters.processes import ManagedProcess, PidFile
-from kchaos.clusters.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary
+from kchaos.clusters.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary, start_toxiproxy
 from kchaos.clusters.spec import ClusterSpec
 from kchaos.errors import ClusterError, ConfigError, SetupError
 from kchaos.log import say
@@ -120,12 +121,6 @@ def container_specs(spec: ClusterSpec, prefix: str, host_ports: dict[int, int], 
         out.append(ContainerSpec(host, nid, image, host, env, host_ports.get(nid),
                                  {"kchaos.cluster": prefix, "kchaos.node": str(nid)}))
     return out
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _free_port() -> int:
@@ -235,11 +230,7 @@ def cluster_prefix(work_dir: Path) -> str:
     return "kchaos-" + hashlib.sha1(str(Path(work_dir).resolve()).encode()).hexdigest()[:10]
 
 
-def link_name(kind: str, src: int, dst: int) -> str:
-    return f"{kind}-n{src}-to-n{dst}"
-
-
-class DockerNetwork:
+class DockerNetwork(ProxyNetwork):
     """Links of a Docker cluster. Between nodes: packet filters in the nodes' own network
     namespaces (``nsenter`` + ``iptables``, a ``KCHAOS`` chain per node), cutting one TCP link
     (replication or quorum, one direction of connection) as the local backend's pair proxies do.
@@ -248,10 +239,6 @@ class DockerNetwork:
     network namespace, so uncut: a cut lasts while its node runs."""
 
     CHAIN = "KCHAOS"
-
-    def __init__(self, cluster: "DockerCluster"):
-        self.cluster = cluster
-        self.client = cluster.toxiproxy
 
     def _iptables(self, node: DockerNode, *args: str, check: bool = True) -> bool:
         pid = node.pid_in_host()
@@ -280,9 +267,9 @@ class DockerNetwork:
             for b in side_b:
                 for src, dst in ((a, b), (b, a)):
                     if src in brokers and dst in brokers:
-                        out.add(link_name("repl", src, dst))
+                        out.add(proxy_name_repl(src, dst))
                     if dst in controllers:
-                        out.add(link_name("quorum", src, dst))
+                        out.add(proxy_name_quorum(src, dst))
         return sorted(out)
 
     def cut(self, names: list[str]) -> list[str]:
@@ -299,22 +286,10 @@ class DockerNetwork:
             self._iptables(src, "-A", self.CHAIN, "-p", "tcp", "-s", peer, "--sport", port, "-j", "DROP")  # type: ignore[arg-type]
         return names
 
-    def partition(self, side_a: list[int], side_b: list[int]) -> list[str]:
-        return self.cut(self.links_between(side_a, side_b))
-
-    def isolate(self, node_id: int, include_clients: bool = False) -> list[str]:
-        others = [n.node_id for n in self.cluster.nodes if n.node_id != node_id]
-        cut = self.partition([node_id], others)
-        if include_clients and self.client is not None:
-            self.client.set_enabled(proxy_name_client(node_id), False)
-            cut.append(proxy_name_client(node_id))
-        return cut
-
     def heal(self) -> None:
         for node in self.cluster.nodes:
             self._iptables(node, "-F", self.CHAIN, check=False)  # type: ignore[arg-type]
-        if self.client is not None:
-            self.client.reset()
+        self.client.reset()
 
 
 class DockerCluster(Cluster):
@@ -527,18 +502,10 @@ class DockerCluster(Cluster):
     def _start_toxiproxy(self, specs: list[ContainerSpec]) -> None:
         if not self.spec.proxy_clients:
             return
-        binary = ensure_toxiproxy_binary()
-        api = _free_port()
-        (self.work_dir / "toxiproxy").mkdir(parents=True, exist_ok=True)
-        argv = [str(binary), "-host", "127.0.0.1", "-port", str(api), "-config", str(self.work_dir / "toxiproxy" / "proxies.json")]
-        (self.work_dir / "toxiproxy" / "proxies.json").write_text("[]")
-        self._toxiproxy_process = ManagedProcess("toxiproxy", argv, self.work_dir / "toxiproxy" / "toxiproxy.log",
-                                                 self.pid_dir, marker=str(self.work_dir))
-        self._toxiproxy_process.start()
-        self.toxiproxy = ToxiproxyClient(f"http://127.0.0.1:{api}")
-        wait_until(self.toxiproxy.version, 20, 0.1, "toxiproxy did not answer", retry_on=(OSError,))
-        self.toxiproxy.populate([Proxy(proxy_name_client(cs.node_id), f"127.0.0.1:{self._proxy_ports[cs.node_id]}",
-                                       f"127.0.0.1:{cs.host_port}") for cs in specs if cs.host_port is not None])
+        self._toxiproxy_process, self.toxiproxy = start_toxiproxy(
+            ensure_toxiproxy_binary(), _free_port(), self.work_dir, self.pid_dir,
+            [Proxy(proxy_name_client(cs.node_id), f"127.0.0.1:{self._proxy_ports[cs.node_id]}", f"127.0.0.1:{cs.host_port}")
+             for cs in specs if cs.host_port is not None])
 
     def record_pids(self, node: DockerNode) -> None:
         """Pid files for a container's processes on the host (its JVM, its containerd shim), so a

@@ -36,7 +36,7 @@ from kchaos.clusters.kafka_tools import run_tool, tool_jars
 from kchaos.clusters.message_proxy import MessageProxyClient
 from kchaos.clusters.processes import ManagedProcess, reap
 from kchaos.clusters.spec import ClusterSpec
-from kchaos.clusters.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary
+from kchaos.clusters.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary, start_toxiproxy
 from kchaos.errors import ClusterError, ConfigError
 from kchaos.files import atomic_write
 from kchaos.waiting import WaitTimeout, wait_until
@@ -570,20 +570,9 @@ class LocalJvmCluster(Cluster):
         assert ports is not None
         if not (self.spec.proxy_clients or self.spec.proxy_internal):
             return
-        argv = [str(self._toxiproxy_binary), "-host", HOST, "-port", str(ports.toxiproxy_api)]
-        # The marker must be in the command line: pass the work dir as the (unused) config path.
-        argv += ["-config", str(self.work_dir / "toxiproxy" / "proxies.json")]
-        (self.work_dir / "toxiproxy").mkdir(parents=True, exist_ok=True)
-        (self.work_dir / "toxiproxy" / "proxies.json").write_text("[]")
-        self._toxiproxy_process = ManagedProcess("toxiproxy", argv, self.work_dir / "toxiproxy" / "toxiproxy.log",
-                                                 self.pid_dir, marker=str(self.work_dir))
-        self._toxiproxy_process.start()
-        self.toxiproxy = ToxiproxyClient(f"http://{HOST}:{ports.toxiproxy_api}")
-        try:
-            wait_until(self.toxiproxy.version, 20, 0.1, "toxiproxy did not answer", retry_on=(OSError,))
-        except WaitTimeout as exc:
-            raise ClusterError(str(exc), detail=self._tail(self.work_dir / "toxiproxy" / "toxiproxy.log")) from None
-        self.toxiproxy.populate(self.planned_proxies())
+        assert self._toxiproxy_binary is not None
+        self._toxiproxy_process, self.toxiproxy = start_toxiproxy(
+            self._toxiproxy_binary, ports.toxiproxy_api, self.work_dir, self.pid_dir, self.planned_proxies())
 
     def _message_proxy_process(self) -> ManagedProcess:
         ports = self.ports
@@ -846,9 +835,10 @@ class LocalJvmCluster(Cluster):
 
 
 class ProxyNetwork:
-    """Links of a local cluster, by proxy name; every change is undone by :meth:`heal`."""
+    """Links of a local cluster, by proxy name; every change is undone by :meth:`heal`. A backend
+    that cuts its links otherwise (docker.py) overrides ``links_between``, ``cut`` and ``heal``."""
 
-    def __init__(self, cluster: LocalJvmCluster):
+    def __init__(self, cluster: Any):
         self.cluster = cluster
         assert cluster.toxiproxy is not None
         self.client = cluster.toxiproxy
@@ -878,7 +868,7 @@ class ProxyNetwork:
     def isolate(self, node_id: int, include_clients: bool = False) -> list[str]:
         others = [n.node_id for n in self.cluster.nodes if n.node_id != node_id]
         cut = self.partition([node_id], others)
-        if include_clients and node_id in (self.cluster.ports.proxy_client if self.cluster.ports else {}):
+        if include_clients and proxy_name_client(node_id) in self.client.proxies():
             self.client.set_enabled(proxy_name_client(node_id), False)
             cut.append(proxy_name_client(node_id))
         return cut

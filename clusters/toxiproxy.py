@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from kchaos.clusters.processes import ManagedProcess
 from kchaos.errors import ClusterError, SetupError
 from kchaos.http import HttpStatusError, json_call
 from kchaos.paths import cache_dir
+from kchaos.waiting import WaitTimeout, wait_until
 
 TOXIPROXY_VERSION = "2.12.0"
 TOXIPROXY_MODULE = "github.com/Shopify/toxiproxy/v2/cmd/server"
@@ -152,3 +154,24 @@ class ToxiproxyClient:
     def reset(self) -> None:
         """Enable every proxy and remove every toxic."""
         self._call("POST", "/reset")
+
+
+def start_toxiproxy(binary: Path, api_port: int, work_dir: Path, pid_dir: Path,
+                    proxies: list[Proxy]) -> tuple[ManagedProcess, ToxiproxyClient]:
+    """A Toxiproxy server for one cluster (log under ``work_dir/toxiproxy``, pid file in
+    ``pid_dir``), answering on ``api_port`` with ``proxies`` created. The work dir is its marker
+    (passed as its unused config path, so that reaping recognises it)."""
+    directory = work_dir / "toxiproxy"
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "proxies.json").write_text("[]")
+    argv = [str(binary), "-host", "127.0.0.1", "-port", str(api_port), "-config", str(directory / "proxies.json")]
+    process = ManagedProcess("toxiproxy", argv, directory / "toxiproxy.log", pid_dir, marker=str(work_dir))
+    process.start()
+    client = ToxiproxyClient(f"http://127.0.0.1:{api_port}")
+    try:
+        wait_until(client.version, 20, 0.1, "toxiproxy did not answer", retry_on=(OSError,))
+    except WaitTimeout as exc:
+        log = directory / "toxiproxy.log"
+        raise ClusterError(str(exc), detail=log.read_text(errors="replace")[-3000:] if log.exists() else "") from None
+    client.populate(proxies)
+    return process, client
