@@ -85,7 +85,7 @@ def test_an_epoch_jump_catches_the_next_transaction_and_initialises_during_it(cl
     import threading
     from types import SimpleNamespace
 
-    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka import KafkaError, KafkaException, Producer
     from confluent_kafka.admin import NewTopic
 
     from kchaos.faults.base import FaultContext
@@ -121,7 +121,10 @@ def test_an_epoch_jump_catches_the_next_transaction_and_initialises_during_it(cl
     second = producer()  # a new instance: epoch 767
     second.begin_transaction()
     second.produce(topic, b"begun at the new epoch")
-    second.flush(10)
+    try:  # the fault acts the moment the transaction is Ongoing, which can be before this produce lands
+        second.flush(10)
+    except KafkaException as fenced:
+        assert fenced.args[0].code() == KafkaError._FENCED, fenced
     jumper.join(90)
     assert resolved, "the fault did not finish within 90 s"
     detail = resolved["detail"]
