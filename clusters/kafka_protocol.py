@@ -215,8 +215,9 @@ def describe_request(frame: bytes, header: RequestHeader) -> dict[str, Any]:
 
 
 def parse_response(frame: bytes, header: RequestHeader) -> dict[str, Any]:
-    """The broker's answer to a request, as far as the evidence needs it: the error code (and
-    for Produce the first partition's error and base offset). Empty when not understood."""
+    """The broker's answer to a request, as far as the evidence needs it: the error code (for
+    Produce the first partition's error and base offset, for InitProducerId the producer id and
+    epoch granted). Empty when not understood."""
     flexible = is_flexible(header.api_key, header.api_version)
     r = Reader(frame)
     try:
@@ -226,6 +227,8 @@ def parse_response(frame: bytes, header: RequestHeader) -> dict[str, Any]:
         if header.api_key in (API_KEYS["EndTxn"], API_KEYS["AddOffsetsToTxn"], API_KEYS["InitProducerId"]):
             r.int32()  # throttle
             code = r.int16()
+            if header.api_key == API_KEYS["InitProducerId"] and code == 0:  # the producer id and epoch granted
+                return {"error": "NONE", "producer_id": r.int64(), "producer_epoch": r.int16()}
             return {"error": ERROR_NAMES.get(code, str(code))}
         if header.api_key == API_KEYS["WriteTxnMarkers"]:
             errors = {}

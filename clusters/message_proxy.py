@@ -30,7 +30,11 @@ affecting at most ``count`` requests per client id (0: every match) and ``total`
 * ``delay``: the request waits ``delay_ms`` before it goes on; later requests on the same
   connection wait behind it (TCP's order is kept, as Kafka requires).
 * ``hold``: the request waits until the rule is removed (the fault heals) or ``release_after_ms``,
-  then goes on, even if its client has gone.
+  then goes on, even if its client has gone. With ``release_on`` (API names) it goes on as soon
+  as the broker answers NONE, while it is held, to one of those requests from the same client
+  id: e.g. a Produce held until its producer's next InitProducerId succeeds, which the
+  coordinator grants only once the aborted transaction's markers are written (KIP-664's late
+  batch, arriving after the abort and before the producer writes with its new epoch).
 * ``drop-response``: the broker gets the request; its response and every later one on that
   connection are swallowed, so the client sees a silent connection and times out: an unknown
   outcome. (A lone lost response would desynchronise a client that matches responses in order.)
@@ -106,6 +110,8 @@ class Rule:
     hits: dict[str, int] = field(default_factory=dict)
     unanswered: int = 0
     events: list[dict[str, Any]] = field(default_factory=list)
+    #: per client id, the holds waiting for a ``release_on`` answer
+    awaiting: dict[str, list["AwaitedAnswer"]] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -131,6 +137,13 @@ class Rule:
             return False
         self.hits[client] = self.hits.get(client, 0) + 1
         return True
+
+
+@dataclass(eq=False)
+class AwaitedAnswer:
+    """A held request waiting for a ``release_on`` answer, and the answer that released it."""
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    cause: dict[str, Any] | None = None
 
 
 @dataclass
@@ -214,11 +227,7 @@ class Connection:
         if kind == "delay":
             await asyncio.sleep(rule.spec["delay_ms"] / 1000)
         elif kind == "hold":
-            timeout = rule.spec["release_after_ms"] / 1000 or None
-            try:
-                await asyncio.wait_for(rule.released.wait(), timeout)
-            except asyncio.TimeoutError:
-                pass
+            await self.hold(rule, header, event)
         if kind in ("delay", "hold"):
             event["released_after_ms"] = round((time.time() - event["time"]) * 1000)
             event["client_connected_at_release"] = self.client_open and not self.creader.at_eof()
@@ -226,6 +235,23 @@ class Connection:
         self.uwriter.write(frame_bytes(frame))
         if kind == "duplicate":
             asyncio.get_running_loop().create_task(self.duplicate(rule, frame, header, event))
+
+    async def hold(self, rule: Rule, header: RequestHeader, event: dict[str, Any]) -> None:
+        """Until the rule is removed, ``release_after_ms`` passes, or (``release_on``) the broker
+        answers NONE to one of those APIs from the same client."""
+        waits = [asyncio.ensure_future(rule.released.wait())]
+        awaited = AwaitedAnswer()
+        if rule.spec.get("release_on"):
+            rule.awaiting.setdefault(header.client_id or "", []).append(awaited)
+            waits.append(asyncio.ensure_future(awaited.arrived.wait()))
+        await asyncio.wait(waits, timeout=rule.spec["release_after_ms"] / 1000 or None,
+                           return_when=asyncio.FIRST_COMPLETED)
+        for wait in waits:
+            wait.cancel()
+        if awaited.cause is not None:
+            event["released_by"] = awaited.cause
+        elif awaited in rule.awaiting.get(header.client_id or "", []):
+            rule.awaiting[header.client_id or ""].remove(awaited)
 
     async def duplicate(self, rule: Rule, frame: bytes, header: RequestHeader, event: dict[str, Any]) -> None:
         await asyncio.sleep(rule.spec["duplicate_after_ms"] / 1000)
@@ -251,6 +277,8 @@ class Connection:
                 self.cwriter.close()
                 return
             head = self.pending.popleft() if self.pending else None
+            if head is not None:
+                self.proxy.answered(self, head.header, frame)
             if head is not None and head.record is not None and head.rule is not None:
                 head.record["answer"] = parse_response(frame, head.header)
                 head.record["answered_after_ms"] = round((time.time() - head.record["time"]) * 1000)
@@ -301,6 +329,23 @@ class MessageProxy:
             if rule.matches(route, header):
                 return rule
         return None
+
+    def answered(self, conn: Connection, header: RequestHeader, frame: bytes) -> None:
+        """A broker's answer passed: it releases the holds of the same client that wait for it
+        (``release_on``)."""
+        client = header.client_id or ""
+        api = API_NAMES.get(header.api_key)
+        for rule in self.rules.values():
+            waiting = rule.awaiting.get(client)
+            if not waiting or api not in rule.spec["release_on"]:
+                continue
+            answer = parse_response(frame, header)
+            if answer.get("error") != "NONE":
+                continue
+            for held in rule.awaiting.pop(client):
+                held.cause = {"api": api, "node": conn.node, "correlation_id": header.correlation_id,
+                              "at": time.time(), **answer}
+                held.arrived.set()
 
     def event(self, rule: Rule, conn: Connection, header: RequestHeader, frame: bytes, action: str) -> dict[str, Any]:
         event = {"time": time.time(), "rule": rule.id, "kind": rule.spec["kind"], "action": action,

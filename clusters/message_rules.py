@@ -55,7 +55,11 @@ def validate_rule(body: dict[str, Any]) -> dict[str, Any]:
     sources = body.get("sources") or []
     if sources and link != "inter-broker":
         raise ValueError("sources (the brokers sending the request) are for link = 'inter-broker'")
+    release_on = body.get("release_on") or []
+    if release_on and kind != "hold":
+        raise ValueError("release_on (answers that release a held request) is for kind = 'hold'")
     rule = {"link": link, "sources": [int(n) for n in sources], "id": str(body.get("id") or f"rule-{time.monotonic_ns()}"),
+            "release_on": check_apis(release_on) if release_on else [],
             "kind": kind, "apis": apis,
             "nodes": [int(n) for n in body.get("nodes") or []], "client_prefix": str(body.get("client_prefix") or ""),
             "error": check_error(body.get("error"), apis) if kind == "error" else body.get("error"),

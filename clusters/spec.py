@@ -228,8 +228,8 @@ def wants_string(model: Any, parts: list[str]) -> bool:
 
 
 def apply_overrides(data: dict[str, Any], assignments: list[str], prefix: str = "", model: Any = None) -> dict[str, Any]:
-    """Apply ``key.path=value`` assignments to a nested dict (a copy), e.g. ``cluster.broker.x.y=1``.
-    With ``model`` (the pydantic model the dict will be), a value is typed by the field it sets:
+    """Apply ``key.path=value`` assignments to a nested dict (a copy), e.g. ``cluster.broker.x.y=1``;
+    ``key.path=`` removes the key, so its default applies. With ``model`` (the pydantic model the dict will be), a value is typed by the field it sets:
     a string field takes it as written; elsewhere numbers, booleans and TOML arrays are typed."""
     result = copy.deepcopy(data)
     for assignment in assignments:
@@ -266,5 +266,8 @@ def apply_overrides(data: dict[str, Any], assignments: list[str], prefix: str = 
         if isinstance(target, list):
             raise ConfigError(f"--set {key}: {prefix}{'.'.join(parts[:-1])} is an array of tables; "
                               f"set a key of one entry, e.g. {key}.0.<key>=<value>")
+        if not value.strip():
+            target.pop(parts[-1], None)  # ``key=``: unset, the default applies (TOML has no null)
+            continue
         target[parts[-1]] = value.strip() if model is not None and wants_string(model, parts) else parse_value(value.strip())
     return result

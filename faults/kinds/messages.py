@@ -24,7 +24,8 @@ MESSAGE_TARGETS = ("txn-coordinator", "group-coordinator", "leader-output", "lea
 
 
 #: the fields of a proxy rule a kind does not take (each kind's own class sets its own default)
-RULE_FIELDS: dict[str, Any] = {"delay_ms": 0, "release_after_ms": 0, "duplicate_after_ms": 0, "error": None, "total": 0}
+RULE_FIELDS: dict[str, Any] = {"delay_ms": 0, "release_after_ms": 0, "duplicate_after_ms": 0, "error": None, "total": 0,
+                               "release_on": []}
 
 
 class MessageParams(NoParams):
@@ -73,6 +74,14 @@ class Delay(MessageParams):
 
 class Hold(MessageParams):
     release_after_ms: float = Field(0, description="0: held until the fault heals")
+    release_on: list[str] = Field(default_factory=list, description=(
+        "API names: a held request goes on as soon as the broker answers NONE to one of these from the same "
+        "client (e.g. [\"InitProducerId\"]: a Produce delivered once its producer's abort is complete)"))
+
+    @field_validator("release_on", mode="before")
+    @classmethod
+    def _release_on(cls, value: Any) -> list[str]:
+        return check_apis(value) if value else []
 
 
 class Duplicate(MessageParams):
@@ -122,7 +131,7 @@ class MessageFault(Fault):
                 "count": int(params["count"]), "delay_ms": int(params["delay_ms"]),
                 "release_after_ms": int(params["release_after_ms"]),
                 "duplicate_after_ms": int(params["duplicate_after_ms"]), "error": params["error"],
-                "total": int(params["total"])}
+                "total": int(params["total"]), "release_on": list(params["release_on"])}
         cluster.messages.add_rule(rule)  # type: ignore[attr-defined]
         to = "every broker" if self.scheduled.target == "all" else f"the {resolved['role']}"
         sender = "every broker" if between_brokers else "every worker" if worker == "all" else worker

@@ -107,6 +107,29 @@ def test_hold_past_the_client_timeout_commits_the_next_transaction(txn):
     assert [e["action"] for e in cluster.messages.remove_rule(r["id"])] == ["held"]
 
 
+def test_a_hold_released_on_an_answer_goes_on_when_its_client_is_answered(txn):
+    """release_on: a held Produce goes on the moment the broker answers NONE to an
+    InitProducerId of the same client id (here a second producer's, sharing the client id),
+    not at release_after_ms; the event names the answer that released it."""
+    cluster, topic, client_id, producer = txn
+    r = rule(cluster, "hold", client_id, apis=["Produce"], release_on=["InitProducerId"], release_after_ms=25000)
+    producer.begin_transaction()
+    producer.produce(topic, b"held until an InitProducerId is answered")
+    producer.poll(0)
+    wait_until(lambda: events_of(cluster, r["id"]), 10, 0.05, "the Produce to be held")
+    other = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": f"other-{topic}",
+                      "client.id": client_id, "log_level": 0, **CLIENT})
+    other.init_transactions(30)
+    [event] = wait_until(lambda: [e for e in events_of(cluster, r["id"]) if e.get("answer")], 20, 0.1,
+                         "the held Produce to be delivered and answered")
+    assert event["api"] == "Produce" and event["released_after_ms"] < 20000, event
+    assert event["released_by"]["api"] == "InitProducerId" and event["released_by"]["error"] == "NONE", event
+    assert event["answer"]["error"] == "NONE", event
+    producer.commit_transaction(30)
+    assert committed_values(cluster, topic, 1) == [b"held until an InitProducerId is answered"]
+    cluster.messages.remove_rule(r["id"])
+
+
 def test_drop_response_the_broker_commits_the_client_never_hears(txn):
     cluster, topic, client_id, producer = txn
     r = rule(cluster, "drop-response", client_id, apis=["EndTxn"])

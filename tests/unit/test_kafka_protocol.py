@@ -95,6 +95,20 @@ def test_forged_error_responses_read_back_as_the_broker_would_write_them(api, ve
     assert len(response) == expected
 
 
+@pytest.mark.parametrize("version", [1, 4])
+def test_a_granted_init_producer_id_reads_back_with_its_producer_id_and_epoch(version):
+    """The answer that rotates a producer id (the message proxy's release_on evidence)."""
+    header = parse_request_header(request("InitProducerId", version, 77, "c", b""))
+    flexible = is_flexible(API_KEYS["InitProducerId"], version)
+    answer = Writer().int32(77)
+    if flexible:
+        answer.uvarint(0)
+    answer.int32(0).int16(0).int64(4242).int16(0)
+    if flexible:
+        answer.uvarint(0)
+    assert parse_response(answer.bytes(), header) == {"error": "NONE", "producer_id": 4242, "producer_epoch": 0}
+
+
 def test_responses_cannot_be_forged_for_per_partition_apis():
     header = parse_request_header(request("Produce", 9, 1, "c", b""))
     with pytest.raises(ValueError, match="cannot forge a Produce response"):
@@ -110,6 +124,8 @@ def test_responses_cannot_be_forged_for_per_partition_apis():
     ({"kind": "delay", "apis": ["Fetch"], "delay_ms": -1}, ">= 0"),
     ({"kind": "hold", "apis": ["WriteTxnMarkers"], "link": "replication"}, "link must be one of"),
     ({"kind": "hold", "apis": ["EndTxn"], "sources": [1]}, "sources .* are for link = 'inter-broker'"),
+    ({"kind": "delay", "apis": ["Produce"], "release_on": ["InitProducerId"]}, "release_on .* is for kind = 'hold'"),
+    ({"kind": "hold", "apis": ["Produce"], "release_on": ["InitProducerIds"]}, "apis must be a list of API names"),
 ])
 def test_the_proxy_refuses_bad_rules_with_the_reason(body, message):
     with pytest.raises(ValueError, match=message):
@@ -120,7 +136,7 @@ def test_a_valid_rule_gets_its_defaults():
     rule = validate_rule({"kind": "hold", "apis": ["EndTxn", "Produce"], "nodes": [2], "id": "r"})
     assert rule == {"id": "r", "kind": "hold", "apis": ["EndTxn", "Produce"], "nodes": [2], "client_prefix": "",
                     "count": 1, "total": 0, "delay_ms": 0, "release_after_ms": 0, "duplicate_after_ms": 0, "error": None,
-                    "link": "client", "sources": []}
+                    "link": "client", "sources": [], "release_on": []}
     assert set(ERROR_CODES) >= {"NOT_COORDINATOR", "CONCURRENT_TRANSACTIONS", "PRODUCER_FENCED"}
 
 

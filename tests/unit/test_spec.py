@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from kchaos.clusters.spec import ClusterSpec, apply_overrides, parse_value
@@ -61,6 +63,13 @@ def test_set_overrides_nest_and_keep_map_keys_whole():
     assert parse_value("1.5") == 1.5 and parse_value("abc") == "abc"
     with pytest.raises(ConfigError, match="not key=value"):
         apply_overrides({}, ["cluster.nodes"])
+
+
+def test_set_with_no_value_unsets_the_key_and_its_default_applies():
+    data = apply_overrides({"workload": {"epochs_before_rollover": 1, "workers": 3}}, ["workload.epochs_before_rollover="])
+    assert data == {"workload": {"workers": 3}}
+    assert load_campaign(Path("hunt-hanging"), ["workload.epochs_before_rollover="]).workload.epochs_before_rollover is None
+    assert load_campaign(Path("hunt-hanging")).workload.epochs_before_rollover == 1
 
 
 def test_set_takes_toml_arrays():

@@ -185,6 +185,11 @@ public final class KchaosCtpWorker {
     KafkaProducer<byte[], byte[]> producer;
     KafkaConsumer<byte[], byte[]> consumer;
     int txnSeq = 0;
+    /** The first failed send of the current transaction. kafka-clients never sends EndTxn once a
+     *  batch failed (the transaction turns abortable and the pending commit fails unsent), so a
+     *  commit that fails after one is known not to have happened: abort and go on, as the
+     *  KafkaProducer documentation asks, instead of exiting with an unknown outcome. */
+    volatile Exception sendFailure;
 
     KchaosCtpWorker(Properties conf) throws IOException {
         this.conf = conf;
@@ -453,6 +458,7 @@ public final class KchaosCtpWorker {
         }
         try {
             producer.beginTransaction();
+            sendFailure = null;
             int op = history.invoke("send", map("txn_seq", seq, "inputs", inputs), fields());
             int outputs = 0;
             for (ConsumerRecord<byte[], byte[]> m : msgs) {
@@ -460,7 +466,8 @@ public final class KchaosCtpWorker {
                 String inId = new String(key, StandardCharsets.UTF_8);
                 for (int j = 0; j < outputsPerInput; j++) {
                     producer.send(new ProducerRecord<>(outputTopics[j % outputTopics.length], key,
-                                                       lineage(inId, m, j, seq).getBytes(StandardCharsets.UTF_8)));
+                                                       lineage(inId, m, j, seq).getBytes(StandardCharsets.UTF_8)),
+                                  (metadata, e) -> { if (e != null && sendFailure == null) sendFailure = e; });
                     outputs++;
                 }
             }
@@ -501,13 +508,19 @@ public final class KchaosCtpWorker {
                 producer.commitTransaction();
                 history.complete(op, "commit", "ok", map("attempts", attempts), fields(), null);
                 return;
-            } catch (TimeoutException e) {
-                if (attempts < 5) continue;  // the Java producer allows retrying commitTransaction after a timeout
-                history.complete(op, "commit", "info", map("attempts", attempts), fields(), e.toString());
-                throw new UnknownOutcome("commit of transaction " + seq + " did not complete: " + e);
             } catch (KafkaException e) {
+                Exception failedSend = sendFailure;
+                if (failedSend != null && !isFencing(e) && !isFatal(e)) {
+                    // never sent (see sendFailure): definitely not committed; the caller aborts and goes on
+                    history.complete(op, "commit", "fail", map("attempts", attempts), fields(),
+                                     e + " (after a failed send of this transaction: " + failedSend + ")");
+                    throw e;
+                }
+                boolean timeout = e instanceof TimeoutException;
+                if (timeout && attempts < 5) continue;  // the Java producer allows retrying commitTransaction after a timeout
                 // The commit may or may not have reached the coordinator: never guessed.
                 history.complete(op, "commit", "info", map("attempts", attempts), fields(), e.toString());
+                if (timeout) throw new UnknownOutcome("commit of transaction " + seq + " did not complete: " + e);
                 if (isFencing(e)) throw new Fenced(e.toString());
                 if (isFatal(e)) throw new Fatal(e.toString());
                 throw new UnknownOutcome("commit of transaction " + seq + " failed: " + e);
