@@ -240,6 +240,10 @@ class Cluster(abc.ABC):
         partition = coordinator_partition(key, len(parts))
         return int(parts[partition].leader)
 
+    def group_offsets_partition(self, group_id: str) -> int:
+        """The ``__consumer_offsets`` partition that holds consumer group ``group_id``'s offsets."""
+        return coordinator_partition(group_id, len(self.partition_metadata("__consumer_offsets")))
+
     def transaction_coordinator(self, transactional_id: str) -> int:
         """The broker coordinating ``transactional_id`` (leader of its __transaction_state partition)."""
         return self._coordinator_by_key("__transaction_state", transactional_id)

@@ -160,7 +160,8 @@ CHECKS: tuple[CheckDef, ...] = (
              "a transaction the client saw commit whose offset commit is not in the committed offsets log",
              (Requirement("history", None, f"{_NO_HISTORY}: nothing says which offsets each transaction committed"),
               Requirement("offsets-log", UNKNOWN, _NO_OFFSETS_LOG),
-              Requirement("offsets-uncompacted", None, "{compaction}"))),
+              Requirement("offsets-uncompacted", None, "{compaction}"),
+              Requirement("offsets-view-whole", None, "{offsets_cut}"))),
     CheckDef("offsets-backwards", Engine.offsets_backwards,
              "a group's committed offset of an input partition that moved back in the offsets log",
              (Requirement("offsets-log", UNKNOWN, _NO_OFFSETS_LOG),)),
@@ -257,6 +258,8 @@ def has(data: Any, needs: str) -> bool:
         return data.offset_log is not None
     if needs == "offsets-uncompacted":
         return evidence.compaction_note(data.compaction, "__consumer_offsets") is None
+    if needs == "offsets-view-whole":
+        return evidence.offsets_view_cut(data.final) is None
     if needs == "seeder-acks":
         return data.acknowledged.any
     if needs == "full-lineage":
@@ -280,6 +283,7 @@ def observers_behind(summary: dict[str, Any] | None) -> str | None:
 def _requirement_note(data: Any, requirement: Requirement) -> str:
     return requirement.note.format(delivery=data.workload.delivery,
                                    compaction=evidence.compaction_note(data.compaction, "__consumer_offsets"),
+                                   offsets_cut=evidence.offsets_view_cut(data.final),
                                    observers_behind=observers_behind(getattr(data, "observer_summary", None)))
 
 

@@ -68,6 +68,23 @@ def compaction_note(compaction: dict[str, Any] | None, topic: str) -> str | None
     return None
 
 
+def offsets_view_cut(final: dict[str, Any]) -> str | None:
+    """Why commits may be missing from ``__consumer_offsets``' committed view without being lost:
+    a transaction left open (hanging) pins a partition's last stable offset, and the view ends
+    there while the log goes on. None when the view reaches the log's end (or either is absent:
+    the offsets-log requirement speaks for that)."""
+    ends = {t.get("view"): t.get("end_offsets") or {} for t in final.get("topics") or []
+            if t.get("topic") == "__consumer_offsets"}
+    if "committed" not in ends or "raw" not in ends:
+        return None
+    cut = {p: (ends["committed"].get(p, 0), end) for p, end in ends["raw"].items() if ends["committed"].get(p, 0) < end}
+    if not cut:
+        return None
+    return ("the committed view of __consumer_offsets stops before its log ends ("
+            + ", ".join(f"partition {p}: {view} of {end}" for p, (view, end) in sorted(cut.items()))
+            + "): a transaction left open pins it, so a commit past that point would look lost")
+
+
 # -- the rules ---------------------------------------------------------------------------------
 
 def records_history(workload: dict[str, Any]) -> bool:

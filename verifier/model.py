@@ -313,7 +313,10 @@ def hanging_cases(workload: Any, final: dict[str, Any], open_txns: list[dict[str
     still_open = [t for t in broker.get("transactions") or []
                   if t.get("TransactionState") not in ("Empty", "CompleteCommit", "CompleteAbort", "Dead")]
     cases = [{"explanation": f"{name}: the last stable offset {v['lso']} stayed behind the high watermark {v['high']} "
-                             f"for {liveness.get('waited_s')}s after faults healed and the workload stopped",
+                             f"for {liveness.get('waited_s')}s after faults healed and the workload stopped"
+                             + (" (the group's offsets partition: while it is pinned the group's committed offsets "
+                                "cannot be read, UNSTABLE_OFFSET_COMMIT, and its consumers stall)"
+                                if name.startswith("__consumer_offsets-") else ""),
               "partition": name, "lso": v["lso"], "high": v["high"],
               "open_transactions": [t for t in open_txns
                                     if any(f"{topic}-{p}" == name for topic, ps in t["partitions"].items() for p in ps)]

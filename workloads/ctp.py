@@ -202,12 +202,16 @@ class CtpWorkload:
             self._offset_reader = None
 
     def wait_stable(self, timeout_s: float) -> dict[str, Any]:
-        """Liveness after heal: every user partition's LSO reaches its high watermark (no open
-        transaction pins it) within ``timeout_s``. Returns the last snapshot and how long it took."""
+        """Liveness after heal: every user partition's LSO, and that of the ``__consumer_offsets``
+        partition holding the group's offsets, reaches its high watermark (no open transaction
+        pins it) within ``timeout_s``. A transaction left open there (a TxnOffsetCommit that came
+        after its transaction ended) stalls the whole group: its committed offsets can no longer
+        be read (UNSTABLE_OFFSET_COMMIT). Returns the last snapshot and how long it took."""
 
+        offsets = {"__consumer_offsets": [self.cluster.group_offsets_partition(self.spec.group_id)]}
         started = time.monotonic()
         while True:
-            snapshot = stable_offsets(self.client, self.cluster.admin(), self.user_topics)
+            snapshot = stable_offsets(self.client, self.cluster.admin(), self.user_topics, offsets)
             pinned = {f"{t}-{p}": v for t, parts in snapshot.items() for p, v in parts.items() if v["lso"] < v["high"]}
             elapsed = time.monotonic() - started
             if not pinned or elapsed >= timeout_s:

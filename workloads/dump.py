@@ -91,9 +91,11 @@ def dump_topic(client: dict[str, Any], admin: Any, topic: str, view: str, out_di
     return summary
 
 
-def stable_offsets(client: dict[str, Any], admin: Any, topics: list[str]) -> dict[str, dict[str, dict[str, int]]]:
-    """Per partition: the high watermark and the last stable offset (where a read_committed
-    reader stops). ``lso < high`` means an open transaction pins the partition.
+def stable_offsets(client: dict[str, Any], admin: Any, topics: list[str],
+                   only: dict[str, list[int]] | None = None) -> dict[str, dict[str, dict[str, int]]]:
+    """Per partition (of ``topics``, and the partitions ``only`` names of other topics): the high
+    watermark and the last stable offset (where a read_committed reader stops). ``lso < high``
+    means an open transaction pins the partition.
 
     ListOffsets(latest) answers by the asking consumer's isolation level: read_uncommitted gets
     the high watermark, read_committed the LSO.
@@ -103,9 +105,10 @@ def stable_offsets(client: dict[str, Any], admin: Any, topics: list[str]) -> dic
                for iso in ("read_uncommitted", "read_committed")}
     out: dict[str, dict[str, dict[str, int]]] = {}
     try:
-        for topic in topics:
+        wanted = [(topic, _partitions(admin, topic)) for topic in topics] + list((only or {}).items())
+        for topic, partitions in wanted:
             out[topic] = {}
-            for p in _partitions(admin, topic):
+            for p in partitions:
                 tp = TopicPartition(topic, p)
                 _, high = readers["read_uncommitted"].get_watermark_offsets(tp, timeout=15, cached=False)
                 _, lso = readers["read_committed"].get_watermark_offsets(tp, timeout=15, cached=False)

@@ -511,6 +511,15 @@ def test_hanging_transaction_when_the_lso_stays_pinned(tmp_path):
     assert case["lso"] == 3 and case["open_transactions"][0]["transactional_id"] == "tx-w0"
 
 
+def test_a_pinned_offsets_partition_is_a_hanging_transaction_that_stalls_the_group(tmp_path):
+    b = RunBuilder()
+    b.liveness = {"stable": False, "waited_s": 50.0, "pinned": {"__consumer_offsets-0": {"lso": 491, "high": 2978}}}
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["hanging-transaction"])
+    (case,) = results["anomalies"]["hanging-transaction"]
+    assert case["partition"] == "__consumer_offsets-0" and "committed offsets cannot be read" in case["explanation"]
+
+
 @pytest.mark.parametrize("state, hangs", [("PrepareCommit", True), ("CompleteCommit", False)])
 def test_a_transaction_its_coordinator_still_holds_prepared_after_the_run_is_hanging(tmp_path, state, hangs):
     """KAFKA-19999's shape: every marker written (no partition pinned), but the coordinator never
@@ -861,6 +870,19 @@ def test_offsets_compacted_or_of_unknown_compaction_are_not_checked_for_loss(tmp
     b.final_extra = {"compaction": None}  # an external cluster: nobody can tell
     verdict, _, results = _anomalies(b.write(tmp_path / "r2"))
     assert verdict == "valid" and "unknown" in results["not_checked"]["lost-offset-commit"]
+
+
+def test_offset_commits_behind_a_pinned_offsets_partition_are_not_checked_for_loss(tmp_path):
+    """A transaction left open in __consumer_offsets (a late TxnOffsetCommit) stops its committed
+    view; the commits after it are in the log, not lost: unknown, not invalid."""
+    b = RunBuilder()
+    _second_transaction(b)
+    b.offset_commits = [(0, 5)]  # transaction 1's commit is not in the committed view
+    b.final_extra = {"topics": [{"topic": "__consumer_offsets", "view": "committed", "end_offsets": {"0": 1}},
+                                {"topic": "__consumer_offsets", "view": "raw", "end_offsets": {"0": 9}}]}
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("valid", []), results["checks"]
+    assert "partition 0: 1 of 9" in results["not_checked"]["lost-offset-commit"]
 
 
 def test_a_committed_offset_that_moves_back(tmp_path):
