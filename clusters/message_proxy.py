@@ -335,13 +335,11 @@ class MessageProxy:
         (``release_on``)."""
         client = header.client_id or ""
         api = API_NAMES.get(header.api_key)
-        for rule in self.rules.values():
-            waiting = rule.awaiting.get(client)
-            if not waiting or api not in rule.spec["release_on"]:
-                continue
-            answer = parse_response(frame, header)
-            if answer.get("error") != "NONE":
-                continue
+        rules = [r for r in self.rules.values() if r.awaiting.get(client) and api in r.spec["release_on"]]
+        answer = parse_response(frame, header) if rules else {}
+        if answer.get("error") != "NONE":
+            return
+        for rule in rules:
             for held in rule.awaiting.pop(client):
                 held.cause = {"api": api, "node": conn.node, "correlation_id": header.correlation_id,
                               "at": time.time(), **answer}

@@ -229,8 +229,9 @@ def wants_string(model: Any, parts: list[str]) -> bool:
 
 def apply_overrides(data: dict[str, Any], assignments: list[str], prefix: str = "", model: Any = None) -> dict[str, Any]:
     """Apply ``key.path=value`` assignments to a nested dict (a copy), e.g. ``cluster.broker.x.y=1``;
-    ``key.path=`` removes the key, so its default applies. With ``model`` (the pydantic model the dict will be), a value is typed by the field it sets:
-    a string field takes it as written; elsewhere numbers, booleans and TOML arrays are typed."""
+    ``key.path=`` removes the key, so its default applies. With ``model`` (the pydantic model the
+    dict will be), a value is typed by the field it sets: a string field takes it as written;
+    elsewhere numbers, booleans and TOML arrays are typed."""
     result = copy.deepcopy(data)
     for assignment in assignments:
         if "=" not in assignment:

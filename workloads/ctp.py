@@ -208,14 +208,19 @@ class CtpWorkload:
         after its transaction ended) stalls the whole group: its committed offsets can no longer
         be read (UNSTABLE_OFFSET_COMMIT). Returns the last snapshot and how long it took."""
 
-        offsets = {"__consumer_offsets": [self.cluster.group_offsets_partition(self.spec.group_id)]}
+        try:
+            offsets = {"__consumer_offsets": [self.cluster.group_offsets_partition(self.spec.group_id)]}
+            watched: dict[str, Any] = {"offsets_partition": f"__consumer_offsets-{offsets['__consumer_offsets'][0]}"}
+        except ClusterError as exc:  # e.g. an external cluster that hides its internal topics: said, not guessed
+            offsets, watched = {}, {"offsets_partition_error": exc.one_line()}
         started = time.monotonic()
         while True:
             snapshot = stable_offsets(self.client, self.cluster.admin(), self.user_topics, offsets)
             pinned = {f"{t}-{p}": v for t, parts in snapshot.items() for p, v in parts.items() if v["lso"] < v["high"]}
             elapsed = time.monotonic() - started
             if not pinned or elapsed >= timeout_s:
-                return {"stable": not pinned, "waited_s": round(elapsed, 1), "pinned": pinned, "timeout_s": timeout_s}
+                return {"stable": not pinned, "waited_s": round(elapsed, 1), "pinned": pinned, "timeout_s": timeout_s,
+                        **watched}
             time.sleep(1.0)
 
     def final_reads(self, liveness_timeout_s: float | None = None, recover_hanging: bool = False) -> dict[str, Any]:
