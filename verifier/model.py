@@ -308,6 +308,8 @@ def hanging_cases(workload: Any, final: dict[str, Any], open_txns: list[dict[str
                 and in_scope(str(t.get("TransactionalId", "")), scope)]
     if liveness.get("stable") and not reported and not prepared:
         return [], (f"every partition's LSO reached its high watermark {liveness.get('waited_s')}s after the drain"
+                    + (f"; the group's offsets partition was not watched ({liveness['offsets_partition_error']})"
+                       if liveness.get("offsets_partition_error") else "")
                     + ("; find-hanging reports none" if "hanging" in broker else "")
                     + ("; no coordinator holds a transaction prepared" if "transactions" in broker else ""))
     still_open = [t for t in broker.get("transactions") or []

@@ -81,7 +81,10 @@ class Hold(MessageParams):
     @field_validator("release_on", mode="before")
     @classmethod
     def _release_on(cls, value: Any) -> list[str]:
-        return check_apis(value) if value else []
+        try:
+            return check_apis(value) if value else []
+        except ValueError as exc:
+            raise ValueError(f"release_on: {exc}") from None
 
 
 class Duplicate(MessageParams):

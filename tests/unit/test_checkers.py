@@ -511,6 +511,15 @@ def test_hanging_transaction_when_the_lso_stays_pinned(tmp_path):
     assert case["lso"] == 3 and case["open_transactions"][0]["transactional_id"] == "tx-w0"
 
 
+def test_an_offsets_partition_that_could_not_be_watched_is_said(tmp_path):
+    b = RunBuilder()
+    b.liveness = {"stable": True, "waited_s": 0.1, "pinned": {},
+                  "offsets_partition_error": "topic __consumer_offsets is not known to the cluster"}
+    verdict, _, results = _anomalies(b.write(tmp_path / "r"))
+    assert verdict == "valid"
+    assert "offsets partition was not watched (topic __consumer_offsets" in results["checks"]["hanging-transaction"]["note"]
+
+
 def test_a_pinned_offsets_partition_is_a_hanging_transaction_that_stalls_the_group(tmp_path):
     b = RunBuilder()
     b.liveness = {"stable": False, "waited_s": 50.0, "pinned": {"__consumer_offsets-0": {"lso": 491, "high": 2978}}}
