@@ -30,19 +30,19 @@ import json
 import random
 import time
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kchaos.ci.junit import RunOutcome, write_junit
 from kchaos.ci.release_table import release_row, write_release_table
 from kchaos.clusters.spec import describe_validation_error
-from kchaos.errors import ConfigError, KchaosError
+from kchaos.errors import ConfigError
 from kchaos.harness.campaign import CAMPAIGNS_DIR, load_campaign, read_toml
 from kchaos.harness.run import execute_run
+from kchaos.harness.runs import exit_code, judge_one
 from kchaos.log import say
 from kchaos.reports.index import render_index
-from kchaos.rundir import RunDir
+from kchaos.reports.junit import JudgedRun, write_junit
 from kchaos.verifier.campaign import Campaign
 
 DEFAULT_MATRIX = CAMPAIGNS_DIR / "nightly.toml"
@@ -99,38 +99,6 @@ def load_matrix(path: Path) -> tuple[Matrix, list[tuple[MatrixEntry, str, list[s
     return matrix, resolved
 
 
-def run_and_judge(execute: Callable[[], RunDir], name: str, campaign: str, expected: str = "valid") -> RunOutcome:
-    """Execute one run (``execute`` returns its directory) and read its outcome for JUnit and
-    the summary; a run that fails before a verdict is a harness error, never hiding the others."""
-    started = time.monotonic()
-    outcome = RunOutcome(name, campaign, expected, "harness-error", 0.0)
-    try:
-        run = execute()
-        results = run.read_json("results.json")
-        outcome.interrupted = bool(results.get("interrupted"))
-        outcome.verdict, outcome.anomalies = results["verdict"], results.get("anomalies") or {}
-        outcome.errors = results.get("errors") or []
-        outcome.run_dir = str(run.path)
-        outcome.replay = run.read_json("replay.json").get("command")
-    except KchaosError as exc:
-        outcome.errors = [exc.one_line()]
-    except Exception as exc:  # one broken run must not hide the others' results
-        outcome.errors = [f"{type(exc).__name__}: {exc}"]
-    outcome.seconds = time.monotonic() - started
-    return outcome
-
-
-def exit_code(outcomes: list[RunOutcome]) -> int:
-    unexpected = [o for o in outcomes if not o.passed]
-    if any(o.verdict in ("invalid", "valid") for o in unexpected):
-        return 1
-    if any(o.verdict == "harness-error" for o in unexpected):
-        return 3
-    if any(o.verdict == "unknown" for o in unexpected):
-        return 2
-    return 0
-
-
 def run_nightly(matrix_path: Path, out_root: Path, extra_fresh: int = 0) -> int:
     matrix, entries = load_matrix(matrix_path)  # every campaign validated before anything starts
     night = out_root / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{matrix.name}"
@@ -143,12 +111,12 @@ def run_nightly(matrix_path: Path, out_root: Path, extra_fresh: int = 0) -> int:
     (night / "plan.json").write_text(json.dumps([{"campaign": str(p), "seed": s, "set": sets, "expect": e.expect}
                                                  for e, _, sets, p, _, s in plan], indent=2))
     say(f"nightly {matrix.name}: {len(plan)} runs into {night}")
-    outcomes: list[RunOutcome] = []
+    outcomes: list[JudgedRun] = []
     rows: list[dict] = []
     for entry, label, sets, path, campaign, seed in plan:
         name = f"{label} seed={seed}" + (f" [{' '.join(sets)}]" if sets else "")
-        outcome = run_and_judge(lambda: execute_run(campaign, night, seed=seed, campaign_path=path,
-                                                    overrides=sets)[0], name, label, entry.expect)
+        outcome = judge_one(lambda: execute_run(campaign, night, seed=seed, campaign_path=path, overrides=sets),
+                            name, label, entry.expect)
         if outcome.run_dir:
             (Path(outcome.run_dir) / "expect.json").write_text(json.dumps({"verdict": entry.expect}))
             rows.append(release_row(Path(outcome.run_dir), name, outcome.verdict))

@@ -19,9 +19,8 @@ from typing import Any, NoReturn
 
 from kchaos import log, signals
 from kchaos.log import say
-from kchaos.signals import GRACE_S, time_limit
-from kchaos.ci.junit import write_junit
-from kchaos.ci.nightly import DEFAULT_MATRIX, exit_code, run_and_judge, run_nightly
+from kchaos.signals import GRACE_S
+from kchaos.ci.nightly import DEFAULT_MATRIX, run_nightly
 from kchaos.clusters.artifacts import require_java, resolve_kafka
 from kchaos.clusters.docker_engine import PrivateDockerEngine, install_engine
 from kchaos.clusters.docker_image import ensure_kafka_image
@@ -35,6 +34,7 @@ from kchaos.faults.schedule import generate_schedule, read_schedule
 from kchaos.harness.campaign import load_campaign
 from kchaos.harness.prune import apply_prune, plan_prune
 from kchaos.harness.run import execute_run, render_report
+from kchaos.harness.runs import run_count
 from kchaos.paths import state_dir
 from kchaos.reports.browser import ensure_browser
 from kchaos.reports.index import render_index
@@ -160,38 +160,13 @@ def _campaign_args(args: argparse.Namespace) -> tuple[Path | None, list[str], li
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """One run, or ``--count`` runs with fresh seeds (the first takes ``--seed``): the summary of
-    them, the exit code of the worst, the JUnit file, and each run directory on stdout (the last
-    line is the last run's)."""
+    """One run, or ``--count`` runs with fresh seeds (harness/runs.py): the exit code of the worst,
+    a single run's being its own (a certification's included)."""
     path, given, validated = _campaign_args(args)
     campaign = load_campaign(path, validated)
-    if args.count < 1:
-        raise ConfigError(f"--count {args.count}: at least one run", "pass --count 1 or more")
-    if args.time_limit is not None and args.time_limit <= 0:
-        raise ConfigError(f"--time-limit {args.time_limit}: a number of seconds above 0")
-    outcomes = []
-    for i in range(args.count):
-        seed = campaign.run.seed if i == 0 else None
-
-        def execute() -> RunDir:
-            with time_limit(args.time_limit):
-                run, _ = execute_run(campaign, Path(args.out), seed=seed, campaign_path=path, overrides=given)
-            print(run.path, flush=True)
-            return run
-
-        outcome = run_and_judge(execute, f"{campaign.name} run {i + 1}", campaign.name)
-        outcomes.append(outcome)
-        if args.junit:
-            write_junit(outcomes, Path(args.junit), f"kchaos.{campaign.name}")
-        if outcome.interrupted or (args.exit_first and not outcome.passed):
-            break
-    if args.count > 1:
-        say(f"{len(outcomes)} of {args.count} runs:")
-        for o in outcomes:
-            say(f"  {o.verdict:13} {Path(o.run_dir).name if o.run_dir else '-'}" + (f"  {o.summary()}" if not o.passed else ""))
-    if len(outcomes) == 1 and outcomes[0].verdict == "harness-error":
-        raise KchaosError("; ".join(outcomes[0].errors) or "the run failed before a verdict")
-    return exit_code(outcomes)
+    return run_count(campaign, Path(args.out), args.count, campaign_path=path, overrides=given,
+                     exit_first=args.exit_first, limit_s=args.time_limit,
+                     junit=Path(args.junit) if args.junit else None)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -224,8 +199,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         raise ConfigError(f"{source} cannot be replayed: {exc.filename} is missing",
                           "pass a run directory made by `kchaos run`") from None
-    _, code = execute_run(campaign, Path(args.out), seed=seed, schedule=schedule, replay_of=source)
-    return code
+    _, outcome = execute_run(campaign, Path(args.out), seed=seed, schedule=schedule, replay_of=source)
+    return outcome.exit_code
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -234,9 +209,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     overrides = {k: v for k, v in (("engine", args.engine), ("spark_master", args.spark_master),
                                    ("data_dir", args.data_dir)) if v}
     run = RunDir(path)
-    code = judge_run(run, campaign, bootstrap=args.bootstrap, overrides=overrides)
+    outcome = judge_run(run, campaign, bootstrap=args.bootstrap, overrides=overrides)
     render_report(run)  # the page shows the new results
-    return code
+    return outcome.exit_code
 
 
 def cmd_report(args: argparse.Namespace) -> int:

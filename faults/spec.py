@@ -86,6 +86,20 @@ class FaultsSpec(BaseModel):
         False, description="at the final reads, abort the transactions that still pin a partition's last stable offset "
                            "(KIP-664's TransactionsCommand abort) and require the partition to move on; the hang is "
                            "still a case")
+    coverage: dict[str, int] | None = Field(
+        None, description="the faults a run must execute, per kind (at least this many each); below it the verdict is "
+                          "unknown, naming the kinds that fell short. None (the default): every kind the schedule "
+                          "planned at least once; {} requires none")
+
+    @field_validator("coverage")
+    @classmethod
+    def _coverage(cls, value: dict[str, int] | None) -> dict[str, int] | None:
+        for kind, count in (value or {}).items():
+            if kind not in KINDS:
+                raise ValueError(f"coverage: unknown fault kind {kind!r}; accepted: {', '.join(sorted(KINDS))}")
+            if count < 0:
+                raise ValueError(f"coverage: {kind} = {count}: a count of 0 or more")
+        return value
 
     @field_validator("packages")
     @classmethod

@@ -35,6 +35,7 @@ from kchaos.reports.run_report import render_run_report
 from kchaos.rundir import RunDir
 from kchaos.signals import GracefulStop
 from kchaos.verifier.campaign import Campaign, record
+from kchaos.verifier.outcome import Outcome
 from kchaos.verifier.verdict import judge_run
 from kchaos.workloads import make_workload
 from kchaos.workloads.ctp import CtpWorkload
@@ -53,7 +54,9 @@ def replay_command(run: RunDir, campaign_path: Path | None, seed: int, overrides
 
 def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
                 campaign_path: Path | None = None, schedule: list | None = None,
-                replay_of: Path | None = None, overrides: list[str] | None = None) -> tuple[RunDir, int]:
+                replay_of: Path | None = None, overrides: list[str] | None = None) -> tuple[RunDir, Outcome]:
+    """One run of ``campaign`` into a new directory under ``out_root``: its directory and its
+    outcome, exactly as the verifier judged it (verifier/outcome.py)."""
     seed = seed if seed is not None else campaign.run.seed
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
@@ -154,7 +157,8 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         merge_history(run.path / "history", run.path)
         merged = True
         # verified while the cluster is still up: the Spark job reads the topics through Kafka
-        code = judge_run(run, campaign, bootstrap=cluster.bootstrap_servers if campaign.verifier.read_from_kafka else None)
+        outcome = judge_run(run, campaign,
+                            bootstrap=cluster.bootstrap_servers if campaign.verifier.read_from_kafka else None)
     finally:
         stop.__exit__()
         if stepper is not None:
@@ -170,7 +174,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
             merge_history(run.path / "history", run.path)
         render_report(run)
         run_log.__exit__(None, None, None)
-    return run, code
+    return run, outcome
 
 
 def check_out_root(out_root: Path) -> None:

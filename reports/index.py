@@ -19,6 +19,7 @@ from kchaos.files import atomic_write
 from kchaos.reports.plots import Plot, Series, render_svg
 from kchaos.reports.run_report import template_environment
 from kchaos.verifier.campaign import load_recorded
+from kchaos.verifier.outcome import load_outcome
 
 
 def _json(path: Path, default: Any = None) -> Any:
@@ -44,7 +45,8 @@ def run_row(run: Path, root: Path) -> dict[str, Any]:
     return {
         "run": run.name, "night": night, "link": (run / "report.html").relative_to(root).as_posix(),
         "has_report": (run / "report.html").exists(), "campaign": name,
-        "verdict": results.get("verdict") or ("incomplete" if not status.get("complete") else "unknown"),
+        "verdict": (load_outcome(run).judgement if results.get("verdict")
+                    else "incomplete" if not status.get("complete") else "unknown"),
         "anomalies": results.get("anomaly_types") or [], "seed": seed,
         "settings": settings,
         "inputs_per_s": totals.get("inputs_per_s"), "outputs": (results.get("facts") or {}).get("outputs_committed"),

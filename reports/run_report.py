@@ -22,6 +22,7 @@ from kchaos.reports.plots import Band, Plot, Series, render_svg
 from kchaos.text import by_version, cells, durations, human, properties
 from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.model import case_time_and_slots
+from kchaos.verifier.outcome import load_outcome
 from kchaos.workloads.history import pair_operations, read_lines
 
 LOG_WINDOW_S = 2.0
@@ -176,6 +177,7 @@ def gather(run: Path) -> dict[str, Any]:
     campaign = load_recorded(run)
     status = _json(run / "status.json", {})
     results = _json(run / "results.json") if status.get("complete") else None
+    outcome = load_outcome(run) if results else None  # the verdict as every reader gets it
     metrics = _json(run / "metrics.json", {})
     final = _json(run / "final.json", {})
     ops = pair_operations(list(read_lines(run / "history.jsonl"))) if (run / "history.jsonl").exists() else []
@@ -209,7 +211,9 @@ def gather(run: Path) -> dict[str, Any]:
     facts = (results or {}).get("facts") or {}
     return {
         "run": run.name, "path": str(run), "campaign": campaign, "status": status, "results": results,
-        "verdict": (results or {}).get("verdict") or ("incomplete" if not status.get("complete") else "unknown"),
+        "verdict": outcome.judgement if outcome else ("incomplete" if not status.get("complete") else "unknown"),
+        "required_not_checked": outcome.required_not_checked if outcome else {},
+        "fault_coverage": outcome.fault_coverage if outcome else None,
         "replay": _json(run / "replay.json", {}), "seed": (run / "seed").read_text().strip() if (run / "seed").exists() else None,
         "environment": _json(run / "environment.json", {}), "cluster_info": cluster_info,
         "plots": _plots(metrics, bands + _step_bands(ops, start, end)), "faults": bands, "totals": metrics.get("totals") or {},

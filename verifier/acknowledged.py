@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kchaos.verifier.checks import explain
 from kchaos.workloads.lineage import input_id
 
 
@@ -68,3 +69,14 @@ def acknowledged_inputs(ops: list[dict[str, Any]], seed: int | None) -> Acknowle
         for in_id, p, o in inputs:
             target[(int(p), int(o))] = in_id
     return out
+
+
+def seeder_count_cases(final: dict[str, Any], input_log_count: int, topic: str) -> list[dict[str, Any]]:
+    """The seeder's own count of the inputs it committed (``final.json``), against the committed
+    input log: fewer records there than the seeder committed is a loss, whatever its history
+    recorded (an input the seeder wrote again after an unknown outcome can only add records)."""
+    committed = (final.get("seeder") or {}).get("committed")
+    if committed is None or input_log_count >= committed:
+        return []
+    return [{"explanation": explain("lost-acknowledged-input.count", n=committed, m=input_log_count, topic=topic),
+             "seeder": final.get("seeder"), "input_log_records": input_log_count}]

@@ -30,13 +30,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kchaos.errors import VERDICT_EXIT
 from kchaos.verifier.campaign import Campaign, load_recorded
 from kchaos.verifier.model import case_time_and_slots, read_ops, worker_slot
+from kchaos.verifier.outcome import CERTIFICATION_JUDGEMENT
 from kchaos.verifier.pychecker import RunData
 
 #: a step shorter than this is a boundary, not a phase of its own
 INSTANT_STEP_S = 2.0
-CERT_EXIT = {"pass": 0, "fail": 1, "unknown": 2}
+CERT_EXIT = {overall: VERDICT_EXIT[judgement] for overall, judgement in CERTIFICATION_JUDGEMENT.items()}
 
 
 @dataclass
@@ -170,7 +172,10 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
                 if verdict == "valid":
                     verdict = "unknown"
             if verdict == "valid" and results["verdict"] == "unknown":  # no phase is valid where the run is not judged
-                verdict, note = "unknown", "the verifier could not judge the run (the reasons below): not certified"
+                unchecked = sorted(results.get("required_not_checked") or {})
+                verdict, note = "unknown", ("the verifier could not judge the run (the reasons below)"
+                                            + (f"; required checks not checked: {', '.join(unchecked)}" if unchecked
+                                               else "") + ": not certified")
             rows.append({"phase": phase.name, "client": client, "verdict": verdict, "committed_transactions": n,
                          "tv2_commits": java_v2_commits.get(phase.name, 0) if client == "java" else 0,
                          "client_transaction_versions": dict(protocol.get(key, {})), "cases": found[:20],
@@ -183,7 +188,9 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
     elif results["verdict"] == "unknown" or reasons:
         overall = "unknown"
         if results["verdict"] == "unknown":
-            reasons.insert(0, "the verifier's verdict is unknown: " + "; ".join(results.get("errors") or [])[:300])
+            why = [*(results.get("errors") or []), *(f"required check {name} not checked ({reason})" for name, reason
+                                                     in (results.get("required_not_checked") or {}).items())]
+            reasons.insert(0, "the verifier's verdict is unknown: " + "; ".join(why)[:300])
     else:
         overall = "pass"
     return {

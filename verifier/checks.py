@@ -39,6 +39,8 @@ EXPLANATIONS = {
     "aborted-read.seeder-input": ("input {in_id} at {topic}/{p}@{o}, which the seeder's transaction aborted, is "
                                   "visible to read_committed readers"),
     "lost-acknowledged-input": "input {in_id}, which the seeder's committed transaction wrote {where}, is {what}",
+    "lost-acknowledged-input.count": ("the seeder committed {n} inputs by its own count, but the committed log of "
+                                      "{topic} holds {m}"),
     "input-mismatch": ("committed output {topic}-{partition}@{offset} was made from input {in_id} at {p}@{o}, but the "
                        "input log holds {found} there"),
     "split-transaction.split": ("transaction {seq} of {process} ({txid}) was carried by {n} coordinator transactions: "
@@ -98,6 +100,14 @@ NOTES = {
                                           "up, so nothing was judged"),
     "lost-offset-commit.recorded-nothing": ("the history records no offsets for the {n} committed transactions: "
                                             "nothing to look for"),
+    "observer-window": "judged on the reads made before the failure only: {failed}",
+    "set-aside": "; set aside, as the log may rightly no longer hold them: {why}",
+    "set-aside.compacted": ("{n} below where the log cleaner compacted {log} ({clean}), with a later commit of the "
+                            "same partition"),
+    "set-aside.past the committed view": ("{n} past the end of {log}'s committed view ({view} of {end}: a "
+                                          "transaction left open pins it)"),
+    "set-aside.unrecorded-compacted": ("{n} committed client transactions of {ids} began before the oldest record "
+                                       "the log cleaner must have kept ({where})"),
 }
 
 
@@ -108,7 +118,9 @@ def explain(kind: str, **fields: Any) -> str:
 @dataclass(frozen=True)
 class Requirement:
     """What a check needs from the run, and what it says when the run does not have it: a
-    verdict with a note, or (verdict None) ``not_checked`` with the note as the reason."""
+    verdict with a note, or (verdict None) ``not_checked`` with the note as the reason. Whether
+    an unmet requirement reaches the verdict is not decided here: a check the workload claims
+    (:func:`claimed_checks`) that is ``not_checked`` makes the verdict ``unknown``."""
 
     needs: str
     verdict: str | None
@@ -136,7 +148,7 @@ CHECKS: tuple[CheckDef, ...] = (
              "an input below the group's committed offset that a transaction processed, with no committed output"),
     CheckDef("offsets-ahead", Engine.offsets_ahead,
              "the group's committed offset passed an input that no transaction processed",
-             (Requirement("history", VALID, f"{_NO_HISTORY}: reported as lost-input"),)),
+             (Requirement("history", None, f"{_NO_HISTORY}: an unprocessed input is reported as lost-input"),)),
     CheckDef("torn-transaction", Engine.torn_transactions,
              "some but not all outputs of one input, or of one transaction, are visible"),
     CheckDef("aborted-read", Engine.aborted_reads,
@@ -145,8 +157,10 @@ CHECKS: tuple[CheckDef, ...] = (
              "the seeder aborted, visible"),
     CheckDef("lost-write", Engine.lost_writes,
              "a transaction the client saw commit with fewer visible outputs than it wrote",
-             (Requirement("transactional", VALID, "not transactional: checked as lost-input/torn-transaction"),
-              Requirement("history", None, f"{_NO_HISTORY}: nothing says which transactions the client saw commit"))),
+             (Requirement("transactional", None, "not transactional: checked as lost-input/torn-transaction"),
+              Requirement("history", None, f"{_NO_HISTORY}: nothing says which transactions the client saw commit"),
+              Requirement("client-commits", None, "the history records no transaction the client saw commit: "
+                                                  "nothing to look for"))),
     CheckDef("offsets-behind", Engine.offsets_behind,
              "a visible output of an input at or past the group's final committed offset"),
     CheckDef("split-transaction", Engine.split_transactions,
@@ -159,9 +173,7 @@ CHECKS: tuple[CheckDef, ...] = (
     CheckDef("lost-offset-commit", Engine.lost_offset_commits,
              "a transaction the client saw commit whose offset commit is not in the committed offsets log",
              (Requirement("history", None, f"{_NO_HISTORY}: nothing says which offsets each transaction committed"),
-              Requirement("offsets-log", UNKNOWN, _NO_OFFSETS_LOG),
-              Requirement("offsets-uncompacted", None, "{compaction}"),
-              Requirement("offsets-view-whole", None, "{offsets_cut}"))),
+              Requirement("offsets-log", UNKNOWN, _NO_OFFSETS_LOG))),
     CheckDef("offsets-backwards", Engine.offsets_backwards,
              "a group's committed offset of an input partition that moved back in the offsets log",
              (Requirement("offsets-log", UNKNOWN, _NO_OFFSETS_LOG),)),
@@ -183,7 +195,7 @@ CHECKS: tuple[CheckDef, ...] = (
              (Requirement("liveness", UNKNOWN, "no liveness snapshot after heal in final.json"),)),
     CheckDef("zombie-write", Engine.zombie_writes,
              "a committed output of a producer whose transactional.id a successor had already initialised",
-             (Requirement("history", VALID, f"{_NO_HISTORY}: not checkable"),)),
+             (Requirement("history", None, f"{_NO_HISTORY}: nothing says which producer initialised an id when"),)),
     CheckDef("nonmonotonic", Engine.nonmonotonic,
              "within one output partition, outputs of one input partition out of input order",
              (Requirement("order-promised", None, "order is not promised under delivery={delivery} "
@@ -256,12 +268,10 @@ def has(data: Any, needs: str) -> bool:
         return delivery in ORDER_PROMISED_DELIVERY
     if needs == "offsets-log":
         return data.offset_log is not None
-    if needs == "offsets-uncompacted":
-        return evidence.compaction_note(data.compaction, "__consumer_offsets") is None
-    if needs == "offsets-view-whole":
-        return evidence.offsets_view_cut(data.final) is None
     if needs == "seeder-acks":
         return data.acknowledged.any
+    if needs == "client-commits":
+        return any(o == "committed" for o in data.history.txn_outcome.values())
     if needs == "full-lineage":
         return data.workload.lineage == "full"
     if needs == "observations":
@@ -269,6 +279,36 @@ def has(data: Any, needs: str) -> bool:
     if needs == "observers-caught-up":
         return observers_behind(data.observer_summary) is None
     raise ValueError(f"unknown requirement {needs!r}")
+
+
+#: requirements the run's configuration decides: unmet, the workload does not claim the
+#: guarantee (an at-least-once pipeline promises no order); every other requirement is evidence
+#: the run may lack
+def _configured(campaign: Any, needs: str) -> bool | None:
+    workload = campaign.workload
+    return {"transactional": workload.delivery == "exactly-once",
+            "order-promised": workload.delivery in ORDER_PROMISED_DELIVERY,
+            "full-lineage": workload.lineage == "full",
+            "history": evidence.records_history(workload),
+            "observations": campaign.observers.count > 0}.get(needs)
+
+
+def claimed_checks(campaign: Any) -> tuple[str, ...]:
+    """The checks a run's workload claims, in registry order: every check whose configuration
+    requirements its workload meets (a share group claims no consumer-offset check, an external
+    app without a history no check that reads one, identity lineage no input-mismatch), with the
+    campaign's ``[verifier] require`` added and ``waive`` taken away. A claimed check that ends
+    ``not_checked`` makes the verdict ``unknown``: what was not observed is never valid."""
+    share = campaign.workload.kind == "share"
+    out = []
+    for check in CHECKS:
+        name = check.anomaly
+        if share and (name in NOT_FOR_SHARE or name == "duplicate"):
+            continue
+        if all(_configured(campaign, r.needs) is not False for r in check.requires):
+            out.append(name)
+    wanted = (set(out) | set(campaign.verifier.require)) - set(campaign.verifier.waive)
+    return tuple(n for n in CHECK_NAMES if n in wanted)
 
 
 def observers_behind(summary: dict[str, Any] | None) -> str | None:
@@ -282,8 +322,6 @@ def observers_behind(summary: dict[str, Any] | None) -> str | None:
 
 def _requirement_note(data: Any, requirement: Requirement) -> str:
     return requirement.note.format(delivery=data.workload.delivery,
-                                   compaction=evidence.compaction_note(data.compaction, "__consumer_offsets"),
-                                   offsets_cut=evidence.offsets_view_cut(data.final),
                                    observers_behind=observers_behind(getattr(data, "observer_summary", None)))
 
 
@@ -345,6 +383,12 @@ def run_checks(results: Any, data: Any, engine: Any, pool: Any = None) -> bool:
             results.not_checked[check.anomaly] = str(outcome)
         else:
             results.checks.append(outcome)
+    # a failed observer's reads are judged up to its failure, and the read-side checks say so
+    failed = evidence.failed_observers(getattr(data, "observer_summary", None))
+    for outcome in results.checks:
+        if failed and outcome.name in OBSERVATION_CHECKS and outcome.verdict != UNKNOWN:
+            outcome.note = (f"{outcome.note}; " if outcome.note else "") + NOTES["observer-window"].format(failed=failed)
+    results.required = list(claimed_checks(data.campaign))
     return share
 
 
@@ -363,12 +407,23 @@ def split_result(cases: list[dict[str, Any]], facts: dict[str, Any]) -> CheckRes
     return result("split-transaction", cases)
 
 
-def offset_commit_result(cases: list[dict[str, Any]], checked: int, committed: int) -> CheckResult:
-    """lost-offset-commit from offsets_log: unknown when the client recorded no offsets to look for."""
+def set_aside_note(parts: list[str]) -> str:
+    """What a check set aside (each part an explained count), as the tail of its note; "" for none."""
+    return NOTES["set-aside"].format(why="; ".join(parts)) if parts else ""
+
+
+def offset_commit_result(cases: list[dict[str, Any]], checked: int, committed: int,
+                         set_aside: list[str] | None = None) -> CheckResult:
+    """lost-offset-commit from offsets_log: unknown when the client recorded no offsets to look
+    for; ``set_aside``: the explained counts of commits it could not judge, said in its note."""
     if committed and not checked:
         return CheckResult("lost-offset-commit", UNKNOWN, note=NOTES["lost-offset-commit.recorded-nothing"].format(
             n=committed))
-    return result("lost-offset-commit", cases)
+    found = result("lost-offset-commit", cases)
+    tail = set_aside_note(set_aside or [])
+    if tail:
+        found.note = (found.note or f"{checked} committed transactions' offset commits judged") + tail
+    return found
 
 
 def progress_result(committed: int, outputs: int, from_log: bool = False) -> CheckResult:

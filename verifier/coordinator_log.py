@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
@@ -41,6 +41,10 @@ CLOCK_EPS_MS = 2
 #: a coordinator-initiated abort is due once a transaction is older than its timeout; the
 #: coordinator checks every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``
 TIMEOUT_SLACK_MS = 50
+#: how long a request of a process that stopped mid-call (killed during ``init_transactions``) may
+#: still reach the coordinator after its last recorded moment: Kafka's default
+#: ``request.timeout.ms``. Before this bound, such an init excused every later abort of its id.
+STOPPED_REQUEST_GRACE_MS = 30_000
 #: records of a coordinator transaction kept as evidence
 EVIDENCE_RECORDS = 12
 OPEN = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
@@ -201,9 +205,12 @@ def client_transactions(history: Any) -> list[ClientTxn]:
         failed = [t for t in (history.txn_failed.get(key),
                               next((t for t in history.process_exits.get(key[0], []) if t >= send["invoke_time"]), None))
                   if t is not None]
+        # a transaction with no recorded end closes at its process's last recorded moment: nothing
+        # of it happened later (left open, it would own every later coordinator transaction of its id)
+        ended = (last["complete_time"] or last["invoke_time"]) if last else history.process_last.get(key[0])
         out.append(ClientTxn(key[0], key[1], send["txid"], send.get("epoch"), send["invoke_time"] * 1000,
                              first["f"] if first else None, first["invoke_time"] * 1000 if first else None,
-                             (last["complete_time"] or last["invoke_time"]) * 1000 if last else None,
+                             ended * 1000 if ended is not None else None,
                              history.txn_outcome.get(key, "unknown"), min(failed) * 1000 if failed else None))
     return out
 
@@ -255,10 +262,11 @@ def _coordinator_initiated(ct: CoordinatorTxn, inits: dict[str, list[dict[str, A
     for op in inits.get(ct.transactional_id, []):
         # the init was under way while the transaction was open: its InitProducerId may have been
         # sent before the transaction began and retried (CONCURRENT_TRANSACTIONS while the last
-        # one completed) until it aborted this one
-        invoked, completed = op["invoke_time"] * 1000, op.get("complete_time")
-        if invoked <= ct.prepare_ms + CLOCK_EPS_MS and (completed is None
-                                                         or completed * 1000 >= ct.start_ms - CLOCK_EPS_MS):
+        # one completed) until it aborted this one. One that never completed (its process stopped
+        # mid-call) acted at most until its process's last moment and a request's timeout.
+        invoked = op["invoke_time"] * 1000
+        until = op["complete_time"] * 1000 if op.get("complete_time") is not None else op["acted_until_ms"]
+        if invoked <= ct.prepare_ms + CLOCK_EPS_MS and until >= ct.start_ms - CLOCK_EPS_MS:
             return f"fenced by {op['process']}'s init"
     return None
 
@@ -318,7 +326,7 @@ def coordinator_aborted(coordinator: list[CoordinatorTxn], history: Any) -> set[
 
 
 def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, Any]] | None = None,
-          log_complete: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+          intact_from: dict[str, float] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The ``split-transaction`` cases and the facts of the coordinator's view.
 
     A client transaction is a case when (a) two or more coordinator transactions holding
@@ -326,23 +334,31 @@ def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, 
     before the client asked to end it, and not by the coordinator itself (a fence, a timeout):
     another request ended it. (b) is also found by the message proxy's record when there is one
     (``late``: verifier/late_requests.py rows): a request sent before this client transaction
-    began that ended it. And (c), when the log is complete (``log_complete``: the cleaner removed
-    nothing from it), a transaction the client saw commit that no coordinator transaction carried.
+    began that ended it. And (c) a transaction the client saw commit that no coordinator
+    transaction carried, where the log must still hold it: ``intact_from`` maps a transactional
+    id whose log partition the cleaner compacted (or may have) to the time (ms) from which its
+    records are all as written; its client transactions that began earlier are set aside and
+    counted (``unrecorded_set_aside``), not judged. An id it does not name is judged whole.
     Facts: how many coordinator transactions were attributed, what the coordinator did with the
     transactions whose outcome the client did not know or saw fail, and ``matched_nothing`` when
     client transactions committed and none could be matched (the check then judged nothing)."""
     clients = client_transactions(history)
     owner = attribute(coordinator, clients)
     inits: dict[str, list[dict[str, Any]]] = defaultdict(list)
+
+    def acted_until(op: dict[str, Any]) -> float:
+        last = max(history.process_last.get(op["process"], op["invoke_time"]), op["invoke_time"])
+        return last * 1000 + STOPPED_REQUEST_GRACE_MS
+
     for op in history.ops:
         if op["f"] == "init" and op.get("txid"):
-            inits[op["txid"]].append(op)
+            inits[op["txid"]].append({**op, "acted_until_ms": acted_until(op)})
     for op in history.faults:
         # the epoch-jump fault's InitProducerIds fence the id it names as a worker's init would
         if op["f"] == "fault:epoch-jump":
             txid = (((op.get("value") or {}).get("resolved") or {}).get("detail") or {}).get("transactional_id")
             if txid:
-                inits[txid].append({**op, "process": "the epoch-jump fault"})
+                inits[txid].append({**op, "process": "the epoch-jump fault", "acted_until_ms": acted_until(op)})
     held: dict[tuple[str, int], list[CoordinatorTxn]] = defaultdict(list)
     for i, c in owner.items():
         if coordinator[i].partitions:
@@ -390,8 +406,10 @@ def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, 
 
     unrecorded = [c for c in clients if c.outcome == "committed" and (c.process, c.seq) not in held
                   and _wrote_something(history, (c.process, c.seq))]
-    if log_complete and held:
-        for c in unrecorded:
+    intact_from = intact_from or {}
+    judged = [c for c in unrecorded if c.start_ms >= intact_from.get(c.txid, float("-inf"))]
+    if held:
+        for c in judged:
             cases.append({"explanation": explain("split-transaction.unrecorded", seq=c.seq, process=c.process,
                                                  txid=c.txid),
                           "transactions": [history.txn_evidence((c.process, c.seq))],
@@ -406,6 +424,9 @@ def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, 
              "client_transactions": len(clients),
              "client_transactions_without_coordinator_record": sum(1 for c in clients if (c.process, c.seq) not in held),
              "committed_without_coordinator_record": len(unrecorded),
+             "unrecorded_set_aside": {txid: n for txid, n in sorted(Counter(
+                 c.txid for c in clients if c.outcome == "committed" and _wrote_something(history, (c.process, c.seq))
+                 and c.start_ms < intact_from.get(c.txid, float("-inf"))).items())},
              "matched_nothing": bool(not held and any(c.outcome == "committed" for c in clients)),
              "outcomes_the_client_did_not_know": {k: dict(v) for k, v in sorted(resolved.items())}}
     return cases, facts

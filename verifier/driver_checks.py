@@ -5,27 +5,73 @@ verifier/checks.py, finds a check's function in the engine module by name)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
 from kchaos.verifier import evidence
-from kchaos.verifier.checks import offset_commit_result, result, split_result
+from kchaos.verifier.checks import NOTES, offset_commit_result, result, set_aside_note, split_result
 from kchaos.verifier.coordinator_log import judge
 from kchaos.verifier.offsets_log import lost_offset_commit_cases, offsets_backwards_cases
-from kchaos.verifier.results import CheckResult
+from kchaos.verifier.results import UNKNOWN, CheckResult
+
+
+def intact_from(data: Any, coordinator: list[Any]) -> dict[str, float]:
+    """Per transactional id of the run whose ``__transaction_state`` partition the cleaner compacted
+    (or may have: a cluster that does not say), the start (ms) of its oldest coordinator
+    transaction that begins at or past the cleaned point: from then on the id's records are all
+    as written (infinity: none is known to be). Ids on partitions nothing cleaned are left out:
+    judged whole. Another partition's compaction says nothing about this run's ids."""
+    by_txid: dict[str, list[Any]] = defaultdict(list)
+    for ct in coordinator:
+        by_txid[ct.transactional_id].append(ct)
+    out: dict[str, float] = {}
+    for txid in sorted({op["txid"] for op in data.history.txn_ops.values() if op.get("txid")}):
+        cts = by_txid.get(txid, [])
+        partition = (cts[0].log_partition if cts
+                     else evidence.key_partition(data.final, "__transaction_state", txid))
+        clean = evidence.clean_point(data.compaction, "__transaction_state", partition)
+        if clean == 0:
+            continue
+        kept = [ct.start_ms for ct in cts if clean is not None and ct.first_offset >= clean]
+        out[txid] = min(kept) if kept else float("inf")
+    return out
 
 
 def check_split_transactions(data: Any) -> CheckResult:
     """``data.coordinator_transactions()`` (the engine's segmentation of the log) judged against
     the history; the coordinator's facts are kept on ``data`` for the results."""
-    log_complete = evidence.compaction_note(data.compaction, "__transaction_state") is None
-    cases, data.coordinator_facts = judge(data.coordinator_transactions(), data.history, data.late_requests(),
-                                          log_complete)
-    return split_result(cases, data.coordinator_facts)
+    coordinator = data.coordinator_transactions()
+    intact = intact_from(data, coordinator)
+    cases, data.coordinator_facts = judge(coordinator, data.history, data.late_requests(), intact)
+    found = split_result(cases, data.coordinator_facts)
+    aside = data.coordinator_facts["unrecorded_set_aside"]
+    if aside and found.verdict != UNKNOWN:
+        where = {txid: "nothing kept" if when == float("inf") else f"from {when:.0f} ms"
+                 for txid, when in intact.items() if txid in aside}
+        found.note = (found.note or f"{data.coordinator_facts['attributed']} coordinator transactions attributed") + \
+            set_aside_note([NOTES["set-aside.unrecorded-compacted"].format(
+                n=sum(aside.values()), ids=", ".join(sorted(aside)), where="; ".join(f"{t}: {w}" for t, w in where.items()))])
+    return found
 
 
 def check_lost_offset_commits(data: Any) -> CheckResult:
-    cases, checked = lost_offset_commit_cases(data.history, data.offset_log, data.workload.input_topic)
-    return offset_commit_result(cases, checked, data.history.committed_transactions())
+    """Judged on the group's own ``__consumer_offsets`` partition: another group's compaction or
+    open transaction there says nothing about this run's commits."""
+    partition = evidence.group_offsets_partition(data)
+    clean = evidence.clean_point(data.compaction, "__consumer_offsets", partition)
+    cut = evidence.view_cut(data.final, "__consumer_offsets", partition) if partition is not None else None
+    cases, checked, set_aside = lost_offset_commit_cases(data.history, data.offset_log, data.workload.input_topic,
+                                                         clean, cut is not None)
+    log = f"__consumer_offsets-{partition if partition is not None else '?'}"
+    parts = []
+    if set_aside.get("compacted"):
+        parts.append(NOTES["set-aside.compacted"].format(n=set_aside["compacted"], log=log,
+                                                         clean="up to an unknown offset" if clean is None
+                                                         else f"up to offset {clean}"))
+    if set_aside.get("past the committed view"):
+        parts.append(NOTES["set-aside.past the committed view"].format(n=set_aside["past the committed view"], log=log,
+                                                                       view=cut[0], end=cut[1]))
+    return offset_commit_result(cases, checked, data.history.committed_transactions(), parts)
 
 
 def check_offsets_backwards(data: Any) -> CheckResult:

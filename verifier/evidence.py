@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kchaos.clusters.base import coordinator_partition
 from kchaos.clusters.local import cleaned_offsets
 
 
@@ -53,36 +54,50 @@ def compaction_of(run: Path, final: dict[str, Any]) -> dict[str, Any] | None:
     return cleaned_offsets(Path(run) / "cluster")
 
 
-def compaction_note(compaction: dict[str, Any] | None, topic: str) -> str | None:
-    """Why commits of ``topic`` may be missing without anything being lost, or None when the
-    cleaner removed nothing from it."""
-    if compaction is None:
-        return (f"whether the log cleaner compacted {topic} is unknown (the cluster did not say): a commit it removed "
-                "would look lost")
-    if "error" in compaction:
-        return f"whether the log cleaner compacted {topic} is unknown: {compaction['error']}"
-    cleaned = {p: o for p, o in (compaction.get(topic) or {}).items() if o > 0}
-    if cleaned:
-        return (f"the log cleaner compacted {topic} (partitions cleaned up to: "
-                f"{', '.join(f'{p}@{o}' for p, o in sorted(cleaned.items()))}): commits it removed look lost")
-    return None
+def clean_point(compaction: dict[str, Any] | None, topic: str, partition: int | None) -> int | None:
+    """The offset up to which the log cleaner compacted ``topic``'s ``partition``: records below it
+    may have been replaced by a later record of the same key; records at or past it, and the last
+    record of every key, are as written. 0: nothing cleaned; None: nobody can tell (a cluster that
+    did not say). ``partition`` None (not known): the highest point of any partition of the topic."""
+    if compaction is None or "error" in compaction:
+        return None
+    cleaned = {int(p): int(o) for p, o in (compaction.get(topic) or {}).items()}
+    if partition is None:
+        return max(cleaned.values(), default=0)
+    return cleaned.get(int(partition), 0)
 
 
-def offsets_view_cut(final: dict[str, Any]) -> str | None:
-    """Why commits may be missing from ``__consumer_offsets``' committed view without being lost:
-    a transaction left open (hanging) pins a partition's last stable offset, and the view ends
-    there while the log goes on. None when the view reaches the log's end (or either is absent:
-    the offsets-log requirement speaks for that)."""
-    ends = {t.get("view"): t.get("end_offsets") or {} for t in final.get("topics") or []
-            if t.get("topic") == "__consumer_offsets"}
+def partition_count(final: dict[str, Any], topic: str) -> int | None:
+    """How many partitions the final reads found in ``topic`` (None: it was not read)."""
+    counts = [len(t.get("end_offsets") or {}) for t in final.get("topics") or [] if t.get("topic") == topic]
+    return max(counts) if counts and max(counts) else None
+
+
+def key_partition(final: dict[str, Any], topic: str, key: str) -> int | None:
+    """The partition of an internal topic that holds ``key`` (a group id, a transactional id), as
+    the coordinators place it; None when the topic's partition count is not known."""
+    n = partition_count(final, topic)
+    return coordinator_partition(key, n) if n else None
+
+
+def view_cut(final: dict[str, Any], topic: str, partition: int) -> tuple[int, int] | None:
+    """(end of the committed view, end of the log) of one partition when the committed view stops
+    before the log's end (a transaction left open pins its last stable offset), else None."""
+    ends = {t.get("view"): t.get("end_offsets") or {} for t in final.get("topics") or [] if t.get("topic") == topic}
     if "committed" not in ends or "raw" not in ends:
         return None
-    cut = {p: (ends["committed"].get(p, 0), end) for p, end in ends["raw"].items() if ends["committed"].get(p, 0) < end}
-    if not cut:
-        return None
-    return ("the committed view of __consumer_offsets stops before its log ends ("
-            + ", ".join(f"partition {p}: {view} of {end}" for p, (view, end) in sorted(cut.items()))
-            + "): a transaction left open pins it, so a commit past that point would look lost")
+    raw = {int(p): o for p, o in ends["raw"].items()}.get(int(partition), 0)
+    committed = {int(p): o for p, o in ends["committed"].items()}.get(int(partition), 0)
+    return (committed, raw) if committed < raw else None
+
+
+def group_offsets_partition(data: Any) -> int | None:
+    """The ``__consumer_offsets`` partition of the run's group: where its commits were found, else
+    where the group coordinator places the group id; None when neither can tell."""
+    found = {c["log_partition"] for c in data.offset_log or []}
+    if len(found) == 1:
+        return found.pop()
+    return key_partition(data.final, "__consumer_offsets", data.workload.group_id)
 
 
 # -- the rules ---------------------------------------------------------------------------------
@@ -129,6 +144,12 @@ def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
     if not seeded and (data.inputs_committed_count or 0) > 0:
         out.append(Gap("the input seeder left no history: what it was acknowledged to write is unknown",
                        ("lost-acknowledged-input",)))
+    said = (final.get("seeder") or {}).get("committed")
+    recorded = len(data.acknowledged.committed) + len(data.acknowledged.committed_ids)
+    if seeded and said is not None and recorded < said:
+        out.append(Gap(f"the seeder committed {said} inputs by its own count, but its history records the "
+                       f"acknowledgements of {recorded}: what it wrote beyond them is not known (its history stops "
+                       "early)"))
 
     if (data.foreign_committed or 0) > 0:
         out.append(Gap(f"{data.foreign_committed} committed output records carry no lineage (or name no known input): "
@@ -146,27 +167,48 @@ def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
                        "(observers/observations.parquet): what readers saw during the run is unknown",
                        groups.observations))
     elif wanted:
-        failed = [o for o in data.observer_summary.get("observers") or [] if o.get("error")]
+        failed = failed_observers(data.observer_summary)
         if failed:
-            out.append(Gap("observer " + ", ".join(f"{o['observer']} failed ({o['error']})" for o in failed)
-                           + ": its reads stop there", fatal=False))
+            out.append(Gap(failed + ": what no reader got cannot be told", ("unseen",), fatal=False))
 
-    planned = _planned_faults(Path(data.run))
-    injected = Counter(op["f"].removeprefix("fault:") for op in history.faults if op["outcome"] == "ok")
-    if planned and not sum(injected.values()):
-        out.append(Gap(f"the schedule planned {sum(planned.values())} faults and the history shows none injected: "
-                       "the run says nothing about faults"))
-    elif planned:
-        attempted = {op["f"].removeprefix("fault:") for op in history.faults}
-        # a kind tried and never once injected; one never tried was not due yet (an interrupted
-        # or time-limited run stops its schedule early, and says so itself)
-        never = sorted(kind for kind in planned if kind in attempted and not injected.get(kind))
-        if never:  # e.g. a hunt whose message faults all failed: it did not test what it is named for
-            errors = sorted({op.get("error") or "?" for op in history.faults
-                             if op["f"].removeprefix("fault:") in never and op["outcome"] != "ok"})
-            out.append(Gap(f"the schedule planned {', '.join(f'{planned[k]} {k}' for k in never)} faults and not one "
-                           f"was injected ({'; '.join(errors[:3])}): the run says nothing about them"))
+    coverage = fault_coverage(Path(data.run), history.faults, data.campaign.faults.coverage)
+    if coverage["planned"] and not sum(coverage["executed"].values()):
+        out.append(Gap(f"the schedule planned {sum(coverage['planned'].values())} faults and the history shows none "
+                       "injected: the run says nothing about faults"))
+    elif coverage["short"] and not final.get("interrupted"):
+        errors = sorted({op.get("error") or "?" for op in history.faults
+                         if op["f"].removeprefix("fault:") in coverage["short"] and op["outcome"] != "ok"})
+        out.append(Gap("the run executed fewer faults than it requires: "
+                       + ", ".join(f"{kind} {n['executed']} of {n['required']} (planned {n['planned']}, attempted "
+                                   f"{n['attempted']})" for kind, n in sorted(coverage["short"].items()))
+                       + (f" ({'; '.join(errors[:3])})" if errors else "")
+                       + ": the run says nothing about them"))
     return out
+
+
+def failed_observers(summary: dict[str, Any] | None) -> str | None:
+    """Which observers failed during the run, and after how many records (None: none did): their
+    reads stop there, so the read-side checks judge only what they read before."""
+    failed = [o for o in (summary or {}).get("observers") or [] if o.get("error")]
+    if not failed:
+        return None
+    return "observer " + ", ".join(f"{o['observer']} failed ({o['error']}) after {o.get('records', '?')} records"
+                                   for o in failed)
+
+
+def fault_coverage(run: Path, faults: list[dict[str, Any]], required: dict[str, int] | None) -> dict[str, Any]:
+    """Per fault kind: how many the schedule planned, how many the nemesis attempted, how many it
+    executed (injected: the history's ``ok``), how many the campaign requires (``faults.coverage``;
+    None: each planned kind once), and the kinds below their requirement (``short``)."""
+    planned = _planned_faults(run)
+    attempted = Counter(op["f"].removeprefix("fault:") for op in faults)
+    executed = Counter(op["f"].removeprefix("fault:") for op in faults if op["outcome"] == "ok")
+    needs = {kind: 1 for kind in planned} if required is None else dict(required)
+    short = {kind: {"planned": planned.get(kind, 0), "attempted": attempted.get(kind, 0),
+                    "executed": executed.get(kind, 0), "required": n}
+             for kind, n in sorted(needs.items()) if executed.get(kind, 0) < n}
+    return {"planned": dict(sorted(planned.items())), "attempted": dict(sorted(attempted.items())),
+            "executed": dict(sorted(executed.items())), "required": dict(sorted(needs.items())), "short": short}
 
 
 def _planned_faults(run: Path) -> Counter[str]:
@@ -188,4 +230,5 @@ def white_box_facts(data: Any) -> dict[str, Any]:
             "offset_commits": len(data.offset_log) if data.offset_log is not None else None,
             "coordinator": data.coordinator_facts,
             "producer_ids": data.producer_id_facts,
-            "compaction": data.compaction}
+            "compaction": data.compaction,
+            "fault_coverage": fault_coverage(Path(data.run), data.history.faults, data.campaign.faults.coverage)}

@@ -121,7 +121,12 @@ class HistoryIndex:
         #: when each process gave up for good (fatal, fenced, exit-unknown), in history order
         self.process_exits: dict[str, list[float]] = defaultdict(list)
         self.input_ops: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+        #: each process's last recorded moment (an invocation or a completion): after it, it did nothing
+        self.process_last: dict[str, float] = {}
         for op in ops:
+            last = max(t for t in (op["invoke_time"], op["complete_time"]) if t is not None)
+            if last > self.process_last.get(op["process"], float("-inf")):
+                self.process_last[op["process"]] = last
             if op["f"] in ("fatal", "fenced", "exit-unknown"):
                 self.process_exits[op["process"]].append(op["invoke_time"])
             seq = op["value"].get("txn_seq")

@@ -42,23 +42,47 @@ def committed_offsets_of(history: Any) -> dict[tuple[str, int], dict[int, int]]:
     return out
 
 
-def lost_offset_commit_cases(history: Any, offset_log: list[dict[str, Any]], topic: str) -> tuple[list[dict[str, Any]], int]:
+def lost_offset_commit_cases(history: Any, offset_log: list[dict[str, Any]], topic: str, clean: int | None = 0,
+                             cut: bool = False) -> tuple[list[dict[str, Any]], int, dict[str, int]]:
     """A transaction the client saw commit whose offset commit is not in the committed offsets
     log: its outputs may be visible, but a restart would not know its inputs were processed.
-    Returns the cases and how many committed transactions had offsets to look for."""
+
+    Only what the log must still hold is judged. ``clean``: the offset up to which the log
+    cleaner compacted the group's partition (0: nothing; None: unknown, so anywhere). A commit
+    with a later one of the same input partition in the log may have been replaced below that
+    point, unless the commit before it already lies at or past it (it was written after). ``cut``:
+    the partition's committed view stops before its log ends (a transaction left open pins it):
+    a commit with no later one in the view may lie past that end. Such commits are set aside and
+    counted, never judged. Returns the cases, how many committed transactions had offsets to look
+    for, and the set-aside counts by reason."""
     present: set[tuple[int, int]] = {(c["partition"], c["offset"]) for c in offset_log}
     by_partition: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for c in offset_log:
         by_partition[c["partition"]].append(c)
+    for commits in by_partition.values():
+        commits.sort(key=lambda c: c["offset"])
     cases = []
+    set_aside: dict[str, int] = defaultdict(int)
     committed = committed_offsets_of(history)
     for key, offsets in sorted(committed.items()):
-        missing = sorted((p, o) for p, o in offsets.items() if (p, o) not in present)
+        missing = []
+        for p, o in sorted(offsets.items()):
+            if (p, o) in present:
+                continue
+            commits = by_partition.get(p, [])
+            before = [c for c in commits if c["offset"] < o]
+            later = any(c["offset"] > o for c in commits)
+            if later and (clean is None or not before or before[-1]["log_offset"] < clean) and clean != 0:
+                set_aside["compacted"] += 1
+            elif not later and cut:
+                set_aside["past the committed view"] += 1
+            else:
+                missing.append((p, o))
         if not missing:
             continue
         around = {}
         for p, o in missing:
-            commits = sorted(by_partition.get(p, []), key=lambda c: c["offset"])
+            commits = by_partition.get(p, [])
             below = [c for c in commits if c["offset"] < o][-NEIGHBOURS:]
             above = [c for c in commits if c["offset"] > o][:NEIGHBOURS]
             around[str(p)] = below + above
@@ -67,7 +91,7 @@ def lost_offset_commit_cases(history: Any, offset_log: list[dict[str, Any]], top
                       "transactions": [history.txn_evidence(key)],
                       "missing": [{"topic": topic, "partition": p, "offset": o} for p, o in missing],
                       "offset_commits_around": around})
-    return cases, len(committed)
+    return cases, len(committed), dict(set_aside)
 
 
 def offsets_backwards_cases(offset_log: list[dict[str, Any]], topic: str) -> list[dict[str, Any]]:

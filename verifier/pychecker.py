@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from kchaos.verifier import evidence
-from kchaos.verifier.acknowledged import acknowledged_inputs
+from kchaos.verifier.acknowledged import acknowledged_inputs, seeder_count_cases
 from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.checks import CHECK_NAMES, explain, progress_result, result, run_checks
 from kchaos.verifier.coordinator_log import (CoordinatorTxn, coordinator_aborted, coordinator_records,
@@ -549,6 +549,7 @@ def check_acknowledged_inputs(data: RunData) -> CheckResult:
             cases.append({"explanation": explain("lost-acknowledged-input", in_id=in_id, where="(position not recorded)",
                                                  what="not in the committed input log"),
                           "input": {"id": in_id}})
+    cases += seeder_count_cases(data.final, len(data.input_log), topic)
     return result("lost-acknowledged-input", cases)
 
 

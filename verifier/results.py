@@ -51,6 +51,9 @@ class Results:
     facts: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     not_checked: dict[str, str] = field(default_factory=dict)
+    #: the checks the run's workload claims (checks.claimed_checks): one of them not checked
+    #: makes the verdict ``unknown``
+    required: list[str] = field(default_factory=list)
     cross_check: dict[str, Any] | None = None
     #: where and how a run was stopped early (a graceful stop or a crash), None when it was not
     interruption: dict[str, Any] | None = None
@@ -58,9 +61,14 @@ class Results:
     spark: dict[str, Any] | None = None
 
     @property
+    def required_not_checked(self) -> dict[str, str]:
+        """The claimed checks that could not be made, and why: each keeps the verdict from ``valid``."""
+        return {name: self.not_checked[name] for name in self.required if name in self.not_checked}
+
+    @property
     def verdict(self) -> str:
         verdicts = [c.verdict for c in self.checks]
-        if self.errors:
+        if self.errors or self.required_not_checked:
             verdicts.append(UNKNOWN)
         return merge_verdicts(*verdicts) if verdicts else UNKNOWN
 
@@ -77,6 +85,8 @@ class Results:
             "anomalies": anomalies,
             "checks": {c.name: c.to_json() for c in self.checks},
             "not_checked": self.not_checked,
+            "required": self.required,
+            "required_not_checked": self.required_not_checked,
             "facts": self.facts,
             "errors": self.errors,
         }
@@ -99,4 +109,4 @@ class Results:
                   for name, c in (data.get("checks") or {}).items()]
         return cls(checker=data.get("checker", "unknown"), checks=checks, facts=dict(data.get("facts") or {}),
                    errors=list(data.get("errors") or []), not_checked=dict(data.get("not_checked") or {}),
-                   cross_check=data.get("cross_check"), interruption=data.get("interruption"), spark=data.get("spark"))
+                   required=list(data.get("required") or []), cross_check=data.get("cross_check"), interruption=data.get("interruption"), spark=data.get("spark"))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.verifier import driver_checks, evidence, spark_observations
+from kchaos.verifier.acknowledged import seeder_count_cases
 from kchaos.verifier.checks import explain, progress_result, result, run_checks
 from kchaos.verifier.engine import Engine
 from kchaos.verifier.late_requests import events_path, late_request_facts, read_message_events
@@ -266,7 +267,8 @@ def check_acknowledged_inputs(d: SparkRun) -> CheckResult:
         cases += [{"explanation": explain("lost-acknowledged-input", in_id=r["in_id"], where="(position not recorded)",
                                           what="not in the committed input log"), "input": {"id": r["in_id"]}}
                   for r in rows]
-    return result("lost-acknowledged-input", cases, total)
+    counted = seeder_count_cases(d.final, d.shared("input_log_count", d.input_log.count), topic)
+    return result("lost-acknowledged-input", cases + counted, total + len(counted))
 
 
 def check_input_mismatch(d: SparkRun) -> CheckResult:

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from kchaos.verifier.checks import CHECK_NAMES
+
 _MASTER_RE = re.compile(r"^(local(\[(\d+|\*)\])?|spark://[^\s:/]+:\d+)$")
 
 
@@ -24,6 +26,19 @@ class VerifierSpec(BaseModel):
         True, description="also run the Python checker; a disagreement on the anomaly types makes the verdict unknown")
     cross_check_max_outputs: int = Field(5_000_000, ge=0, description="skip the cross-check above this many outputs")
     timeout_s: float = Field(1800.0, gt=0)
+    require: tuple[str, ...] = Field(
+        (), description="checks to claim beyond what the workload claims (verifier/checks.py claimed_checks); a claimed "
+                        "check that is not checked makes the verdict unknown")
+    waive: tuple[str, ...] = Field(
+        (), description="claimed checks this campaign does not require: not checked, they leave the verdict alone")
+
+    @field_validator("require", "waive")
+    @classmethod
+    def _checks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [n for n in value if n not in CHECK_NAMES]
+        if unknown:
+            raise ValueError(f"{', '.join(map(repr, unknown))} is not a check; the checks are: {', '.join(CHECK_NAMES)}")
+        return value
 
     @field_validator("data_dir")
     @classmethod

@@ -3,7 +3,8 @@
 :func:`judge_run` is the one entry point from a stored run directory to an exit code: it checks
 the run (verifier/verify.py), computes its metrics, certifies it when it has planned steps
 (verifier/certify.py), writes ``results.json``, ``certification.json`` and the final
-``status.json``, and returns the exit code (0 valid / pass, 1 invalid / fail, 2 unknown).
+``status.json``, and returns the run's typed :class:`~kchaos.verifier.outcome.Outcome` (its exit
+code: 0 valid / pass, 1 invalid / fail, 2 unknown; a certification's own where the run has one).
 ``kchaos run`` calls it while the cluster is still up (the Spark job then reads the topics
 through Kafka); ``kchaos analyze`` calls it on a stored run. Nothing else writes a verdict.
 """
@@ -25,11 +26,11 @@ from kchaos.verifier.campaign import Campaign
 from kchaos.verifier.certify import certify
 from kchaos.verifier.spec import VerifierSpec
 from kchaos.verifier.model import read_json, run_seed
+from kchaos.verifier.outcome import CERTIFICATION_FILE, Outcome, outcome_of
 from kchaos.verifier.verify import RESULTS_FILE, verify_run, write_results
 from kchaos.workloads.history import pair_operations, read_lines
 from kchaos.workloads.metrics import compute_metrics
 
-CERTIFICATION_FILE = "certification.json"
 
 
 def verifier_spec(campaign: Campaign, overrides: dict[str, Any] | None) -> VerifierSpec:
@@ -57,7 +58,7 @@ def kchaos_version() -> str:
 
 
 def run_block(run: RunDir, campaign: Campaign, ops: list[dict[str, Any]] | None, exit_code: int,
-              checker: str) -> dict[str, Any]:
+              checker: str, fault_coverage: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a CI system needs about the run, in results.json itself (no other file to join)."""
     cluster = read_json(run.path / "cluster.json", {}) or {}
     environment = read_json(run.path / "environment.json", {}) or {}
@@ -72,7 +73,7 @@ def run_block(run: RunDir, campaign: Campaign, ops: list[dict[str, Any]] | None,
             "kafka_tools_version": cluster.get("admin_tools_version") or cluster.get("kafka_version"),
             "backend": campaign.cluster.backend, "clients": [clients[c] for c in wanted if c in clients],
             "started": min(times, default=None), "ended": max(times, default=None), "verified": time.time(),
-            "checker": checker, "exit_code": exit_code}
+            "checker": checker, "exit_code": exit_code, "faults": fault_coverage}
 
 
 def _keep_previous(run: RunDir) -> list[str]:
@@ -87,9 +88,9 @@ def _keep_previous(run: RunDir) -> list[str]:
 
 
 def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
-              overrides: dict[str, Any] | None = None) -> int:
+              overrides: dict[str, Any] | None = None) -> Outcome:
     """Check a run directory, certify it when it has steps, write the results and the final
-    status; return the exit code. ``bootstrap``: a live cluster the Spark job reads the topics
+    status; return the outcome. ``bootstrap``: a live cluster the Spark job reads the topics
     from. Progress and the verdict lines go to the log (kchaos/log.py)."""
     spec = verifier_spec(campaign, overrides)
     stopped_in = (run.read_json("status.json") if (run.path / "status.json").exists() else {}).get("phase")
@@ -112,12 +113,18 @@ def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
         + f"; inputs {facts.get('inputs_committed')}, committed outputs {facts.get('outputs_committed')}, "
           f"transactions: {counts(facts.get('transactions'))}")
     for name, reason in results.get("not_checked", {}).items():
-        say(f"not checked: {name} ({reason})")
+        required = name in results.get("required_not_checked", {})
+        say(f"not checked{' (required: the verdict cannot be valid)' if required else ''}: {name} ({reason})")
+    short = (facts.get("fault_coverage") or {}).get("short") or {}
+    if short:
+        say("fault coverage short of what the campaign requires: "
+            + ", ".join(f"{k} executed {n['executed']} of {n['required']}" for k, n in sorted(short.items())))
     status: dict[str, Any] = {"verdict": results["verdict"]}
     cert = certify(run.path, campaign, results, ops) if campaign.steps else None
     if cert is not None:
         code, status["certification"] = cert["exit_code"], cert["overall"]
-    write_results(run.path, checked, extra={"run": run_block(run, campaign, ops, code, checked.checker)})
+    written = write_results(run.path, checked, extra={"run": run_block(run, campaign, ops, code, checked.checker,
+                                                                         facts.get("fault_coverage"))})
     if cert is not None:
         run.write_json(CERTIFICATION_FILE, cert)
         say(f"certification: {cert['overall'].upper()} ({cert['committed_transactions']} committed transactions over "
@@ -132,4 +139,6 @@ def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
     # complete: the run reached its final reads (a run that stopped before them stays incomplete,
     # whatever a later check of it says)
     run.set_status("done", complete=(run.path / "final.json").exists(), exit_code=code, **status)
-    return code
+    outcome = outcome_of(run.path, written, cert, (read_json(run.path / "replay.json", {}) or {}).get("command"))
+    assert outcome.exit_code == code, (outcome, code)  # one exit code, whoever reads the outcome
+    return outcome

@@ -60,9 +60,9 @@ restart_workers = true
 def test_short_tv_flip_campaign_certifies_both_clients(tmp_path):
     path = tmp_path / "flip.toml"
     path.write_text(FLIP)
-    run, code = execute_run(load_campaign(path), tmp_path / "runs", campaign_path=path)
+    run, outcome = execute_run(load_campaign(path), tmp_path / "runs", campaign_path=path)
     cert = json.loads((run.path / "certification.json").read_text())
-    assert code == 0 and cert["overall"] == "pass", json.dumps({k: cert[k] for k in ("reasons", "rows")}, indent=1)
+    assert outcome.exit_code == 0 and cert["overall"] == "pass", json.dumps({k: cert[k] for k in ("reasons", "rows")}, indent=1)
     assert processes_with_marker(str(run.path)) == []
     assert cert["clients"] == ["confluent", "java"]
     flip_up, flip_down = cert["steps"]

@@ -11,6 +11,7 @@ import pytest
 
 from kchaos.rundir import RunDir
 from kchaos.verifier.campaign import load_recorded
+from kchaos.verifier.outcome import Outcome
 from kchaos.verifier.verdict import judge_run
 from kchaos.workloads import make_workload
 from kchaos.workloads.history import HistoryWriter, merge_history, pair_operations, read_lines
@@ -61,7 +62,7 @@ class Harness:
         self.verify()
         return self.run.read_json("results.json")
 
-    def verify(self, engine: str | None = None) -> int:
+    def verify(self, engine: str | None = None) -> Outcome:
         engine = engine or self.engine
         return judge_run(self.run, load_recorded(self.run.path),
                          bootstrap=self.cluster.bootstrap_servers if engine == "spark" else None,

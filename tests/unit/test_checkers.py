@@ -118,6 +118,9 @@ class RunBuilder:
         #: Ongoing with a new start time though nothing ended before it
         self.coordinator: dict[tuple[str, int], list[tuple]] = {}
         self.workload: dict = {}  # over WORKLOAD, read when written
+        self.verifier: dict = {}  # the campaign's [verifier] table
+        self.faults: dict | None = None  # the campaign's [faults] table
+        self.schedule: list[dict] | None = None  # schedule.json's faults
         self.final_extra: dict = {}
         self.offset_commits: list[tuple[int, int]] | None = None  # None: one per commit op, from the history
         #: None: derived from inputs (committed) and raw_only_inputs (aborted); False: no seeder history
@@ -245,7 +248,11 @@ class RunBuilder:
     def write_evidence(self, run: Path) -> Path:
         run.mkdir(parents=True, exist_ok=True)
         (run / "campaign.json").write_text(json.dumps({"workload": {**WORKLOAD, **self.workload},
-                                                       "observers": {"count": self.observers}}))
+                                                       "observers": {"count": self.observers},
+                                                       "verifier": self.verifier,
+                                                       **({"faults": self.faults} if self.faults is not None else {})}))
+        if self.schedule is not None:
+            (run / "schedule.json").write_text(json.dumps({"seed": 1, "faults": self.schedule}))
         (run / "final.json").write_text(json.dumps({"group_offsets": self.final_offsets, "drained": True,
                                                     **({"observers": self._observer_summary()}
                                                        if self.observers else {}),
@@ -604,7 +611,10 @@ def test_an_app_without_client_history_shows_progress_in_the_coordinators_log(tm
     assert (verdict, kinds) == ("valid", []), results["checks"]
     assert results["checks"]["no-progress"]["note"] == ("1 committed transactions (counted in the coordinator's log: "
                                                          "the pipeline left no client history)")
-    assert "external pipeline" in results["checks"]["zombie-write"]["note"]
+    # what needs a history is not checked, never passed, and an external app does not claim it
+    assert {"zombie-write", "offsets-ahead", "lost-write", "split-transaction"} <= set(results["not_checked"])
+    assert "external pipeline" in results["not_checked"]["zombie-write"]
+    assert "zombie-write" not in results["required"] and results["required_not_checked"] == {}
 
 
 # -- identity lineage: an unmodified app's outputs carry only their input's id -----------------
@@ -651,7 +661,10 @@ def test_identity_lineage_traces_outputs_by_their_input_id(tmp_path, locator):
     assert results["facts"]["outputs_committed"] == 8 and results["facts"]["outputs_without_lineage"]["committed"] == 0
     # what the full contract would add is said, not silently passed
     assert "torn-transaction (per transaction)" in results["not_checked"]
-    assert "external pipeline" in results["checks"]["zombie-write"]["note"]
+    # what needs a history is not checked, never passed, and an external app does not claim it
+    assert {"zombie-write", "offsets-ahead", "lost-write", "split-transaction"} <= set(results["not_checked"])
+    assert "external pipeline" in results["not_checked"]["zombie-write"]
+    assert "zombie-write" not in results["required"] and results["required_not_checked"] == {}
 
 
 def test_identity_lineage_names_a_duplicate_a_lost_input_and_a_torn_input(tmp_path):
@@ -848,7 +861,47 @@ def test_an_init_retried_across_a_transaction_is_its_fence_not_a_split():
     before = {"process": "w1.2", "invoke_time": 999.9, "complete_time": 1000.0}
     assert _coordinator_initiated(ct, {"tx-w1": [across]}) == "fenced by w1.2's init"
     assert _coordinator_initiated(ct, {"tx-w1": [before]}) is None
-    assert _coordinator_initiated(ct, {"tx-w1": [{**across, "complete_time": None}]}) == "fenced by w1.2's init"
+    # an init whose process stopped mid-call acted until its process's last moment and a request's
+    # timeout (acted_until_ms, coordinator_log.judge), not for the rest of the run
+    stopped = {**across, "complete_time": None}
+    assert _coordinator_initiated(ct, {"tx-w1": [{**stopped, "acted_until_ms": 1_000_060}]}) == "fenced by w1.2's init"
+    assert _coordinator_initiated(ct, {"tx-w1": [{**stopped, "acted_until_ms": 1_000_000}]}) is None
+
+
+def test_an_init_whose_process_died_mid_call_excuses_aborts_only_while_it_could_act(tmp_path):
+    """w0.1's init never completed (its process was killed mid-call). A minute later the
+    coordinator aborts w0.2's transaction before w0.2 asked to end it: w0.1's init cannot have
+    done that, so it is a case (ended early), not excused for the rest of the run."""
+    b = RunBuilder()
+    b.ops = [("init", "info", {}, "w0.1", 0)] + [(f, o, v, "w0.2", 1) for f, o, v in b.ops]
+    b.coordinator[("w0.2", 1)] = [("Ongoing", TXN_PARTITIONS, 1, None), ("PrepareAbort", TXN_PARTITIONS, 2, None),
+                                  ("CompleteAbort", {}, 3, None)]
+    lines = b._lines
+    # w0.1's init has no completion (the process died in it); w0.2 runs a minute later
+    b._lines = lambda: [{**l, "time": l["time"] + (60.0 if l["process"] == "w0.2" else 0)} for l in lines()
+                        if l["process"] != "w0.1" or l["type"] == "invoke"]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert "split-transaction" in kinds, results["checks"]
+    assert "the coordinator prepared to abort it before the client asked to commit" in \
+        results["anomalies"]["split-transaction"][0]["explanation"]
+
+
+def test_a_client_transaction_without_a_recorded_end_closes_at_its_process_last_moment(tmp_path):
+    """w0.1's transaction 1 has no recorded end (its process stopped after the send). A coordinator
+    transaction of its id a minute later is not its: left open for ever, the window would own it
+    (one run blamed one client transaction for 692), and call the two a split."""
+    b = RunBuilder()
+    b.ops = b.ops[:2]  # init, send: nothing after
+    b.committed = {"a": [], "b": []}
+    b.raw_extra = {"a": [_out(0, o, 0) for o in range(4)], "b": [_out(0, o, 1) for o in range(4)]}
+    b.final_offsets = {"0": 0}
+    b.coordinator[("w0.1", 1)] = [("Ongoing", TXN_PARTITIONS, 1, None), ("PrepareAbort", TXN_PARTITIONS, 10_000, None),
+                                  ("CompleteAbort", {}, 10_001, None), ("Ongoing!", TXN_PARTITIONS, 60_000, None),
+                                  ("PrepareAbort", TXN_PARTITIONS, 70_000, None), ("CompleteAbort", {}, 70_001, None)]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert "split-transaction" not in kinds and results["checks"]["split-transaction"]["verdict"] == "valid", \
+        results["checks"]
+    assert results["facts"]["coordinator"]["attributed"] == 1 and results["facts"]["coordinator"]["with_partitions"] == 2
 
 
 def test_nothing_matched_is_unknown_not_valid(tmp_path):
@@ -871,27 +924,60 @@ def test_a_committed_transactions_offset_commit_missing_from_the_offsets_log(tmp
     assert case["offset_commits_around"]["0"][0]["offset"] == 5
 
 
-def test_offsets_compacted_or_of_unknown_compaction_are_not_checked_for_loss(tmp_path):
-    b = RunBuilder()
-    b.final_extra = {"compaction": {"__consumer_offsets": {"0": 12}, "__transaction_state": {}}}
-    verdict, _, results = _anomalies(b.write(tmp_path / "r"))
-    assert verdict == "valid" and "cleaned up to: 0@12" in results["not_checked"]["lost-offset-commit"]
-    b.final_extra = {"compaction": None}  # an external cluster: nobody can tell
-    verdict, _, results = _anomalies(b.write(tmp_path / "r2"))
-    assert verdict == "valid" and "unknown" in results["not_checked"]["lost-offset-commit"]
+def test_offset_commits_the_cleaner_may_have_replaced_are_set_aside_the_rest_judged(tmp_path):
+    """Compaction of the group's own partition: a missing commit with a later one of its partition,
+    below the cleaned point, may have been replaced (set aside, counted in the note); the last
+    commit of a partition is always kept, so its loss is a case even on a compacted partition, and
+    even when the cluster cannot say what the cleaner did."""
+    def run(name, compaction, commits):
+        b = RunBuilder()
+        _second_transaction(b)
+        b.offset_commits = commits
+        b.final_extra = {"compaction": compaction}
+        return _anomalies(b.write(tmp_path / name))
+
+    verdict, _, results = run("aside", {"__consumer_offsets": {"0": 12}, "__transaction_state": {}}, [(0, 5)])
+    assert verdict == "valid" and "lost-offset-commit" not in results["not_checked"], results["checks"]
+    assert "1 below where the log cleaner compacted __consumer_offsets-0 (up to offset 12)" in \
+        results["checks"]["lost-offset-commit"]["note"]
+    verdict, kinds, results = run("last", {"__consumer_offsets": {"0": 12}, "__transaction_state": {}}, [(0, 4)])
+    assert (verdict, kinds) == ("invalid", ["lost-offset-commit"]), results["checks"]
+    verdict, kinds, results = run("unknown", None, [(0, 4)])  # an external cluster: nobody can tell
+    assert (verdict, kinds) == ("invalid", ["lost-offset-commit"]), results["checks"]
 
 
-def test_offset_commits_behind_a_pinned_offsets_partition_are_not_checked_for_loss(tmp_path):
-    """A transaction left open in __consumer_offsets (a late TxnOffsetCommit) stops its committed
-    view; the commits after it are in the log, not lost: unknown, not invalid."""
+def test_another_groups_compaction_does_not_hide_a_lost_offset_commit(tmp_path):
+    """Only the group's own __consumer_offsets partition speaks for its commits: partition 7 of
+    another group compacted, or pinned by another application's open transaction, hides nothing."""
+    for name, extra in (("compacted", {"compaction": {"__consumer_offsets": {"7": 900}, "__transaction_state": {}}}),
+                        ("pinned", {"topics": [
+                            {"topic": "__consumer_offsets", "view": "committed", "end_offsets": {"0": 2, "7": 1}},
+                            {"topic": "__consumer_offsets", "view": "raw", "end_offsets": {"0": 2, "7": 9}}]})):
+        b = RunBuilder()
+        _second_transaction(b)
+        b.offset_commits = [(0, 5)]  # transaction 1's commit is gone, hidden by transaction 2's
+        b.final_extra = extra
+        verdict, kinds, results = _anomalies(b.write(tmp_path / name))
+        assert (verdict, kinds) == ("invalid", ["lost-offset-commit"]), (name, results["checks"])
+
+
+def test_offset_commits_behind_a_pinned_offsets_partition_are_set_aside(tmp_path):
+    """A transaction left open in the group's __consumer_offsets partition (a late TxnOffsetCommit)
+    stops its committed view; a commit with no later one in the view may lie past its end: set
+    aside and counted, not lost. One with a later commit in the view lay before the end: judged."""
+    pinned = {"topics": [{"topic": "__consumer_offsets", "view": "committed", "end_offsets": {"0": 1}},
+                         {"topic": "__consumer_offsets", "view": "raw", "end_offsets": {"0": 9}}]}
     b = RunBuilder()
     _second_transaction(b)
-    b.offset_commits = [(0, 5)]  # transaction 1's commit is not in the committed view
-    b.final_extra = {"topics": [{"topic": "__consumer_offsets", "view": "committed", "end_offsets": {"0": 1}},
-                                {"topic": "__consumer_offsets", "view": "raw", "end_offsets": {"0": 9}}]}
+    b.offset_commits = [(0, 4)]  # transaction 2's commit is not in the committed view
+    b.final_extra = pinned
     verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
     assert (verdict, kinds) == ("valid", []), results["checks"]
-    assert "partition 0: 1 of 9" in results["not_checked"]["lost-offset-commit"]
+    assert "1 past the end of __consumer_offsets-0's committed view (1 of 9" in \
+        results["checks"]["lost-offset-commit"]["note"]
+    b.offset_commits = [(0, 5)]  # transaction 1's commit is gone from before the view's end
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r2"))
+    assert (verdict, kinds) == ("invalid", ["lost-offset-commit"]), results["checks"]
 
 
 def test_a_committed_offset_that_moves_back(tmp_path):
@@ -994,7 +1080,7 @@ def test_every_transactional_id_of_the_pipeline_is_checked(tmp_path):
     ("silent-process", None, "process(es) with no history (w7.1)"),
     ("no-lineage", None, "1 committed output records carry no lineage"),
     ("no-fault-injected", None, "planned 1 faults and the history shows none injected"),
-    ("a-kind-never-injected", None, "planned 2 message-hold faults and not one was injected (KeyError('delay_ms'))"),
+    ("a-kind-never-injected", None, "message-hold 0 of 1 (planned 2, attempted 2) (KeyError('delay_ms'))"),
     ("no-seeder", "lost-acknowledged-input", "the input seeder left no history"),
     ("no-observations", "unseen", "the campaign asked for 1 observers, but their reads are not in the run directory"),
 ])
@@ -1043,18 +1129,25 @@ def test_missing_evidence_makes_the_verdict_unknown(tmp_path, gap, blinded, need
         assert needle in results["not_checked"][blinded]
 
 
-def test_a_fault_kind_never_due_is_not_a_gap(tmp_path):
-    """An interrupted run stops its schedule: the kill was injected, the message holds planned
-    after the stop were never tried; the run is judged on what ran (valid), not made unknown."""
-    run = RunBuilder().write(tmp_path / "r")
-    (run / "schedule.json").write_text(json.dumps({"seed": 1, "faults": [
-        {"index": 0, "kind": "kill"}, {"index": 1, "kind": "message-hold"}]}))
-    lines = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
-    lines += [{"time": 100.0, "process": "harness", "op": 900, "type": "invoke", "f": "fault:kill", "value": {}},
-              {"time": 100.5, "process": "harness", "op": 900, "type": "ok", "f": "fault:kill", "value": {}}]
-    (run / "history.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    verdict, _, results = _anomalies(run)
-    assert verdict == "valid" and not results["errors"], results["errors"]
+def test_a_fault_kind_never_tried_is_a_gap_unless_the_run_was_stopped_early(tmp_path):
+    """The kill was injected, the message hold planned after it never tried. A run that went to its
+    end says nothing about message holds: unknown, naming the kind. An interrupted run stopped its
+    schedule, says so itself, and is judged on what ran (valid)."""
+    for name, extra, expected in (("completed", {}, "unknown"),
+                                  ("interrupted", {"interrupted": {"phase": "faults", "at_s": 12.0}}, "valid")):
+        b = RunBuilder()
+        b.final_extra = extra
+        run = b.write(tmp_path / name)
+        (run / "schedule.json").write_text(json.dumps({"seed": 1, "faults": [
+            {"index": 0, "kind": "kill"}, {"index": 1, "kind": "message-hold"}]}))
+        lines = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+        lines += [{"time": 100.0, "process": "harness", "op": 900, "type": "invoke", "f": "fault:kill", "value": {}},
+                  {"time": 100.5, "process": "harness", "op": 900, "type": "ok", "f": "fault:kill", "value": {}}]
+        (run / "history.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+        verdict, _, results = _anomalies(run)
+        assert verdict == expected, (name, results["errors"])
+        if expected == "unknown":
+            assert any("message-hold 0 of 1 (planned 1, attempted 0)" in e for e in results["errors"])
 
 
 # -- read-side: what the observers read during the run (verifier/observations.py) --------------
@@ -1141,12 +1234,14 @@ def test_a_committed_record_no_observer_read(tmp_path):
 
 
 def test_unseen_is_not_checked_when_an_observer_stopped_short(tmp_path):
+    """unseen is claimed by a run with observers: not checked, the verdict is unknown with the reason."""
     b = RunBuilder()
     b.edit_observations = _drop("b", 3)
     b.observers_caught_up = False
     verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
-    assert (verdict, kinds) == ("valid", []), results["checks"]
+    assert (verdict, kinds) == ("unknown", []), results["checks"]
     assert results["not_checked"]["unseen"] == "observer 0 did not reach the end of the topics"
+    assert results["required_not_checked"] == {"unseen": "observer 0 did not reach the end of the topics"}
 
 
 def test_a_run_without_observers_says_so(tmp_path):
@@ -1156,3 +1251,91 @@ def test_a_run_without_observers_says_so(tmp_path):
     assert verdict == "valid"
     assert {results["not_checked"][name] for name in OBSERVATION_CHECKS} == {
         "the run had no observers ([observers] count = 0)"}
+
+
+# -- claimed checks on partial evidence: judged where they can be, unknown where they cannot ----
+
+def test_the_seeders_own_count_against_the_input_log(tmp_path):
+    """final.json says the seeder committed 5 inputs; the committed input log holds 4 (its history
+    records 4 as well): an input is missing, whatever the history kept."""
+    b = RunBuilder()
+    b.final_extra = {"seeder": {"committed": 5, "aborted_batches": 0}}
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert "lost-acknowledged-input" in kinds, results["checks"]
+    assert any("the seeder committed 5 inputs by its own count, but the committed log of in holds 4" in c["explanation"]
+               for c in results["anomalies"]["lost-acknowledged-input"])
+    b.final_extra = {"seeder": {"committed": 4, "aborted_batches": 0}}  # as counted: valid
+    assert _anomalies(b.write(tmp_path / "r2"))[0] == "valid"
+
+
+def test_a_seeder_history_that_stops_early_is_unknown(tmp_path):
+    """The seeder committed 4 inputs, but its history stops after its init (no acknowledgement):
+    lost-acknowledged-input is claimed and cannot be checked, and the history is partial: unknown."""
+    b = RunBuilder()
+    b.seed_inputs = {"ok": [], "aborted": []}
+    b.final_extra = {"seeder": {"committed": 4, "aborted_batches": 0}}
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("unknown", []), results["checks"]
+    assert "lost-acknowledged-input" in results["required_not_checked"]
+    assert any("its history records the acknowledgements of 0" in e for e in results["errors"]), results["errors"]
+
+
+def test_a_failed_observer_is_judged_on_what_it_read_and_says_so(tmp_path):
+    """An observer that failed mid-run: what it read is still judged (a rewritten record is named),
+    the read-side checks say they cover its reads before the failure, and unseen (what nobody
+    read) cannot be told: not checked and, claimed, unknown when nothing else is wrong."""
+    b = RunBuilder()
+    b.edit_observations = _drop("b", 3)
+    summary = b._observer_summary
+    b._observer_summary = lambda: {**summary(), "observers": [{"observer": 0, "caught_up": True, "records": 11,
+                                                               "error": "KafkaException(_TRANSPORT)"}]}
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("unknown", []), results["checks"]
+    assert "observer 0 failed (KafkaException(_TRANSPORT)) after 11 records" in results["not_checked"]["unseen"]
+    assert "unseen" in results["required_not_checked"]
+    assert "judged on the reads made before the failure only" in results["checks"]["poll-skip"]["note"]
+    b.edit_observations = lambda rows: rows.__setitem__(0, (*rows[0][:4], rows[0][4] + 1))  # a read rewritten since
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r2"))
+    assert (verdict, kinds) == ("invalid", ["inconsistent-offsets"]), results["checks"]
+
+
+def test_a_campaign_may_waive_or_require_a_check(tmp_path):
+    """[verifier] waive takes a claimed check out of the verdict (not checked, said, not required);
+    require claims one the workload does not (nonmonotonic under at-least-once: not promised, so
+    not checked, so unknown)."""
+    b = RunBuilder()
+    b.edit_observations = _drop("b", 3)
+    b.observers_caught_up = False
+    b.verifier = {"waive": ["unseen"]}
+    verdict, _, results = _anomalies(b.write(tmp_path / "r"))
+    assert verdict == "valid" and "unseen" in results["not_checked"] and "unseen" not in results["required"]
+    b = RunBuilder()
+    b.workload["delivery"] = "at-least-once"
+    b.verifier = {"require": ["nonmonotonic"]}
+    verdict, _, results = _anomalies(b.write(tmp_path / "r3"))
+    assert verdict == "unknown" and "not promised" in results["required_not_checked"]["nonmonotonic"]
+
+
+def _scheduled(kinds: list[str]) -> list[dict]:
+    return [{"index": i, "at_s": 5.0 + 10 * i, "kind": k, "target": "txn-coordinator", "hold_s": 4.0, "seed": 1,
+             "params": {}} for i, k in enumerate(kinds)]
+
+
+def test_fault_coverage_below_what_the_campaign_requires_is_unknown(tmp_path):
+    """Planned: a kill and a partition. Only the kill ran (the partition was never attempted): the
+    run says nothing about partitions, so by default (each planned kind once) it is unknown; a
+    campaign that requires only kills (faults.coverage) is valid. The coverage is in the facts."""
+    b = RunBuilder()
+    b.schedule = _scheduled(["kill", "partition"])
+    b.ops.insert(1, ("fault:kill", "ok", {"index": 0, "kind": "kill"}, "harness", 0, None))
+    verdict, _, results = _anomalies(b.write(tmp_path / "r"))
+    assert verdict == "unknown", results["checks"]
+    assert any("partition 0 of 1 (planned 1, attempted 0)" in e for e in results["errors"]), results["errors"]
+    coverage = results["facts"]["fault_coverage"]
+    assert (coverage["planned"], coverage["executed"], list(coverage["short"])) == (
+        {"kill": 1, "partition": 1}, {"kill": 1}, ["partition"])
+    b.faults = {"coverage": {"kill": 1}}
+    assert _anomalies(b.write(tmp_path / "r2"))[0] == "valid"
+    b.faults = {"coverage": {"kill": 2}}  # two kills required, one ran
+    verdict, _, results = _anomalies(b.write(tmp_path / "r3"))
+    assert verdict == "unknown" and any("kill 1 of 2" in e for e in results["errors"]), results["errors"]

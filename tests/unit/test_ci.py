@@ -2,28 +2,38 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import xmlschema
 
-from kchaos.ci.junit import RunOutcome, write_junit
-from kchaos.ci.nightly import exit_code, load_matrix
+from kchaos.ci.nightly import load_matrix
+from kchaos.harness.runs import exit_code
+from kchaos.reports.junit import JudgedRun, write_junit
+from kchaos.verifier.outcome import Outcome
 from kchaos.errors import ConfigError
 
 SCHEMA = Path(__file__).resolve().parents[2] / "ci" / "junit.xsd"
 CASE = {"explanation": "input 0@2 slot 0 is visible 2 times in committed outputs"}
 
 
+def _run(name, expected, verdict, seconds, run_dir=None, replay=None, **outcome):
+    if verdict == "harness-error":
+        return JudgedRun(name, name.split()[0], expected, seconds, None, outcome.get("errors", []))
+    return JudgedRun(name, name.split()[0], expected, seconds,
+                     Outcome(run_dir, verdict, replay=replay, **{k: tuple(v) if k == "errors" else v
+                                                                 for k, v in outcome.items()}))
+
+
 def _outcomes():
-    return [RunOutcome("default seed=1", "default", "valid", "valid", 12.5, "/r/1", "kchaos run x --seed 1"),
-            RunOutcome("default seed=2", "default", "valid", "invalid", 13.0, "/r/2", "kchaos run x --seed 2",
-                       anomalies={"duplicate": [CASE, CASE]}),
-            RunOutcome("default seed=3", "default", "valid", "unknown", 9.0, "/r/3", errors=["the drain timed out"]),
-            RunOutcome("control seed=1", "control", "invalid", "invalid", 8.0, "/r/4",
-                       anomalies={"aborted-read": [CASE]}),
-            RunOutcome("control seed=2", "control", "invalid", "valid", 8.0, "/r/5"),
-            RunOutcome("default seed=4", "default", "valid", "harness-error", 1.0, errors=["port taken"])]
+    return [_run("default seed=1", "valid", "valid", 12.5, "/r/1", "kchaos run x --seed 1"),
+            _run("default seed=2", "valid", "invalid", 13.0, "/r/2", "kchaos run x --seed 2",
+                 anomalies={"duplicate": [CASE, CASE]}),
+            _run("default seed=3", "valid", "unknown", 9.0, "/r/3", errors=["the drain timed out"]),
+            _run("control seed=1", "invalid", "invalid", 8.0, "/r/4", anomalies={"aborted-read": [CASE]}),
+            _run("control seed=2", "invalid", "valid", 8.0, "/r/5"),
+            _run("default seed=4", "valid", "harness-error", 1.0, errors=["port taken"])]
 
 
 def test_junit_xml_validates_and_carries_the_anomaly_summary(tmp_path):
@@ -56,10 +66,34 @@ def test_exit_code_ranks_correctness_findings_first(verdicts, code):
     outcomes = []
     for v in verdicts:
         if v == "uncaught-control":
-            outcomes.append(RunOutcome("c", "c", "invalid", "valid", 1.0))
+            outcomes.append(_run("c", "invalid", "valid", 1.0))
         else:
-            outcomes.append(RunOutcome("r", "r", "valid", v, 1.0))
+            outcomes.append(_run("r", "valid", v, 1.0))
     assert exit_code(outcomes) == code
+
+
+@pytest.mark.parametrize("verdict, certification, code", [
+    ("valid", None, 0), ("invalid", None, 1), ("unknown", None, 2),
+    ("valid", "pass", 0), ("valid", "unknown", 2), ("valid", "fail", 1), ("invalid", "fail", 1)])
+def test_a_certifications_exit_code_is_its_own_whoever_reads_it(tmp_path, verdict, certification, code):
+    """One outcome from the run directory (load_outcome) for run, replay, analyze, --count, JUnit and
+    the index: a certification whose checker verdict is valid but whose overall is unknown exits 2,
+    and is an unexpected unknown in a matrix."""
+    from kchaos.verifier.outcome import load_outcome
+
+    (tmp_path / "results.json").write_text(json.dumps({"verdict": verdict, "anomalies": {}, "errors": []}))
+    if certification:
+        (tmp_path / "certification.json").write_text(json.dumps({"overall": certification}))
+    outcome = load_outcome(tmp_path)
+    assert outcome.exit_code == code and outcome.verdict == verdict
+    assert exit_code([JudgedRun("r", "r", "valid", 1.0, outcome)]) == code
+
+
+def test_a_run_directory_without_results_has_no_outcome(tmp_path):
+    from kchaos.verifier.outcome import load_outcome
+
+    with pytest.raises(ConfigError, match="holds no verdict"):
+        load_outcome(tmp_path)
 
 
 def test_shipped_nightly_matrix_loads_and_validates_every_campaign():
@@ -132,3 +166,21 @@ def test_results_carry_the_seed_the_run_recorded(tmp_path):
     (tmp_path / "seed").write_text("13\n")
     assert run_seed(tmp_path, SimpleNamespace(run=SimpleNamespace(seed=None))) == 13
     assert run_seed(tmp_path / "missing", SimpleNamespace(run=SimpleNamespace(seed=7))) == 7
+
+
+def test_analyze_exits_with_the_certifications_code_not_the_checkers(tmp_path):
+    """A stored certification run whose checker verdict is valid but whose certification is
+    unknown (no worker committed in a phase: nothing certified) exits 2 from `kchaos analyze`, and
+    its outcome says both."""
+    from kchaos.cli.main import main
+    from kchaos.verifier.outcome import load_outcome
+    from tests.unit.test_checkers import RunBuilder
+
+    run = RunBuilder().write(tmp_path / "run")
+    campaign = json.loads((run / "campaign.json").read_text())
+    campaign["steps"] = [{"at_s": 10.0, "action": "feature", "feature": "transaction.version", "level": 2}]
+    (run / "campaign.json").write_text(json.dumps(campaign))
+    assert main(["analyze", str(run), "--engine", "python"]) == 2
+    outcome = load_outcome(run)
+    assert (outcome.verdict, outcome.certification, outcome.exit_code) == ("valid", "unknown", 2)
+    assert json.loads((run / "results.json").read_text())["run"]["exit_code"] == 2

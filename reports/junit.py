@@ -16,34 +16,58 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.files import atomic_target
+from kchaos.verifier.outcome import Outcome
 
 
 @dataclass
-class RunOutcome:
+class JudgedRun:
+    """One run of a matrix or of ``--count``: what it was expected to be, and its outcome (None: it
+    failed before a verdict, a harness error, with ``harness_errors`` saying why)."""
+
     name: str                      # e.g. "default seed=7"
     campaign: str
     expected: str                  # "valid" | "invalid"
-    verdict: str                   # "valid" | "invalid" | "unknown" | "harness-error"
     seconds: float
-    run_dir: str | None = None
-    replay: str | None = None
-    anomalies: dict[str, Any] = field(default_factory=dict)   # type -> cases
-    errors: list[str] = field(default_factory=list)
-    interrupted: bool = False      # the run was stopped early (a signal, a time limit)
+    outcome: Outcome | None = None
+    harness_errors: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        """The run's judgement (a certification's where it has one), or ``harness-error``."""
+        return self.outcome.judgement if self.outcome is not None else "harness-error"
 
     @property
     def passed(self) -> bool:
         return self.verdict == self.expected
 
+    @property
+    def run_dir(self) -> str | None:
+        return self.outcome.run_dir if self.outcome is not None else None
+
+    @property
+    def interrupted(self) -> bool:
+        return self.outcome is not None and self.outcome.interrupted
+
+    @property
+    def anomalies(self) -> dict[str, list[dict[str, Any]]]:
+        return self.outcome.anomalies if self.outcome is not None else {}
+
+    @property
+    def errors(self) -> list[str]:
+        if self.outcome is None:
+            return list(self.harness_errors)
+        return [*self.outcome.errors, *(f"required check {k} not checked: {v}"
+                                        for k, v in self.outcome.required_not_checked.items())]
+
     def summary(self) -> str:
-        if self.verdict == "invalid":
-            return "invalid: " + ", ".join(f"{k} ({len(v)} cases)" for k, v in sorted(self.anomalies.items()))
-        if self.verdict == "valid":
+        if self.verdict == "valid" and self.expected != "valid":
             return f"valid, but {self.expected} was expected (the negative control was not caught)"
-        return f"{self.verdict}: " + "; ".join(self.errors)[:500]
+        if self.outcome is not None:
+            return self.outcome.summary()[:500]
+        return "harness-error: " + "; ".join(self.harness_errors)[:500]
 
 
-def write_junit(outcomes: list[RunOutcome], path: Path, suite: str) -> Path:
+def write_junit(outcomes: list[JudgedRun], path: Path, suite: str) -> Path:
     failures = sum(1 for o in outcomes if not o.passed and o.verdict in ("invalid", "valid"))
     errors = sum(1 for o in outcomes if not o.passed and o.verdict not in ("invalid", "valid"))
     total = round(sum(o.seconds for o in outcomes), 3)
@@ -64,7 +88,8 @@ def write_junit(outcomes: list[RunOutcome], path: Path, suite: str) -> Path:
             element = ET.SubElement(case, kind, message=o.summary()[:1000], type=o.verdict)
             element.text = "\n".join(detail)
         out = ET.SubElement(case, "system-out")
-        out.text = f"run directory: {o.run_dir}\nreport: {o.run_dir}/report.html\nreplay: {o.replay}\n"
+        replay = o.outcome.replay if o.outcome is not None else None
+        out.text = f"run directory: {o.run_dir}\nreport: {o.run_dir}/report.html\nreplay: {replay}\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_target(path) as tmp:
         ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True)

@@ -1,0 +1,88 @@
+"""A judged run's outcome, typed: what every reader of a verdict gets, from one place.
+
+:func:`verifier.verdict.judge_run` returns it as it writes the run's results, and
+:func:`load_outcome` reads it back from a run directory for everyone after (``kchaos run``,
+``replay`` and ``analyze``, ``--count``, the nightly, JUnit, the release table, the index, the
+report), so none of them re-derives an exit code from ``results.json``'s verdict: a
+certification's exit code is its own, whichever command asks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kchaos.errors import VERDICT_EXIT, ConfigError
+from kchaos.verifier.model import read_json
+from kchaos.verifier.verify import RESULTS_FILE
+
+CERTIFICATION_FILE = "certification.json"
+#: a certification's overall verdict as the run's judgement
+CERTIFICATION_JUDGEMENT = {"pass": "valid", "fail": "invalid", "unknown": "unknown"}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    run_dir: str
+    #: the checker's verdict: valid | invalid | unknown
+    verdict: str
+    #: the certification's overall verdict (pass | fail | unknown) for a run with planned steps
+    certification: str | None = None
+    #: anomaly -> its cases (at most the checker's MAX_CASES each; the checks' notes carry the counts)
+    anomalies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    errors: tuple[str, ...] = ()
+    not_checked: dict[str, str] = field(default_factory=dict)
+    #: the claimed checks that were not checked: each keeps the verdict from valid
+    required_not_checked: dict[str, str] = field(default_factory=dict)
+    #: per fault kind: planned, attempted, executed, required, and the kinds that fell short
+    fault_coverage: dict[str, Any] | None = None
+    interrupted: bool = False
+    replay: str | None = None
+
+    @property
+    def judgement(self) -> str:
+        """What the run says: the certification's verdict where there is one (pass is valid),
+        else the checker's."""
+        return CERTIFICATION_JUDGEMENT[self.certification] if self.certification else self.verdict
+
+    @property
+    def exit_code(self) -> int:
+        return VERDICT_EXIT[self.judgement]
+
+    def summary(self) -> str:
+        """One line: the judgement and why."""
+        if self.judgement == "invalid":
+            why = ", ".join(f"{k} ({len(v)} cases)" for k, v in sorted(self.anomalies.items()))
+            return "invalid: " + (why or f"certification {self.certification}")
+        reasons = [*self.errors, *(f"{k} not checked: {v}" for k, v in self.required_not_checked.items())]
+        return f"{self.judgement}" + (": " + "; ".join(reasons) if reasons else "")
+
+
+def outcome_of(run_dir: Path, results: dict[str, Any], certification: dict[str, Any] | None,
+               replay: str | None) -> Outcome:
+    """The outcome from what the run directory holds (``results.json``'s form)."""
+    return Outcome(run_dir=str(run_dir), verdict=results["verdict"],
+                   certification=(certification or {}).get("overall"),
+                   anomalies=dict(results.get("anomalies") or {}), errors=tuple(results.get("errors") or ()),
+                   not_checked=dict(results.get("not_checked") or {}),
+                   required_not_checked=dict(results.get("required_not_checked") or {}),
+                   fault_coverage=(results.get("facts") or {}).get("fault_coverage"),
+                   interrupted=bool(results.get("interrupted")), replay=replay)
+
+
+def load_outcome(run_dir: Path) -> Outcome:
+    """A judged run's outcome; ConfigError (exit 3) when the run directory holds no results."""
+    run_dir = Path(run_dir)
+    try:
+        results = read_json(run_dir / RESULTS_FILE)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{run_dir / RESULTS_FILE} cannot be read: {exc}", "check the run again: kchaos analyze") \
+            from None
+    if not results or "verdict" not in results:
+        raise ConfigError(f"{run_dir} holds no verdict ({RESULTS_FILE} missing)",
+                          f"check it: kchaos analyze {run_dir}")
+    certification = read_json(run_dir / CERTIFICATION_FILE) if (run_dir / CERTIFICATION_FILE).exists() else None
+    replay = (read_json(run_dir / "replay.json", {}) or {}).get("command")
+    return outcome_of(run_dir, results, certification, replay)
+
