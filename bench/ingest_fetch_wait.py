@@ -60,8 +60,8 @@ def write_transactions(bootstrap: str, transactions: int, producers: int = 3) ->
 
 def measure(bootstrap: str, wait_ms: int, rounds: int, transactions: int, work: Path) -> list[float]:
     """In this process: one Spark session, ``rounds`` ingests with the given fetch wait."""
-    from kchaos.verifier import spark_ingest
-    from kchaos.verifier.spark_env import spark_session
+    from kchaos.verifier.spark import ingest as spark_ingest
+    from kchaos.verifier.spark.env import spark_session
 
     spark_ingest.END_OF_LOG_FETCH_WAIT_MS = wait_ms
     # sized as the verifier sizes its job (records of both views: C1 only at the default size)

@@ -127,7 +127,7 @@ def run_engine(engine: str, run: Path, master: str) -> dict:
     if engine == "python":
         proc = subprocess.run([sys.executable, "-c", _PYTHON_ENGINE, str(run)], capture_output=True, text=True, cwd=ROOT)
     else:
-        proc = subprocess.run([sys.executable, "-m", "kchaos.verifier.spark_job", str(run), "--master", master,
+        proc = subprocess.run([sys.executable, "-m", "kchaos.verifier.spark.job", str(run), "--master", master,
                                "--out", str(run / "results.spark.json")], capture_output=True, text=True, cwd=ROOT)
     wall = time.monotonic() - started
     if proc.returncode != 0:

@@ -41,7 +41,7 @@ from kchaos.reports.index import render_index
 from kchaos.reports.run_report import render_run_report
 from kchaos.rundir import RunDir
 from kchaos.verifier.campaign import load_recorded
-from kchaos.verifier.spark_env import SPARK_VERSION, kafka_source_jars
+from kchaos.verifier.spark.env import SPARK_VERSION, kafka_source_jars
 from kchaos.verifier.verdict import judge_run
 from kchaos.workloads.java_client import client_classpath
 from kchaos.workloads.spec import WorkloadSpec

@@ -1,2 +1,4 @@
-"""Faults with setup/invoke/heal on a seeded schedule (issue: faults). Not implemented yet;
-the cluster contract they build on (capabilities, role look-ups, ProxyNetwork) is in clusters/."""
+"""Faults aimed at roles: the kinds (kinds/, one module per family), the seeded schedule
+(schedule.py), the nemesis that injects and always heals them (nemesis.py), planned steps such as
+feature flips and rolling upgrades on one timeline (steps.py, timeline.py). The cluster contract
+they build on (capabilities, role look-ups, the proxies) is in clusters/."""

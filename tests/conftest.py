@@ -31,7 +31,7 @@ def spark(tmp_path_factory):
     """One local Spark session for the whole test session (the verifier's engine). Its JVM
     starts in a temporary directory: Spark 4.0 leaves "artifacts/" in the driver's working
     directory, which would otherwise be the checkout (the job itself runs in the run's verifier/)."""
-    from kchaos.verifier.spark_env import spark_session
+    from kchaos.verifier.spark.env import spark_session
 
     here = os.getcwd()
     os.chdir(tmp_path_factory.mktemp("spark-driver"))

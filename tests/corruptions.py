@@ -9,11 +9,18 @@ could not see (issue: "trust only what can be checked"):
   transaction split across two coordinator transactions, an offset commit lost or moved back;
 * what readers got during the run: a record an observer read, rewritten in the final log;
 * missing evidence: the group's offsets unreadable, an empty transaction log, a worker's history
-  gone, a dump that stopped early, a faulted run that injected nothing, the observers' reads gone.
+  gone, a dump that stopped early, a faulted run that injected nothing, the observers' reads gone;
+* partial evidence that must not hide an anomaly or pass for complete (issue 42): a lost offset
+  commit beside another group's compacted or pinned ``__consumer_offsets`` partition, a lost input
+  with a seeder history that stops after its init, an observer that failed mid-run, a commit the
+  coordinator never recorded beside another ``__transaction_state`` partition's compaction, a
+  planned fault kind never attempted in a run that went to its end.
 
 Each function takes a run directory (a copy: it is edited in place) and returns what must follow:
-``("anomaly", name)`` (the verdict is invalid and names it) or ``("unknown", text)`` (the verdict is
-unknown, with ``text`` in an error). Picks are deterministic (the first suitable record).
+``("anomaly", name, fragment)`` (the verdict is invalid, names it, and one of its cases' explanations
+holds ``fragment``: the kind of case) or ``("unknown", text)`` (the verdict is unknown, with ``text``
+in an error or in a required check's reason for not being checked). Picks are deterministic (the
+first suitable record).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from kchaos.verifier.decoders import OffsetCommit, decode_offsets_record, decode
 from kchaos.verifier.coordinator_log import coordinator_records, coordinator_transactions
 from tests.unit.test_checkers import _offset_record, _txn_record, _write_topic
 
-Expectation = tuple[str, str]
+Expectation = tuple[str, ...]
 
 
 def _rows(run: Path, topic: str, view: str) -> list[dict[str, Any]]:
@@ -79,7 +86,7 @@ def lose_acknowledged_input(run: Path) -> Expectation:
     for view in ("committed", "raw"):
         _write(run, topic, view, [r for r in _rows(run, topic, view)
                                   if (r["partition"], r["offset"]) != (last["partition"], last["offset"])])
-    return "anomaly", "lost-acknowledged-input"
+    return "anomaly", "lost-acknowledged-input", "is not in the committed input log"
 
 
 def replace_input(run: Path) -> Expectation:
@@ -92,7 +99,7 @@ def replace_input(run: Path) -> Expectation:
             if (r["partition"], r["offset"]) == target:
                 r["key"] = b"in-replaced-" + r["key"]
         _write(run, topic, view, rows)
-    return "anomaly", "input-mismatch"
+    return "anomaly", "input-mismatch", "but the input log holds"
 
 
 def expose_aborted_input(run: Path) -> Expectation:
@@ -114,7 +121,7 @@ def expose_aborted_input(run: Path) -> Expectation:
             end = max((r["offset"] for r in rows if r["partition"] == 0), default=-1) + 1
             _write(run, out_topic, view, [*rows, {"partition": 0, "offset": end, "key": aborted["key"],
                                                   "value": json.dumps(value).encode()}])
-    return "anomaly", "aborted-read"
+    return "anomaly", "aborted-read", "which the seeder's transaction aborted"
 
 
 # -- the client's word against the brokers' ------------------------------------------------------
@@ -126,7 +133,7 @@ def fail_a_commit(run: Path) -> Expectation:
     line["type"] = "fail"
     line["error"] = "KafkaError{code=INVALID_TXN_STATE}"
     _write_history(run, lines)
-    return "anomaly", "aborted-read"
+    return "anomaly", "aborted-read", "whose commit the client saw fail"
 
 
 def _offset_commits(run: Path, view: str) -> list[tuple[dict[str, Any], OffsetCommit]]:
@@ -157,7 +164,7 @@ def drop_offset_commit(run: Path) -> Expectation:
     for view in ("committed", "raw"):
         _write(run, "__consumer_offsets", view, [r for r in _rows(run, "__consumer_offsets", view)
                                                  if (r["partition"], r["offset"]) != where])
-    return "anomaly", "lost-offset-commit"
+    return "anomaly", "lost-offset-commit", "is not in the group's committed offsets log"
 
 
 def move_offset_back(run: Path) -> Expectation:
@@ -170,7 +177,7 @@ def move_offset_back(run: Path) -> Expectation:
                 c = decode_offsets_record(r["key"], r["value"])
                 r["key"], r["value"] = _offset_record(c.group, c.topic, c.partition, max(0, before - 1))
         _write(run, "__consumer_offsets", view, rows)
-    return "anomaly", "offsets-backwards"
+    return "anomaly", "offsets-backwards", "moved back from"
 
 
 def split_a_transaction(run: Path) -> Expectation:
@@ -215,7 +222,7 @@ def split_a_transaction(run: Path) -> Expectation:
         renumbered.append({**r, "offset": next_offset[r["partition"]]})
         next_offset[r["partition"]] += 1
     _write(run, "__transaction_state", "raw", renumbered)
-    return "anomaly", "split-transaction"
+    return "anomaly", "split-transaction", "was carried by 2 coordinator transactions"
 
 
 # -- missing evidence ----------------------------------------------------------------------------
@@ -234,7 +241,7 @@ def replace_an_observed_record(run: Path) -> Expectation:
             if (r["partition"], r["offset"]) == target:
                 r["value"] = r["value"] + b" "
         _write(run, topic, view, rows)
-    return "anomaly", "inconsistent-offsets"
+    return "anomaly", "inconsistent-offsets", "but the final log holds another record at that offset"
 
 
 def unreadable_group_offsets(run: Path) -> Expectation:
@@ -278,10 +285,110 @@ def inject_nothing(run: Path) -> Expectation:
     return "unknown", "planned 1 faults and the history shows none injected"
 
 
-#: every corruption; the anomalies ones edit different evidence, so they can all be applied to one run
+# -- partial evidence: judged where it can be, never VALID where it cannot --------------------
+
+def _group_log_partition(run: Path) -> int:
+    return _offset_commits(run, "committed")[0][0]["partition"]
+
+
+def _other_partition(run: Path, topic: str, mine: int) -> int:
+    count = max(len(t.get("end_offsets") or {}) for t in _final(run)["topics"] if t["topic"] == topic)
+    return next(p for p in range(count) if p != mine)
+
+
+def drop_offset_commit_beside_another_groups_compaction(run: Path) -> Expectation:
+    """A lost offset commit of the run's group, while the cleaner compacted another group's
+    __consumer_offsets partition: that compaction says nothing about this group's commits."""
+    expectation = drop_offset_commit(run)
+    final = _final(run)
+    other = _other_partition(run, "__consumer_offsets", _group_log_partition(run))
+    final["compaction"] = {"__consumer_offsets": {str(other): 10_000}, "__transaction_state": {}}
+    _write_final(run, final)
+    return expectation
+
+
+def drop_offset_commit_beside_another_apps_open_transaction(run: Path) -> Expectation:
+    """A lost offset commit of the run's group, while another application's open transaction pins
+    another __consumer_offsets partition's committed view."""
+    expectation = drop_offset_commit(run)
+    final = _final(run)
+    other = str(_other_partition(run, "__consumer_offsets", _group_log_partition(run)))
+    for dump in final["topics"]:
+        if dump["topic"] == "__consumer_offsets":
+            ends = dump.setdefault("end_offsets", {})
+            ends[other] = 5 if dump["view"] == "committed" else 9
+    _write_final(run, final)
+    return expectation
+
+
+def lose_an_input_with_the_seeders_history_cut_short(run: Path) -> Expectation:
+    """An acknowledged input gone from the log, and the seeder's history stops after its init (no
+    acknowledgement survives): the seeder's own count in final.json still tells."""
+    lose_acknowledged_input(run)
+    _write_history(run, [x for x in _history(run) if not (x["process"] == "seeder" and x["f"] == "seed")])
+    return "anomaly", "lost-acknowledged-input", "the seeder committed"
+
+
+def fail_the_observer_mid_run(run: Path) -> Expectation:
+    """The observer failed half way: its summary says so and its reads stop there. What it read is
+    judged; what nobody read cannot be told (unseen, claimed: unknown)."""
+    path = run / "observers" / "observations.parquet"
+    rows = pq.read_table(path).to_pylist()
+    kept = rows[:len(rows) // 2]
+    import pyarrow as pa
+    pq.write_table(pa.Table.from_pylist(kept, schema=pq.read_schema(path)), path)
+    final = _final(run)
+    for o in final["observers"]["observers"]:
+        o.update(error="KafkaException(KafkaError{code=_TRANSPORT})", caught_up=True, records=len(kept))
+    _write_final(run, final)
+    return "unknown", "observer 0 failed (KafkaException(KafkaError{code=_TRANSPORT}))"
+
+
+def unrecord_a_commit_beside_another_partitions_compaction(run: Path) -> Expectation:
+    """A transaction the client saw commit is not in __transaction_state at all, while the cleaner
+    compacted another __transaction_state partition than the one that holds its id."""
+    rows = _rows(run, "__transaction_state", "raw")
+    decoded = [{"partition": r["partition"], "offset": r["offset"], "entry": decode_transaction_record(r["key"], r["value"])}
+               for r in rows]
+    records = coordinator_records([d for d in decoded if d["entry"] is not None])
+    prefix = next(x["value"]["txid_prefix"] for x in _history(run) if x["f"] == "setup")
+    target = next(ct for ct in coordinator_transactions(records) if ct.completed == "commit"
+                  and ct.transactional_id.startswith(prefix) and not ct.transactional_id.endswith("seeder")
+                  and any(not p.startswith("__") for p in ct.partitions))
+    first = target.first_offset
+    complete = next(o for o, status, *_ in target.records if status == "CompleteCommit")
+    gone = {(target.log_partition, o) for o in range(first, complete + 1)}
+    kept = [r for r, d in zip(rows, decoded) if (r["partition"], r["offset"]) not in gone
+            or d["entry"] is None or d["entry"].transactional_id != target.transactional_id]
+    _write(run, "__transaction_state", "raw", kept)
+    final = _final(run)
+    final["compaction"] = {"__consumer_offsets": {}, "__transaction_state": {
+        str(_other_partition(run, "__transaction_state", target.log_partition)): 10_000}}
+    _write_final(run, final)
+    return "anomaly", "split-transaction", "but the coordinator's log holds no transaction of it"
+
+
+def plan_a_fault_kind_never_tried(run: Path) -> Expectation:
+    """The schedule planned a kill and a partition; the history shows the kill injected and the
+    partition never attempted, and the run went to its end."""
+    (run / "schedule.json").write_text(json.dumps({"seed": 1, "faults": [
+        {"index": 0, "at_s": 5.0, "kind": "kill", "target": "txn-coordinator", "hold_s": 4.0, "seed": 1, "params": {}},
+        {"index": 1, "at_s": 15.0, "kind": "partition", "target": "isolate-leader", "hold_s": 4.0, "seed": 1,
+         "params": {}}]}))
+    lines = [x for x in _history(run) if not x["f"].startswith("fault:")]
+    t = lines[len(lines) // 2]["time"]
+    lines += [{"time": t, "process": "harness", "op": 10**6, "type": "invoke", "f": "fault:kill", "value": {"index": 0}},
+              {"time": t + 4, "process": "harness", "op": 10**6, "type": "ok", "f": "fault:kill", "value": {"index": 0}}]
+    _write_history(run, lines)
+    return "unknown", "partition 0 of 1 (planned 1, attempted 0)"
+
+
+#: every corruption, each checked on its own copy of a clean run
 ANOMALIES: tuple[Callable[[Path], Expectation], ...] = (
     lose_acknowledged_input, replace_input, expose_aborted_input, fail_a_commit, drop_offset_commit, move_offset_back,
-    split_a_transaction, replace_an_observed_record)
+    split_a_transaction, replace_an_observed_record, drop_offset_commit_beside_another_groups_compaction,
+    drop_offset_commit_beside_another_apps_open_transaction, lose_an_input_with_the_seeders_history_cut_short,
+    unrecord_a_commit_beside_another_partitions_compaction)
 GAPS: tuple[Callable[[Path], Expectation], ...] = (
     unreadable_group_offsets, empty_transaction_log, drop_a_workers_history, stop_a_dump_early, inject_nothing,
-    lose_the_observations)
+    lose_the_observations, fail_the_observer_mid_run, plan_a_fault_kind_never_tried)

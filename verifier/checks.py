@@ -1,6 +1,6 @@
 """What each check of the consume-transform-produce workload means, defined once for both engines.
 
-The Python reference (verifier/pychecker.py) and the Spark job (verifier/spark_checks.py) each hold
+The Python reference (verifier/pychecker.py) and the Spark job (verifier/spark/checks.py) each hold
 only their *query*: which records, transactions or log entries make a case. Everything else is
 here: the registry (anomaly name, the Engine method that queries it, what it means), when a
 check cannot be made on a run and what it says then (``requires``), the explanation of every
@@ -180,7 +180,8 @@ CHECKS: tuple[CheckDef, ...] = (
     CheckDef("lost-acknowledged-input", Engine.acknowledged_inputs,
              "an input the seeder's committed transaction wrote that the committed input log does not hold, at its "
              "position and with its id",
-             (Requirement("seeder-acks", None, "the seeder's history records no input it committed"),)),
+             (Requirement("seeder-evidence", None, "the seeder's history records no input it committed, and the run "
+                                                   "holds no count of its own (final.json)"),)),
     CheckDef("input-mismatch", Engine.input_mismatches,
              "a committed output whose input reference names a position holding another record, or none",
              (Requirement("full-lineage", None, "identity lineage: an output's input position is found from its id, "
@@ -268,8 +269,8 @@ def has(data: Any, needs: str) -> bool:
         return delivery in ORDER_PROMISED_DELIVERY
     if needs == "offsets-log":
         return data.offset_log is not None
-    if needs == "seeder-acks":
-        return data.acknowledged.any
+    if needs == "seeder-evidence":  # its acknowledgements, or at least its own count to hold the log against
+        return data.acknowledged.any or (data.final.get("seeder") or {}).get("committed") is not None
     if needs == "client-commits":
         return any(o == "committed" for o in data.history.txn_outcome.values())
     if needs == "full-lineage":

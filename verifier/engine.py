@@ -2,7 +2,7 @@
 
 verifier/checks.py holds what every check means (its anomaly, requirements, explanations) and
 names the query that finds its cases as a method of :class:`Engine`; an engine (the single-process
-reference, verifier/pychecker.py; the Spark job, verifier/spark_checks.py) implements every one
+reference, verifier/pychecker.py; the Spark job, verifier/spark/checks.py) implements every one
 over its own run object. An engine that misses one cannot be made (``abc``), so a check added to
 the registry is a check both engines must answer, which the differential suite then compares.
 """
@@ -17,7 +17,7 @@ from kchaos.verifier.results import CheckResult
 
 class Engine(abc.ABC):
     """One query per check; ``data`` is the engine's own run object (pychecker.RunData,
-    spark_run.SparkRun), which exposes what verifier/evidence.py and the driver-side checks read."""
+    spark.run.SparkRun), which exposes what verifier/evidence.py and the driver-side checks read."""
 
     name: str
 

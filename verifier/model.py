@@ -1,7 +1,7 @@
 """What both checkers share: the lineage fields, Kafka's transaction state machine, the client
 history indexed by transaction, and the evidence built from it.
 
-The Python checker (verifier/pychecker.py) and the Spark job (verifier/spark_checks.py) must name
+The Python checker (verifier/pychecker.py) and the Spark job (verifier/spark/checks.py) must name
 the same anomalies on the same run; keeping these in one place keeps them honest.
 """
 
@@ -79,7 +79,7 @@ def identity_positions(committed: dict[tuple[int, int], str],
     raw position. An id committed more than once (a seeder batch whose commit outcome was
     unknown and that was written again) is *ambiguous*: returned apart, its inputs and outputs
     are set aside, never guessed. ``committed``/``raw``: position -> id. The Spark job builds the
-    same map with joins (spark_run.SparkRun)."""
+    same map with joins (spark.run.SparkRun)."""
     from collections import Counter
 
     times = Counter(committed.values())
@@ -240,7 +240,7 @@ def coordinator_commits(log: Any, excluded_txids: set[str]) -> int:
     in log order, a ``CompleteCommit`` record that does not repeat the one before it (the
     coordinator may write a state again). ``log``: (transactional_id, status or None for a
     tombstone) in log order. How a pipeline with no client history (an external app) shows it
-    made progress; the Spark job counts the same with a window (spark_checks.coordinator_commits)."""
+    made progress; the Spark job counts the same with a window (spark.checks.coordinator_commits)."""
     last: dict[str, str | None] = {}
     n = 0
     for txid, status in log:

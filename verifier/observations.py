@@ -1,5 +1,5 @@
 """The read-side checks over what the observers read during the run (workloads/observer.py), as
-the Python reference computes them; the Spark job's queries are in verifier/spark_checks.py and
+the Python reference computes them; the Spark job's queries are in verifier/spark/checks.py and
 every explanation in verifier/checks.py.
 
 An observation is (observer, seq, poll, time, topic, partition, offset, crc): the record an

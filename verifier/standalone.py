@@ -25,7 +25,7 @@ from pathlib import Path
 from kchaos.clusters.artifacts import require_java
 from kchaos.clusters.processes import ManagedProcess, reap
 from kchaos.errors import SetupError
-from kchaos.verifier.spark_env import pyspark_home
+from kchaos.verifier.spark.env import pyspark_home
 from kchaos.waiting import wait_until
 
 

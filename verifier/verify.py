@@ -42,7 +42,7 @@ def run_spark_job(run: Path, master: str | None, bootstrap: str | None, timeout_
     # "artifacts" directory in its working directory (ArtifactManager) and leaves it behind.
     # So every path on its command line is absolute.
     home = run.resolve() / "verifier"
-    argv = [sys.executable, "-m", "kchaos.verifier.spark_job", str(run.resolve()), "--out", str(out.resolve())]
+    argv = [sys.executable, "-m", "kchaos.verifier.spark.job", str(run.resolve()), "--out", str(out.resolve())]
     if master:
         argv += ["--master", master]
     if bootstrap:

@@ -18,10 +18,10 @@ def engine(spark):
 
 
 def test_only_the_records_read_committed_hides_are_parsed_again(spark):
-    """spark_run.raw_only: the raw view minus the committed one, by coordinates. A partition with
+    """spark.run.raw_only: the raw view minus the committed one, by coordinates. A partition with
     the same records in both views is skipped without a join; one with an extra raw record, or
     with as many records at other offsets, gives exactly the records the committed view lacks."""
-    from kchaos.verifier.spark_run import raw_only
+    from kchaos.verifier.spark.run import raw_only
 
     schema = "topic STRING, partition INT, offset BIGINT, value STRING"
     committed = [("a", 0, 0, "x"), ("a", 0, 1, "x"), ("a", 1, 0, "x"), ("b", 0, 0, "x"), ("b", 0, 1, "x")]

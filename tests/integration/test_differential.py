@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 
 from kchaos.verifier.checks import case_keys
 from kchaos.verifier.pychecker import check_run
-from kchaos.verifier.spark_checks import check_run_spark
+from kchaos.verifier.spark.checks import check_run_spark
 from kchaos.verifier.verify import disagreements
 from tests.generated_runs import keep_failing_run, worlds
 

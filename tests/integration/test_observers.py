@@ -11,7 +11,7 @@ import time
 import pytest
 
 from kchaos.verifier.checks import OBSERVATION_CHECKS
-from kchaos.verifier.spark_checks import check_run_spark
+from kchaos.verifier.spark.checks import check_run_spark
 from kchaos.workloads.spec import ObserverSpec
 
 from .conftest import restore

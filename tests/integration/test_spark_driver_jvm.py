@@ -1,5 +1,5 @@
 """The verifier's driver JVM writes its class-data-sharing archive once, from a complete job, and
-later jobs map it (verifier/spark_env.py). Real Spark jobs in processes of their own."""
+later jobs map it (verifier/spark/env.py). Real Spark jobs in processes of their own."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tests.unit.test_checkers import RunBuilder
 
 
 def _job(run, env):
-    proc = subprocess.run([sys.executable, "-m", "kchaos.verifier.spark_job", str(run)], env=env,
+    proc = subprocess.run([sys.executable, "-m", "kchaos.verifier.spark.job", str(run)], env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])  # the JVM's own logs must not reach stdout

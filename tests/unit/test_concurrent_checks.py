@@ -18,7 +18,7 @@ from kchaos.verifier.checks import CHECKS, run_checks
 from kchaos.verifier.engine import Engine
 from kchaos.verifier.model import NotApplicable
 from kchaos.verifier.results import INVALID, UNKNOWN, VALID, CheckResult, Results
-from kchaos.verifier.spark_run import BuiltOnce
+from kchaos.verifier.spark.run import BuiltOnce
 from kchaos.verifier.spec import VerifierSpec
 from kchaos.faults.spec import FaultsSpec
 from kchaos.workloads.spec import ObserverSpec, WorkloadSpec

@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from kchaos.errors import SetupError
-from kchaos.verifier import spark_env
-from kchaos.verifier.spark_env import QUICK_JIT_BELOW, class_archive, driver_java_options
-from kchaos.verifier.spark_job import output_records
+from kchaos.verifier.spark import env as spark_env
+from kchaos.verifier.spark.env import QUICK_JIT_BELOW, class_archive, driver_java_options
+from kchaos.verifier.spark.job import output_records
 
 
 @pytest.fixture
@@ -89,7 +89,7 @@ def test_a_dump_left_by_a_process_that_is_gone_is_removed(tmp_path):
     import subprocess
     import sys
 
-    from kchaos.verifier.spark_env import remove_stale_dumps
+    from kchaos.verifier.spark.env import remove_stale_dumps
 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     stale = tmp_path / f"driver-x.jsa.{gone.stdout.strip()}.tmp"

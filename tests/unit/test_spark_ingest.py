@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from kchaos.verifier.spark_ingest import recorded_ends
+from kchaos.verifier.spark.ingest import recorded_ends
 
 
 def _final(*topics):

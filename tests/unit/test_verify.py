@@ -96,7 +96,7 @@ def test_a_data_directory_must_be_an_absolute_path_or_a_url():
     import pydantic
     import pytest
 
-    from kchaos.verifier.spark_ingest import data_location
+    from kchaos.verifier.spark.ingest import data_location
 
     for good in ("hdfs://namenode:8020/kchaos", "s3a://bucket/kchaos", "file:///mnt/shared", "/mnt/shared"):
         assert VerifierSpec(data_dir=good).data_dir == good

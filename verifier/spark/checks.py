@@ -1,6 +1,6 @@
 """The Spark engine's queries: one per registered check (verifier/checks.py holds what each
 means; here only which records, transactions or log entries make a case), the facts, and
-:func:`check_run_spark`, which runs them over a :class:`~kchaos.verifier.spark_run.SparkRun`.
+:func:`check_run_spark`, which runs them over a :class:`~kchaos.verifier.spark.run.SparkRun`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from kchaos.verifier import driver_checks, evidence, spark_observations
+from kchaos.verifier import driver_checks, evidence
+from kchaos.verifier.spark import observations as spark_observations
 from kchaos.verifier.acknowledged import seeder_count_cases
 from kchaos.verifier.checks import explain, progress_result, result, run_checks
 from kchaos.verifier.engine import Engine
@@ -21,7 +22,7 @@ from kchaos.verifier.producer_ids import PREPARED, judge_producer_ids
 from kchaos.verifier.pychecker import RunData
 from kchaos.verifier.results import CheckResult, Results, VALID
 from kchaos.verifier.share_checks import share_checks
-from kchaos.verifier.spark_run import SparkRun, txn_log_entries, raw_only
+from kchaos.verifier.spark.run import SparkRun, txn_log_entries, raw_only
 
 #: checks (and the facts) submitted to Spark at once. At a small run's size a query is mostly the
 #: driver planning and compiling it, one thread at a time per query, while the executors idle;

@@ -10,7 +10,7 @@ from typing import Any
 from kchaos.verifier.checks import explain, result
 from kchaos.verifier.observations import OBSERVATIONS
 from kchaos.verifier.results import CheckResult
-from kchaos.verifier.spark_run import SparkRun
+from kchaos.verifier.spark.run import SparkRun
 
 KEY = ["topic", "partition", "offset"]
 WALK = ["observer", "topic", "partition"]

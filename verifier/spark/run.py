@@ -22,7 +22,7 @@ from kchaos.verifier.internal_topics import (OFFSET_COMMIT_SCHEMA, TXN_LOG_SCHEM
 from kchaos.verifier.late_requests import late_requests, read_message_events
 from kchaos.verifier.model import HistoryIndex, LINEAGE_FIELDS, RECORD_COLUMNS, read_json, read_ops, run_seed
 from kchaos.verifier.observations import observer_summary
-from kchaos.verifier.spark_ingest import VIEWS, TopicSource
+from kchaos.verifier.spark.ingest import VIEWS, TopicSource
 from kchaos.workloads.lineage import IdLocator
 
 LINEAGE_SCHEMA = ("in_id STRING, in_topic STRING, in_partition INT, in_offset BIGINT, slot INT, slots INT, "

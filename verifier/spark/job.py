@@ -1,6 +1,6 @@
 """The verifier: a PySpark job that proves (or refutes) exactly-once for one run directory.
 
-    python -m kchaos.verifier.spark_job RUN_DIR [--master local[2] | spark://host:port]
+    python -m kchaos.verifier.spark.job RUN_DIR [--master local[2] | spark://host:port]
                                          [--bootstrap HOST:PORT] [--data-dir URL] [--out FILE]
 
 Inputs
@@ -38,15 +38,15 @@ from pathlib import Path
 from kchaos.files import atomic_write
 from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.results import Results
-from kchaos.verifier.spark_checks import check_run_spark
-from kchaos.verifier.spark_ingest import SPARK_DIR, VIEWS, TopicSource, ingest_topics, topic_partitions
-from kchaos.verifier.spark_env import class_archive, finish_class_archive, remove_stale_dumps, spark_session
+from kchaos.verifier.spark.checks import check_run_spark
+from kchaos.verifier.spark.ingest import SPARK_DIR, VIEWS, TopicSource, ingest_topics, topic_partitions
+from kchaos.verifier.spark.env import class_archive, finish_class_archive, remove_stale_dumps, spark_session
 
 
 def output_records(run: Path, bootstrap: str | None) -> int | None:
     """About how many output records the job will read (both views), before its session starts:
     the topics' end offsets when reading a live cluster, else the ingest's counts or the client
-    dumps' Parquet footers. It sizes the driver JVM (spark_env.QUICK_JIT_BELOW); None if unknown."""
+    dumps' Parquet footers. It sizes the driver JVM (spark.env.QUICK_JIT_BELOW); None if unknown."""
     try:
         output_topics = load_recorded(run).workload.output_topics
         if bootstrap:
@@ -73,7 +73,7 @@ def output_records(run: Path, bootstrap: str | None) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kchaos.verifier.spark_job", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kchaos.verifier.spark.job", description=__doc__.split("\n")[0])
     parser.add_argument("run", type=Path)
     parser.add_argument("--master", default=None, help="Spark master (default local[2] or $KCHAOS_SPARK_MASTER)")
     parser.add_argument("--bootstrap", default=None, help="read the topics from this live cluster first")

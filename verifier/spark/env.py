@@ -71,7 +71,10 @@ def package_zip(directory: Path) -> Path:
     names: list[str] = []
     for package in ("kchaos", *(f"kchaos.{layer}" for layer in EXECUTOR_LAYERS)):
         module = importlib.import_module(package)
-        names += [package, *(m.name for m in pkgutil.iter_modules(module.__path__, f"{package}."))]
+        # a layer's own packages too (verifier.spark, whose functions executors run); the root's
+        # modules only (its layers are the ones named here)
+        found = pkgutil.iter_modules if package == "kchaos" else pkgutil.walk_packages
+        names += [package, *(m.name for m in found(module.__path__, f"{package}."))]
     target = directory / "kchaos-modules.zip"
     directory.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
