@@ -212,7 +212,7 @@ def measure_copier(cluster, root: Path, instances: int, records: int, batch: int
 
 def bypass_message_proxy(cluster, bypass: bool) -> None:
     """Point every client proxy straight at its broker (or back at the message proxy)."""
-    from kchaos.clusters.local import HOST, proxy_name_client
+    from kchaos.clusters.ports import HOST, proxy_name_client
 
     ports = cluster.ports
     for broker in ports.proxy_client:
@@ -222,7 +222,7 @@ def bypass_message_proxy(cluster, bypass: bool) -> None:
 
 def bypass_message_proxy_between_brokers(cluster, bypass: bool) -> None:
     """Point every replication link proxy straight at its broker (or back at the message proxy)."""
-    from kchaos.clusters.local import HOST, proxy_name_repl
+    from kchaos.clusters.ports import HOST, proxy_name_repl
 
     ports = cluster.ports
     for pair in ports.proxy_repl:

@@ -27,8 +27,11 @@ from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role
 from kchaos.clusters.docker_engine import INSTALL_HINT, PrivateDockerEngine, missing_binaries, remove_kchaos_objects
 from kchaos.clusters.docker_image import ensure_kafka_image
 from kchaos.clusters.kafka_tools import upgrade_feature
-from kchaos.clusters.local import (SMALL_MACHINE_DEFAULTS, ProxyNetwork, merge_cleaner_checkpoints, new_cluster_id,
-                                   proxy_name_client, proxy_name_quorum, proxy_name_repl)
+from kchaos.clusters.compaction import merge_cleaner_checkpoints
+from kchaos.clusters.local import new_cluster_id
+from kchaos.clusters.node_config import SMALL_MACHINE_DEFAULTS
+from kchaos.clusters.ports import proxy_name_client, proxy_name_quorum, proxy_name_repl
+from kchaos.clusters.proxy_network import ProxyNetwork
 from kchaos.clusters.processes import ManagedProcess, PidFile
 from kchaos.clusters.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary, start_toxiproxy
 from kchaos.clusters.spec import ClusterSpec

@@ -14,6 +14,9 @@ Topology (N brokers, combined mode unless ``dedicated_controllers`` > 0):
 
 Every process (JVMs and Toxiproxy) runs in its own process group with a pid file under
 ``<work_dir>/pids``; :func:`clusters.processes.reap` finds them even after the harness crashed.
+The port plan and proxy names are in ports.py, the links as proxies in proxy_network.py, the
+nodes' logging and small-machine settings in node_config.py, the cleaner's checkpoints in
+compaction.py.
 """
 
 from __future__ import annotations
@@ -22,127 +25,28 @@ import base64
 import concurrent.futures
 import json
 import shutil
-import socket
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kchaos.clusters.artifacts import JarSet, require_java, resolve_kafka
 from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role
+from kchaos.clusters.compaction import cleaned_offsets
 from kchaos.clusters.kafka_tools import run_tool, tool_jars
 from kchaos.clusters.message_proxy import MessageProxyClient
+from kchaos.clusters.node_config import LOG4J1_PROPERTIES, LOG4J2_XML, SMALL_MACHINE_DEFAULTS
+from kchaos.clusters.ports import HOST, PortPlan, proxy_name_client, proxy_name_quorum, proxy_name_repl
 from kchaos.clusters.processes import ManagedProcess, reap
+from kchaos.clusters.proxy_network import ProxyNetwork
 from kchaos.clusters.spec import ClusterSpec
 from kchaos.clusters.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary, start_toxiproxy
 from kchaos.errors import ClusterError, ConfigError
 from kchaos.files import atomic_write
 from kchaos.waiting import WaitTimeout, wait_until
 
-HOST = "127.0.0.1"
 READY_TOPIC = "__kchaos_ready"
-
-LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
-<Configuration status="WARN">
-  <Appenders>
-    <File name="server" fileName="${sys:kafka.logs.dir}/server.log">
-      <PatternLayout pattern="[%d{ISO8601}] %p %m (%c)%n"/>
-    </File>
-    <File name="controller" fileName="${sys:kafka.logs.dir}/controller.log">
-      <PatternLayout pattern="[%d{ISO8601}] %p %m (%c)%n"/>
-    </File>
-    <File name="stateChange" fileName="${sys:kafka.logs.dir}/state-change.log">
-      <PatternLayout pattern="[%d{ISO8601}] %p %m (%c)%n"/>
-    </File>
-  </Appenders>
-  <Loggers>
-    <Root level="INFO"><AppenderRef ref="server"/></Root>
-    <Logger name="kafka.controller" level="INFO" additivity="false"><AppenderRef ref="controller"/></Logger>
-    <Logger name="org.apache.kafka.controller" level="INFO" additivity="true"><AppenderRef ref="controller"/></Logger>
-    <Logger name="state.change.logger" level="INFO" additivity="false"><AppenderRef ref="stateChange"/></Logger>
-    <Logger name="kafka.request.logger" level="WARN"/>
-    <Logger name="org.apache.kafka.storage.internals.log.LogCleaner" level="WARN"/>
-  </Loggers>
-</Configuration>
-"""
-
-# Kafka 3.x logs through reload4j (log4j 1 syntax).
-LOG4J1_PROPERTIES = """log4j.rootLogger=INFO, server
-log4j.appender.server=org.apache.log4j.FileAppender
-log4j.appender.server.File=${kafka.logs.dir}/server.log
-log4j.appender.server.layout=org.apache.log4j.PatternLayout
-log4j.appender.server.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.appender.controller=org.apache.log4j.FileAppender
-log4j.appender.controller.File=${kafka.logs.dir}/controller.log
-log4j.appender.controller.layout=org.apache.log4j.PatternLayout
-log4j.appender.controller.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.appender.stateChange=org.apache.log4j.FileAppender
-log4j.appender.stateChange.File=${kafka.logs.dir}/state-change.log
-log4j.appender.stateChange.layout=org.apache.log4j.PatternLayout
-log4j.appender.stateChange.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.logger.kafka.controller=INFO, controller
-log4j.additivity.kafka.controller=false
-log4j.logger.state.change.logger=INFO, stateChange
-log4j.additivity.state.change.logger=false
-log4j.logger.kafka.request.logger=WARN
-"""
-
-# Sized for three JVMs, Toxiproxy, a workload and Spark sharing two cores.
-SMALL_MACHINE_DEFAULTS = {
-    "num.network.threads": "2",
-    "num.io.threads": "2",
-    "num.replica.fetchers": "1",
-    "num.recovery.threads.per.data.dir": "1",
-    "background.threads": "4",
-    "log.cleaner.threads": "1",
-    "log.cleaner.dedupe.buffer.size": "8388608",
-    "group.initial.rebalance.delay.ms": "0",
-    "auto.create.topics.enable": "false",
-    "num.partitions": "3",
-    "log.segment.bytes": "16777216",
-    "log.retention.hours": "168",
-    # Slow-machine timeouts: GC pauses and CPU starvation must not look like failures.
-    "controller.quorum.election.timeout.ms": "3000",
-    "controller.quorum.fetch.timeout.ms": "6000",
-    "broker.session.timeout.ms": "12000",
-    "broker.heartbeat.interval.ms": "1000",
-    "replica.lag.time.max.ms": "15000",
-    "transaction.max.timeout.ms": "300000",
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "5000",
-    "transaction.remove.expired.transaction.cleanup.interval.ms": "60000",
-    "share.coordinator.state.topic.segment.bytes": "16777216",
-}
-
-
-#: the internal topics whose compaction the verifier must know about (their records are evidence)
-COMPACTED_EVIDENCE = ("__consumer_offsets", "__transaction_state")
-
-
-def cleaned_offsets(work_dir: Path) -> dict[str, Any] | None:
-    """What the log cleaner compacted on a local cluster's nodes, from each data directory's
-    ``cleaner-offset-checkpoint`` (version, count, then ``topic partition offset`` lines): per
-    internal topic and partition the highest offset any replica was cleaned up to. None when
-    ``work_dir`` holds no node data (nothing can be told)."""
-    checkpoints = sorted(Path(work_dir).glob("node-*/data/cleaner-offset-checkpoint"))
-    if not any(Path(work_dir).glob("node-*/data")):
-        return None
-    return merge_cleaner_checkpoints([path.read_text() for path in checkpoints])
-
-
-def merge_cleaner_checkpoints(texts: list[str]) -> dict[str, Any]:
-    """Per internal topic and partition, the highest offset any replica's
-    ``cleaner-offset-checkpoint`` (version, count, then ``topic partition offset`` lines) names."""
-    out: dict[str, Any] = {topic: {} for topic in COMPACTED_EVIDENCE}
-    for text in texts:
-        for line in text.splitlines()[2:]:
-            parts = line.split()
-            if len(parts) == 3 and parts[0] in out and parts[2].lstrip("-").isdigit():
-                partition, offset = int(parts[1]), int(parts[2])
-                out[parts[0]][partition] = max(out[parts[0]].get(partition, 0), offset)
-    return out
-
 
 def new_cluster_id() -> str:
     """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 characters).
@@ -154,116 +58,6 @@ def new_cluster_id() -> str:
         cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not cid.startswith("-"):
             return cid
-
-
-def allocate_ports(count: int, base_port: int | None) -> list[int]:
-    """``count`` distinct free TCP ports on 127.0.0.1.
-
-    With ``base_port`` the ports are ``base_port .. base_port+count-1`` and each must be free;
-    otherwise the kernel picks them (all bound at once, so they are distinct).
-    """
-    if base_port is not None:
-        ports = list(range(base_port, base_port + count))
-        for port in ports:
-            with socket.socket() as sock:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                try:
-                    sock.bind((HOST, port))
-                except OSError:
-                    raise ConfigError(
-                        f"port {port} is already in use (cluster.base_port={base_port} needs {count} free ports "
-                        f"from {base_port} to {base_port + count - 1})",
-                        "choose another cluster.base_port, or leave it unset to pick free ports",
-                    ) from None
-        return ports
-    socks = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind((HOST, 0))
-            socks.append(sock)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for sock in socks:
-            sock.close()
-
-
-@dataclass
-class PortPlan:
-    """Every port of the cluster, chosen once at start and kept in ``cluster.json``."""
-
-    toxiproxy_api: int
-    client: dict[int, int]                 # broker -> CLIENT listener port
-    repl: dict[str, int]                   # "i>k": port of listener REPL<i> on broker k
-    controller: dict[int, int]             # controller -> CONTROLLER listener port
-    proxy_client: dict[int, int]           # broker -> client proxy port
-    proxy_repl: dict[str, int]             # "i>k": proxy for broker i fetching from broker k
-    proxy_quorum: dict[str, int]           # "i>c": proxy for node i talking to controller c
-    message_api: int | None = None         # message proxy control API
-    proxy_message: dict[int, int] = field(default_factory=dict)  # broker -> message proxy listener
-    #: "i>k" -> message proxy listener on the link of broker i to broker k (proxy_messages_between_brokers)
-    proxy_message_repl: dict[str, int] = field(default_factory=dict)
-
-    @classmethod
-    def build(cls, spec: ClusterSpec, broker_ids: list[int], controller_ids: list[int],
-              node_ids: list[int]) -> "PortPlan":
-        pairs = [f"{i}>{k}" for i in broker_ids for k in broker_ids]
-        proxied_pairs = [p for p in pairs if p.split(">")[0] != p.split(">")[1]] if spec.proxy_internal else []
-        quorum_pairs = ([f"{i}>{c}" for i in node_ids for c in controller_ids if i != c]
-                        if spec.proxy_internal else [])
-        client_proxies = broker_ids if spec.proxy_clients else []
-        message_proxies = broker_ids if spec.proxy_messages else []
-        message_pairs = proxied_pairs if spec.proxy_messages_between_brokers else []
-        count = (1 + len(broker_ids) + len(pairs) + len(controller_ids) + len(client_proxies)
-                 + len(proxied_pairs) + len(quorum_pairs) + (1 + len(message_proxies) if message_proxies else 0)
-                 + len(message_pairs))
-        it = iter(allocate_ports(count, spec.base_port))
-        return cls(
-            toxiproxy_api=next(it),
-            client={b: next(it) for b in broker_ids},
-            repl={p: next(it) for p in pairs},
-            controller={c: next(it) for c in controller_ids},
-            proxy_client={b: next(it) for b in client_proxies},
-            proxy_repl={p: next(it) for p in proxied_pairs},
-            proxy_quorum={p: next(it) for p in quorum_pairs},
-            message_api=next(it) if message_proxies else None,
-            proxy_message={b: next(it) for b in message_proxies},
-            proxy_message_repl={p: next(it) for p in message_pairs},
-        )
-
-    def client_upstream(self, broker: int) -> int:
-        """Where the client proxy of ``broker`` forwards: the message proxy when there is one."""
-        return self.proxy_message.get(broker, self.client[broker])
-
-    def repl_upstream(self, pair: str) -> int:
-        """Where the link proxy ``repl-n<i>-to-n<k>`` forwards: the message proxy when it is on
-        the links between brokers."""
-        return self.proxy_message_repl.get(pair, self.repl[pair])
-
-    def client_entry(self, broker: int) -> int:
-        """The port clients are told to use for ``broker``: the first proxy on the path."""
-        return self.proxy_client.get(broker, self.client_upstream(broker))
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: ({str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) else v) for k, v in self.__dict__.items()}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "PortPlan":
-        intkeys = ("client", "controller", "proxy_client", "proxy_message")
-        return cls(**{k: ({int(kk) if k in intkeys else kk: vv for kk, vv in v.items()} if isinstance(v, dict) else v)
-                      for k, v in data.items()})
-
-
-def proxy_name_client(broker: int) -> str:
-    return f"client-n{broker}"
-
-
-def proxy_name_repl(src: int, dst: int) -> str:
-    return f"repl-n{src}-to-n{dst}"
-
-
-def proxy_name_quorum(src: int, dst: int) -> str:
-    return f"quorum-n{src}-to-n{dst}"
 
 
 class LocalNode(Node):
@@ -832,46 +626,3 @@ class LocalJvmCluster(Cluster):
         if self.toxiproxy is None or self.ports is None:
             raise ClusterError("the cluster is not running; its network cannot be changed")
         return ProxyNetwork(self)
-
-
-class ProxyNetwork:
-    """Links of a local cluster, by proxy name; every change is undone by :meth:`heal`. A backend
-    that cuts its links otherwise (docker.py) overrides ``links_between``, ``cut`` and ``heal``."""
-
-    def __init__(self, cluster: Any):
-        self.cluster = cluster
-        assert cluster.toxiproxy is not None
-        self.client = cluster.toxiproxy
-
-    def links_between(self, side_a: list[int], side_b: list[int]) -> list[str]:
-        """Proxy names of every replication and quorum link between the two sides, both directions."""
-        names = set(self.client.proxies())
-        out = []
-        for a in side_a:
-            for b in side_b:
-                for src, dst in ((a, b), (b, a)):
-                    for name in (proxy_name_repl(src, dst), proxy_name_quorum(src, dst)):
-                        if name in names:
-                            out.append(name)
-        return sorted(set(out))
-
-    def cut(self, names: list[str]) -> list[str]:
-        """Disable the named link proxies; returns them."""
-        for name in names:
-            self.client.set_enabled(name, False)
-        return names
-
-    def partition(self, side_a: list[int], side_b: list[int]) -> list[str]:
-        """Cut every inter-node link between the two sides; returns the proxies disabled."""
-        return self.cut(self.links_between(side_a, side_b))
-
-    def isolate(self, node_id: int, include_clients: bool = False) -> list[str]:
-        others = [n.node_id for n in self.cluster.nodes if n.node_id != node_id]
-        cut = self.partition([node_id], others)
-        if include_clients and proxy_name_client(node_id) in self.client.proxies():
-            self.client.set_enabled(proxy_name_client(node_id), False)
-            cut.append(proxy_name_client(node_id))
-        return cut
-
-    def heal(self) -> None:
-        self.client.reset()

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.clusters.base import coordinator_partition
-from kchaos.clusters.local import cleaned_offsets
+from kchaos.clusters.compaction import cleaned_offsets
 
 
 @dataclass(frozen=True)

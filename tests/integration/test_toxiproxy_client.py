@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from kchaos.clusters.local import allocate_ports
+from kchaos.clusters.ports import allocate_ports
 from kchaos.clusters.processes import ManagedProcess
 from kchaos.clusters.toxiproxy import Proxy, Toxic, ToxiproxyClient, ensure_toxiproxy_binary
 from kchaos.errors import ClusterError

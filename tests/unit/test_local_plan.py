@@ -6,7 +6,8 @@ from unittest import mock
 import pytest
 
 from kchaos.clusters import ClusterSpec
-from kchaos.clusters.local import LocalJvmCluster, PortPlan, allocate_ports, new_cluster_id
+from kchaos.clusters.local import LocalJvmCluster, new_cluster_id
+from kchaos.clusters.ports import PortPlan, allocate_ports
 from kchaos.errors import ConfigError
 
 
