@@ -247,10 +247,15 @@ def attribute(coordinator: list[CoordinatorTxn], clients: list[ClientTxn]) -> di
     return owner
 
 
-def _coordinator_initiated(ct: CoordinatorTxn, inits: dict[str, list[dict[str, Any]]]) -> str | None:
+def _coordinator_initiated(ct: CoordinatorTxn, inits: dict[str, list[dict[str, Any]]],
+                           owner: str | None = None) -> str | None:
     """Why the coordinator aborted ``ct`` on its own, or None: it fenced the producer (a
     PrepareEpochFence, or under the classic protocol an abort at a bumped epoch), the transaction
-    outlived its timeout, or a producer initialised the id while it was open."""
+    outlived its timeout, or a producer initialised the id while it was open. ``inits`` also holds
+    other instances' ``abort`` operations: a zombie that resumes inside an abort after an abortable
+    error asks for a new epoch (librdkafka, KIP-360: InitProducerId with its old epoch), and the
+    coordinator aborts whatever is open on the id before it fences that instance; ``owner``'s own
+    aborts are not a fence of its own transaction."""
     if ct.prepared != "abort" or ct.prepare_ms is None:
         return None
     if ct.fenced:
@@ -260,6 +265,8 @@ def _coordinator_initiated(ct: CoordinatorTxn, inits: dict[str, list[dict[str, A
     if ct.prepare_ms - ct.start_ms >= ct.timeout_ms - TIMEOUT_SLACK_MS:
         return "timed out"
     for op in inits.get(ct.transactional_id, []):
+        if op.get("f") == "abort" and op["process"] == owner:
+            continue
         # the init was under way while the transaction was open: its InitProducerId may have been
         # sent before the transaction began and retried (CONCURRENT_TRANSACTIONS while the last
         # one completed) until it aborted this one. One that never completed (its process stopped
@@ -267,7 +274,7 @@ def _coordinator_initiated(ct: CoordinatorTxn, inits: dict[str, list[dict[str, A
         invoked = op["invoke_time"] * 1000
         until = op["complete_time"] * 1000 if op.get("complete_time") is not None else op["acted_until_ms"]
         if invoked <= ct.prepare_ms + CLOCK_EPS_MS and until >= ct.start_ms - CLOCK_EPS_MS:
-            return f"fenced by {op['process']}'s init"
+            return f"fenced by {op['process']}'s {op.get('f', 'init')}"
     return None
 
 
@@ -281,7 +288,7 @@ def _ended_early(ct: CoordinatorTxn, c: ClientTxn, inits: dict[str, list[dict[st
     if ct.prepared == "commit":
         return ct.prepare_ms < asked - CLOCK_EPS_MS
     let_go = min(asked, c.gave_up_ms if c.gave_up_ms is not None else float("inf"))
-    return ct.prepare_ms < let_go - CLOCK_EPS_MS and _coordinator_initiated(ct, inits) is None
+    return ct.prepare_ms < let_go - CLOCK_EPS_MS and _coordinator_initiated(ct, inits, c.process) is None
 
 
 def _partition_text(partitions: list[str]) -> str:
@@ -351,14 +358,15 @@ def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, 
         return last * 1000 + STOPPED_REQUEST_GRACE_MS
 
     for op in history.ops:
-        if op["f"] == "init" and op.get("txid"):
+        if op["f"] in ("init", "abort") and op.get("txid"):
             inits[op["txid"]].append({**op, "acted_until_ms": acted_until(op)})
     for op in history.faults:
         # the epoch-jump fault's InitProducerIds fence the id it names as a worker's init would
         if op["f"] == "fault:epoch-jump":
             txid = (((op.get("value") or {}).get("resolved") or {}).get("detail") or {}).get("transactional_id")
             if txid:
-                inits[txid].append({**op, "process": "the epoch-jump fault", "acted_until_ms": acted_until(op)})
+                inits[txid].append({**op, "f": "init", "process": "the epoch-jump fault",
+                                    "acted_until_ms": acted_until(op)})
     held: dict[tuple[str, int], list[CoordinatorTxn]] = defaultdict(list)
     for i, c in owner.items():
         if coordinator[i].partitions:
