@@ -395,10 +395,21 @@ def run_checks(results: Any, data: Any, engine: Any, pool: Any = None) -> bool:
 
 def result(name: str, cases: list[dict[str, Any]], total: int | None = None, note: str | None = None) -> CheckResult:
     """A query's result: invalid with at most MAX_CASES cases when it found any (the note carries
-    the exact count), valid otherwise."""
+    the exact count), valid otherwise. When ``cases`` holds every case (both engines build them
+    all up to DIGEST_MAX_CASES), the digest of their explanations lets the cross-check compare
+    every case, not only the ones kept."""
     total = len(cases) if total is None else total
     return CheckResult(name, INVALID if total else VALID, cases[:MAX_CASES],
-                       note=note or (NOTES["cases"].format(n=total) if total else None))
+                       note=note or (NOTES["cases"].format(n=total) if total else None),
+                       digest=case_digest(cases) if cases and len(cases) == total else None)
+
+
+def case_digest(cases: list[dict[str, Any]]) -> str:
+    """The cases' explanations, sorted, hashed: equal for two engines that found the same cases
+    (one explanation template per kind of case, filled with the case's identifying fields)."""
+    import hashlib
+
+    return hashlib.sha256("\n".join(sorted(str(c["explanation"]) for c in cases)).encode()).hexdigest()[:24]
 
 
 def split_result(cases: list[dict[str, Any]], facts: dict[str, Any]) -> CheckResult:

@@ -15,6 +15,9 @@ from typing import Any
 from kchaos.workloads.history import pair_operations, read_lines
 
 MAX_CASES = 50  # per anomaly type; the note on each check carries the exact count
+#: up to this many cases of a check, every case's explanation is digested for the cross-check
+#: (both engines build them all; evidence only for the MAX_CASES kept)
+DIGEST_MAX_CASES = 20_000
 
 #: fields an output record's value must have to follow the lineage contract (workloads/lineage.py)
 LINEAGE_FIELDS = ("in_id", "in_partition", "in_offset", "slot", "worker", "incarnation", "txn_seq")

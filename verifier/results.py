@@ -32,11 +32,15 @@ class CheckResult:
     verdict: str
     cases: list[dict[str, Any]] = field(default_factory=list)
     note: str | None = None
+    #: the digest of every case's explanation (checks.case_digest), when the engine built them all
+    digest: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"verdict": self.verdict, "cases": len(self.cases)}
         if self.note:
             out["note"] = self.note
+        if self.digest:
+            out["digest"] = self.digest
         return out
 
 
@@ -105,7 +109,7 @@ class Results:
         verdict is recomputed from the checks and errors, never taken from the file."""
         anomalies = data.get("anomalies") or {}
         checks = [CheckResult(name, c["verdict"], list(anomalies.get(name, [])) if c["verdict"] == INVALID else [],
-                              note=c.get("note"))
+                              note=c.get("note"), digest=c.get("digest"))
                   for name, c in (data.get("checks") or {}).items()]
         return cls(checker=data.get("checker", "unknown"), checks=checks, facts=dict(data.get("facts") or {}),
                    errors=list(data.get("errors") or []), not_checked=dict(data.get("not_checked") or {}),

@@ -74,8 +74,10 @@ def run_spark_job(run: Path, master: str | None, bootstrap: str | None, timeout_
 def disagreements(primary: Results, reference: Results) -> list[str]:
     """Where two engines disagree: a check missing from one, a check's verdict or note (which
     carries the exact case count), or its cases (checks.case_keys: one explanation template per
-    kind of case, so equal cases read alike) where both reported every case (at most MAX_CASES:
-    beyond that each engine keeps its own first ones); the checks left unchecked, and why."""
+    kind of case, so equal cases read alike): case by case where both kept every case (at most
+    MAX_CASES), else by the digest of every case's explanation (checks.case_digest, up to
+    DIGEST_MAX_CASES; beyond it each engine keeps only its own first ones); the checks left
+    unchecked, and why."""
     a_checks, b_checks = ({c.name: c for c in r.checks} for r in (primary, reference))
     a_keys, b_keys = (case_keys(r.to_json()) for r in (primary, reference))
     problems = []
@@ -89,6 +91,9 @@ def disagreements(primary: Results, reference: Results) -> list[str]:
             only_b = sorted(set(b_keys.get(name, [])) - set(a_keys.get(name, [])))
             problems.append(f"{name}: the same count, other cases: only {primary.checker}: {only_a[:3]}; "
                             f"only {reference.checker}: {only_b[:3]}")
+        elif a.digest and b.digest and a.digest != b.digest:  # more cases than either keeps: all compared
+            problems.append(f"{name}: the same count, other cases (digests of every case's explanation differ: "
+                            f"{primary.checker} {a.digest}, {reference.checker} {b.digest})")
     if primary.not_checked != reference.not_checked:
         problems.append(f"not checked: {primary.checker} {sorted(primary.not_checked)} vs "
                         f"{reference.checker} {sorted(reference.not_checked)}")

@@ -72,6 +72,22 @@ def test_engines_that_disagree_on_a_count_are_named():
     assert c.errors == [] and c.interruption is None
 
 
+def test_engines_that_agree_on_the_count_but_not_on_a_case_beyond_the_kept_ones_are_named():
+    """More cases than either keeps (MAX_CASES): the digests of every case's explanation differ
+    when one case differs, the fiftieth-first included; equal cases in another order agree."""
+    from kchaos.verifier.checks import result
+
+    cases = [{"explanation": f"input 0@{o} slot 0 is visible 2 times in committed outputs"} for o in range(80)]
+    other = cases[:79] + [{"explanation": "input 0@999 slot 0 is visible 2 times in committed outputs"}]
+    a = Results("spark", [result("duplicate", cases)])
+    b = Results("python", [result("duplicate", other)])
+    assert len(a.checks[0].cases) == 50 and a.checks[0].note == b.checks[0].note == "80 cases"
+    assert len(disagreements(a, b)) == 1 and "digests of every case's explanation differ" in disagreements(a, b)[0]
+    assert disagreements(a, Results("python", [result("duplicate", list(reversed(cases)))])) == []
+    # an engine that could not build every case (beyond DIGEST_MAX_CASES) has no digest: not compared
+    assert disagreements(a, Results("python", [result("duplicate", cases[:50], total=80)])) == []
+
+
 def test_results_json_is_the_typed_results_written_once(tmp_path):
     run = RunBuilder().write(tmp_path / "r")
     written = write_results(run, verify_run(run, PYTHON))

@@ -16,7 +16,7 @@ from kchaos.verifier.acknowledged import seeder_count_cases
 from kchaos.verifier.checks import explain, progress_result, result, run_checks
 from kchaos.verifier.engine import Engine
 from kchaos.verifier.late_requests import events_path, late_request_facts, read_message_events
-from kchaos.verifier.model import (MAX_CASES, OPEN_TXN_STATES, TXN_NEXT, commits_by_client_tv, hanging_cases,
+from kchaos.verifier.model import (DIGEST_MAX_CASES, MAX_CASES, OPEN_TXN_STATES, TXN_NEXT, commits_by_client_tv, hanging_cases,
                                    pipeline_txids, zombie_successor)
 from kchaos.verifier.producer_ids import PREPARED, judge_producer_ids
 from kchaos.verifier.pychecker import RunData
@@ -31,16 +31,21 @@ CHECK_THREADS = 3
 
 
 def _first_cases(df: Any, *order: str) -> tuple[list[Any], int]:
-    """At most MAX_CASES rows in ``order`` and the exact total; counts only when there are more
-    (a clean run costs one Spark job per check, not two)."""
-    rows = df.orderBy(*order).limit(MAX_CASES + 1).collect()
-    return rows[:MAX_CASES], (len(rows) if len(rows) <= MAX_CASES else df.count())
+    """The cases' rows in ``order`` and the exact total: every row up to DIGEST_MAX_CASES, so that
+    the cross-check can compare every case's explanation (checks.result digests them; evidence
+    is fetched for the first MAX_CASES only), else the first MAX_CASES. Counts only when there
+    are more (a clean run costs one Spark job per check, not two)."""
+    rows = df.orderBy(*order).limit(DIGEST_MAX_CASES + 1).collect()
+    if len(rows) <= DIGEST_MAX_CASES:
+        return rows, len(rows)
+    return rows[:MAX_CASES], df.count()
 
 
 def _records_of(d: SparkRun, df: Any, cases: list[Any], key: list[str], limit: int) -> dict[tuple, list[Any]]:
-    """The evidence records (first ``limit`` in record order) of the few cases found, by key.
-    Checks find cases on counts alone and fetch records only for the cases they report:
-    collecting every group's records would cost a clean run the most."""
+    """The evidence records (first ``limit`` in record order) of the cases a result keeps (the
+    first MAX_CASES: callers pass those), by key. Checks find cases on counts alone and fetch
+    records only for the cases they report: collecting every group's records would cost a clean
+    run the most."""
     if not cases:
         return {}
     F = d.F
@@ -100,7 +105,7 @@ def _aborted_inputs(d: SparkRun) -> Any:
 def check_duplicates(d: SparkRun) -> CheckResult:
     key = ["in_partition", "in_offset", "slot"]
     rows, total = _first_cases(_duplicate_keys(d), *key)
-    records = _records_of(d, d.outputs["committed"], rows, key, 10)
+    records = _records_of(d, d.outputs["committed"], rows[:MAX_CASES], key, 10)
     cases = [d.case(explain("duplicate", p=r["in_partition"], o=r["in_offset"], slot=r["slot"], n=r["n"]),
                     [d.record(x) for x in records.get(tuple(r[c] for c in key), [])]) for r in rows]
     return result("duplicate", cases, total)
@@ -164,7 +169,7 @@ def check_torn(d: SparkRun) -> CheckResult:
     partial = (_outputs_of_flagged_inputs(d, flagged).groupBy(*key).agg(F.sort_array(F.collect_set("slot")).alias("have"))
                .filter(F.size("have") < d.k))
     rows, total = _first_cases(partial, *key)
-    records = _records_of(d, committed, rows, key, 20)
+    records = _records_of(d, committed, rows[:MAX_CASES], key, 20)
     cases = [d.case(explain("torn-transaction.slots", p=r["in_partition"], o=r["in_offset"], have=list(r["have"]), k=d.k),
                     [d.record(x) for x in records.get((r["in_partition"], r["in_offset"]), [])],
                     missing_slots=sorted(set(range(d.k)) - set(r["have"])))
@@ -177,7 +182,7 @@ def check_torn(d: SparkRun) -> CheckResult:
                 .withColumn("written", F.col("seen") + F.col("hidden")).filter(F.col("seen") > 0))
         rows, more = _first_cases(torn, *key)
         total += more
-        hidden = _records_of(d, d.raw_only_outputs, rows, key, 20)
+        hidden = _records_of(d, d.raw_only_outputs, rows[:MAX_CASES], key, 20)
         for r in rows:
             cases.append(d.case(explain("torn-transaction.hidden", seq=r["txn_seq"], process=r["process"], seen=r["seen"],
                                         written=r["written"]),
@@ -297,9 +302,10 @@ def check_lost_write(d: SparkRun) -> CheckResult:
             .join(seen, key, "left").fillna(0, ["seen"]).filter(F.col("seen") < F.col("expected_outputs")))
     rows, total = _first_cases(lost, *key)
     cases = []
-    for r in rows:
-        raw = (d.outputs["raw"].filter((F.col("process") == r["process"]) & (F.col("txn_seq") == r["txn_seq"]))
-               .orderBy("topic", "partition", "offset").limit(20).collect())
+    for i, r in enumerate(rows):  # evidence for the cases the result keeps
+        raw = [] if i >= MAX_CASES else (
+            d.outputs["raw"].filter((F.col("process") == r["process"]) & (F.col("txn_seq") == r["txn_seq"]))
+            .orderBy("topic", "partition", "offset").limit(20).collect())
         txn = (r["process"], r["txn_seq"])
         cases.append(d.case(explain("lost-write", seq=r["txn_seq"], process=r["process"], seen=r["seen"],
                                     expected=r["expected_outputs"]), [d.record(x) for x in raw],
@@ -470,21 +476,22 @@ def check_nonmonotonic(d: SparkRun) -> CheckResult:
     rows, total = _first_cases(out, *coordinates)
     if not rows:
         return result("nonmonotonic", [], total)
+    kept = rows[:MAX_CASES]  # the cases a result keeps get their two records as evidence
     # each case's earlier record: the latest one before it in its stream with the highest in_offset
     wanted = d.spark.createDataFrame([(r["topic"], r["partition"], r["in_partition"], r["highest"], r["offset"])
-                                      for r in rows], first.select(*stream_key, "in_offset", F.col("offset").alias("before")).schema)
+                                      for r in kept], first.select(*stream_key, "in_offset", F.col("offset").alias("before")).schema)
     found = (first.join(F.broadcast(wanted), [*stream_key, "in_offset"]).filter(F.col("offset") < F.col("before"))
              .groupBy(*stream_key, "before").agg(F.max("offset").alias("earlier")).collect())
     earlier = {(x["topic"], x["partition"], x["in_partition"], x["before"]): x["earlier"] for x in found}
-    records = _records_at(d, [(r["topic"], r["partition"], r["offset"]) for r in rows]
+    records = _records_at(d, [(r["topic"], r["partition"], r["offset"]) for r in kept]
                           + [(r["topic"], r["partition"], earlier[(r["topic"], r["partition"], r["in_partition"], r["offset"])])
-                             for r in rows])
+                             for r in kept])
     cases = [d.case(explain("nonmonotonic", topic=r["topic"], partition=r["partition"], p=r["in_partition"],
                             o=r["in_offset"], earlier=r["highest"]),
                     [d.record(records[(r["topic"], r["partition"], earlier[(r["topic"], r["partition"], r["in_partition"],
                                                                              r["offset"])])]),
-                     d.record(records[(r["topic"], r["partition"], r["offset"])])])
-             for r in rows]
+                     d.record(records[(r["topic"], r["partition"], r["offset"])])] if i < MAX_CASES else [])
+             for i, r in enumerate(rows)]
     return result("nonmonotonic", cases, total)
 
 
