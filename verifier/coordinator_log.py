@@ -415,7 +415,9 @@ def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, 
     unrecorded = [c for c in clients if c.outcome == "committed" and (c.process, c.seq) not in held
                   and _wrote_something(history, (c.process, c.seq))]
     intact_from = intact_from or {}
-    judged = [c for c in unrecorded if c.start_ms >= intact_from.get(c.txid, float("-inf"))]
+    kept = {id(c) for c in unrecorded if c.start_ms >= intact_from.get(c.txid, float("-inf"))}
+    judged = [c for c in unrecorded if id(c) in kept]
+    set_aside = [c for c in unrecorded if id(c) not in kept]
     if held:
         for c in judged:
             cases.append({"explanation": explain("split-transaction.unrecorded", seq=c.seq, process=c.process,
@@ -432,9 +434,7 @@ def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, 
              "client_transactions": len(clients),
              "client_transactions_without_coordinator_record": sum(1 for c in clients if (c.process, c.seq) not in held),
              "committed_without_coordinator_record": len(unrecorded),
-             "unrecorded_set_aside": {txid: n for txid, n in sorted(Counter(
-                 c.txid for c in clients if c.outcome == "committed" and _wrote_something(history, (c.process, c.seq))
-                 and c.start_ms < intact_from.get(c.txid, float("-inf"))).items())},
+             "unrecorded_set_aside": dict(sorted(Counter(c.txid for c in set_aside).items())),
              "matched_nothing": bool(not held and any(c.outcome == "committed" for c in clients)),
              "outcomes_the_client_did_not_know": {k: dict(v) for k, v in sorted(resolved.items())}}
     return cases, facts

@@ -970,6 +970,22 @@ def test_offset_commits_the_cleaner_may_have_replaced_are_set_aside_the_rest_jud
     assert (verdict, kinds) == ("invalid", ["lost-offset-commit"]), results["checks"]
 
 
+def test_only_unrecorded_commits_before_the_kept_records_are_set_aside(tmp_path):
+    """The id's __transaction_state partition was compacted past everything: transaction 1 has its
+    coordinator record (judged, not set aside), transaction 2 has none and began before any kept
+    record, so it is set aside and counted, not a case."""
+    b = RunBuilder()
+    _second_transaction(b)
+    b.coordinator[("w0.1", 2)] = []  # the coordinator's log holds nothing of transaction 2
+    b.final_extra = {"compaction": {"__consumer_offsets": {}, "__transaction_state": {"0": 10_000}}}
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert "split-transaction" not in kinds, results["checks"]
+    assert results["facts"]["coordinator"]["unrecorded_set_aside"] == {"tx-w0": 1}
+    assert "1 committed client transactions of tx-w0 began before" in results["checks"]["split-transaction"]["note"]
+    b.final_extra = {}  # nothing compacted: the same gap is a case
+    assert "split-transaction" in _anomalies(b.write(tmp_path / "r2"))[1]
+
+
 def test_another_groups_compaction_does_not_hide_a_lost_offset_commit(tmp_path):
     """Only the group's own __consumer_offsets partition speaks for its commits: partition 7 of
     another group compacted, or pinned by another application's open transaction, hides nothing."""
