@@ -24,6 +24,7 @@ from kchaos.ci.nightly import DEFAULT_MATRIX, run_nightly
 from kchaos.clusters.artifacts import require_java, resolve_kafka
 from kchaos.clusters.docker_engine import PrivateDockerEngine, install_engine
 from kchaos.clusters.docker_image import ensure_kafka_image
+from kchaos.clusters.external import heal_run
 from kchaos.clusters.local import LocalJvmCluster
 from kchaos.clusters.processes import live_processes, reap
 from kchaos.clusters.spec import ClusterSpec, apply_overrides
@@ -214,6 +215,21 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
+def cmd_heal(args: argparse.Namespace) -> int:
+    """Undo what a run did to nodes kchaos does not own and never healed (the harness was killed)."""
+    path = Path(args.run_dir)
+    if not path.is_dir():
+        raise ConfigError(f"{path} is not a run directory", "give the directory `kchaos run` printed")
+    report = heal_run(RunDir(path).cluster_dir)
+    if not report:
+        say("nothing to heal: every act in the heal journal was healed")
+    for line in report:
+        steps = "; ".join(f"{u['action']} {'ok' if u['ok'] else 'FAILED'}" + (f" ({u['said']})" if u["said"] and not u["ok"] else "")
+                          for u in line["undo"])
+        say(f"node {line['node']}: {line['action']} (act {line['id']}) {'healed' if line['healed'] else 'NOT healed'}: {steps}")
+    return 0 if all(line["healed"] for line in report) else 1
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     for run_dir in args.run_dir:
         print(render_run_report(Path(run_dir)))
@@ -327,6 +343,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", help="re-read the topics from this live cluster through Spark's Kafka source")
     p.add_argument("--data-dir", help="with --bootstrap: where the Spark ingest writes (a URL every executor reaches)")
     p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("heal", help="undo what a run did to an external cluster's nodes that it did not heal (after "
+                       "the harness was killed): the run directory's heal journal, newest act first; exit 1 if any stays")
+    p.add_argument("run_dir")
+    p.set_defaults(func=cmd_heal)
 
     p = sub.add_parser("report", help="(re-)render RUN_DIR/report.html from the run directory alone")
     p.add_argument("run_dir", nargs="+")

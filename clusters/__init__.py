@@ -2,7 +2,8 @@
 
 * ``local`` (default): KRaft JVM processes from Maven-resolved jars, Toxiproxy on every link.
 * ``docker``: ``apache/kafka`` containers through the Docker SDK.
-* ``external``: an existing cluster by bootstrap servers; no node faults.
+* ``external``: an existing cluster by bootstrap servers; node faults and partitions through the
+  commands its campaign declares (docker, ssh and kubernetes presets).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from kchaos.clusters.external import ExternalCluster
 from kchaos.clusters.local import LocalJvmCluster
 from kchaos.clusters.spec import ClusterSpec
 
-__all__ = ["BACKENDS", "Capability", "Cluster", "ClusterSpec", "Node", "NodeInfo", "Role", "backend_capabilities", "create_cluster",
+__all__ = ["BACKENDS", "Capability", "Cluster", "ClusterSpec", "Node", "NodeInfo", "Role", "backend_capabilities", "backend_capability_gap",
+           "create_cluster",
            "coordinator_partition", "java_string_hash"]
 
 
@@ -26,6 +28,11 @@ def backend_capabilities(spec: ClusterSpec) -> frozenset[Capability]:
     """What the backend ``spec`` names can do, known before it starts (a campaign that needs more
     is refused on load)."""
     return BACKENDS[spec.backend].capabilities_for(spec)  # type: ignore[attr-defined]
+
+
+def backend_capability_gap(spec: ClusterSpec, capability: Capability) -> str | None:
+    """Why the backend ``spec`` names lacks ``capability``, where it can say (the missing command)."""
+    return BACKENDS[spec.backend].capability_gap(spec, capability)
 
 
 def create_cluster(spec: ClusterSpec, work_dir: Path) -> Cluster:

@@ -35,7 +35,8 @@ class Capability(str, enum.Enum):
     TERMINATE = "terminate"  # graceful stop
     PAUSE = "pause"          # SIGSTOP / SIGCONT
     RESTART = "restart"
-    NETWORK = "network"      # per-link faults through proxies (client and inter-node)
+    NETWORK = "network"      # client-link faults through proxies (toxics, a link down)
+    PARTITION = "partition"  # inter-node links cut (pair proxies, or packet filters on the nodes)
     LOGS = "logs"            # node log files on this machine
     UPGRADE = "upgrade"      # restart a node on another Kafka release (rolling binary upgrade)
     MESSAGES = "messages"    # delay, hold, duplicate or answer single Kafka requests (message proxy)
@@ -153,6 +154,11 @@ class Cluster(abc.ABC):
     @property
     def controllers(self) -> list[Node]:
         return [n for n in self.nodes if n.is_controller]
+
+    @classmethod
+    def capability_gap(cls, spec: Any, capability: Capability) -> str | None:
+        """Why a cluster of ``spec`` lacks ``capability``, where the backend can say more than its name."""
+        return None
 
     def has(self, capability: Capability) -> bool:
         return capability in self.capabilities

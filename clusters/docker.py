@@ -30,7 +30,7 @@ from kchaos.clusters.kafka_tools import upgrade_feature
 from kchaos.clusters.compaction import merge_cleaner_checkpoints
 from kchaos.clusters.local import new_cluster_id
 from kchaos.clusters.node_config import SMALL_MACHINE_DEFAULTS
-from kchaos.clusters.ports import proxy_name_client, proxy_name_quorum, proxy_name_repl
+from kchaos.clusters.ports import link_names, proxy_name_client
 from kchaos.clusters.proxy_network import ProxyNetwork
 from kchaos.clusters.processes import ManagedProcess, PidFile
 from kchaos.clusters.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary, start_toxiproxy
@@ -263,17 +263,8 @@ class DockerNetwork(ProxyNetwork):
 
     def links_between(self, side_a: list[int], side_b: list[int]) -> list[str]:
         """Every replication and quorum link between the two sides, both directions."""
-        brokers = {n.node_id for n in self.cluster.brokers}
-        controllers = {n.node_id for n in self.cluster.controllers}
-        out = set()
-        for a in side_a:
-            for b in side_b:
-                for src, dst in ((a, b), (b, a)):
-                    if src in brokers and dst in brokers:
-                        out.add(proxy_name_repl(src, dst))
-                    if dst in controllers:
-                        out.add(proxy_name_quorum(src, dst))
-        return sorted(out)
+        return link_names({n.node_id for n in self.cluster.brokers}, {n.node_id for n in self.cluster.controllers},
+                          side_a, side_b)
 
     def cut(self, names: list[str]) -> list[str]:
         for name in names:
@@ -305,8 +296,8 @@ class DockerCluster(Cluster):
     @classmethod
     def capabilities_for(cls, spec: ClusterSpec) -> frozenset[Capability]:
         caps = {Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.RESTART}
-        if spec.proxy_clients:
-            caps.add(Capability.NETWORK)
+        if spec.proxy_clients:  # Toxiproxy on the client links; the cuts between nodes heal with it
+            caps |= {Capability.NETWORK, Capability.PARTITION}
         return frozenset(caps)
 
     @property

@@ -267,8 +267,10 @@ class LocalJvmCluster(Cluster):
         message faults only through the proxies the spec puts on its links."""
         caps = {Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.RESTART, Capability.LOGS,
                 Capability.UPGRADE}
-        if spec.proxy_internal or spec.proxy_clients:
+        if spec.proxy_clients:
             caps.add(Capability.NETWORK)
+        if spec.proxy_internal:
+            caps.add(Capability.PARTITION)
         if spec.proxy_messages:
             caps.add(Capability.MESSAGES)
         if spec.proxy_messages_between_brokers:
@@ -622,7 +624,8 @@ class LocalJvmCluster(Cluster):
     # -- network ---------------------------------------------------------------------------
     @property
     def network(self) -> "ProxyNetwork":
-        self.require(Capability.NETWORK)
+        if not self.has(Capability.PARTITION):
+            self.require(Capability.NETWORK)
         if self.toxiproxy is None or self.ports is None:
             raise ClusterError("the cluster is not running; its network cannot be changed")
         return ProxyNetwork(self)

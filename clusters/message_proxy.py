@@ -24,6 +24,15 @@ client closes, what the proxy already accepted from it (held and delayed request
 still delivered, in order, and the broker's answers are read and recorded before the upstream
 closes. That is the "client gave up, the message still arrives" of a real network.
 
+**Front mode** (``--front-bootstrap``), for a cluster kchaos did not start: the proxy is the only
+address clients know. A bootstrap listener forwards to the cluster's bootstrap servers; every
+answer that carries broker addresses (clusters/address_rewrite.py: Metadata, FindCoordinator,
+DescribeCluster, KIP-951's Produce and Fetch endpoints, ShareFetch, ShareAcknowledge) is rewritten
+so that broker N is this proxy's listener for N, opened the first time an answer names N, or the
+port ``POST /front/advertise`` set (Toxiproxy's, in front of that listener). ApiVersions answers
+are capped to the layouts the rewriting reads. An answer that cannot be read closes its connection
+(the client reconnects and asks again); it never reaches the client with a broker's address.
+
 Rule kinds (``POST /rules``), each aimed at API keys, broker ids and a client-id prefix, and
 affecting at most ``count`` requests per client id (0: every match) and ``total`` in all (0: no bound):
 
@@ -64,6 +73,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kchaos.clusters.address_rewrite import API_VERSIONS, RewriteError, cap_api_versions, carries_addresses, rewrite_response
 from kchaos.clusters.kafka_protocol import (API_KEYS, API_NAMES, RequestHeader, describe_request, error_response,
                                             parse_request_header, parse_response)
 from kchaos.clusters.message_rules import validate_rule
@@ -89,17 +99,20 @@ class Route:
     source: int | None
     listen: int
     upstream: int
+    upstream_host: str = HOST
 
     @classmethod
     def parse(cls, text: str) -> "Route":
         """``BROKER=LISTEN:UPSTREAM`` (clients to BROKER) or ``SRC>DST=LISTEN:UPSTREAM`` (broker
-        SRC's requests to broker DST)."""
+        SRC's requests to broker DST); ``UPSTREAM`` is a port on 127.0.0.1 or ``HOST:PORT``."""
         key, _, ports = text.partition("=")
         listen, _, upstream = ports.partition(":")
+        host, _, port = upstream.rpartition(":")
         if ">" in key:
             src, _, dst = key.partition(">")
-            return cls(f"n{int(src)}>n{int(dst)}", int(dst), "inter-broker", int(src), int(listen), int(upstream))
-        return cls(f"n{int(key)}", int(key), "client", None, int(listen), int(upstream))
+            return cls(f"n{int(src)}>n{int(dst)}", int(dst), "inter-broker", int(src), int(listen), int(port),
+                       host or HOST)
+        return cls(f"n{int(key)}", int(key), "client", None, int(listen), int(port), host or HOST)
 
 
 @dataclass
@@ -259,7 +272,7 @@ class Connection:
         copy["original_time"] = event["time"]
         rule.unanswered += 1
         try:
-            reader, writer = await asyncio.open_connection(HOST, self.route.upstream)
+            reader, writer = await self.proxy.connect_upstream(self.route)
             writer.write(frame_bytes(frame))
             answer = await asyncio.wait_for(read_frame(reader), DRAIN_S)
             writer.close()
@@ -279,6 +292,15 @@ class Connection:
             head = self.pending.popleft() if self.pending else None
             if head is not None:
                 self.proxy.answered(self, head.header, frame)
+            if head is not None and self.proxy.front is not None:
+                try:
+                    frame = await self.proxy.front.rewrite(head.header, frame)
+                except RewriteError as exc:  # never on to the client with a broker's address in it
+                    self.proxy.log({"time": time.time(), "front": "rewrite failed", "error": str(exc),
+                                    "api": API_NAMES.get(head.header.api_key, head.header.api_key),
+                                    "api_version": head.header.api_version, "node": self.node})
+                    self.deaf = True
+                    self.cwriter.close()
             if head is not None and head.record is not None and head.rule is not None:
                 head.record["answer"] = parse_response(frame, head.header)
                 head.record["answered_after_ms"] = round((time.time() - head.record["time"]) * 1000)
@@ -315,8 +337,9 @@ class Connection:
 
 
 class MessageProxy:
-    def __init__(self, routes: list[Route], events_path: Path):
+    def __init__(self, routes: list[Route], events_path: Path, front: "Front | None" = None):
         self.routes = routes
+        self.front = front
         self.rules: dict[str, Rule] = {}
         self.removed: dict[str, Rule] = {}
         self.connections: set[Connection] = set()
@@ -360,9 +383,14 @@ class MessageProxy:
     def log(self, event: dict[str, Any]) -> None:
         self.events_file.write(json.dumps(event, default=str) + "\n")
 
+    async def connect_upstream(self, route: Route) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self.front is not None:
+            return await self.front.connect(route)
+        return await asyncio.open_connection(route.upstream_host, route.upstream)
+
     async def client_connected(self, route: Route, creader: asyncio.StreamReader, cwriter: asyncio.StreamWriter) -> None:
         try:
-            ureader, uwriter = await asyncio.open_connection(HOST, route.upstream)
+            ureader, uwriter = await self.connect_upstream(route)
         except OSError:
             cwriter.close()  # the broker is down: the client sees a refused connection's effect
             return
@@ -426,6 +454,11 @@ class MessageProxy:
                 return 200, {"events": await self.remove(path.removeprefix("/rules/"))}
             except KeyError:
                 return 404, {"error": f"no rule {path.removeprefix('/rules/')}"}
+        if method == "GET" and path == "/front":
+            return (200, self.front.describe()) if self.front is not None else (404, {"error": "not a front"})
+        if method == "POST" and path == "/front/advertise" and self.front is not None:
+            self.front.advertised[int(payload["node"])] = int(payload["port"])
+            return 200, self.front.describe()
         if method == "POST" and path == "/reset":
             events = []
             for rule_id in list(self.rules):
@@ -434,8 +467,81 @@ class MessageProxy:
         return 404, {"error": f"no route {method} {path}"}
 
 
-async def serve(routes: list[Route], control_port: int, events_path: Path) -> None:
+class Front:
+    """Front mode's state: a listener per broker, opened when an answer first names it, and the
+    address each broker is advertised at."""
+
+    def __init__(self, proxy: MessageProxy, bootstrap: list[tuple[str, int]], advertised_host: str,
+                 source_address: str | None):
+        self.proxy = proxy
+        self.bootstrap = bootstrap
+        self.advertised_host = advertised_host
+        self.source_address = source_address
+        self.nodes: dict[int, Route] = {}
+        self.advertised: dict[int, int] = {}  # node -> port clients are told (Toxiproxy's, when set)
+        self.servers: list[asyncio.AbstractServer] = []
+        self.rewritten: dict[str, int] = {}
+        self._lock = asyncio.Lock()
+
+    async def connect(self, route: Route) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        local = {"local_addr": (self.source_address, 0)} if self.source_address else {}
+        if route.node >= 0:
+            return await asyncio.open_connection(route.upstream_host, route.upstream, **local)
+        last: OSError | None = None
+        for host, port in self.bootstrap:  # the bootstrap listener: the first server that answers
+            try:
+                return await asyncio.open_connection(host, port, **local)
+            except OSError as exc:
+                last = exc
+        raise last or OSError("no bootstrap server")
+
+    async def node_route(self, node_id: int, host: str, port: int) -> Route:
+        """The listener for broker ``node_id`` (opened now if new; a broker that moved is reached at
+        its new address by the connections opened from now on)."""
+        async with self._lock:
+            route = self.nodes.get(node_id)
+            if route is None:
+                server = await asyncio.start_server(lambda r, w: self._connected(node_id, r, w), HOST, 0)
+                listen = server.sockets[0].getsockname()[1]
+                self.servers.append(server)
+                route = Route(f"n{node_id}", node_id, "client", None, listen, port, host)
+            elif (route.upstream_host, route.upstream) != (host, port):
+                route = Route(route.name, node_id, "client", None, route.listen, port, host)
+            self.nodes[node_id] = route
+            return route
+
+    async def _connected(self, node_id: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await self.proxy.client_connected(self.nodes[node_id], reader, writer)
+
+    async def rewrite(self, header: RequestHeader, frame: bytes) -> bytes:
+        if header.api_key == API_VERSIONS:
+            return cap_api_versions(frame, header.api_version)
+        if not carries_addresses(header.api_key, header.api_version):
+            return frame
+        seen: list[tuple[int, str, int]] = []
+        rewrite_response(header.api_key, header.api_version, frame,
+                         lambda n, h, p: (seen.append((n, h, p)), ("", 0))[1])
+        for node_id, host, port in seen:
+            await self.node_route(node_id, host, port)
+        api = API_NAMES.get(header.api_key, str(header.api_key))
+        self.rewritten[api] = self.rewritten.get(api, 0) + len(seen)
+        return rewrite_response(header.api_key, header.api_version, frame, lambda n, h, p: (
+            self.advertised_host, self.advertised.get(n, self.nodes[n].listen)))
+
+    def describe(self) -> dict[str, Any]:
+        return {"nodes": {str(n): {"listen": r.listen, "upstream": f"{r.upstream_host}:{r.upstream}",
+                                   "advertised": self.advertised.get(n, r.listen)} for n, r in sorted(self.nodes.items())},
+                "rewritten": dict(self.rewritten)}
+
+
+async def serve(routes: list[Route], control_port: int, events_path: Path, front_bootstrap: str | None = None,
+                advertised_host: str = HOST, source_address: str | None = None) -> None:
     proxy = MessageProxy(routes, events_path)
+    if front_bootstrap is not None:
+        listen, _, servers_text = front_bootstrap.partition("=")
+        bootstrap = [(h, int(p)) for h, _, p in (s.strip().rpartition(":") for s in servers_text.split(","))]
+        proxy.front = Front(proxy, bootstrap, advertised_host, source_address)
+        routes = [*routes, Route("bootstrap", -1, "client", None, int(listen), bootstrap[0][1], bootstrap[0][0])]
     servers = [await asyncio.start_server(proxy.control, HOST, control_port)]
     for route in routes:
         servers.append(await asyncio.start_server(
@@ -457,8 +563,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="BROKER=LISTEN:UPSTREAM, or SRC>DST=LISTEN:UPSTREAM between brokers (ports on 127.0.0.1)")
     parser.add_argument("--control", type=int, required=True, help="port of the HTTP control API")
     parser.add_argument("--events", type=Path, required=True, help="JSON-lines file of affected requests")
+    parser.add_argument("--front-bootstrap", help="front mode: LISTEN=HOST:PORT[,HOST:PORT...], the cluster's "
+                        "bootstrap servers behind this proxy's bootstrap port; broker addresses in answers are rewritten")
+    parser.add_argument("--advertised-host", default=HOST, help="front mode: the host clients are told")
+    parser.add_argument("--source-address", help="front mode: the local address connections to the brokers come from")
     args = parser.parse_args(argv)
-    asyncio.run(serve([Route.parse(r) for r in args.route], args.control, args.events))
+    asyncio.run(serve([Route.parse(r) for r in args.route], args.control, args.events, args.front_bootstrap,
+                      args.advertised_host, args.source_address))
     return 0
 
 
@@ -504,6 +615,14 @@ class MessageProxyClient:
 
     def reset(self) -> list[dict[str, Any]]:
         return self._call("POST", "/reset")["events"]
+
+    def front(self) -> dict[str, Any]:
+        """Front mode: each broker's listener, real address and advertised port; rewrites per API."""
+        return self._call("GET", "/front")
+
+    def advertise(self, node_id: int, port: int) -> dict[str, Any]:
+        """Front mode: tell clients broker ``node_id`` is at ``port`` (Toxiproxy's, in front of its listener)."""
+        return self._call("POST", "/front/advertise", {"node": node_id, "port": port})
 
 
 if __name__ == "__main__":

@@ -122,3 +122,17 @@ def proxy_name_repl(src: int, dst: int) -> str:
 
 def proxy_name_quorum(src: int, dst: int) -> str:
     return f"quorum-n{src}-to-n{dst}"
+
+
+def link_names(brokers: set[int], controllers: set[int], side_a: list[int], side_b: list[int]) -> list[str]:
+    """Every replication (broker to broker) and quorum (to a controller) link between the two sides,
+    both directions, by the names the pair proxies have (backends without proxies cut them otherwise)."""
+    out = set()
+    for a in side_a:
+        for b in side_b:
+            for src, dst in ((a, b), (b, a)):
+                if src in brokers and dst in brokers:
+                    out.add(proxy_name_repl(src, dst))
+                if dst in controllers:
+                    out.add(proxy_name_quorum(src, dst))
+    return sorted(out)

@@ -26,13 +26,55 @@ _PROPERTY_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*$")
 _ENV_REF_RE = re.compile(r"^\$\{ENV:([A-Za-z_][A-Za-z0-9_]*)\}$")
 
 
+#: what a node's access can do (clusters/node_access.py renders each as a shell command)
+NODE_ACTIONS = ("kill", "terminate", "pause", "resume", "start", "logs", "exec")
+
+
+class ExternalNodeSpec(BaseModel):
+    """One node of an existing cluster, as kchaos reaches it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: int = Field(ge=0, description="the node's node.id")
+    host: str = Field(min_length=1, description="the node's address as its peers see it: partitions drop the traffic "
+                                                "between two nodes' hosts")
+    target: str = Field(min_length=1, description="what the access commands name: a container (docker), an ssh "
+                                                  "destination such as root@10.0.0.11 (ssh), a pod (kubernetes)")
+    roles: tuple[Literal["broker", "controller"], ...] = ("broker", "controller")
+    service: str | None = Field(None, description="its systemd unit (ssh preset: start and logs)")
+    process: str | None = Field(None, description="what this node's broker command line alone contains, where several "
+                                                  "brokers share a host (default: the cluster's process)")
+
+
 class ExternalSpec(BaseModel):
     """An existing cluster. Secrets are written as ``${ENV:NAME}`` and read from the environment
-    only when a client is created; the spec (and so the run directory) never holds them."""
+    only when a client is created; the spec (and so the run directory) never holds them.
+
+    Faults need ``access`` (how to reach the nodes: a preset, or ``commands`` of one's own),
+    ``nodes``, ``allow_faults = true`` and the cluster's own ``cluster_id``, checked against the
+    cluster before anything is touched (docs/clusters.md, "Faults on a cluster kchaos did not start")."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     bootstrap_servers: str = Field(min_length=1)
     client_config: dict[str, str] = Field(default_factory=dict)
+    cluster_id: str | None = Field(None, description="the cluster's id (DescribeCluster); a cluster that answers with "
+                                                     "another is refused before any fault")
+    allow_faults: bool = Field(False, description="faults on this cluster are allowed (they are never by default)")
+    access: Literal["none", "docker", "ssh", "kubernetes", "commands"] = Field(
+        "none", description="how node commands run: a preset, or 'commands' (every action from [commands])")
+    options: str = Field("", description="extra arguments of the preset's client: docker's (-H ...), ssh's (-i KEY -o "
+                                         "...), kubectl's (-n NAMESPACE --context CTX); not for secrets")
+    process: str = Field("kafka.Kafka", min_length=1, description="what the broker's command line contains (ssh "
+                                                                  "preset: the processes kill, pause and resume signal)")
+    netadmin_image: str | None = Field(None, description="kubernetes: an image with iptables for `kubectl debug "
+                                                         "--profile=netadmin` (partitions); none: partitions refused")
+    front: bool = Field(False, description="put kchaos' address-rewriting front (with Toxiproxy) between the clients "
+                                           "and the cluster: client-link and message faults; set on load when the "
+                                           "campaign has such faults")
+    front_source_address: str | None = Field(None, description="the local address the front's connections to the "
+                                                               "brokers come from (a firewall that admits only it)")
+    nodes: tuple[ExternalNodeSpec, ...] = ()
+    commands: dict[str, str] = Field(default_factory=dict, description="templates over the preset's, by action "
+                                     f"({', '.join(NODE_ACTIONS)}); 'node: ...' runs through exec on the node")
 
     def resolved_client_config(self) -> dict[str, str]:
         resolved = {}
@@ -46,6 +88,29 @@ class ExternalSpec(BaseModel):
                 value = os.environ[name]
             resolved[key] = value
         return resolved
+
+    @field_validator("commands")
+    @classmethod
+    def _known_actions(cls, value: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(value) - set(NODE_ACTIONS))
+        if unknown:
+            raise ValueError(f"unknown action(s) {unknown}; the actions are {', '.join(NODE_ACTIONS)}")
+        for action, template in value.items():
+            if "${ENV:" in template:
+                raise ValueError(f"{action}: commands are stored in the heal journal; give secrets to the command's "
+                                 "own configuration (an ssh key file, a kubeconfig), not in the template")
+        return value
+
+    @model_validator(mode="after")
+    def _distinct_nodes(self) -> "ExternalSpec":
+        for what in ("id", "host", "target"):
+            values = [getattr(n, what) for n in self.nodes]
+            twice = sorted({str(v) for v in values if values.count(v) > 1})
+            if twice:
+                raise ValueError(f"nodes: {what} {', '.join(twice)} is declared twice")
+        if self.access != "none" and not self.nodes:
+            raise ValueError(f"access = {self.access!r} needs [[cluster.external.nodes]] (id, host, target)")
+        return self
 
     @field_validator("client_config")
     @classmethod

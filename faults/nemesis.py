@@ -88,7 +88,7 @@ class Nemesis(ScheduledRunner[ScheduledFault]):
         cluster = self.ctx.cluster
         actions: list[str] = []
         try:
-            if cluster.has(Capability.NETWORK):
+            if cluster.has(Capability.NETWORK) or cluster.has(Capability.PARTITION):
                 cluster.network.heal()  # type: ignore[attr-defined]
                 actions.append("network reset")
             if cluster.has(Capability.MESSAGES):

@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from kchaos.clusters import backend_capabilities
+from kchaos.clusters import backend_capabilities, backend_capability_gap
 from kchaos.clusters.spec import ClusterSpec
-from kchaos.errors import CapabilityError
+from kchaos.errors import CapabilityError, ConfigError
 from kchaos.faults.kinds import KINDS
 
 #: named bundles of mix entries; packages compose with each other and with `mix`
@@ -126,11 +126,22 @@ class FaultsSpec(BaseModel):
 def check_capabilities(faults: FaultsSpec, cluster: ClusterSpec) -> None:
     """Every fault of the mix against what the cluster's backend can do (before anything starts)."""
     caps = backend_capabilities(cluster)
-    for entry in faults.entries() if faults.enabled else []:
+    entries = faults.entries() if faults.enabled else []
+    for entry in entries:
         for needed in KINDS[entry.kind].capabilities(entry.params):
             if needed not in caps:
                 have = ", ".join(sorted(c.value for c in caps)) or "none"
+                gap = backend_capability_gap(cluster, needed)
                 raise CapabilityError(
                     f"fault {entry.kind!r} needs the {needed.value!r} capability, which the {cluster.backend} backend "
-                    f"lacks as configured (it has: {have})",
+                    f"lacks as configured (it has: {have})" + (f": {gap}" if gap else ""),
+                    "drop that fault from [faults], or declare its commands (docs/clusters.md)" if gap and
+                    cluster.backend == "external" else
                     "drop that fault from [faults], or use the local backend with the proxies it needs")
+    ext = cluster.external
+    touches_nodes = [e.kind for e in entries if KINDS[e.kind].capabilities(e.params)]
+    if ext is not None and touches_nodes and not (ext.allow_faults and ext.cluster_id):
+        raise ConfigError(f"faults {sorted(set(touches_nodes))} would act on an external cluster, which needs "
+                          "cluster.external.allow_faults = true and its cluster_id",
+                          "set both (kafka-cluster.sh cluster-id prints the id); the id is checked against the "
+                          "cluster before anything is touched")

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from kchaos.clusters.base import Capability
 from kchaos.clusters.spec import ClusterSpec, describe_validation_error
 from kchaos.errors import ConfigError
 from kchaos.faults.kinds import KINDS, message_rules
@@ -66,6 +67,12 @@ class Campaign(BaseModel):
         entries = [e for e in faults.get("mix") or () if isinstance(e, dict)]
         entries += [e for name in faults.get("packages") or () for e in PACKAGES.get(name, [])]
         messages = [e for e in entries if e.get("kind") in message_rules()]
+        cluster_data = data.get("cluster") if isinstance(data.get("cluster"), dict) else {}
+        if cluster_data.get("backend") == "external" and isinstance(cluster_data.get("external"), dict):
+            # a cluster kchaos did not start: client-link and message faults go through its front
+            if messages or any(KINDS[e["kind"]].capability == Capability.NETWORK for e in entries if e.get("kind") in KINDS):
+                data = {**data, "cluster": {**cluster_data, "external": {"front": True, **cluster_data["external"]}}}
+            return data
         if messages:
             cluster = dict(data.get("cluster") or {})
             cluster.setdefault("proxy_messages", True)

@@ -51,7 +51,7 @@ class PartitionFault(NetworkFault):
 
     def invoke(self) -> dict[str, Any]:
         cluster = self.ctx.cluster
-        cluster.require(Capability.NETWORK)
+        cluster.require(Capability.PARTITION)
         net = cluster.network  # type: ignore[attr-defined]
         target = self.scheduled.target
         nodes = sorted(n.node_id for n in cluster.nodes)
@@ -135,7 +135,8 @@ class ClientLinkFault(NetworkFault):
 
 CLIENT_TARGETS = ("random", "txn-coordinator", "group-coordinator", "leader-input", "leader-output")
 register(
-    FaultKind("partition", "cut inter-node links (replication and quorum) through the pair proxies", Capability.NETWORK,
+    FaultKind("partition", "cut inter-node links (replication and quorum): pair proxies, or packet filters on the nodes",
+              Capability.PARTITION,
               ("isolate-random", "isolate-txn-coordinator", "isolate-group-coordinator", "isolate-share-coordinator",
                "isolate-controller", "isolate-leader-input", "isolate-leader-output", "majority-minority", "ring",
                "controller-quorum"), PartitionFault),

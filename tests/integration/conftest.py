@@ -11,6 +11,18 @@ from kchaos.clusters.local import LocalJvmCluster
 from kchaos.clusters.processes import processes_with_marker
 from kchaos.clusters.reaper import start_reaper
 
+def pytest_collection_modifyitems(config, items):
+    """The unit checker tests marked ``one_engine`` (a rule both engines share) are not collected
+    again for the Spark job (tests/unit/test_checkers.py says why)."""
+    keep, dropped = [], []
+    for item in items:
+        spark_copy = item.nodeid.startswith("tests/integration/test_checkers_spark.py")
+        (dropped if spark_copy and item.get_closest_marker("one_engine") else keep).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
 # Faster failure detection than the slow-machine defaults, so ISR changes show within seconds.
 FAST_ISR = {"replica.lag.time.max.ms": "8000"}
 

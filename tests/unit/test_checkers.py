@@ -19,6 +19,12 @@ from kchaos.verifier.checks import OBSERVATION_CHECKS
 
 ENGINE = {}
 
+#: a test of a rule both engines share (the driver's checks, the evidence rules, the claims): it runs
+#: on the Python reader only. Each anomaly is still named by the Spark job in at least one test of
+#: tests/integration/test_checkers_spark.py; these vary a shared rule's inputs, and the Spark job
+#: would run the same function on them (about 6 s a test there, for nothing new).
+one_engine = pytest.mark.one_engine
+
 
 def use_spark_engine(spark) -> None:
     """Point ENGINE at the Spark job (tests/integration/test_checkers_spark.py)."""
@@ -405,6 +411,7 @@ def test_missing_dumps_make_the_verdict_unknown_not_valid(tmp_path):
     assert verdict == "unknown" and "final reads did not complete" in results["errors"][0]
 
 
+@one_engine
 def test_a_crashing_check_yields_unknown(tmp_path, monkeypatch):
     run = RunBuilder().write(tmp_path / "r")
     monkeypatch.setattr(ENGINE["engine"], "duplicates", staticmethod(lambda data: 1 / 0))
@@ -584,6 +591,7 @@ def test_a_re_appearance_is_a_duplicate_not_an_order_violation(tmp_path):
     assert _anomalies(b.write(tmp_path / "r"))[1] == ["duplicate"]
 
 
+@one_engine
 def test_order_is_not_checked_under_at_least_once(tmp_path, monkeypatch):
     b = RunBuilder()
     b.committed["a"][1], b.committed["a"][2] = b.committed["a"][2], b.committed["a"][1]
@@ -762,6 +770,7 @@ def test_a_transaction_begun_again_after_an_append_the_coordinator_gave_up_on_is
     assert "split-transaction" in kinds, results["checks"]
 
 
+@one_engine
 @pytest.mark.parametrize("jumped", [True, False])
 def test_an_abort_by_the_epoch_jump_faults_init_is_a_fence_not_a_split(tmp_path, jumped):
     """The epoch-jump fault's InitProducerId meets the id's open transaction: the coordinator
@@ -782,6 +791,7 @@ def test_an_abort_by_the_epoch_jump_faults_init_is_a_fence_not_a_split(tmp_path,
         assert "a request of another transaction ended it" in results["anomalies"]["split-transaction"][0]["explanation"]
 
 
+@one_engine
 def test_a_transaction_ended_by_a_request_that_was_not_its_own(tmp_path):
     """One coordinator transaction, prepared to commit before its client asked to end it (the
     client then aborted): a late commit of an earlier transaction ended it, whatever follows."""
@@ -825,6 +835,7 @@ def test_a_committed_transaction_the_coordinator_never_recorded(tmp_path):
     assert "coordinator's log holds no transaction of it" in results["anomalies"]["split-transaction"][0]["explanation"]
 
 
+@one_engine
 def test_aborts_the_coordinator_starts_itself_are_not_split_transactions(tmp_path):
     """A transaction aborted by a fence (another process initialised its id), one timed out, and
     one its client gave up on (a failed send_offsets, then the process exited: closing the
@@ -868,6 +879,7 @@ def test_an_init_retried_across_a_transaction_is_its_fence_not_a_split():
     assert _coordinator_initiated(ct, {"tx-w1": [{**stopped, "acted_until_ms": 1_000_000}]}) is None
 
 
+@one_engine
 def test_an_init_whose_process_died_mid_call_excuses_aborts_only_while_it_could_act(tmp_path):
     """w0.1's init never completed (its process was killed mid-call). A minute later the
     coordinator aborts w0.2's transaction before w0.2 asked to end it: w0.1's init cannot have
@@ -886,6 +898,7 @@ def test_an_init_whose_process_died_mid_call_excuses_aborts_only_while_it_could_
         results["anomalies"]["split-transaction"][0]["explanation"]
 
 
+@one_engine
 def test_a_client_transaction_without_a_recorded_end_closes_at_its_process_last_moment(tmp_path):
     """w0.1's transaction 1 has no recorded end (its process stopped after the send). A coordinator
     transaction of its id a minute later is not its: left open for ever, the window would own it
@@ -904,6 +917,7 @@ def test_a_client_transaction_without_a_recorded_end_closes_at_its_process_last_
     assert results["facts"]["coordinator"]["attributed"] == 1 and results["facts"]["coordinator"]["with_partitions"] == 2
 
 
+@one_engine
 def test_a_zombie_resumed_inside_its_abort_fences_its_successor_it_does_not_split_it(tmp_path):
     """w0.1 was paused inside an abort (its commit had failed) while w0.2 took the id over. Resumed,
     librdkafka's abort asks for a new epoch (InitProducerId, KIP-360): the coordinator aborts
@@ -948,6 +962,7 @@ def test_a_committed_transactions_offset_commit_missing_from_the_offsets_log(tmp
     assert case["offset_commits_around"]["0"][0]["offset"] == 5
 
 
+@one_engine
 def test_offset_commits_the_cleaner_may_have_replaced_are_set_aside_the_rest_judged(tmp_path):
     """Compaction of the group's own partition: a missing commit with a later one of its partition,
     below the cleaned point, may have been replaced (set aside, counted in the note); the last
@@ -970,6 +985,7 @@ def test_offset_commits_the_cleaner_may_have_replaced_are_set_aside_the_rest_jud
     assert (verdict, kinds) == ("invalid", ["lost-offset-commit"]), results["checks"]
 
 
+@one_engine
 def test_only_unrecorded_commits_before_the_kept_records_are_set_aside(tmp_path):
     """The id's __transaction_state partition was compacted past everything: transaction 1 has its
     coordinator record (judged, not set aside), transaction 2 has none and began before any kept
@@ -986,6 +1002,7 @@ def test_only_unrecorded_commits_before_the_kept_records_are_set_aside(tmp_path)
     assert "split-transaction" in _anomalies(b.write(tmp_path / "r2"))[1]
 
 
+@one_engine
 def test_another_groups_compaction_does_not_hide_a_lost_offset_commit(tmp_path):
     """Only the group's own __consumer_offsets partition speaks for its commits: partition 7 of
     another group compacted, or pinned by another application's open transaction, hides nothing."""
@@ -1001,6 +1018,7 @@ def test_another_groups_compaction_does_not_hide_a_lost_offset_commit(tmp_path):
         assert (verdict, kinds) == ("invalid", ["lost-offset-commit"]), (name, results["checks"])
 
 
+@one_engine
 def test_offset_commits_behind_a_pinned_offsets_partition_are_set_aside(tmp_path):
     """A transaction left open in the group's __consumer_offsets partition (a late TxnOffsetCommit)
     stops its committed view; a commit with no later one in the view may lie past its end: set
@@ -1169,6 +1187,7 @@ def test_missing_evidence_makes_the_verdict_unknown(tmp_path, gap, blinded, need
         assert needle in results["not_checked"][blinded]
 
 
+@one_engine
 def test_a_fault_kind_never_tried_is_a_gap_unless_the_run_was_stopped_early(tmp_path):
     """The kill was injected, the message hold planned after it never tried. A run that went to its
     end says nothing about message holds: unknown, naming the kind. An interrupted run stopped its
@@ -1273,6 +1292,7 @@ def test_a_committed_record_no_observer_read(tmp_path):
         "partition")
 
 
+@one_engine
 def test_unseen_is_not_checked_when_an_observer_stopped_short(tmp_path):
     """unseen is claimed by a run with observers: not checked, the verdict is unknown with the reason."""
     b = RunBuilder()
@@ -1284,6 +1304,7 @@ def test_unseen_is_not_checked_when_an_observer_stopped_short(tmp_path):
     assert results["required_not_checked"] == {"unseen": "observer 0 did not reach the end of the topics"}
 
 
+@one_engine
 def test_a_run_without_observers_says_so(tmp_path):
     b = RunBuilder()
     b.observers = 0
@@ -1308,6 +1329,7 @@ def test_the_seeders_own_count_against_the_input_log(tmp_path):
     assert _anomalies(b.write(tmp_path / "r2"))[0] == "valid"
 
 
+@one_engine
 def test_a_seeder_history_that_stops_early_is_unknown(tmp_path):
     """The seeder committed 4 inputs, but its history stops after its init (no acknowledgement):
     the input log is held against the seeder's own count only (4 of 4), and the history is
@@ -1343,6 +1365,7 @@ def test_a_failed_observer_is_judged_on_what_it_read_and_says_so(tmp_path):
     assert (verdict, kinds) == ("invalid", ["inconsistent-offsets"]), results["checks"]
 
 
+@one_engine
 def test_a_campaign_may_waive_or_require_a_check(tmp_path):
     """[verifier] waive takes a claimed check out of the verdict (not checked, said, not required);
     require claims one the workload does not (nonmonotonic under at-least-once: not promised, so
@@ -1365,6 +1388,7 @@ def _scheduled(kinds: list[str]) -> list[dict]:
              "params": {}} for i, k in enumerate(kinds)]
 
 
+@one_engine
 def test_fault_coverage_below_what_the_campaign_requires_is_unknown(tmp_path):
     """Planned: a kill and a partition. Only the kill ran (the partition was never attempted): the
     run says nothing about partitions, so by default (each planned kind once) it is unknown; a

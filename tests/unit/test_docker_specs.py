@@ -61,7 +61,8 @@ def test_capabilities_are_stated_before_start():
     from kchaos.clusters import Capability, backend_capabilities
 
     caps = backend_capabilities(ClusterSpec.load({"backend": "docker"}))
-    assert caps == {Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.RESTART, Capability.NETWORK}
+    assert caps == {Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.RESTART, Capability.NETWORK,
+                    Capability.PARTITION}
     assert Capability.NETWORK not in backend_capabilities(ClusterSpec.load({"backend": "docker", "proxy_clients": False}))
     with pytest.raises(ConfigError, match="the docker backend has no message proxy"):
         ClusterSpec.load({"backend": "docker", "proxy_messages": True})

@@ -1,0 +1,264 @@
+"""Faults on a cluster kchaos did not start, in Jepsen's shape: three brokers in network namespaces
+of their own, each with its own address and sshd (tests/external_lab.py), reached by kchaos only
+through bootstrap servers and the ``ssh`` preset. Marked ``external`` (``pytest -m external``);
+the multi-minute campaign runs are ``long`` too. Costs here (2 cores): the lab starts in about
+15 s; the identity check and the chain test take seconds; each campaign run 1.5-3 minutes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kchaos.clusters.external import ExternalCluster
+from kchaos.clusters.heal_journal import JOURNAL_NAME, HealJournal
+from kchaos.clusters.spec import ClusterSpec
+from tests.external_lab import Lab, ensure_packages, leftovers, sh
+
+pytestmark = [pytest.mark.cluster, pytest.mark.external]
+
+REPO = Path(__file__).resolve().parents[2]
+KCHAOS = [sys.executable, "-m", "kchaos.cli"]
+KAFKA = "4.2.1"
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("the lab needs root (network namespaces, iptables, sshd)")
+    why = ensure_packages()
+    if why is not None:
+        pytest.fail(why)
+    lab = Lab(tmp_path_factory.mktemp("lab"), KAFKA)
+    try:
+        lab.start()
+        yield lab
+    finally:
+        lab.close()
+        assert leftovers(lab) == [], "the lab left namespaces, links or processes behind"
+
+
+def healthy(lab: Lab, timeout_s: float = 120) -> None:
+    """Every broker registered (through the bootstrap servers, as a client sees the cluster)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": lab.bootstrap_servers, "log_level": 0})
+    lab.wait(lambda: len(admin.list_topics(timeout=5).brokers) == len(lab.nodes), timeout_s, "every broker registered")
+
+
+def toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
+    return "[" + ", ".join(toml_value(v) for v in value) + "]"
+
+
+def campaign(path: Path, lab: Lab, faults: list[dict], duration_s: int = 45, records: int = 3000,
+             hold_s: float = 4, interval_s: float = 8, **external) -> Path:
+    """The default campaign's workload, sized down, on the lab through the ssh preset."""
+    ext = lab.external(**external)
+    nodes = ext.pop("nodes")
+    lines = ['name = "external-ssh"', "[run]", f"duration_s = {duration_s}",
+             "[cluster]", 'backend = "external"', f'kafka_version = "{KAFKA}"', "[cluster.external]"]
+    lines += [f"{k} = {toml_value(v)}" for k, v in ext.items()]
+    for node in nodes:
+        lines += ["[[cluster.external.nodes]]", *(f"{k} = {toml_value(v)}" for k, v in node.items())]
+    lines += ["[workload]", 'kind = "ctp"', f"records = {records}", "rate = 100", "workers = 3", "input_partitions = 6",
+              "max_batch = 4", 'output_topics = ["ext-invoices", "ext-shipments"]', "abort_fraction = 0.05",
+              "transaction_timeout_ms = 10000", "session_timeout_ms = 10000",
+              "[workload.consumer]", '"max.poll.interval.ms" = 20000',
+              "[observers]", "count = 1",
+              "[faults]", 'order = "round-robin"', "start_after_s = 5", f"interval_s = {interval_s}",
+              f"duration_s = {hold_s}"]
+    for fault in faults:
+        lines += ["[[faults.mix]]", *(f"{k} = {toml_value(v)}" for k, v in fault.items())]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def kchaos(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([*KCHAOS, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+def only_run(out: Path) -> Path:
+    runs = [p for p in out.iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def test_a_wrong_cluster_id_is_refused_before_anything_is_touched(lab, tmp_path):
+    before = {n.node_id: (lab.broker_pids(n), lab.all_rules(n)) for n in lab.nodes}
+    path = campaign(tmp_path / "c.toml", lab, [{"kind": "kill", "target": "txn-coordinator"}],
+                    cluster_id="not-this-cluster")
+    proc = kchaos("run", str(path), "--out", str(tmp_path / "runs"), "--seed", "1", timeout=180)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "not the cluster_id 'not-this-cluster'" in proc.stderr and "nothing was touched" in proc.stderr
+    journals = list((tmp_path / "runs").rglob(JOURNAL_NAME))
+    assert all(HealJournal(j).entries() == [] for j in journals)
+    assert {n.node_id: (lab.broker_pids(n), lab.all_rules(n)) for n in lab.nodes} == before
+    # without allow_faults, the campaign is refused when loaded
+    path = campaign(tmp_path / "d.toml", lab, [{"kind": "kill", "target": "txn-coordinator"}], allow_faults=False)
+    proc = kchaos("plan", str(path), timeout=60)
+    assert proc.returncode == 3 and "allow_faults = true" in proc.stderr
+
+
+def test_a_partition_is_a_kchaos_chain_in_the_nodes_namespace_and_heal_removes_only_it(lab, tmp_path):
+    """In process, through the ExternalCluster a run uses: node 1 isolated by rules in its own
+    namespace (its peers cannot reach it, the harness still can); a rule of the node's own firewall,
+    made before, survives the heal; the journal holds the act and its healing."""
+    node1, node2 = lab.nodes[0], lab.nodes[1]
+    own_rule = ["-A", "INPUT", "-p", "tcp", "--dport", "7", "-j", "DROP"]  # the operator's, not kchaos'
+    sh("ip", "netns", "exec", node1.netns, "iptables", "-w", *own_rule)
+    spec = ClusterSpec.load({"backend": "external", "kafka_version": KAFKA, "external": lab.external()})
+    cluster = ExternalCluster(spec, tmp_path / "cluster")
+    try:
+        cluster.start()
+        assert cluster.cluster_id == lab.cluster_id
+        cut = cluster.network.isolate(1)
+        assert cut and all("n1" in name for name in cut)
+        assert any("-s 10.213.77.12" in rule for rule in lab.kchaos_rules(node1))
+        probe = f"timeout 3 bash -c 'echo > /dev/tcp/{node1.address}/9092'"
+        assert sh("ip", "netns", "exec", node2.netns, "sh", "-c", probe, check=False).returncode != 0  # peers cut
+        assert sh("sh", "-c", probe, check=False).returncode == 0  # the harness (and ssh) still reach it
+        assert [e.action for e in cluster.journal.pending()] == ["partition"] * len(cut)
+        cluster.network.heal()
+        assert all(lab.kchaos_rules(n) == [] for n in lab.nodes)
+        assert "-A INPUT -p tcp -m tcp --dport 7 -j DROP" in lab.all_rules(node1)
+        assert sh("ip", "netns", "exec", node2.netns, "sh", "-c", probe, check=False).returncode == 0
+        assert cluster.journal.pending() == []
+    finally:
+        cluster.stop()
+        sh("ip", "netns", "exec", node1.netns, "iptables", "-w", *["-D" if a == "-A" else a for a in own_rule],
+           check=False)
+
+
+@pytest.mark.long
+def test_the_default_campaign_on_ssh_nodes_is_valid_with_every_fault_executed_and_healed(lab, tmp_path):
+    healthy(lab)
+    faults = [{"kind": "kill", "target": "txn-coordinator"}, {"kind": "partition", "target": "isolate-leader-output"},
+              {"kind": "pause", "target": "group-coordinator"}, {"kind": "kill", "target": "group-coordinator"},
+              {"kind": "zombie", "target": "random-worker"}]
+    path = campaign(tmp_path / "c.toml", lab, faults, duration_s=50)
+    proc = kchaos("run", str(path), "--out", str(tmp_path / "runs"), "--seed", "3", timeout=900)
+    run = only_run(tmp_path / "runs")
+    results = json.loads((run / "results.json").read_text())
+    assert proc.returncode == 0, (results["verdict"], results.get("anomalies"), proc.stderr[-3000:])
+    assert results["verdict"] == "valid" and not results.get("required_not_checked")
+    coverage = results["run"]["faults"]
+    assert coverage["short"] == {} and set(coverage["executed"]) == {"kill", "partition", "pause", "zombie"}, coverage
+    entries = HealJournal(run / "cluster" / JOURNAL_NAME).entries()
+    assert {e.action for e in entries} >= {"kill", "partition", "pause"}
+    assert all(e.healed for e in entries), [e for e in entries if not e.healed]
+    # nothing left: no rule, no paused or stopped broker; the brokers' logs were kept
+    assert all(lab.kchaos_rules(n) == [] for n in lab.nodes)
+    assert all(lab.process_state(n) not in ("", "T") for n in lab.nodes)
+    assert all((run / "cluster" / f"node-{n.node_id}" / "server.log").stat().st_size > 0 for n in lab.nodes)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("kind, target, healer", [("partition", "isolate-txn-coordinator", "reaper"),
+                                                  ("pause", "txn-coordinator", "kchaos heal")])
+def test_what_a_killed_harness_left_is_undone(lab, tmp_path, kind, target, healer):
+    """SIGKILL of the harness (and its workers) while a fault holds. Its reaper, a dead man's switch,
+    undoes the fault by itself; with the reaper killed too (the control machine died), ``kchaos heal
+    RUN_DIR`` does. Either way: no rule, no paused broker, every broker registered again."""
+    healthy(lab)
+    path = campaign(tmp_path / "c.toml", lab, [{"kind": kind, "target": target}], duration_s=200, hold_s=150,
+                    interval_s=160)
+    harness = subprocess.Popen([*KCHAOS, "run", str(path), "--out", str(tmp_path / "runs"), "--seed", "1"], cwd=REPO,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def acted() -> bool:
+        if kind == "partition":
+            return any(lab.kchaos_rules(n) for n in lab.nodes)
+        return any(lab.process_state(n) == "T" for n in lab.nodes)
+
+    try:
+        lab.wait(lambda: harness.poll() is not None or acted(), 180, f"the {kind} fault")
+        assert acted(), f"the harness ended (exit {harness.returncode}) before the fault acted"
+    finally:
+        if healer == "kchaos heal":
+            reaper = sh("pgrep", "-f", f"kchaos.clusters.reaper {harness.pid}", check=False).stdout.split()
+            assert reaper, "the run has no reaper"
+            for pid in reaper:
+                os.kill(int(pid), signal.SIGKILL)
+        os.killpg(harness.pid, signal.SIGKILL)
+        harness.wait()
+    run = only_run(tmp_path / "runs")
+    journal = HealJournal(run / "cluster" / JOURNAL_NAME)
+    if healer == "reaper":
+        lab.wait(lambda: not acted(), 60, "the reaper's heal")
+        healed_by = [json.loads(line).get("how") for line in journal.path.read_text().splitlines() if '"healed"' in line]
+        assert healed_by and all("reaper" in how for how in healed_by)
+    else:
+        time.sleep(2)  # what a reaper would have done by now, had it lived
+        assert acted()
+        proc = kchaos("heal", str(run), timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        assert "healed" in proc.stderr and "NOT healed" not in proc.stderr
+    assert all(lab.kchaos_rules(n) == [] for n in lab.nodes)
+    assert all(lab.process_state(n) not in ("", "T") for n in lab.nodes)
+    healthy(lab)
+    assert HealJournal(run / "cluster" / JOURNAL_NAME).pending() == []
+    again = kchaos("heal", str(run), timeout=120)  # idempotent
+    assert again.returncode == 0 and "nothing to heal" in again.stderr
+
+
+@pytest.mark.long
+def test_through_the_front_every_fault_family_works_and_no_client_reaches_a_broker_directly(lab, tmp_path):
+    """Client toxics, message faults, a kill and a partition on the lab through the address-rewriting
+    front. The front's connections come from an address of their own; in every node's namespace a
+    rule refuses (and counts) the harness's ordinary address on the client port, so a client that
+    followed a real broker address (Metadata, FindCoordinator, KIP-951's endpoints...) would be
+    refused and counted. The counts stay 0; the run is VALID."""
+    healthy(lab)
+    front_ip = f"{lab.nodes[0].address.rsplit('.', 1)[0]}.2"
+    guard = ["INPUT", "-p", "tcp", "--dport", "9092", "-s", f"{lab.nodes[0].address.rsplit('.', 1)[0]}.1",
+             "-j", "REJECT", "--reject-with", "tcp-reset"]
+    sh("ip", "addr", "add", f"{front_ip}/24", "dev", lab.bridge)
+    for n in lab.nodes:
+        sh("ip", "netns", "exec", n.netns, "iptables", "-w", "-I", *guard)
+    try:
+        # the control: a direct connection is refused and counted; then the counts start from 0
+        probe = f"timeout 3 bash -c 'echo > /dev/tcp/{lab.nodes[0].address}/9092'"
+        assert sh("sh", "-c", probe, check=False).returncode != 0
+        listing = sh("ip", "netns", "exec", lab.nodes[0].netns, "iptables", "-w", "-L", "INPUT", "-v", "-x", "-n").stdout
+        assert [int(x.split()[0]) for x in listing.splitlines() if "reject-with tcp-reset" in x][0] > 0
+        for n in lab.nodes:
+            sh("ip", "netns", "exec", n.netns, "iptables", "-w", "-Z", "INPUT")
+        faults = [{"kind": "latency", "target": "all-clients", "params": {"latency_ms": 150, "jitter_ms": 50}},
+                  {"kind": "kill", "target": "txn-coordinator"},
+                  {"kind": "message-delay", "target": "txn-coordinator", "params": {"apis": ["EndTxn"], "count": 2,
+                                                                                    "delay_ms": 1500}},
+                  {"kind": "partition", "target": "isolate-leader-output"}]
+        path = campaign(tmp_path / "c.toml", lab, faults, duration_s=45, front_source_address=front_ip)
+        proc = kchaos("run", str(path), "--out", str(tmp_path / "runs"), "--seed", "2", timeout=900)
+        run = only_run(tmp_path / "runs")
+        results = json.loads((run / "results.json").read_text())
+        assert proc.returncode == 0, (results["verdict"], results.get("anomalies"), proc.stderr[-3000:])
+        assert set(results["run"]["faults"]["executed"]) == {"latency", "kill", "message-delay", "partition"}
+        refused = {}
+        for n in lab.nodes:
+            listing = sh("ip", "netns", "exec", n.netns, "iptables", "-w", "-L", "INPUT", "-v", "-x", "-n").stdout
+            refused[n.node_id] = [int(line.split()[0]) for line in listing.splitlines() if "reject-with tcp-reset" in line]
+        assert refused == {n.node_id: [0] for n in lab.nodes}, f"clients reached brokers around the front: {refused}"
+        front = json.loads((run / "cluster" / "messages" / "front.json").read_text())
+        assert {v["upstream"] for v in front["nodes"].values()} == {f"{n.address}:9092" for n in lab.nodes}
+        assert front["rewritten"].get("Metadata", 0) > 0 and front["rewritten"].get("FindCoordinator", 0) > 0, front
+        events = (run / "cluster" / "messages" / "events.jsonl").read_text()
+        assert '"kind": "delay"' in events and "EndTxn" in events
+    finally:
+        for n in lab.nodes:
+            sh("ip", "netns", "exec", n.netns, "iptables", "-w", "-D", *guard, check=False)
+        sh("ip", "addr", "del", f"{front_ip}/24", "dev", lab.bridge, check=False)
