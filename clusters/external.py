@@ -255,20 +255,31 @@ class ExternalCluster(Cluster):
             raise ConfigError(f"the cluster at {self.bootstrap_servers} is {self.cluster_id!r}, not the "
                               f"cluster_id {ext.cluster_id!r} the campaign names: nothing was touched",
                               "check that bootstrap_servers points at the cluster you mean to fault")
+        declared = {n.id: n for n in ext.nodes}
+        wanted = {n for n, node in declared.items() if "broker" in node.roles}
+        if wanted - {b.id for b in md.brokers.values()}:  # a broker still registering: wait, within reason
+            def registered() -> Any:
+                seen = self.admin().list_topics(timeout=10)
+                return seen if wanted <= set(seen.brokers) else None
+
+            try:
+                md = wait_until(registered, self.spec.ready_timeout_s, 1.0, "", retry_on=(Exception,))
+            except WaitTimeout:
+                md = self.admin().list_topics(timeout=15)
         brokers = {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()}
         if not brokers:
             raise ClusterError(f"external cluster at {self.bootstrap_servers} reported no brokers")
-        declared = {n.id: n for n in ext.nodes}
         if self.access is not None:
             undeclared = sorted(set(brokers) - set(declared))
             if undeclared:
                 raise ConfigError(f"the cluster reports brokers {undeclared}, which [[cluster.external.nodes]] does "
                                   "not declare: a fault aimed at a role could land on a node kchaos cannot heal",
                                   "declare every node (id, host, target)")
-            gone = sorted(n for n, node in declared.items() if "broker" in node.roles and n not in brokers)
+            gone = sorted(wanted - set(brokers))
             if gone:
                 raise ConfigError(f"[[cluster.external.nodes]] declares brokers {gone}, which the cluster does not "
-                                  f"report (it reports {sorted(brokers)})", "fix the node ids")
+                                  f"report after {self.spec.ready_timeout_s:.0f}s (it reports {sorted(brokers)})",
+                                  "fix the node ids, or start those brokers")
         ids = sorted(set(brokers) | set(declared))
         self._nodes = [ExternalNode(self, nid, self._roles(declared.get(nid)), brokers.get(nid)) for nid in ids]
         if ext.front:

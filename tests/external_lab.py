@@ -24,6 +24,9 @@ from kchaos.clusters.kafka_tools import run_tool
 from kchaos.clusters.local import new_cluster_id
 from kchaos.clusters.node_config import LOG4J2_XML, SMALL_MACHINE_DEFAULTS
 
+#: one file per live lab (its tag -> its root), so a lab whose test process was killed is removed
+#: by the next one (pytest runs no finalizer on SIGTERM or SIGKILL)
+REGISTRY = Path("/tmp/kchaos-labs")
 PACKAGES = {"iptables": "iptables", "sshd": "openssh-server", "ssh": "openssh-client"}
 SUBNET = "10.213.77"
 KAFKA_PORT, CONTROLLER_PORT = 9092, 9093
@@ -72,8 +75,9 @@ class LabNode:
 
 
 class Lab:
-    def __init__(self, root: Path, kafka_version: str, nodes: int = 3):
+    def __init__(self, root: Path, kafka_version: str, nodes: int = 3, features: dict[str, int] | None = None):
         self.root = root
+        self.features = features or {}
         self.tag = f"kx{os.getpid() % 100000}"
         self.bridge = f"{self.tag}br"
         self.kafka_version = kafka_version
@@ -104,10 +108,17 @@ class Lab:
 
     # -- bring up -------------------------------------------------------------------------
     def start(self) -> None:
+        remove_stale_labs()
         self.root.mkdir(parents=True, exist_ok=True)
+        REGISTRY.mkdir(exist_ok=True)
+        (REGISTRY / self.tag).write_text(f"{os.getpid()} {self.root} {len(self.nodes)}\n")
         self._network()
         self._sshd()
         self._brokers()
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+        self.wait(lambda: len(admin.list_topics(timeout=5).brokers) == len(self.nodes), 120, "every broker registered")
 
     def _network(self) -> None:
         sh("ip", "link", "add", self.bridge, "type", "bridge")
@@ -159,7 +170,8 @@ class Lab:
                      "offsets.topic.num.partitions": 3, "transaction.state.log.num.partitions": 3,
                      "share.coordinator.state.topic.num.partitions": 3, "default.replication.factor": 3}
             n.dir.joinpath("server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-            run_tool("storage", ["format", "-t", self.cluster_id, "-c", n.process], self.kafka_version, jars,
+            features = [a for name, level in self.features.items() for a in ("--feature", f"{name}={level}")]
+            run_tool("storage", ["format", "-t", self.cluster_id, "-c", n.process, *features], self.kafka_version, jars,
                      log4j_config=self.root / "log4j2.xml", logs_dir=n.dir / "logs")
             java = [require_java(), "-Xms256m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                     f"-Dkafka.logs.dir={n.dir / 'logs'}", f"-Dlog4j2.configurationFile={self.root / 'log4j2.xml'}",
@@ -209,6 +221,7 @@ class Lab:
             sh("ip", "netns", "del", n.netns, check=False)
             sh("ip", "link", "del", f"{self.tag}h{n.node_id}", check=False)
         sh("ip", "link", "del", self.bridge, check=False)
+        (REGISTRY / self.tag).unlink(missing_ok=True)
 
 
 def grep_self_safe(text: str) -> str:
@@ -224,3 +237,23 @@ def leftovers(lab: "Lab") -> list[str]:
     out += [line for line in sh("pgrep", "-af", grep_self_safe(str(lab.root)), check=False).stdout.splitlines()
             if int(line.split()[0]) != os.getpid()]
     return out
+
+
+def remove_stale_labs() -> list[str]:
+    """Remove the labs whose test process is gone (killed before its finalizer ran)."""
+    removed = []
+    for entry in sorted(REGISTRY.glob("kx*")) if REGISTRY.exists() else []:
+        try:
+            pid, root, nodes = entry.read_text().split()
+        except ValueError:
+            entry.unlink(missing_ok=True)
+            continue
+        if Path(f"/proc/{pid}").exists():
+            continue
+        lab = Lab(Path(root), "unused", int(nodes))
+        lab.tag, lab.bridge = entry.name, f"{entry.name}br"
+        for n in lab.nodes:
+            n.netns = f"{lab.tag}n{n.node_id}"
+        lab.close()
+        removed.append(entry.name)
+    return removed

@@ -29,8 +29,10 @@ def _clean_run(cluster, tmp_path):
 def _recheck(h, liveness_timeout_s: float | None = None, engine: str = "python") -> dict:
     """Re-read every topic and the group's offsets after a mutation, then check again. With
     ``engine="spark"`` the Spark job re-reads the topics through Kafka and the Python checker
-    must agree; the other mutations use the Python checker alone (the Spark engine names every
-    anomaly on hand-made data in test_checkers_spark.py, and a Spark job costs ~45 s here)."""
+    must agree. The mutations here use the Python checker: the Spark engine names every anomaly
+    on hand-made data (test_checkers_spark.py) and on a stored real run's corruptions
+    (test_corruptions.py), and reads real topics through Kafka in test_cli's end-to-end run and the
+    Spark workload tests; a Spark job costs ~20 s more a test here."""
     final = h.workload.final_reads(liveness_timeout_s)
     final["drained"] = True
     h.run.write_json("final.json", final)
@@ -109,7 +111,7 @@ def test_duplicate_output_is_named(cluster3, tmp_path):
     p.begin_transaction()
     p.produce(spec.output_topics[0], key=msg.key(), value=msg.value())
     p.commit_transaction(60)
-    results = _recheck(h, engine="spark")
+    results = _recheck(h)
     _only(results, "duplicate")
     assert results["anomalies"]["duplicate"][0]["records"][0]["in_offset"] == json.loads(msg.value())["in_offset"]
 
@@ -136,7 +138,7 @@ def test_output_of_an_aborted_input_is_an_aborted_read(cluster3, tmp_path):
     p, o = _seed_input(cluster3, h, 10_002, commit=False)  # in the raw view only
     _write_outputs(cluster3, h, p, o, slots=[0, 1], index=10_002)
     _commit_group_offset(cluster3, h, p, o + 1)
-    results = _recheck(h, engine="spark")
+    results = _recheck(h)
     _only(results, "aborted-read")
     assert results["anomalies"]["aborted-read"][0]["input"]["offset"] == o
 

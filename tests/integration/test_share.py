@@ -1,6 +1,7 @@
 """The share-group (KIP-932) pipeline on real 4.2 brokers: a faultless run is valid and says
-it is at-least-once (KIP-1289 detected absent); a worker paused past the record lock causes
-redeliveries that the ledger explains (still valid); injected anomalies are named."""
+it is at-least-once (KIP-1289 detected absent), and anomalies injected into it afterwards are
+named; a worker paused past the record lock causes redeliveries that the ledger explains (still
+valid). One run serves the faultless and the injected cases (a share run costs about 45 s here)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def _share_spec(**overrides):
     return _spec(**base)
 
 
-def test_faultless_share_run_is_valid_and_at_least_once(cluster3, tmp_path):
+def test_faultless_share_run_is_valid_and_at_least_once_then_injected_anomalies_are_named(cluster3, tmp_path):
     h = Harness(cluster3, tmp_path, _share_spec(), engine="spark")
     results = h.finish()
     assert results["verdict"] == "valid", json.dumps(results["checks"], indent=1)
@@ -39,6 +40,7 @@ def test_faultless_share_run_is_valid_and_at_least_once(cluster3, tmp_path):
     assert configs["effective_delivery_count_limit"] >= 2
     acquirers = {op["process"] for op in h.ops() if op["f"] == "acquire"}
     assert len(acquirers) >= 2, acquirers
+    _injected_anomalies_are_named(cluster3, h)
 
 
 def test_worker_paused_past_the_record_lock_is_redelivered_and_explained(cluster3, tmp_path):
@@ -56,13 +58,13 @@ def test_worker_paused_past_the_record_lock_is_redelivered_and_explained(cluster
 
 
 def _recheck(h) -> dict:
+    """Final reads again, then the Python reader: the share ledger is one definition both engines
+    run on the driver (verifier/share_checks.py); the Spark path was exercised by the run itself."""
     final = h.workload.final_reads(3)
     final["drained"] = True
     h.run.write_json("final.json", final)
-    h.verify("spark")
-    results = h.run.read_json("results.json")
-    assert results["cross_check"]["agrees"], results.get("cross_check")
-    return results
+    h.verify("python")
+    return h.run.read_json("results.json")
 
 
 def _one_more_input(cluster, h, index: int) -> None:
@@ -73,9 +75,7 @@ def _one_more_input(cluster, h, index: int) -> None:
     p.commit_transaction(60)
 
 
-def test_share_mutations_are_named(cluster3, tmp_path):
-    h = Harness(cluster3, tmp_path, _share_spec(records=600, share_poison_fraction=0.0))
-    assert h.finish()["verdict"] == "valid"
+def _injected_anomalies_are_named(cluster3, h) -> None:
     # 1. an input nobody ever acknowledges: stuck
     _one_more_input(cluster3, h, 50_000)
     results = _recheck(h)

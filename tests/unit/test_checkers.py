@@ -463,7 +463,8 @@ EXHAUSTED = 32766  # Short.MAX_VALUE - 1
     [("tx-w9", "Ongoing", EXHAUSTED), ("tx-w9", "PrepareCommit", EXHAUSTED + 1),
      ("tx-w9", "CompleteCommit", 0, ROTATED), ("tx-w9", "Ongoing", 0, ROTATED)],
     # any version: InitProducerId at the exhausted epoch moves the id (Empty -> Empty)
-    [("tx-w9", "Empty", EXHAUSTED), ("tx-w9", "Empty", 0, ROTATED), ("tx-w9", "Empty", 1, ROTATED)],
+    pytest.param([("tx-w9", "Empty", EXHAUSTED), ("tx-w9", "Empty", 0, ROTATED), ("tx-w9", "Empty", 1, ROTATED)],
+                 marks=one_engine),  # the producer-id rules are one module both engines feed
 ], ids=["tv2-end", "init"])
 def test_a_rotation_at_the_exhausted_epoch_is_legal_and_counted(tmp_path, states):
     b = RunBuilder()
@@ -475,6 +476,7 @@ def test_a_rotation_at_the_exhausted_epoch_is_legal_and_counted(tmp_path, states
     assert facts["max_epoch"] == max(s[2] for s in states)
 
 
+@one_engine
 def test_an_abort_two_epochs_above_its_transaction_is_counted_not_judged(tmp_path):
     """KAFKA-19367's mechanism below the boundary (4.0.0 under an InitProducerId during a
     transaction): the fence and the abort both bumped the epoch. Harmless here, so a fact; at
@@ -493,16 +495,19 @@ def test_an_abort_two_epochs_above_its_transaction_is_counted_not_judged(tmp_pat
 
 @pytest.mark.parametrize("states, needle", [
     # a new producer id from an epoch that was not exhausted (KAFKA-18660's shape)
-    ([("tx-w9", "Empty", 5), ("tx-w9", "Empty", 0, ROTATED)], "only from an exhausted epoch"),
+    pytest.param([("tx-w9", "Empty", 5), ("tx-w9", "Empty", 0, ROTATED)], "only from an exhausted epoch",
+                 marks=one_engine),
     # ... or to an epoch other than 0
-    ([("tx-w9", "PrepareCommit", EXHAUSTED + 1), ("tx-w9", "CompleteCommit", 3, ROTATED)], "(epoch 3)"),
+    pytest.param([("tx-w9", "PrepareCommit", EXHAUSTED + 1), ("tx-w9", "CompleteCommit", 3, ROTATED)], "(epoch 3)",
+                 marks=one_engine),
     # an epoch bumped past 32767 wraps (KAFKA-19367's shape)
     ([("tx-w9", "PrepareEpochFence", EXHAUSTED + 1), ("tx-w9", "PrepareAbort", -32768)], "negative epoch -32768"),
     # back to the producer id the id rotated away from
-    ([("tx-w9", "Empty", EXHAUSTED), ("tx-w9", "Empty", 0, ROTATED), ("tx-w9", "Empty", EXHAUSTED, ROTATED),
-      ("tx-w9", "Empty", 0)], "again, after the id had moved away"),
+    pytest.param([("tx-w9", "Empty", EXHAUSTED), ("tx-w9", "Empty", 0, ROTATED), ("tx-w9", "Empty", EXHAUSTED, ROTATED),
+                  ("tx-w9", "Empty", 0)], "again, after the id had moved away", marks=one_engine),
     # one producer id held by two transactional ids
-    ([("tx-w8", "Empty", 0, ROTATED), ("tx-w9", "Empty", 0, ROTATED)], "held by more than one transactional id"),
+    pytest.param([("tx-w8", "Empty", 0, ROTATED), ("tx-w9", "Empty", 0, ROTATED)],
+                 "held by more than one transactional id", marks=one_engine),
 ], ids=["from-unexhausted", "to-nonzero", "negative", "reused", "shared"])
 def test_producer_id_and_epoch_anomalies_in_the_coordinators_log(tmp_path, states, needle):
     b = RunBuilder()

@@ -1,0 +1,73 @@
+"""The hunt on someone else's cluster: ``hunt-kip890`` (KAFKA-17754, transaction.version 1) against
+the lab of tests/external_lab.py (brokers in network namespaces, reached over ssh and through the
+address-rewriting front) finds what it finds on a cluster kchaos starts. Its own module: the lab
+here is formatted with transaction.version=1. About 15 s for the lab and 4-5 minutes for the hunt."""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+
+import pytest
+
+from tests.external_lab import Lab, ensure_packages, leftovers
+from tests.integration.test_external import KAFKA, REPO, kchaos, only_run, toml_value
+
+pytestmark = [pytest.mark.cluster, pytest.mark.external, pytest.mark.long]
+
+
+@pytest.fixture(scope="module")
+def tv1_lab(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("the lab needs root (network namespaces, iptables, sshd)")
+    why = ensure_packages()
+    if why is not None:
+        pytest.fail(why)
+    lab = Lab(tmp_path_factory.mktemp("lab-tv1"), KAFKA, features={"transaction.version": 1})
+    try:
+        lab.start()
+        yield lab
+    finally:
+        lab.close()
+        assert leftovers(lab) == []
+
+
+def as_toml(table: dict, prefix: str = "") -> list[str]:
+    """A campaign dict back to TOML (tables, arrays of tables, inline tables for their params)."""
+    lines, nested = [], []
+    for key, value in table.items():
+        if isinstance(value, dict) and key not in ("params",):
+            nested.append((key, value))
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            for item in value:
+                nested.append((f"[{key}]", item))
+        else:
+            lines.append(f"{json.dumps(key)} = {toml_value(value)}")
+    out = lines
+    for key, value in nested:
+        if key.startswith("["):
+            name = f"{prefix}{key[1:-1]}"
+            out += [f"[[{name}]]", *as_toml(value, name + ".")]
+        else:
+            out += [f"[{prefix}{key}]", *as_toml(value, f"{prefix}{key}.")]
+    return out
+
+
+def test_hunt_kip890_on_a_cluster_kchaos_did_not_start_is_invalid(tv1_lab, tmp_path):
+    hunt = tomllib.loads((REPO / "campaigns" / "hunt-kip890.toml").read_text())
+    ext = tv1_lab.external()
+    hunt["cluster"] = {"backend": "external", "kafka_version": KAFKA, "external": ext}
+    path = tmp_path / "hunt.toml"
+    path.write_text("\n".join(as_toml(hunt)) + "\n")
+    proc = kchaos("run", str(path), "--out", str(tmp_path / "runs"), "--seed", "1", timeout=1200)
+    run = only_run(tmp_path / "runs")
+    assert (run / "results.json").exists(), proc.stderr[-3000:]
+    results = json.loads((run / "results.json").read_text())
+    assert proc.returncode == 1, (results["verdict"], proc.stderr[-3000:])
+    named = set(results["anomaly_types"])
+    # KAFKA-17754's signatures on a kchaos cluster (docs/findings.md F1): a lost or aborted-read
+    # write, or a transaction the coordinator split
+    assert named & {"aborted-read", "lost-write", "torn-transaction", "split-transaction", "zombie-write"}, named
+    front = json.loads((run / "cluster" / "messages" / "front.json").read_text())
+    assert front["rewritten"].get("Metadata", 0) > 0
