@@ -98,7 +98,7 @@ class Nemesis(ScheduledRunner[ScheduledFault]):
                 if getattr(node, "is_paused", False):
                     node.resume()
                     actions.append(f"resumed node {node.node_id}")
-                if cluster.has(Capability.RESTART) and not getattr(node, "is_running", True):
+                if (cluster.has(Capability.RESTART) or cluster.has(Capability.KILL)) and not getattr(node, "is_running", True):
                     node.start()
                     actions.append(f"started node {node.node_id}")
             pool = self.ctx.workload.pool if self.ctx.workload is not None else None

@@ -22,6 +22,7 @@ import confluent_kafka
 from kchaos.clusters import create_cluster
 from kchaos.clusters.artifacts import resolve_kafka
 from kchaos.clusters.docker import DockerCluster
+from kchaos.clusters.clock_probe import measure_broker_clocks
 from kchaos.clusters.reaper import start_reaper
 from kchaos.faults.base import FaultContext
 from kchaos.faults.nemesis import Nemesis
@@ -96,6 +97,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         cluster.start()
         say(f"cluster ready at {cluster.bootstrap_servers}")
         run.write_json("cluster.json", cluster.info())
+        clocks = _measure_clocks(cluster, run, [])
         workload = make_workload(campaign.workload, cluster, run, seed, history, campaign.observers)
         workload.setup()
         run.set_status("steady")
@@ -147,6 +149,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         run.set_status("final-reads")
         history.event("phase", {"phase": "final-reads", "drained": drained}, outcome="ok")
         final = workload.final_reads(recover_hanging=campaign.faults.enabled and campaign.faults.recover_hanging)
+        _measure_clocks(cluster, run, clocks)
         final["drained"] = drained
         final["heal"] = {k: v for k, v in heal.items() if k != "trace"}
         if stop.requested:
@@ -175,6 +178,23 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         render_report(run)
         run_log.__exit__(None, None, None)
     return run, outcome
+
+
+def _measure_clocks(cluster: Any, run: RunDir, clocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """On a cluster kchaos did not start, the brokers' clocks against this machine's, at the start
+    and at the end (``clock.json``; the split-transaction check shifts and widens by them)."""
+    if cluster.backend_name != "external":
+        return clocks
+    try:
+        clocks.append(measure_broker_clocks(cluster))
+    except Exception as exc:
+        clocks.append({"at": time.time(), "error": repr(exc)})
+    run.write_json("clock.json", {"measurements": clocks})
+    measured = clocks[-1].get("brokers") or {}
+    say("broker clocks against this machine's: " + (", ".join(
+        f"{b} {m['offset_ms']:+.0f} ms (within {m['bound_ms']:.0f})" for b, m in sorted(measured.items()))
+        or f"not measured ({clocks[-1].get('error', 'no answer')})"))
+    return clocks
 
 
 def check_out_root(out_root: Path) -> None:

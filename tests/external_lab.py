@@ -11,6 +11,7 @@ start. Traffic goes only to the lab's own addresses and loopback. Needs root, ``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -18,6 +19,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from kchaos.clusters.artifacts import require_java, resolve_kafka
 from kchaos.clusters.kafka_tools import run_tool
@@ -52,6 +54,26 @@ def ensure_packages() -> str | None:
         subprocess.run(argv, capture_output=True, env=env)
     left = missing_tools()
     return f"could not install {left}" if left else None
+
+
+@contextlib.contextmanager
+def running_lab(root: Path, kafka_version: str, features: dict[str, int] | None = None) -> Iterator["Lab"]:
+    """A started lab, removed afterwards whatever happened (the tests' fixtures). Skips the test
+    without root; fails it when the packages cannot be installed (never a silent skip)."""
+    import pytest
+
+    if os.geteuid() != 0:
+        pytest.skip("the lab needs root (network namespaces, iptables, sshd)")
+    why = ensure_packages()
+    if why is not None:
+        pytest.fail(why)
+    lab = Lab(root, kafka_version, features=features)
+    try:
+        lab.start()
+        yield lab
+    finally:
+        lab.close()
+        assert leftovers(lab) == [], "the lab left namespaces, links or processes behind"
 
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -22,8 +22,12 @@ Three steps, each one definition for both engines:
 3. :func:`judge` attributes each coordinator transaction to the client transaction of the same
    transactional id and producer epoch whose window it started in, and names the cases.
 
-Attribution uses the coordinator's ``txnStartTimestamp`` and the history's clock: the same
-machine's wall clock (CLOCK_EPS_MS covers the millisecond rounding of the log).
+Attribution uses the coordinator's ``txnStartTimestamp`` and the history's clock. On a cluster
+kchaos starts they are the same machine's wall clock (CLOCK_EPS_MS covers the millisecond
+rounding of the log). On one it did not start, the run measured the brokers' clocks against its
+own (clusters/clock_probe.py, ``clock.json``): the coordinator's times are shifted onto the
+harness's clock (:func:`on_harness_clock`) and every comparison widened by the measured tolerance
+(``eps``); without a measurement the check is not made (verifier/evidence.py ``broker_clock``).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from __future__ import annotations
 import bisect
 import json
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable
 
 from kchaos.verifier.checks import explain
@@ -215,7 +219,18 @@ def client_transactions(history: Any) -> list[ClientTxn]:
     return out
 
 
-def attribute(coordinator: list[CoordinatorTxn], clients: list[ClientTxn]) -> dict[int, ClientTxn]:
+def on_harness_clock(coordinator: list[CoordinatorTxn], shift_ms: float) -> list[CoordinatorTxn]:
+    """The coordinator transactions with their times moved from the brokers' clock (``shift_ms``
+    ahead of the harness's) onto the harness's."""
+    if not shift_ms:
+        return coordinator
+    return [replace(ct, start_ms=ct.start_ms - shift_ms,
+                    prepare_ms=None if ct.prepare_ms is None else ct.prepare_ms - shift_ms,
+                    complete_ms=None if ct.complete_ms is None else ct.complete_ms - shift_ms) for ct in coordinator]
+
+
+def attribute(coordinator: list[CoordinatorTxn], clients: list[ClientTxn],
+              eps: float = CLOCK_EPS_MS) -> dict[int, ClientTxn]:
     """Index in ``coordinator`` -> the client transaction it belongs to: same transactional id,
     a producer epoch the client held (when both are known), and the latest client window that
     had started by the coordinator transaction's start and had not yet ended. A producer's
@@ -234,11 +249,11 @@ def attribute(coordinator: list[CoordinatorTxn], clients: list[ClientTxn]) -> di
         txns = by_id.get(ct.transactional_id)
         if not txns:
             continue
-        at = bisect.bisect_right(starts[ct.transactional_id], ct.start_ms + CLOCK_EPS_MS)
+        at = bisect.bisect_right(starts[ct.transactional_id], ct.start_ms + eps)
         # the windows open at its start, latest first (a process's own never overlap; a zombie's
         # and its successor's do)
         open_then = [c for c in reversed(txns[:at])
-                     if c.end_complete_ms is None or ct.start_ms <= c.end_complete_ms + CLOCK_EPS_MS]
+                     if c.end_complete_ms is None or ct.start_ms <= c.end_complete_ms + eps]
         if not open_then:
             continue
         # the epoch the client recorded is a hint, not a key: librdkafka bumps its epoch itself
@@ -248,7 +263,7 @@ def attribute(coordinator: list[CoordinatorTxn], clients: list[ClientTxn]) -> di
 
 
 def _coordinator_initiated(ct: CoordinatorTxn, inits: dict[str, list[dict[str, Any]]],
-                           owner: str | None = None) -> str | None:
+                           owner: str | None = None, eps: float = CLOCK_EPS_MS) -> str | None:
     """Why the coordinator aborted ``ct`` on its own, or None: it fenced the producer (a
     PrepareEpochFence, or under the classic protocol an abort at a bumped epoch), the transaction
     outlived its timeout, or a producer initialised the id while it was open. ``inits`` also holds
@@ -273,12 +288,13 @@ def _coordinator_initiated(ct: CoordinatorTxn, inits: dict[str, list[dict[str, A
         # mid-call) acted at most until its process's last moment and a request's timeout.
         invoked = op["invoke_time"] * 1000
         until = op["complete_time"] * 1000 if op.get("complete_time") is not None else op["acted_until_ms"]
-        if invoked <= ct.prepare_ms + CLOCK_EPS_MS and until >= ct.start_ms - CLOCK_EPS_MS:
+        if invoked <= ct.prepare_ms + eps and until >= ct.start_ms - eps:
             return f"fenced by {op['process']}'s {op.get('f', 'init')}"
     return None
 
 
-def _ended_early(ct: CoordinatorTxn, c: ClientTxn, inits: dict[str, list[dict[str, Any]]]) -> bool:
+def _ended_early(ct: CoordinatorTxn, c: ClientTxn, inits: dict[str, list[dict[str, Any]]],
+                 eps: float = CLOCK_EPS_MS) -> bool:
     """Whether ``ct`` was prepared before its client ``c`` let it go, by a request not its own: a
     commit before the client asked to commit (nothing else commits), or an abort before the client
     asked to end it or gave it up, that the coordinator did not start itself."""
@@ -286,9 +302,9 @@ def _ended_early(ct: CoordinatorTxn, c: ClientTxn, inits: dict[str, list[dict[st
         return False
     asked = c.end_invoke_ms if c.end_invoke_ms is not None else float("inf")
     if ct.prepared == "commit":
-        return ct.prepare_ms < asked - CLOCK_EPS_MS
+        return ct.prepare_ms < asked - eps
     let_go = min(asked, c.gave_up_ms if c.gave_up_ms is not None else float("inf"))
-    return ct.prepare_ms < let_go - CLOCK_EPS_MS and _coordinator_initiated(ct, inits, c.process) is None
+    return ct.prepare_ms < let_go - eps and _coordinator_initiated(ct, inits, c.process, eps) is None
 
 
 def _partition_text(partitions: list[str]) -> str:
@@ -318,11 +334,13 @@ def resolution(clients: list[ClientTxn], held: dict[tuple[str, int], list[Coordi
     return out
 
 
-def coordinator_aborted(coordinator: list[CoordinatorTxn], history: Any) -> set[tuple[str, int]]:
+def coordinator_aborted(coordinator: list[CoordinatorTxn], history: Any,
+                        eps: float = CLOCK_EPS_MS) -> set[tuple[str, int]]:
     """The client transactions whose end the client never learned (not a failed commit: that is
-    its own case) and which the coordinator's log shows aborted: their outputs must not be visible."""
+    its own case) and which the coordinator's log shows aborted: their outputs must not be visible.
+    ``coordinator`` on the harness's clock, within ``eps`` ms (as for :func:`judge`)."""
     clients = client_transactions(history)
-    owner = attribute(coordinator, clients)
+    owner = attribute(coordinator, clients, eps)
     held: dict[tuple[str, int], list[CoordinatorTxn]] = defaultdict(list)
     for i, c in owner.items():
         if coordinator[i].partitions:
@@ -333,7 +351,8 @@ def coordinator_aborted(coordinator: list[CoordinatorTxn], history: Any) -> set[
 
 
 def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, Any]] | None = None,
-          intact_from: dict[str, float] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+          intact_from: dict[str, float] | None = None,
+          eps: float = CLOCK_EPS_MS) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The ``split-transaction`` cases and the facts of the coordinator's view.
 
     A client transaction is a case when (a) two or more coordinator transactions holding
@@ -346,11 +365,12 @@ def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, 
     id whose log partition the cleaner compacted (or may have) to the time (ms) from which its
     records are all as written; its client transactions that began earlier are set aside and
     counted (``unrecorded_set_aside``), not judged. An id it does not name is judged whole.
+    ``coordinator`` is on the harness's clock (:func:`on_harness_clock`), within ``eps`` ms.
     Facts: how many coordinator transactions were attributed, what the coordinator did with the
     transactions whose outcome the client did not know or saw fail, and ``matched_nothing`` when
     client transactions committed and none could be matched (the check then judged nothing)."""
     clients = client_transactions(history)
-    owner = attribute(coordinator, clients)
+    owner = attribute(coordinator, clients, eps)
     inits: dict[str, list[dict[str, Any]]] = defaultdict(list)
 
     def acted_until(op: dict[str, Any]) -> float:
@@ -382,14 +402,14 @@ def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, 
                        None)
         ct = by_prepare.get((row.get("transactional_id"), prepare["offset"])) if prepare else None
         c = next((c for i, c in owner.items() if coordinator[i] is ct), None) if ct is not None else None
-        if c is not None and row["sent_ms"] < c.start_ms - CLOCK_EPS_MS:
+        if c is not None and row["sent_ms"] < c.start_ms - eps:
             ended_by[(c.process, c.seq)] = row
 
     cases = []
     for key, cts in sorted(held.items()):
         c = by_key[key]
         cts.sort(key=lambda ct: (ct.start_ms, ct.first_offset))
-        early = [ct for ct in cts if _ended_early(ct, c, inits)]
+        early = [ct for ct in cts if _ended_early(ct, c, inits, eps)]
         late_row = ended_by.get(key)
         if len(cts) >= 2:
             parts = "; ".join(f"{_partition_text(ct.partitions)} {ct.outcome()}" for ct in cts)

@@ -10,7 +10,8 @@ from typing import Any
 
 from kchaos.verifier import evidence
 from kchaos.verifier.checks import NOTES, offset_commit_result, result, set_aside_note, split_result
-from kchaos.verifier.coordinator_log import judge
+from kchaos.verifier.coordinator_log import CLOCK_EPS_MS, coordinator_aborted, judge, on_harness_clock
+from kchaos.verifier.model import NotApplicable
 from kchaos.verifier.offsets_log import lost_offset_commit_cases, offsets_backwards_cases
 from kchaos.verifier.results import UNKNOWN, CheckResult
 
@@ -40,9 +41,12 @@ def intact_from(data: Any, coordinator: list[Any]) -> dict[str, float]:
 def check_split_transactions(data: Any) -> CheckResult:
     """``data.coordinator_transactions()`` (the engine's segmentation of the log) judged against
     the history; the coordinator's facts are kept on ``data`` for the results."""
-    coordinator = data.coordinator_transactions()
+    shift, tolerance, clock = evidence.broker_clock(data)
+    coordinator = on_harness_clock(data.coordinator_transactions(), shift)
     intact = intact_from(data, coordinator)
-    cases, data.coordinator_facts = judge(coordinator, data.history, data.late_requests(), intact)
+    cases, data.coordinator_facts = judge(coordinator, data.history, data.late_requests(), intact,
+                                          CLOCK_EPS_MS + tolerance)
+    data.coordinator_facts["clock"] = {"shift_ms": shift, "tolerance_ms": tolerance, "how": clock}
     found = split_result(cases, data.coordinator_facts)
     aside = data.coordinator_facts["unrecorded_set_aside"]
     if aside and found.verdict != UNKNOWN:
@@ -76,3 +80,14 @@ def check_lost_offset_commits(data: Any) -> CheckResult:
 
 def check_offsets_backwards(data: Any) -> CheckResult:
     return result("offsets-backwards", offsets_backwards_cases(data.offset_log, data.workload.input_topic))
+
+
+def coordinator_aborted_keys(data: Any) -> set[tuple[str, int]]:
+    """Client transactions of unknown outcome that the coordinator's log shows aborted (the
+    aborted-read explanations); none where the coordinator's clock is not known."""
+    try:
+        shift, tolerance, _ = evidence.broker_clock(data)
+    except NotApplicable:
+        return set()
+    return coordinator_aborted(on_harness_clock(data.coordinator_transactions(), shift), data.history,
+                               CLOCK_EPS_MS + tolerance)

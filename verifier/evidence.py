@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.clusters.base import coordinator_partition
+from kchaos.clusters.clock_probe import shift_and_tolerance
+from kchaos.verifier.model import NotApplicable
 from kchaos.clusters.compaction import cleaned_offsets
 
 
@@ -232,3 +234,22 @@ def white_box_facts(data: Any) -> dict[str, Any]:
             "producer_ids": data.producer_id_facts,
             "compaction": data.compaction,
             "fault_coverage": fault_coverage(Path(data.run), data.history.faults, data.campaign.faults.coverage)}
+
+
+def broker_clock(data: Any) -> tuple[float, float, str]:
+    """How the coordinator's clock maps onto the harness's: (shift ms, tolerance ms, how known).
+    A cluster kchaos starts shares this machine's clock; on an external one the run measured it
+    (``clock.json``). Raises NotApplicable when it was not measured: a coordinator transaction
+    cannot then be placed in its client's window."""
+    if data.campaign.cluster.backend != "external":
+        return 0.0, 0.0, "the harness's own clock (the cluster runs on this machine)"
+    path = Path(data.run) / "clock.json"
+    measured = json.loads(path.read_text()).get("measurements", []) if path.exists() else []
+    found = shift_and_tolerance(measured)
+    if found is None:
+        errors = "; ".join(m["error"] for m in measured if m.get("error"))
+        raise NotApplicable("the brokers' clocks were not measured against the harness's (clock.json"
+                            + (f": {errors}" if errors else " missing") + "), so a coordinator transaction cannot be "
+                            "placed in its client's window")
+    shift, tolerance = found
+    return shift, tolerance, f"measured: the brokers' clocks {shift:+.0f} ms from the harness's, within {tolerance:.0f} ms"

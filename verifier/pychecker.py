@@ -26,7 +26,7 @@ from kchaos.verifier import evidence
 from kchaos.verifier.acknowledged import acknowledged_inputs, seeder_count_cases
 from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.checks import CHECK_NAMES, explain, progress_result, result, run_checks
-from kchaos.verifier.coordinator_log import (CoordinatorTxn, coordinator_aborted, coordinator_records,
+from kchaos.verifier.coordinator_log import (CoordinatorTxn, coordinator_records,
                                              coordinator_transactions)
 from kchaos.verifier.decoders import decode_transaction_record
 from kchaos.verifier import driver_checks
@@ -187,7 +187,7 @@ class RunData:
 
     def coordinator_aborted(self) -> set[tuple[str, int]]:
         """Client transactions of unknown outcome that the coordinator's log shows aborted."""
-        return coordinator_aborted(self.coordinator_transactions(), self.history) if self.txn_log else set()
+        return driver_checks.coordinator_aborted_keys(self) if self.txn_log else set()
 
     def late_requests(self) -> list[dict[str, Any]] | None:
         """The message proxy's late or duplicated requests, with what the coordinator wrote after them."""

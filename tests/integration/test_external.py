@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from kchaos.clusters.clock_probe import measure_broker_clocks
 from kchaos.clusters.external import ExternalCluster
 from kchaos.clusters.heal_journal import JOURNAL_NAME, HealJournal
 from kchaos.clusters.spec import ClusterSpec
-from tests.external_lab import Lab, ensure_packages, leftovers, sh
+from tests.external_lab import Lab, running_lab, sh
 
 pytestmark = [pytest.mark.cluster, pytest.mark.external]
 
@@ -30,18 +31,8 @@ KAFKA = "4.2.1"
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("the lab needs root (network namespaces, iptables, sshd)")
-    why = ensure_packages()
-    if why is not None:
-        pytest.fail(why)
-    lab = Lab(tmp_path_factory.mktemp("lab"), KAFKA)
-    try:
-        lab.start()
-        yield lab
-    finally:
-        lab.close()
-        assert leftovers(lab) == [], "the lab left namespaces, links or processes behind"
+    with running_lab(tmp_path_factory.mktemp("lab"), KAFKA) as started:
+        yield started
 
 
 def healthy(lab: Lab, timeout_s: float = 120) -> None:
@@ -125,6 +116,9 @@ def test_a_partition_is_a_kchaos_chain_in_the_nodes_namespace_and_heal_removes_o
     try:
         cluster.start()
         assert cluster.cluster_id == lab.cluster_id
+        clocks = measure_broker_clocks(cluster)  # one machine's clock: the offsets are tiny, and bounded
+        assert set(clocks["brokers"]) == {"1", "2", "3"}, clocks
+        assert all(abs(b["offset_ms"]) <= b["bound_ms"] + 5 and b["bound_ms"] < 1000 for b in clocks["brokers"].values())
         cut = cluster.network.isolate(1)
         assert cut and all("n1" in name for name in cut)
         assert any("-s 10.213.77.12" in rule for rule in lab.kchaos_rules(node1))
@@ -155,6 +149,7 @@ def test_the_default_campaign_on_ssh_nodes_is_valid_with_every_fault_executed_an
     results = json.loads((run / "results.json").read_text())
     assert proc.returncode == 0, (results["verdict"], results.get("anomalies"), proc.stderr[-3000:])
     assert results["verdict"] == "valid" and not results.get("required_not_checked")
+    assert results["facts"]["coordinator"]["clock"]["how"].startswith("measured")
     coverage = results["run"]["faults"]
     assert coverage["short"] == {} and set(coverage["executed"]) == {"kill", "partition", "pause", "zombie"}, coverage
     entries = HealJournal(run / "cluster" / JOURNAL_NAME).entries()

@@ -6,12 +6,11 @@ here is formatted with transaction.version=1. About 15 s for the lab and 4-5 min
 from __future__ import annotations
 
 import json
-import os
 import tomllib
 
 import pytest
 
-from tests.external_lab import Lab, ensure_packages, leftovers
+from tests.external_lab import running_lab
 from tests.integration.test_external import KAFKA, REPO, kchaos, only_run, toml_value
 
 pytestmark = [pytest.mark.cluster, pytest.mark.external, pytest.mark.long]
@@ -19,18 +18,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.external, pytest.mark.long]
 
 @pytest.fixture(scope="module")
 def tv1_lab(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("the lab needs root (network namespaces, iptables, sshd)")
-    why = ensure_packages()
-    if why is not None:
-        pytest.fail(why)
-    lab = Lab(tmp_path_factory.mktemp("lab-tv1"), KAFKA, features={"transaction.version": 1})
-    try:
-        lab.start()
-        yield lab
-    finally:
-        lab.close()
-        assert leftovers(lab) == []
+    with running_lab(tmp_path_factory.mktemp("lab-tv1"), KAFKA, features={"transaction.version": 1}) as started:
+        yield started
 
 
 def as_toml(table: dict, prefix: str = "") -> list[str]:

@@ -128,6 +128,9 @@ class RunBuilder:
         self.faults: dict | None = None  # the campaign's [faults] table
         self.schedule: list[dict] | None = None  # schedule.json's faults
         self.final_extra: dict = {}
+        self.cluster: dict = {}  # the campaign's [cluster] table (default: local)
+        self.broker_clock_ms = 0  # the coordinator's clock ahead of the history's
+        self.clock: dict | None = None  # clock.json (an external cluster's measured clocks)
         self.offset_commits: list[tuple[int, int]] | None = None  # None: one per commit op, from the history
         #: None: derived from inputs (committed) and raw_only_inputs (aborted); False: no seeder history
         self.seed_inputs: dict | bool | None = None
@@ -180,7 +183,7 @@ class RunBuilder:
         epochs: dict[str, int] = {}
         records = []
         for l in invokes:
-            ms = round(l["time"] * 1000)
+            ms = round(l["time"] * 1000) + self.broker_clock_ms
             txid = l["txid"]
             if l["f"] == "init":
                 epochs[txid] = max(epochs.get(txid, -1) + 1, l["epoch"])
@@ -196,7 +199,7 @@ class RunBuilder:
                     steps = [("Ongoing", TXN_PARTITIONS, 1, None)]
                     if end is not None:
                         done = "Commit" if end["f"] == "commit" and end["type"] != "fail" else "Abort"
-                        at = round(end["time"] * 1000) - ms
+                        at = round(end["time"] * 1000) + self.broker_clock_ms - ms
                         steps += [(f"Prepare{done}", TXN_PARTITIONS, at + 1, None), (f"Complete{done}", {}, at + 2, None)]
                 start, open_ = ms + 1, False
                 for status, parts, after, ep in steps:
@@ -256,7 +259,10 @@ class RunBuilder:
         (run / "campaign.json").write_text(json.dumps({"workload": {**WORKLOAD, **self.workload},
                                                        "observers": {"count": self.observers},
                                                        "verifier": self.verifier,
+                                                       **({"cluster": self.cluster} if self.cluster else {}),
                                                        **({"faults": self.faults} if self.faults is not None else {})}))
+        if self.clock is not None:
+            (run / "clock.json").write_text(json.dumps(self.clock))
         if self.schedule is not None:
             (run / "schedule.json").write_text(json.dumps({"seed": 1, "faults": self.schedule}))
         (run / "final.json").write_text(json.dumps({"group_offsets": self.final_offsets, "drained": True,
@@ -1412,3 +1418,39 @@ def test_fault_coverage_below_what_the_campaign_requires_is_unknown(tmp_path):
     b.faults = {"coverage": {"kill": 2}}  # two kills required, one ran
     verdict, _, results = _anomalies(b.write(tmp_path / "r3"))
     assert verdict == "unknown" and any("kill 1 of 2" in e for e in results["errors"]), results["errors"]
+
+
+@one_engine
+def test_on_an_external_cluster_the_coordinators_clock_is_measured_shifted_and_widened(tmp_path):
+    """The brokers' clocks run 4 s ahead of the harness's. Unmeasured, a coordinator transaction
+    cannot be placed in its client's window: split-transaction is not checked and, claimed, the
+    verdict is unknown. Measured (clock.json), the coordinator's times are shifted onto the
+    harness's clock and the run is valid; a wrong measurement (no offset) is the control: nothing
+    lines up, and the check says so rather than judge."""
+    b = RunBuilder()
+    b.cluster = {"backend": "external", "external": {"bootstrap_servers": "staging:9092"}}
+    b.broker_clock_ms = 4000
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "unmeasured"))
+    assert verdict == "unknown" and "clocks were not measured" in results["not_checked"]["split-transaction"]
+    assert "split-transaction" in results["required_not_checked"]
+    b.clock = {"measurements": [{"brokers": {"1": {"offset_ms": 3999.0, "bound_ms": 2.0},
+                                             "2": {"offset_ms": 4001.0, "bound_ms": 3.0}}}]}
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "measured"))
+    assert (verdict, kinds) == ("valid", []), results["checks"]
+    clock = results["facts"]["coordinator"]["clock"]
+    assert clock["shift_ms"] == 4001.0 and clock["tolerance_ms"] == 4.0 and clock["how"].startswith("measured")
+    b.clock = {"measurements": [{"brokers": {"1": {"offset_ms": 0.0, "bound_ms": 1.0}}}]}
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "wrong"))
+    assert (verdict, kinds) == ("unknown", []), results["checks"]
+    assert "could be matched" in results["checks"]["split-transaction"]["note"]
+
+
+def test_the_clock_shift_is_the_median_offset_and_the_tolerance_covers_every_broker():
+    from kchaos.clusters.clock_probe import shift_and_tolerance
+
+    start = {"brokers": {"1": {"offset_ms": -12.0, "bound_ms": 1.5}, "2": {"offset_ms": -10.0, "bound_ms": 2.0},
+                         "3": {"offset_ms": 30.0, "bound_ms": 1.0}}}
+    end = {"brokers": {"1": {"offset_ms": -8.0, "bound_ms": 1.0}}, "not_measured": [2]}
+    shift, tolerance = shift_and_tolerance([start, end])
+    assert shift == -8.0 and tolerance == 39.0  # broker 3, 38 ms from the shift, within 1
+    assert shift_and_tolerance([{"error": "timed out"}]) is None

@@ -16,7 +16,8 @@ from typing import Any
 from kchaos.verifier import evidence
 from kchaos.verifier.acknowledged import acknowledged_inputs
 from kchaos.verifier.campaign import load_recorded
-from kchaos.verifier.coordinator_log import COORDINATOR_TXN_SCHEMA, CoordinatorTxn, coordinator_aborted
+from kchaos.verifier import driver_checks
+from kchaos.verifier.coordinator_log import COORDINATOR_TXN_SCHEMA, CoordinatorTxn
 from kchaos.verifier.decoders import TransactionLogEntry
 from kchaos.verifier.internal_topics import (OFFSET_COMMIT_SCHEMA, TXN_LOG_SCHEMA, coordinator_transactions_of, offset_commit_batches, transaction_log_batches)
 from kchaos.verifier.late_requests import late_requests, read_message_events
@@ -299,7 +300,7 @@ class SparkRun:
 
     def coordinator_aborted(self) -> set[tuple[str, int]]:
         """Client transactions of unknown outcome that the coordinator's log shows aborted."""
-        return coordinator_aborted(self.coordinator_transactions(), self.history) if self.txn_log is not None else set()
+        return driver_checks.coordinator_aborted_keys(self) if self.txn_log is not None else set()
 
     def late_requests(self) -> list[dict[str, Any]] | None:
         """The message proxy's late or duplicated requests (late_requests.py), built once."""
