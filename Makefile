@@ -21,10 +21,11 @@ run: setup
 
 # The CI tier: unit tests (hand-made data, no JVM, proxy or browser) and the real-broker tests
 # that every check and fault kind needs; the 15 slowest are printed. Multi-minute scenarios are
-# marked `long` and run by `make test-long` (and, as campaigns, by `kchaos ci nightly`).
+# marked `long` and run by `make test-long` (and, as campaigns, by `kchaos ci nightly`). Two
+# pytest workers: the Spark-only tests in one, everything else in the other (tests/conftest.py).
 test: setup
 	$(BIN)/kchaos setup --browser
-	$(BIN)/python -m pytest -m "not long" --durations=15 $(ARGS)
+	$(BIN)/python -m pytest -m "not long" -n 2 --dist loadgroup --durations=15 $(ARGS)
 
 test-long: setup
 	$(BIN)/python -m pytest -m long --durations=15 $(ARGS)

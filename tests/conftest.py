@@ -25,6 +25,17 @@ sys.meta_path.insert(0, _OnlyTheKchaosNamespace())
 
 import pytest  # noqa: E402
 
+#: the tests that need a Spark session and no broker: with ``-n 2 --dist loadgroup`` (make test)
+#: they run in one worker while every other test runs in the other, so that the Spark job's
+#: latency and the brokers' waits overlap, and each worker keeps one shared cluster or session
+SPARK_ONLY = ("tests/integration/test_checkers_spark.py", "tests/integration/test_share_checks_spark.py",
+              "tests/integration/test_differential.py", "tests/integration/test_spark_driver_jvm.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group("spark" if item.nodeid.startswith(SPARK_ONLY) else "brokers"))
+
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
