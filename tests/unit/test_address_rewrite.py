@@ -1,5 +1,6 @@
 """The front's rewriting of broker addresses, on responses encoded by hand from Kafka 4.4.0's
-message schemas: every address-carrying answer in every layout the front reads comes out with
+message schemas and on random responses encoded by kio (Kafka's schemas as Python, the test
+extra's oracle): every address-carrying answer in every layout the front reads comes out with
 the front's addresses and every other byte as the broker wrote it; what it cannot read is an
 error, never passed on; ApiVersions is capped to what it reads."""
 
@@ -259,3 +260,85 @@ def test_api_versions_are_capped_to_what_the_front_reads(version):
     assert READABLE[78] == (1, 2)
     if flexible:
         assert out.int32() == 0 and out.tagged_fields() == {1: (42).to_bytes(8, "big")}
+
+
+# -- against an oracle: kio (the test extra), Kafka's message schemas as Python --------------------
+
+KIO_RESPONSES = {  # api key -> (kio module, response class, versions the front reads that kio has)
+    3: ("metadata", "MetadataResponse", range(0, 14)),
+    10: ("find_coordinator", "FindCoordinatorResponse", range(0, 7)),
+    60: ("describe_cluster", "DescribeClusterResponse", range(0, 3)),
+    0: ("produce", "ProduceResponse", range(10, 14)),
+    1: ("fetch", "FetchResponse", range(16, 19)),
+    78: ("share_fetch", "ShareFetchResponse", range(1, 3)),
+    79: ("share_acknowledge", "ShareAcknowledgeResponse", range(1, 3)),
+}
+CASES = [(api, v) for api, (_, _, versions) in KIO_RESPONSES.items() for v in versions]
+
+
+def _kio_class(api: int, version: int):
+    import importlib
+
+    module, name, _ = KIO_RESPONSES[api]
+    return getattr(importlib.import_module(f"kio.schema.{module}.v{version}.response"), name)
+
+
+def _front_port(node_id: int) -> int:
+    return 30000 + abs(int(node_id)) % 30000
+
+
+def _as_the_front_says(api: int, response):
+    """What the client must read: every broker address the front's (a node id below 0, "none yet",
+    is left alone), the rest untouched."""
+    import dataclasses
+
+    def moved(endpoint):
+        if endpoint.node_id < 0:
+            return endpoint
+        return dataclasses.replace(endpoint, host="127.0.0.1", port=type(endpoint.port)(_front_port(endpoint.node_id)))
+
+    if api == 3:
+        return dataclasses.replace(response, brokers=tuple(moved(b) for b in response.brokers))
+    if api == 10:
+        if hasattr(response, "coordinators"):
+            return dataclasses.replace(response, coordinators=tuple(moved(c) for c in response.coordinators))
+        return moved(response)
+    if api == 60:
+        if getattr(response, "endpoint_type", 1) != 1:
+            return response
+        return dataclasses.replace(response, brokers=tuple(
+            b if b.broker_id < 0 else dataclasses.replace(b, host="127.0.0.1", port=type(b.port)(_front_port(b.broker_id)))
+            for b in response.brokers))
+    return dataclasses.replace(response, node_endpoints=tuple(moved(e) for e in response.node_endpoints))
+
+
+@pytest.mark.parametrize("api, version", CASES, ids=[f"{KIO_RESPONSES[a][1]}-v{v}" for a, v in CASES])
+def test_every_layout_against_kio_encoded_responses(api, version):
+    """Random responses of each API and version, encoded by kio; after the rewrite, kio reads back
+    exactly the original with the front's addresses."""
+    import io
+
+    from hypothesis import HealthCheck
+    from kio.serial import entity_reader, entity_writer
+
+    from kio.static.primitive import Records
+
+    st.register_type_strategy(Records, st.binary(max_size=48).map(Records))  # the record batches: opaque here
+    cls = _kio_class(api, version)
+    flexible = cls.__flexible__
+
+    @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.from_type(cls))
+    def roundtrip(response):
+        body = io.BytesIO()
+        entity_writer(cls)(body, response)
+        frame = Writer().int32(9).raw(b"\x00" if flexible else b"").raw(body.getvalue()).bytes()
+        out = rewrite_response(api, version, frame,
+                               lambda node, host, port: ("127.0.0.1", _front_port(node)))
+        assert out[:4] == frame[:4]
+        body_out = out[5 if flexible else 4:]
+        read, size = entity_reader(cls)(body_out, 0)
+        assert size == len(body_out)  # every byte read, nothing left over
+        assert read == _as_the_front_says(api, response)
+
+    roundtrip()
