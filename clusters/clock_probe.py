@@ -31,7 +31,7 @@ def measure_broker_clocks(cluster: Any, samples: int = SAMPLES) -> dict[str, Any
     admin = cluster.admin()
     topics = admin.list_topics(timeout=10).topics
     if PROBE_TOPIC not in topics:
-        new = NewTopic(PROBE_TOPIC, replica_assignment=[[b] for b in brokers],
+        new = NewTopic(PROBE_TOPIC, num_partitions=len(brokers), replica_assignment=[[b] for b in brokers],
                        config={"message.timestamp.type": "LogAppendTime", "retention.ms": "3600000"})
         try:
             admin.create_topics([new], request_timeout=15)[PROBE_TOPIC].result(30)

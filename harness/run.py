@@ -8,9 +8,11 @@ and the cluster are stopped (``finally``), and the history recorded so far is me
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import platform
 import random
+import re
 import shlex
 import threading
 import time
@@ -66,6 +68,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         schedule = generate_schedule(campaign.faults, campaign.run.duration_s, seed)
     check_out_root(out_root)
     run = RunDir.create(out_root, campaign.name, seed)
+    campaign = own_topics(campaign, run)
     run_log = log.copied_to(run.path / "kchaos.log")  # every line of the run, kept with it
     run_log.__enter__()
     (run.path / "seed").write_text(f"{seed}\n")
@@ -178,6 +181,29 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         render_report(run)
         run_log.__exit__(None, None, None)
     return run, outcome
+
+
+#: the suffix a run on an external cluster gives its topics and group (one replayed is re-suffixed)
+_RUN_SUFFIX = re.compile(r"-r[0-9a-f]{8}$")
+
+
+def own_topics(campaign: Campaign, run: RunDir) -> Campaign:
+    """On a cluster kchaos did not start, the run's topics and group are its own: the names get a
+    suffix unique to the run (recorded in campaign.json, so every reader sees them). Another run's
+    records in a topic of the same name, or its group's committed offsets, would otherwise be
+    judged as this run's (a cluster kchaos starts is new for every run)."""
+    if campaign.cluster.backend != "external" or campaign.workload.external_command:
+        return campaign
+    tag = "-r" + hashlib.blake2b(str(run.path).encode(), digest_size=4).hexdigest()
+
+    def own(name: str) -> str:
+        return _RUN_SUFFIX.sub("", name) + tag
+
+    workload = campaign.workload.model_copy(update={
+        "input_topic": own(campaign.workload.input_topic),
+        "output_topics": tuple(own(t) for t in campaign.workload.output_topics),
+        "group_id": own(campaign.workload.group_id)})
+    return campaign.model_copy(update={"workload": workload})
 
 
 def _measure_clocks(cluster: Any, run: RunDir, clocks: list[dict[str, Any]]) -> list[dict[str, Any]]:

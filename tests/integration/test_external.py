@@ -19,6 +19,7 @@ import pytest
 from kchaos.clusters.clock_probe import measure_broker_clocks
 from kchaos.clusters.external import ExternalCluster
 from kchaos.clusters.heal_journal import JOURNAL_NAME, HealJournal
+from kchaos.clusters.processes import processes_with_marker, reap
 from kchaos.clusters.spec import ClusterSpec
 from tests.external_lab import Lab, running_lab, sh
 
@@ -191,6 +192,8 @@ def test_what_a_killed_harness_left_is_undone(lab, tmp_path, kind, target, heale
                 os.kill(int(pid), signal.SIGKILL)
         os.killpg(harness.pid, signal.SIGKILL)
         harness.wait()
+        if healer == "kchaos heal":  # the control machine died: its workers and proxies with it
+            reap(tmp_path / "runs")
     run = only_run(tmp_path / "runs")
     journal = HealJournal(run / "cluster" / JOURNAL_NAME)
     if healer == "reaper":
@@ -207,6 +210,7 @@ def test_what_a_killed_harness_left_is_undone(lab, tmp_path, kind, target, heale
     assert all(lab.process_state(n) not in ("", "T") for n in lab.nodes)
     healthy(lab)
     assert HealJournal(run / "cluster" / JOURNAL_NAME).pending() == []
+    assert lab.wait(lambda: processes_with_marker(str(run)) == [], 30, "the run's processes gone") is None
     again = kchaos("heal", str(run), timeout=120)  # idempotent
     assert again.returncode == 0 and "nothing to heal" in again.stderr
 
