@@ -25,7 +25,7 @@ API_KEYS: dict[str, int] = {
     "Produce": 0, "Fetch": 1, "ListOffsets": 2, "Metadata": 3, "OffsetCommit": 8, "OffsetFetch": 9,
     "FindCoordinator": 10, "JoinGroup": 11, "Heartbeat": 12, "LeaveGroup": 13, "SyncGroup": 14,
     "ApiVersions": 18, "InitProducerId": 22, "AddPartitionsToTxn": 24, "AddOffsetsToTxn": 25,
-    "EndTxn": 26, "WriteTxnMarkers": 27, "TxnOffsetCommit": 28, "DescribeTransactions": 65,
+    "EndTxn": 26, "WriteTxnMarkers": 27, "TxnOffsetCommit": 28, "DescribeCluster": 60, "DescribeTransactions": 65,
     "ConsumerGroupHeartbeat": 68,
 }
 API_NAMES: dict[int, str] = {v: k for k, v in API_KEYS.items()}
@@ -33,7 +33,7 @@ API_NAMES: dict[int, str] = {v: k for k, v in API_KEYS.items()}
 #: first flexible version of each API's request (and response), from the schemas
 FLEXIBLE_FROM: dict[int, int] = {
     0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 18: 3, 22: 2, 24: 3, 25: 3,
-    26: 3, 27: 1, 28: 3, 65: 0, 68: 0,
+    26: 3, 27: 1, 28: 3, 60: 0, 65: 0, 68: 0,
 }
 
 #: error names a message fault may answer with (Kafka's Errors enum)

@@ -519,14 +519,26 @@ class Front:
         if not carries_addresses(header.api_key, header.api_version):
             return frame
         seen: list[tuple[int, str, int]] = []
-        rewrite_response(header.api_key, header.api_version, frame,
-                         lambda n, h, p: (seen.append((n, h, p)), ("", 0))[1])
-        for node_id, host, port in seen:
-            await self.node_route(node_id, host, port)
+        new: list[tuple[int, str, int]] = []
+
+        def advertise(node_id: int, host: str, port: int) -> tuple[str, int]:
+            seen.append((node_id, host, port))
+            route = self.nodes.get(node_id)
+            if route is None or (route.upstream_host, route.upstream) != (host, port):
+                new.append((node_id, host, port))
+                return "", 0
+            return self.advertised_host, self.advertised.get(node_id, route.listen)
+
+        out = rewrite_response(header.api_key, header.api_version, frame, advertise)
+        if new:  # a broker not seen before (or moved): its listener first, then the answer again
+            for node_id, host, port in new:
+                await self.node_route(node_id, host, port)
+            seen.clear()
+            new.clear()
+            out = rewrite_response(header.api_key, header.api_version, frame, advertise)
         api = API_NAMES.get(header.api_key, str(header.api_key))
         self.rewritten[api] = self.rewritten.get(api, 0) + len(seen)
-        return rewrite_response(header.api_key, header.api_version, frame, lambda n, h, p: (
-            self.advertised_host, self.advertised.get(n, self.nodes[n].listen)))
+        return out
 
     def describe(self) -> dict[str, Any]:
         return {"nodes": {str(n): {"listen": r.listen, "upstream": f"{r.upstream_host}:{r.upstream}",
