@@ -165,13 +165,6 @@ class FirewallNetwork:
         others = [n.node_id for n in self.cluster.nodes if n.node_id != node_id]
         return self.partition([node_id], others)
 
-    def rules(self, node_id: int) -> list[str]:
-        """The ``KCHAOS`` rules on a node now (none: healed)."""
-        access = self.cluster.access
-        assert access is not None
-        proc = run_command(access.render("exec", node_id, cmd=firewall.list_chain()))
-        return [line for line in proc.stdout.splitlines() if line.strip() and not line.startswith("-N ")]
-
     def heal(self) -> None:
         if self.cluster.access is not None and self.cluster.journal is not None:
             self.cluster.undo_all("partition")
@@ -370,10 +363,7 @@ class ExternalCluster(Cluster):
         still given the undo (a heal is idempotent, and a node may be down for another reason)."""
         assert self.access is not None and self.journal is not None
         pending = self.journal.pending(node=node_id, actions=actions)
-        report = heal_pending(_Scoped(self.journal, pending), run_undo, "healed by the run")
-        failed = [r for r in report if not r["healed"]]
-        if failed:
-            raise ClusterError(f"healing node {node_id} failed: {failed[0]['undo']}")
+        self._heal(pending)
         if not pending:
             for action in actions[:1]:
                 for name in UNDO.get(action, ()):
@@ -381,11 +371,13 @@ class ExternalCluster(Cluster):
 
     def undo_all(self, action: str) -> None:
         assert self.journal is not None
-        report = heal_pending(_Scoped(self.journal, self.journal.pending(actions=(action,))), run_undo,
-                              "healed by the run")
-        failed = [r for r in report if not r["healed"]]
+        self._heal(self.journal.pending(actions=(action,)))
+
+    def _heal(self, entries: list[Any]) -> None:
+        assert self.journal is not None
+        failed = [r for r in heal_pending(self.journal, run_undo, "healed by the run", entries) if not r["healed"]]
         if failed:
-            raise ClusterError(f"healing {action} on node {failed[0]['node']} failed: {failed[0]['undo']}")
+            raise ClusterError(f"healing {failed[0]['action']} on node {failed[0]['node']} failed: {failed[0]['undo']}")
 
     def stop(self) -> None:
         """Undo whatever the journal still holds, keep the nodes' logs, disconnect. Never raises."""
@@ -421,19 +413,6 @@ class ExternalCluster(Cluster):
             out["access"] = {"kind": self.access.spec.access,
                              "actions": describe(self.access, sorted(self.access.nodes))}
         return out
-
-
-class _Scoped:
-    """A journal seen through a chosen set of its pending entries (heal_pending undoes those only)."""
-
-    def __init__(self, journal: HealJournal, entries: list[Any]):
-        self._journal, self._entries = journal, entries
-
-    def pending(self) -> list[Any]:
-        return list(self._entries)
-
-    def healed(self, entry_id: int, how: str) -> None:
-        self._journal.healed(entry_id, how)
 
 
 def heal_run(cluster_dir: Path) -> list[dict[str, Any]]:

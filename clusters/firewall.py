@@ -45,7 +45,3 @@ def remove_chain() -> str:
                      f"! {ipt} -w -n -L {CHAIN} >/dev/null 2>&1 || exit 1; fi")
     return "; ".join(parts)
 
-
-def list_chain() -> str:
-    """On a node: the ``KCHAOS`` rules, one per line (nothing when healed)."""
-    return f"iptables -w -S {CHAIN} 2>/dev/null; ip6tables -w -S {CHAIN} 2>/dev/null; true"

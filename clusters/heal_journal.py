@@ -93,13 +93,15 @@ class HealJournal:
         self._append({"healed": entry_id, "how": how, "time": time.time()})
 
 
-def heal_pending(journal: HealJournal, run: Callable[[dict[str, Any]], tuple[bool, str]], how: str) -> list[dict[str, Any]]:
-    """Undo every act not yet healed, newest first: ``run(undo)`` executes one undo command and says
-    whether it worked and what it printed. An entry is marked healed once all its undo commands
-    worked; one that failed stays pending (for the next heal) and is reported."""
+def heal_pending(journal: HealJournal, run: Callable[[dict[str, Any]], tuple[bool, str]], how: str,
+                 entries: list[Entry] | None = None) -> list[dict[str, Any]]:
+    """Undo every act not yet healed (or only ``entries`` of them), newest first: ``run(undo)``
+    executes one undo command and says whether it worked and what it printed. An entry is marked
+    healed once all its undo commands worked; one that failed stays pending (for the next heal)
+    and is reported."""
     report = []
     done: set[str] = set()  # one undo command (say, a node's chain removal) once per heal
-    for entry in reversed(journal.pending()):
+    for entry in reversed(journal.pending() if entries is None else entries):
         results = []
         for undo in entry.undo:
             key = undo["shell"]
