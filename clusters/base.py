@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from kchaos.clusters.client_security import java_client_properties, properties_text, resolve_env_refs
 from kchaos.clusters.kafka_tools import describe_quorum_leader
 from kchaos.clusters.processes import is_alive
 from kchaos.errors import CapabilityError, ClusterError
@@ -109,6 +110,7 @@ class Cluster(abc.ABC):
 
     def __init__(self) -> None:
         self._admin: Any = None
+        self._java_config_file: Path | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     @abc.abstractmethod
@@ -137,9 +139,44 @@ class Cluster(abc.ABC):
     @abc.abstractmethod
     def bootstrap_servers(self) -> str: ...
 
+    def client_security(self) -> dict[str, str]:
+        """The clients' security settings as the campaign wrote them: librdkafka's dialect, secrets
+        as ``${ENV:NAME}`` references (clusters/client_security.py). This, never the resolved
+        settings, is what goes to files and to other processes, which resolve it themselves."""
+        return {}
+
     def client_config(self) -> dict[str, str]:
-        """Settings every client of this cluster needs (bootstrap, security)."""
-        return {"bootstrap.servers": self.bootstrap_servers}
+        """Settings every client of this cluster needs (bootstrap, security), secrets resolved: for
+        clients made in this process only."""
+        return {**resolve_env_refs(self.client_security()), "bootstrap.servers": self.bootstrap_servers}
+
+    def client_config_refs(self) -> dict[str, str]:
+        """:meth:`client_config` with its secrets still references: for files and other processes."""
+        return {**self.client_security(), "bootstrap.servers": self.bootstrap_servers}
+
+    def java_client_config(self) -> dict[str, str]:
+        """The security settings in the Java clients' dialect (Kafka's tools, Spark's Kafka source)."""
+        return java_client_properties(self.client_security())
+
+    def java_client_config_file(self) -> Path | None:
+        """A ``--command-config`` file for Kafka's tools on a secured cluster (references only, no
+        secret; None when the cluster needs no settings)."""
+        props = self.java_client_config()
+        if not props:
+            return None
+        if self._java_config_file is None:
+            directory = getattr(self, "work_dir", None)
+            if directory is None:
+                import atexit
+                import shutil
+                import tempfile
+
+                directory = Path(tempfile.mkdtemp(prefix="kchaos-client-"))
+                atexit.register(shutil.rmtree, directory, True)
+            Path(directory).mkdir(parents=True, exist_ok=True)
+            self._java_config_file = Path(directory) / "client.properties"
+            self._java_config_file.write_text(properties_text(props))
+        return self._java_config_file
 
     def node(self, node_id: int) -> Node:
         for node in self.nodes:

@@ -16,8 +16,11 @@ in the nodes' own ``KCHAOS`` chain (clusters/firewall.py), removed alone on heal
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +28,10 @@ from kchaos.clusters import firewall
 from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role
 from kchaos.clusters.heal_journal import JOURNAL_NAME, HealJournal, heal_pending
 from kchaos.clusters.node_access import NodeAccess, NodeCommand, describe, run_command, run_undo
-from kchaos.clusters.message_proxy import MessageProxyClient
+from kchaos.clusters.client_security import record as record_client_security
+from kchaos.clusters.client_security import uses_tls
+from kchaos.clusters.message_proxy import HOST, KEY_PASSWORD_ENV, MessageProxyClient
+from kchaos.clusters.tls_certs import ThrowawayCA
 from kchaos.clusters.ports import link_names
 from kchaos.clusters.processes import ManagedProcess
 from kchaos.clusters.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary, start_toxiproxy
@@ -200,6 +206,9 @@ class ExternalCluster(Cluster):
         self.messages: MessageProxyClient | None = None
         self.toxiproxy: ToxiproxyClient | None = None
         self._processes: list[ManagedProcess] = []
+        #: a TLS front's certificate files (cert, key, ca), and the directory kchaos made them in
+        self._front_tls: dict[str, str] | None = None
+        self._front_tls_dir: Path | None = None
 
     @property
     def capabilities(self) -> frozenset[Capability]:  # type: ignore[override]
@@ -212,9 +221,17 @@ class ExternalCluster(Cluster):
         assert self.spec.external is not None
         return self.front_bootstrap or self.spec.external.bootstrap_servers
 
-    def client_config(self) -> dict[str, str]:
+    def client_security(self) -> dict[str, str]:
+        """The campaign's client settings; through a TLS front, the clients trust the front's
+        certificate instead of the brokers' (the front shows the brokers its own TLS identity, so a
+        client certificate is the front's to present, not theirs)."""
         assert self.spec.external is not None
-        return {**self.spec.external.resolved_client_config(), "bootstrap.servers": self.bootstrap_servers}
+        config = dict(self.spec.external.client_config)
+        if self._front_tls is not None:
+            config["ssl.ca.location"] = self._front_tls["ca"]
+            for key in ("ssl.certificate.location", "ssl.key.location", "ssl.key.password"):
+                config.pop(key, None)
+        return config
 
     @property
     def nodes(self) -> list[Node]:  # type: ignore[override]
@@ -277,6 +294,8 @@ class ExternalCluster(Cluster):
         self._nodes = [ExternalNode(self, nid, self._roles(declared.get(nid)), brokers.get(nid)) for nid in ids]
         if ext.front:
             self._toxiproxy_in_front()
+        if self.work_dir is not None:
+            record_client_security(self.work_dir, self.client_security())
 
     # -- the front -----------------------------------------------------------------------------
     def _start_front(self) -> None:
@@ -292,7 +311,12 @@ class ExternalCluster(Cluster):
                 "--events", str(directory / "events.jsonl"), "--front-bootstrap", f"{bootstrap}={servers}"]
         if ext.front_source_address:
             argv += ["--source-address", ext.front_source_address]
-        process = ManagedProcess("front", argv, directory / "front.log", self.work_dir / "pids", marker=str(self.work_dir))
+        env = None
+        if uses_tls(ext.client_config):
+            tls_argv, env = self._front_tls_args(directory)
+            argv += tls_argv
+        process = ManagedProcess("front", argv, directory / "front.log", self.work_dir / "pids", marker=str(self.work_dir),
+                                 env=env)
         self._processes.append(process)
         process.start()
         self.messages = MessageProxyClient(control)
@@ -328,6 +352,38 @@ class ExternalCluster(Cluster):
         except ClusterError:
             return None
 
+    def _front_tls_args(self, directory: Path) -> tuple[list[str], dict[str, str]]:
+        """The TLS-terminating front: the clients' TLS ends at the front, with the user's certificate
+        for it or one kchaos makes now (its CA's key deleted at once, the files removed at stop);
+        the front opens TLS to the brokers with the clients' own settings."""
+        ext = self.spec.external
+        assert ext is not None
+        client = ext.client_config
+        if ext.front_certificate and ext.front_key:
+            ca = ext.front_ca or client.get("ssl.ca.location")
+            if not ca:
+                raise ConfigError("the clients cannot trust front_certificate: give front_ca, the CA that signed it")
+            self._front_tls = {"cert": ext.front_certificate, "key": ext.front_key, "ca": ca}
+        else:
+            self._front_tls_dir = Path(tempfile.mkdtemp(prefix="kchaos-front-tls-"))
+            authority = ThrowawayCA(self._front_tls_dir, "kchaos front CA")
+            issued = authority.issue("front", [HOST, "localhost"])
+            authority.close()
+            self._front_tls = {"cert": str(issued.certificate), "key": str(issued.key), "ca": str(authority.certificate)}
+            shutil.copy(authority.certificate, directory / "front-ca.pem")  # for the record: what the clients trusted
+        argv = ["--tls-cert", self._front_tls["cert"], "--tls-key", self._front_tls["key"]]
+        if client.get("ssl.ca.location"):
+            argv += ["--upstream-ca", client["ssl.ca.location"]]
+        if client.get("ssl.certificate.location"):
+            argv += ["--upstream-cert", client["ssl.certificate.location"], "--upstream-key", client.get("ssl.key.location", "")]
+        if client.get("ssl.endpoint.identification.algorithm", "https").lower() == "none":
+            argv.append("--no-hostname-check")
+        env = dict(os.environ)
+        password = ext.resolved_client_config().get("ssl.key.password")
+        if password is not None:
+            env[KEY_PASSWORD_ENV] = password
+        return argv, env
+
     def _stop_front(self) -> None:
         for process in reversed(self._processes):
             try:
@@ -335,6 +391,9 @@ class ExternalCluster(Cluster):
             except Exception:
                 pass
         self._processes = []
+        if self._front_tls_dir is not None:
+            shutil.rmtree(self._front_tls_dir, ignore_errors=True)
+            self._front_tls_dir = None
 
     @staticmethod
     def _roles(node: Any) -> frozenset[Role]:

@@ -113,7 +113,8 @@ def tool_args(cluster: "Cluster") -> tuple[list[str], str]:
     version = getattr(cluster, "kafka_version", None)
     if version is None:
         raise ClusterError("this cluster does not say which Kafka version its tools should come from")
-    return ["--bootstrap-server", cluster.bootstrap_servers], version
+    security = cluster.java_client_config_file()
+    return ["--bootstrap-server", cluster.bootstrap_servers, *(["--command-config", str(security)] if security else [])], version
 
 
 def describe_quorum_leader(cluster: "Cluster") -> int:

@@ -391,7 +391,9 @@ class MessageProxy:
     async def client_connected(self, route: Route, creader: asyncio.StreamReader, cwriter: asyncio.StreamWriter) -> None:
         try:
             ureader, uwriter = await self.connect_upstream(route)
-        except OSError:
+        except OSError as exc:
+            if type(exc).__name__.startswith("SSL"):  # not a broker that is down: say why, once per attempt
+                print(f"TLS to {route.upstream_host}:{route.upstream} failed: {exc}", flush=True)
             cwriter.close()  # the broker is down: the client sees a refused connection's effect
             return
         conn = Connection(self, route, creader, cwriter, ureader, uwriter)
@@ -472,8 +474,9 @@ class Front:
     address each broker is advertised at."""
 
     def __init__(self, proxy: MessageProxy, bootstrap: list[tuple[str, int]], advertised_host: str,
-                 source_address: str | None):
+                 source_address: str | None, tls: "FrontTLS | None" = None):
         self.proxy = proxy
+        self.tls = tls
         self.bootstrap = bootstrap
         self.advertised_host = advertised_host
         self.source_address = source_address
@@ -484,13 +487,19 @@ class Front:
         self._lock = asyncio.Lock()
 
     async def connect(self, route: Route) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        local = {"local_addr": (self.source_address, 0)} if self.source_address else {}
+        local: dict[str, Any] = {"local_addr": (self.source_address, 0)} if self.source_address else {}
+
+        def secured(host: str) -> dict[str, Any]:  # TLS to the broker, its name checked as a client would
+            if self.tls is None or self.tls.upstream is None:
+                return local
+            return {**local, "ssl": self.tls.upstream, "server_hostname": host}
+
         if route.node >= 0:
-            return await asyncio.open_connection(route.upstream_host, route.upstream, **local)
+            return await asyncio.open_connection(route.upstream_host, route.upstream, **secured(route.upstream_host))
         last: OSError | None = None
         for host, port in self.bootstrap:  # the bootstrap listener: the first server that answers
             try:
-                return await asyncio.open_connection(host, port, **local)
+                return await asyncio.open_connection(host, port, **secured(host))
             except OSError as exc:
                 last = exc
         raise last or OSError("no bootstrap server")
@@ -501,7 +510,8 @@ class Front:
         async with self._lock:
             route = self.nodes.get(node_id)
             if route is None:
-                server = await asyncio.start_server(lambda r, w: self._connected(node_id, r, w), HOST, 0)
+                server = await asyncio.start_server(lambda r, w: self._connected(node_id, r, w), HOST, 0,
+                                                    ssl=self.tls.listen if self.tls else None)
                 listen = server.sockets[0].getsockname()[1]
                 self.servers.append(server)
                 route = Route(f"n{node_id}", node_id, "client", None, listen, port, host)
@@ -546,18 +556,44 @@ class Front:
                 "rewritten": dict(self.rewritten)}
 
 
+class FrontTLS:
+    """The front's TLS, for a cluster whose clients speak it: ``listen`` terminates the clients' TLS
+    with the front's certificate; ``upstream`` opens TLS to the brokers as the clients would (their
+    CA, their certificate if they have one, host names checked unless they are not)."""
+
+    def __init__(self, certificate: str, key: str, upstream_ca: str | None = None, upstream_cert: str | None = None,
+                 upstream_key: str | None = None, check_hostname: bool = True):
+        import ssl
+
+        self.listen = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.listen.load_cert_chain(certificate, key)
+        self.upstream = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=upstream_ca)
+        self.upstream.check_hostname = check_hostname
+        if upstream_cert:
+            # a key's password comes from the environment only (never an argument: ps shows those)
+            self.upstream.load_cert_chain(upstream_cert, upstream_key, password=os.environ.get(KEY_PASSWORD_ENV))
+
+
+#: where the front reads the password of the client key it presents to the brokers
+KEY_PASSWORD_ENV = "KCHAOS_FRONT_KEY_PASSWORD"
+
+
 async def serve(routes: list[Route], control_port: int, events_path: Path, front_bootstrap: str | None = None,
-                advertised_host: str = HOST, source_address: str | None = None) -> None:
+                advertised_host: str = HOST, source_address: str | None = None, tls: FrontTLS | None = None) -> None:
     proxy = MessageProxy(routes, events_path)
+    listen_tls: dict[str, Route] = {}
     if front_bootstrap is not None:
         listen, _, servers_text = front_bootstrap.partition("=")
         bootstrap = [(h, int(p)) for h, _, p in (s.strip().rpartition(":") for s in servers_text.split(","))]
-        proxy.front = Front(proxy, bootstrap, advertised_host, source_address)
-        routes = [*routes, Route("bootstrap", -1, "client", None, int(listen), bootstrap[0][1], bootstrap[0][0])]
+        proxy.front = Front(proxy, bootstrap, advertised_host, source_address, tls)
+        front_route = Route("bootstrap", -1, "client", None, int(listen), bootstrap[0][1], bootstrap[0][0])
+        routes = [*routes, front_route]
+        listen_tls["bootstrap"] = front_route
     servers = [await asyncio.start_server(proxy.control, HOST, control_port)]
     for route in routes:
         servers.append(await asyncio.start_server(
-            lambda r, w, route=route: proxy.client_connected(route, r, w), HOST, route.listen))
+            lambda r, w, route=route: proxy.client_connected(route, r, w), HOST, route.listen,
+            ssl=tls.listen if tls is not None and route.name in listen_tls else None))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -579,9 +615,21 @@ def main(argv: list[str] | None = None) -> int:
                         "bootstrap servers behind this proxy's bootstrap port; broker addresses in answers are rewritten")
     parser.add_argument("--advertised-host", default=HOST, help="front mode: the host clients are told")
     parser.add_argument("--source-address", help="front mode: the local address connections to the brokers come from")
+    parser.add_argument("--tls-cert", help="front mode, TLS: the certificate (PEM) the front shows its clients")
+    parser.add_argument("--tls-key", help="front mode, TLS: its key (PEM)")
+    parser.add_argument("--upstream-ca", help="front mode, TLS: the CA (PEM) the brokers' certificates are checked with "
+                        "(default: the system's)")
+    parser.add_argument("--upstream-cert", help="front mode, TLS: a client certificate (PEM) shown to the brokers")
+    parser.add_argument("--upstream-key", help=f"its key (PEM; a password from ${KEY_PASSWORD_ENV})")
+    parser.add_argument("--no-hostname-check", action="store_true", help="front mode, TLS: do not check the brokers' "
+                        "host names (the clients' ssl.endpoint.identification.algorithm = none)")
     args = parser.parse_args(argv)
+    if (args.tls_cert is None) != (args.tls_key is None) or (args.tls_cert and not args.front_bootstrap):
+        parser.error("--tls-cert and --tls-key go together, in front mode")
+    tls = (FrontTLS(args.tls_cert, args.tls_key, args.upstream_ca, args.upstream_cert, args.upstream_key,
+                    not args.no_hostname_check) if args.tls_cert else None)
     asyncio.run(serve([Route.parse(r) for r in args.route], args.control, args.events, args.front_bootstrap,
-                      args.advertised_host, args.source_address))
+                      args.advertised_host, args.source_address, tls))
     return 0
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import os
 import re
 import tomllib
 import types
@@ -14,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from kchaos.errors import ConfigError
 from kchaos.clusters.artifacts import DEFAULT_KAFKA_VERSION, KNOWN_KAFKA_VERSIONS
+from kchaos.clusters.client_security import ENV_REF, resolve_env_refs, security_protocol
 
 #: Broker properties kchaos sets itself; overriding them would break the topology or the proxies.
 MANAGED_BROKER_PROPERTIES = frozenset({
@@ -23,7 +23,7 @@ MANAGED_BROKER_PROPERTIES = frozenset({
     "metadata.log.dir",
 })
 _PROPERTY_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*$")
-_ENV_REF_RE = re.compile(r"^\$\{ENV:([A-Za-z_][A-Za-z0-9_]*)\}$")
+_ENV_REF_RE = ENV_REF
 
 
 #: what a node's access can do (clusters/node_access.py renders each as a shell command)
@@ -72,22 +72,18 @@ class ExternalSpec(BaseModel):
                                            "campaign has such faults")
     front_source_address: str | None = Field(None, description="the local address the front's connections to the "
                                                                "brokers come from (a firewall that admits only it)")
+    front_certificate: str | None = Field(None, description="TLS clusters: the certificate (PEM file) the front shows "
+                                          "its clients, for 127.0.0.1; default: one kchaos makes per run with a CA "
+                                          "of its own, which the clients going through the front are told to trust")
+    front_key: str | None = Field(None, description="the key (PEM file) of front_certificate")
+    front_ca: str | None = Field(None, description="the CA (PEM file) the clients trust front_certificate with "
+                                                   "(default: client_config's ssl.ca.location)")
     nodes: tuple[ExternalNodeSpec, ...] = ()
     commands: dict[str, str] = Field(default_factory=dict, description="templates over the preset's, by action "
                                      f"({', '.join(NODE_ACTIONS)}); 'node: ...' runs through exec on the node")
 
     def resolved_client_config(self) -> dict[str, str]:
-        resolved = {}
-        for key, value in self.client_config.items():
-            match = _ENV_REF_RE.match(value)
-            if match:
-                name = match.group(1)
-                if name not in os.environ:
-                    raise ConfigError(f"cluster.external.client_config.{key} refers to ${{ENV:{name}}} but {name} is not set",
-                                      f"export {name}=... before running kchaos")
-                value = os.environ[name]
-            resolved[key] = value
-        return resolved
+        return resolve_env_refs(self.client_config)
 
     @field_validator("commands")
     @classmethod
@@ -100,6 +96,18 @@ class ExternalSpec(BaseModel):
                 raise ValueError(f"{action}: commands are stored in the heal journal; give secrets to the command's "
                                  "own configuration (an ssh key file, a kubeconfig), not in the template")
         return value
+
+    @model_validator(mode="after")
+    def _front_tls(self) -> "ExternalSpec":
+        if (self.front_certificate is None) != (self.front_key is None):
+            raise ValueError("front_certificate and front_key go together")
+        if self.front_ca is not None and self.front_certificate is None:
+            raise ValueError("front_ca is the CA of front_certificate: give the certificate and its key too")
+        try:
+            security_protocol(self.client_config)
+        except ConfigError as exc:
+            raise ValueError(exc.cause) from None
+        return self
 
     @model_validator(mode="after")
     def _distinct_nodes(self) -> "ExternalSpec":

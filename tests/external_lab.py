@@ -97,6 +97,8 @@ class LabNode:
 
 
 class Lab:
+    kind = "ssh"
+
     def __init__(self, root: Path, kafka_version: str, nodes: int = 3, features: dict[str, int] | None = None):
         self.root = root
         self.features = features or {}
@@ -213,6 +215,13 @@ class Lab:
         raise TimeoutError(f"{what} not ready after {timeout_s:.0f}s")
 
     # -- what the tests look at -----------------------------------------------------------
+    def client_config(self) -> dict[str, str]:
+        return {}
+
+    def on_node(self, node: LabNode, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """``argv`` in the node's network namespace."""
+        return sh("ip", "netns", "exec", node.netns, *argv, check=check)
+
     def broker_pids(self, node: LabNode) -> list[int]:
         proc = sh("pgrep", "-f", grep_self_safe(node.process), check=False)
         return [int(p) for p in proc.stdout.split()]
@@ -226,11 +235,10 @@ class Lab:
 
     def kchaos_rules(self, node: LabNode) -> list[str]:
         """Every iptables rule of the node's namespace that mentions KCHAOS (none: healed)."""
-        out = sh("ip", "netns", "exec", node.netns, "iptables", "-w", "-S").stdout
-        return [line for line in out.splitlines() if "KCHAOS" in line]
+        return [line for line in self.all_rules(node) if "KCHAOS" in line]
 
     def all_rules(self, node: LabNode) -> list[str]:
-        return sh("ip", "netns", "exec", node.netns, "iptables", "-w", "-S").stdout.splitlines()
+        return self.on_node(node, "iptables", "-w", "-S").stdout.splitlines()
 
     # -- tear down ------------------------------------------------------------------------
     def close(self) -> None:
@@ -264,7 +272,7 @@ def leftovers(lab: "Lab") -> list[str]:
 def remove_stale_labs() -> list[str]:
     """Remove the labs whose test process is gone (killed before its finalizer ran)."""
     removed = []
-    for entry in sorted(REGISTRY.glob("kx*")) if REGISTRY.exists() else []:
+    for entry in sorted(REGISTRY.glob("kx[0-9]*")) if REGISTRY.exists() else []:  # kxd*: tests/compose_lab.py
         try:
             pid, root, nodes = entry.read_text().split()
         except ValueError:

@@ -80,7 +80,8 @@ class CtpWorkload:
         self.seeder = Seeder(self.client, self.spec.input_topic, self.spec.records, self.spec.rate, self.seed,
                              history_dir / "seeder.jsonl", f"{self.txid_prefix}-seeder",
                              abort_fraction=self.spec.seed_abort_fraction, mark_aborted=self.spec.lineage == "id")
-        self.pool = WorkerPool(self.spec, self.client, self.run.path, self.seed, self.txid_prefix, self.history)
+        # the workers' config files get the settings with their secrets as references (they resolve them)
+        self.pool = WorkerPool(self.spec, self.cluster.client_config_refs(), self.run.path, self.seed, self.txid_prefix, self.history)
         if self.observer_spec is not None and self.observer_spec.count:
             topics = {self.spec.input_topic: self.spec.input_partitions,
                       **{t: self.spec.output_partitions for t in self.spec.output_topics}}

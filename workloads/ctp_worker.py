@@ -34,6 +34,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from kchaos.clusters.client_security import resolve_env_refs
 from kchaos.workloads.client_settings import (BATCH_GATHER_S, classic_consumer_defaults, client_id,
                                               confluent_producer_conf)
 from kchaos.workloads.history import HistoryWriter
@@ -114,7 +115,7 @@ class Worker:
         self.spec = WorkloadSpec.model_validate(config["workload"])
         self.worker = config["worker"]
         self.incarnation = int(config["incarnation"])
-        self.client = dict(config["client"])
+        self.client = resolve_env_refs(config["client"])  # its secrets are references in the file
         self.process = f"{self.worker}.{self.incarnation}"
         self.history = HistoryWriter(Path(config["history_path"]), self.process)
         self.rng = random.Random(f"{config['seed']}:{self.worker}:{self.incarnation}")

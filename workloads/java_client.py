@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.clusters.artifacts import MavenArtifact, resolve_jars, require_java, validate_kafka_version
+from kchaos.clusters.client_security import java_client_properties, properties_text
 from kchaos.errors import ConfigError, SetupError
 from kchaos.paths import cache_dir
 from kchaos.workloads.client_settings import JAVA_PRODUCER, java_value
@@ -88,7 +89,10 @@ def client_classpath(version: str, driver: Driver = CTP_WORKER) -> str:
 def worker_properties(config: dict[str, Any]) -> str:
     """The ``.properties`` text the Java driver reads, from the Python worker's config dict."""
     spec = config["workload"]
-    lines = {**{k: str(v) for k, v in config["client"].items()},
+    client = {k: str(v) for k, v in config["client"].items()}
+    # librdkafka's security settings in Java's dialect, secrets as references the JVM resolves
+    lines = {**{k: v for k, v in client.items() if not k.startswith(("ssl.", "sasl.", "security."))},
+             **java_client_properties(client),
              "kchaos.worker": config["worker"], "kchaos.incarnation": str(config["incarnation"]),
              "kchaos.transactional.id": f"{config['txid_prefix']}-{config['worker']}",
              "kchaos.seed": str(config["seed"]), "kchaos.history.path": config["history_path"],
@@ -107,7 +111,7 @@ def worker_properties(config: dict[str, Any]) -> str:
                       # per process: a paused instance and its replacement never share a state lock
                       "kchaos.streams.state.dir": str(Path(config["history_path"]).parent.parent / "workers"
                                                       / f"{config['worker']}.{config['incarnation']}-state")})
-    return "".join(f"{_escape(k)}={_escape(v)}\n" for k, v in sorted(lines.items()))
+    return properties_text(lines)
 
 
 #: Kafka Streams' processing.guarantee for each delivery a Streams workload accepts (spec.py)
@@ -134,19 +138,13 @@ def check_java_properties(workload: dict[str, Any], version: str) -> None:
     classpath = client_classpath(version)
     with tempfile.TemporaryDirectory(prefix="kchaos-java-check-") as tmp:
         path = Path(tmp) / "check.properties"
-        path.write_text("".join(f"{_escape(k)}={_escape(v)}\n" for k, v in sorted(lines.items())))
+        path.write_text(properties_text(lines))
         proc = subprocess.run([*java_argv(classpath, path)[:-1], "--check-config", str(path)],
                               capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
         problems = [line for line in proc.stdout.splitlines() if line.strip()] or [proc.stderr.strip()[-500:]]
         raise ConfigError("; ".join(problems), "use kafka-clients' property names and values "
                                                f"(ProducerConfig / ConsumerConfig of kafka-clients {version})")
-
-
-def _escape(text: str) -> str:
-    """java.util.Properties escaping for keys and values (backslash, separators, leading space)."""
-    out = text.replace("\\", "\\\\").replace("\n", "\\n").replace("=", "\\=").replace(":", "\\:")
-    return ("\\" + out) if out.startswith(" ") else out
 
 
 def java_argv(classpath: str, properties_path: Path, driver: Driver = CTP_WORKER) -> list[str]:

@@ -1,8 +1,16 @@
-"""Faults on a cluster kchaos did not start, in Jepsen's shape: three brokers in network namespaces
-of their own, each with its own address and sshd (tests/external_lab.py), reached by kchaos only
-through bootstrap servers and the ``ssh`` preset. Marked ``external`` (``pytest -m external``);
-the multi-minute campaign runs are ``long`` too. Costs here (2 cores): the lab starts in about
-15 s; the identity check and the chain test take seconds; each campaign run 1.5-3 minutes."""
+"""Faults on a cluster kchaos did not start, on two labs that kchaos reaches only as a user's campaign
+would (bootstrap servers and a node-access preset):
+
+* ``ssh``, Jepsen's shape: three brokers in network namespaces of their own, each with its own
+  address and sshd (tests/external_lab.py), driven by the ``ssh`` preset;
+* ``docker``, Compose's shape: three Kafka containers on a bridge network, started by the test on
+  kchaos' private engine (tests/compose_lab.py), driven by the ``docker`` preset.
+
+Every test runs on both. Marked ``external`` (``pytest -m external``); the multi-minute campaign
+runs, and everything on the docker lab (the engine's start and three containers), are ``long``
+too. Costs here (2 cores): the ssh lab starts in about 15 s, the docker lab in about a minute
+(the engine and three vfs-backed containers); the identity check and the chain test take
+seconds; each campaign run 1.5-3 minutes."""
 
 from __future__ import annotations
 
@@ -21,6 +29,7 @@ from kchaos.clusters.external import ExternalCluster
 from kchaos.clusters.heal_journal import JOURNAL_NAME, HealJournal
 from kchaos.clusters.processes import processes_with_marker, reap
 from kchaos.clusters.spec import ClusterSpec
+from tests.compose_lab import running_compose_lab
 from tests.external_lab import Lab, running_lab, sh
 
 pytestmark = [pytest.mark.cluster, pytest.mark.external]
@@ -30,9 +39,10 @@ KCHAOS = [sys.executable, "-m", "kchaos.cli"]
 KAFKA = "4.2.1"
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    with running_lab(tmp_path_factory.mktemp("lab"), KAFKA) as started:
+@pytest.fixture(scope="module", params=["ssh", pytest.param("docker", marks=pytest.mark.long)])
+def lab(request, tmp_path_factory):
+    labs = {"ssh": running_lab, "docker": running_compose_lab}
+    with labs[request.param](tmp_path_factory.mktemp(f"lab-{request.param}"), KAFKA) as started:
         yield started
 
 
@@ -40,7 +50,7 @@ def healthy(lab: Lab, timeout_s: float = 120) -> None:
     """Every broker registered (through the bootstrap servers, as a client sees the cluster)."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": lab.bootstrap_servers, "log_level": 0})
+    admin = AdminClient({"bootstrap.servers": lab.bootstrap_servers, "log_level": 0, **lab.client_config()})
     lab.wait(lambda: len(admin.list_topics(timeout=5).brokers) == len(lab.nodes), timeout_s, "every broker registered")
 
 
@@ -111,7 +121,7 @@ def test_a_partition_is_a_kchaos_chain_in_the_nodes_namespace_and_heal_removes_o
     made before, survives the heal; the journal holds the act and its healing."""
     node1, node2 = lab.nodes[0], lab.nodes[1]
     own_rule = ["-A", "INPUT", "-p", "tcp", "--dport", "7", "-j", "DROP"]  # the operator's, not kchaos'
-    sh("ip", "netns", "exec", node1.netns, "iptables", "-w", *own_rule)
+    lab.on_node(node1, "iptables", "-w", *own_rule)
     spec = ClusterSpec.load({"backend": "external", "kafka_version": KAFKA, "external": lab.external()})
     cluster = ExternalCluster(spec, tmp_path / "cluster")
     try:
@@ -122,21 +132,20 @@ def test_a_partition_is_a_kchaos_chain_in_the_nodes_namespace_and_heal_removes_o
         assert all(abs(b["offset_ms"]) <= b["bound_ms"] + 5 and b["bound_ms"] < 1000 for b in clocks["brokers"].values())
         cut = cluster.network.isolate(1)
         assert cut and all("n1" in name for name in cut)
-        assert any("-s 10.213.77.12" in rule for rule in lab.kchaos_rules(node1))
+        assert any(f"-s {node2.address}" in rule for rule in lab.kchaos_rules(node1))
         probe = f"timeout 3 bash -c 'echo > /dev/tcp/{node1.address}/9092'"
-        assert sh("ip", "netns", "exec", node2.netns, "sh", "-c", probe, check=False).returncode != 0  # peers cut
+        assert lab.on_node(node2, "sh", "-c", probe, check=False).returncode != 0  # peers cut
         assert sh("sh", "-c", probe, check=False).returncode == 0  # the harness (and ssh) still reach it
         pairs = {tuple(name.split("-")[1::2]) for name in cut}  # a pair's repl and quorum links: one pair of rules
         assert [e.action for e in cluster.journal.pending()] == ["partition"] * len(pairs) == ["partition"] * 4
         cluster.network.heal()
         assert all(lab.kchaos_rules(n) == [] for n in lab.nodes)
         assert "-A INPUT -p tcp -m tcp --dport 7 -j DROP" in lab.all_rules(node1)
-        assert sh("ip", "netns", "exec", node2.netns, "sh", "-c", probe, check=False).returncode == 0
+        assert lab.on_node(node2, "sh", "-c", probe, check=False).returncode == 0
         assert cluster.journal.pending() == []
     finally:
         cluster.stop()
-        sh("ip", "netns", "exec", node1.netns, "iptables", "-w", *["-D" if a == "-A" else a for a in own_rule],
-           check=False)
+        lab.on_node(node1, "iptables", "-w", *["-D" if a == "-A" else a for a in own_rule], check=False)
 
 
 @pytest.mark.long
@@ -228,15 +237,15 @@ def test_through_the_front_every_fault_family_works_and_no_client_reaches_a_brok
              "-j", "REJECT", "--reject-with", "tcp-reset"]
     sh("ip", "addr", "add", f"{front_ip}/24", "dev", lab.bridge)
     for n in lab.nodes:
-        sh("ip", "netns", "exec", n.netns, "iptables", "-w", "-I", *guard)
+        lab.on_node(n, "iptables", "-w", "-I", *guard)
     try:
         # the control: a direct connection is refused and counted; then the counts start from 0
         probe = f"timeout 3 bash -c 'echo > /dev/tcp/{lab.nodes[0].address}/9092'"
         assert sh("sh", "-c", probe, check=False).returncode != 0
-        listing = sh("ip", "netns", "exec", lab.nodes[0].netns, "iptables", "-w", "-L", "INPUT", "-v", "-x", "-n").stdout
+        listing = lab.on_node(lab.nodes[0], "iptables", "-w", "-L", "INPUT", "-v", "-x", "-n").stdout
         assert [int(x.split()[0]) for x in listing.splitlines() if "reject-with tcp-reset" in x][0] > 0
         for n in lab.nodes:
-            sh("ip", "netns", "exec", n.netns, "iptables", "-w", "-Z", "INPUT")
+            lab.on_node(n, "iptables", "-w", "-Z", "INPUT")
         faults = [{"kind": "latency", "target": "all-clients", "params": {"latency_ms": 150, "jitter_ms": 50}},
                   {"kind": "kill", "target": "txn-coordinator"},
                   {"kind": "message-delay", "target": "txn-coordinator", "params": {"apis": ["EndTxn"], "count": 2,
@@ -250,7 +259,7 @@ def test_through_the_front_every_fault_family_works_and_no_client_reaches_a_brok
         assert set(results["run"]["faults"]["executed"]) == {"latency", "kill", "message-delay", "partition"}
         refused = {}
         for n in lab.nodes:
-            listing = sh("ip", "netns", "exec", n.netns, "iptables", "-w", "-L", "INPUT", "-v", "-x", "-n").stdout
+            listing = lab.on_node(n, "iptables", "-w", "-L", "INPUT", "-v", "-x", "-n").stdout
             refused[n.node_id] = [int(line.split()[0]) for line in listing.splitlines() if "reject-with tcp-reset" in line]
         assert refused == {n.node_id: [0] for n in lab.nodes}, f"clients reached brokers around the front: {refused}"
         front = json.loads((run / "cluster" / "messages" / "front.json").read_text())
@@ -260,5 +269,5 @@ def test_through_the_front_every_fault_family_works_and_no_client_reaches_a_brok
         assert '"kind": "delay"' in events and "EndTxn" in events
     finally:
         for n in lab.nodes:
-            sh("ip", "netns", "exec", n.netns, "iptables", "-w", "-D", *guard, check=False)
+            lab.on_node(n, "iptables", "-w", "-D", *guard, check=False)
         sh("ip", "addr", "del", f"{front_ip}/24", "dev", lab.bridge, check=False)

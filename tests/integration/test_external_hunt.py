@@ -1,7 +1,8 @@
 """The hunt on someone else's cluster: ``hunt-kip890`` (KAFKA-17754, transaction.version 1) against
-the lab of tests/external_lab.py (brokers in network namespaces, reached over ssh and through the
-address-rewriting front) finds what it finds on a cluster kchaos starts. Its own module: the lab
-here is formatted with transaction.version=1. About 15 s for the lab and 4-5 minutes for the hunt."""
+each lab (tests/external_lab.py: brokers in network namespaces over ssh; tests/compose_lab.py:
+containers through the docker preset), through the address-rewriting front, finds what it finds on
+a cluster kchaos starts. Its own module: the labs here are formatted with transaction.version=1.
+About 15 s (ssh) or a minute (docker) for the lab and 5-7 minutes for the hunt, each."""
 
 from __future__ import annotations
 
@@ -10,15 +11,18 @@ import tomllib
 
 import pytest
 
+from tests.compose_lab import running_compose_lab
 from tests.external_lab import running_lab
 from tests.integration.test_external import KAFKA, REPO, kchaos, only_run, toml_value
 
 pytestmark = [pytest.mark.cluster, pytest.mark.external, pytest.mark.long]
 
 
-@pytest.fixture(scope="module")
-def tv1_lab(tmp_path_factory):
-    with running_lab(tmp_path_factory.mktemp("lab-tv1"), KAFKA, features={"transaction.version": 1}) as started:
+@pytest.fixture(scope="module", params=["ssh", "docker"])
+def tv1_lab(request, tmp_path_factory):
+    labs = {"ssh": running_lab, "docker": running_compose_lab}
+    with labs[request.param](tmp_path_factory.mktemp(f"lab-tv1-{request.param}"), KAFKA,
+                             features={"transaction.version": 1}) as started:
         yield started
 
 

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from kchaos.clusters.client_security import java_client_properties, resolve_env_refs
 from kchaos.files import atomic_write
 from kchaos.verifier.model import read_json
 from kchaos.wire import END_OF_LOG_FETCH_WAIT_MS
@@ -30,11 +31,13 @@ SPARK_DIR = "topics-spark"  # in the run directory: ingest.json, and the data wh
 # Ingest: Kafka source -> Parquet in the data directory
 
 
-def topic_partitions(bootstrap: str, topics: list[str]) -> dict[str, list[int]]:
-    """Partition numbers of the topics that exist (cluster metadata, on the driver)."""
+def topic_partitions(bootstrap: str, topics: list[str], client: dict[str, str] | None = None) -> dict[str, list[int]]:
+    """Partition numbers of the topics that exist (cluster metadata, on the driver). ``client``: the
+    cluster's recorded security settings (clusters/client_security.py), secrets as references."""
     from confluent_kafka.admin import AdminClient
 
-    metadata = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3}).list_topics(timeout=30)
+    conf = {**resolve_env_refs(client or {}), "bootstrap.servers": bootstrap, "log_level": 3}
+    metadata = AdminClient(conf).list_topics(timeout=30)
     return {t: sorted(metadata.topics[t].partitions) for t in topics
             if t in metadata.topics and metadata.topics[t].error is None}
 
@@ -62,7 +65,8 @@ def recorded_ends(final: dict[str, Any] | None, view: str, assigned: dict[str, l
     return json.dumps(ends, sort_keys=True)
 
 
-def ingest_topics(spark: Any, bootstrap: str, run: Path, user_topics: list[str], data_dir: str | None = None) -> dict[str, Any]:
+def ingest_topics(spark: Any, bootstrap: str, run: Path, user_topics: list[str], data_dir: str | None = None,
+                  client: dict[str, str] | None = None) -> dict[str, Any]:
     """Read every topic the checks need from the beginning to its end with Spark's Kafka source:
     one query per view over explicitly assigned partitions (the user topics in both views, each
     internal topic in its view), written as ``<data>/<view>/topic=<name>/`` Parquet. Ends are
@@ -73,7 +77,9 @@ def ingest_topics(spark: Any, bootstrap: str, run: Path, user_topics: list[str],
     from pyspark.sql import functions as F
 
     location = data_location(run, data_dir)
-    partitions = topic_partitions(bootstrap, [*user_topics, *INTERNAL_VIEWS])
+    partitions = topic_partitions(bootstrap, [*user_topics, *INTERNAL_VIEWS], client)
+    # a secured cluster: the Java dialect of the same settings, secrets resolved by the JVM itself
+    security = {f"kafka.{k}": v for k, v in java_client_properties(client or {}).items()}
     # Spark 4.0's default (admin-based) offset reader plans no offset range for an internal topic,
     # even assigned explicitly: 0 records, silently (measured). The consumer-based reader reads them.
     spark.conf.set("spark.sql.streaming.kafka.useDeprecatedOffsetFetching", "true")
@@ -87,6 +93,7 @@ def ingest_topics(spark: Any, bootstrap: str, run: Path, user_topics: list[str],
         summary[f"{view}_ends"] = "latest" if ending == "latest" else "final reads"
         (spark.read.format("kafka")
          .option("kafka.bootstrap.servers", bootstrap)
+         .options(**security)
          .option("assign", json.dumps(assigned))
          .option("startingOffsets", "earliest").option("endingOffsets", ending)
          .option("kafka.isolation.level", VIEWS[view])

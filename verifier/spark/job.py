@@ -35,6 +35,8 @@ import time
 import traceback
 from pathlib import Path
 
+from kchaos.clusters.client_security import recorded as recorded_client_security
+from kchaos.clusters.client_security import resolve_env_refs
 from kchaos.files import atomic_write
 from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.results import Results
@@ -43,7 +45,7 @@ from kchaos.verifier.spark.ingest import SPARK_DIR, VIEWS, TopicSource, ingest_t
 from kchaos.verifier.spark.env import class_archive, finish_class_archive, remove_stale_dumps, spark_session
 
 
-def output_records(run: Path, bootstrap: str | None) -> int | None:
+def output_records(run: Path, bootstrap: str | None, client: dict[str, str] | None = None) -> int | None:
     """About how many output records the job will read (both views), before its session starts:
     the topics' end offsets when reading a live cluster, else the ingest's counts or the client
     dumps' Parquet footers. It sizes the driver JVM (spark.env.QUICK_JIT_BELOW); None if unknown."""
@@ -52,10 +54,11 @@ def output_records(run: Path, bootstrap: str | None) -> int | None:
         if bootstrap:
             from confluent_kafka import Consumer, TopicPartition
 
-            consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kchaos-verifier-size", "log_level": 3})
+            consumer = Consumer({**resolve_env_refs(client or {}), "bootstrap.servers": bootstrap,
+                                 "group.id": "kchaos-verifier-size", "log_level": 3})
             try:
                 ends = 0
-                for topic, parts in topic_partitions(bootstrap, output_topics).items():
+                for topic, parts in topic_partitions(bootstrap, output_topics, client).items():
                     for p in parts:
                         ends += consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
                 return 2 * ends  # both views; markers counted too, an upper bound
@@ -89,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     timings: dict[str, float] = {}
     spark = None
     dump_to = None
+    client = recorded_client_security(args.run)
     try:
         # no archive yet: this JVM writes one when it exits, for every later job on this machine
         archive = class_archive()
@@ -98,13 +102,13 @@ def main(argv: list[str] | None = None) -> int:
         # the run directory on the driver JVM's command line: leak checks and reapers can find it
         spark = spark_session(args.master, extra_conf={"spark.kchaos.run": str(args.run.resolve())},
                               ship_code_from=args.run / SPARK_DIR, dump_archive_to=dump_to,
-                              records=output_records(args.run, args.bootstrap))
+                              records=output_records(args.run, args.bootstrap, client))
         timings["session_s"] = round(time.monotonic() - started, 2)
         if args.bootstrap:
             workload = load_recorded(args.run).workload
             t = time.monotonic()
             ingest_topics(spark, args.bootstrap, args.run, [workload.input_topic, *workload.output_topics],
-                          args.data_dir)
+                          args.data_dir, client)
             timings["ingest_s"] = round(time.monotonic() - t, 2)
         t = time.monotonic()
         results = check_run_spark(spark, args.run, prefer_ingest=bool(args.bootstrap))

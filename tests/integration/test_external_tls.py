@@ -1,0 +1,63 @@
+"""TLS on a cluster kchaos did not start: the compose-style lab (tests/compose_lab.py) with an SSL
+client listener and certificates of a test CA made by the test. The campaign names only what a
+user would (``security.protocol = SSL``, the CA); kchaos' front terminates the clients' TLS with a
+certificate of its own and opens TLS to the brokers, so message faults and client toxics work as
+on a plaintext cluster, and Kafka's tools and the Spark ingest get the same settings in Java's
+dialect. Long tier: about a minute for the lab, 2-3 minutes for the run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kchaos.clusters.heal_journal import JOURNAL_NAME, HealJournal
+from tests.compose_lab import running_compose_lab
+from tests.integration.test_external import KAFKA, campaign, kchaos, only_run
+
+pytestmark = [pytest.mark.cluster, pytest.mark.external, pytest.mark.long]
+
+
+@pytest.fixture(scope="module")
+def tls_lab(tmp_path_factory):
+    with running_compose_lab(tmp_path_factory.mktemp("lab-tls"), KAFKA, tls=True) as started:
+        yield started
+
+
+def test_the_default_campaign_through_the_tls_front_is_valid_with_message_faults(tls_lab, tmp_path):
+    # the client port speaks TLS only: a plaintext client gets no answer
+    from confluent_kafka.admin import AdminClient
+
+    plain = AdminClient({"bootstrap.servers": tls_lab.bootstrap_servers, "log_level": 0, "socket.timeout.ms": 3000})
+    with pytest.raises(Exception):
+        plain.describe_cluster(request_timeout=4).result()
+    faults = [{"kind": "kill", "target": "txn-coordinator"}, {"kind": "partition", "target": "isolate-leader-output"},
+              {"kind": "message-delay", "target": "txn-coordinator", "params": {"apis": ["EndTxn"], "count": 2,
+                                                                                "delay_ms": 1500}},
+              {"kind": "latency", "target": "all-clients", "params": {"latency_ms": 150, "jitter_ms": 50}},
+              {"kind": "pause", "target": "group-coordinator"}]
+    path = campaign(tmp_path / "c.toml", tls_lab, faults, duration_s=50)
+    proc = kchaos("run", str(path), "--out", str(tmp_path / "runs"), "--seed", "4", timeout=900)
+    run = only_run(tmp_path / "runs")
+    results = json.loads((run / "results.json").read_text())
+    assert proc.returncode == 0, (results["verdict"], results.get("errors"), results.get("anomalies"), proc.stderr[-3000:])
+    assert results["verdict"] == "valid" and not results.get("required_not_checked")
+    coverage = results["run"]["faults"]
+    assert coverage["short"] == {} and set(coverage["executed"]) == {"kill", "partition", "message-delay", "latency",
+                                                                     "pause"}, coverage
+    # the front spoke TLS both ways: it rewrote the brokers' addresses (so it read the answers) and
+    # held EndTxn requests; the clients trusted kchaos' own front CA, recorded in the run
+    front = json.loads((run / "cluster" / "messages" / "front.json").read_text())
+    assert front["rewritten"].get("Metadata", 0) > 0, front
+    assert '"kind": "delay"' in (run / "cluster" / "messages" / "events.jsonl").read_text()
+    assert (run / "cluster" / "messages" / "front-ca.pem").read_text().startswith("-----BEGIN CERTIFICATE-----")
+    recorded = json.loads((run / "cluster" / "client-security.json").read_text())
+    assert recorded["security.protocol"] == "SSL" and recorded["ssl.ca.location"] != str(tls_lab.tls.ca)
+    # the Spark job read the topics through the front with the same settings (Java's dialect)
+    ingest = json.loads((run / "topics-spark" / "ingest.json").read_text())
+    assert sum(t["records"] for t in ingest["topics"].values()) > 0, ingest
+    # healed, nothing left: no rule, no paused container; the front's key went with the run
+    assert all(e.healed for e in HealJournal(run / "cluster" / JOURNAL_NAME).entries())
+    assert all(tls_lab.kchaos_rules(n) == [] for n in tls_lab.nodes)
+    assert all(tls_lab.process_state(n) not in ("", "T") for n in tls_lab.nodes)
+    assert not list(run.rglob("*.key")), "a private key was left in the run directory"
