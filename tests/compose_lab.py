@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -28,7 +27,7 @@ from kchaos.clusters.local import new_cluster_id
 from kchaos.clusters.node_config import SMALL_MACHINE_DEFAULTS
 from kchaos.clusters.processes import processes_with_marker
 from kchaos.clusters.tls_certs import ThrowawayCA
-from tests.external_lab import CONTROLLER_PORT, KAFKA_PORT, REGISTRY, sh
+from tests.external_lab import CONTROLLER_PORT, KAFKA_PORT, REGISTRY, sh, wait_for
 
 SUBNET = "10.214.77"
 
@@ -195,17 +194,7 @@ class ComposeLab:
         return True
 
     def wait(self, ok, timeout_s: float, what: str) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                if ok():
-                    return
-            except RuntimeError:
-                raise
-            except Exception:
-                pass
-            time.sleep(0.3)
-        raise TimeoutError(f"{what} not ready after {timeout_s:.0f}s")
+        wait_for(ok, timeout_s, what)
 
     # -- what the tests look at -----------------------------------------------------------
     def _container(self, n: ComposeNode) -> Any:

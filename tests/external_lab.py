@@ -207,12 +207,7 @@ class Lab:
             self.ssh(n, f"sh {n.dir / 'start.sh'}")  # started through its own sshd: inside its namespace
 
     def wait(self, ok, timeout_s: float, what: str) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if ok():
-                return
-            time.sleep(0.2)
-        raise TimeoutError(f"{what} not ready after {timeout_s:.0f}s")
+        wait_for(ok, timeout_s, what)
 
     # -- what the tests look at -----------------------------------------------------------
     def client_config(self) -> dict[str, str]:
@@ -252,6 +247,23 @@ class Lab:
             sh("ip", "link", "del", f"{self.tag}h{n.node_id}", check=False)
         sh("ip", "link", "del", self.bridge, check=False)
         (REGISTRY / self.tag).unlink(missing_ok=True)
+
+
+def wait_for(ok, timeout_s: float, what: str) -> None:
+    """Until ``ok()`` is true; its exceptions (a broker not listening yet) count as not yet, and
+    the last one is named when time runs out. A RuntimeError (the lab saw something fail) ends it."""
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            if ok():
+                return
+        except RuntimeError:
+            raise
+        except Exception as exc:
+            last = exc
+        time.sleep(0.2)
+    raise TimeoutError(f"{what} not ready after {timeout_s:.0f}s" + (f" (last: {last})" if last else ""))
 
 
 def grep_self_safe(text: str) -> str:
