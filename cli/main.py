@@ -31,10 +31,11 @@ from kchaos.clusters.spec import ClusterSpec, apply_overrides
 from kchaos.clusters.toxiproxy import ensure_toxiproxy_binary
 from kchaos.errors import EXIT_HARNESS_ERROR, ClusterError, ConfigError, KchaosError
 from kchaos.cli.plan import as_json, listing, plan, render_listing, render_plan
-from kchaos.faults.schedule import generate_schedule, read_schedule
+from kchaos.faults.schedule import generate_schedule
 from kchaos.harness.campaign import load_campaign
 from kchaos.harness.prune import apply_prune, plan_prune
-from kchaos.harness.run import execute_run, render_report
+from kchaos.harness import findings
+from kchaos.harness.run import render_report, replay_run
 from kchaos.harness.runs import run_count
 from kchaos.paths import state_dir
 from kchaos.reports.browser import ensure_browser
@@ -192,16 +193,20 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Re-run a stored run: its resolved campaign, its seed and its stored fault schedule."""
-    source = Path(args.run_dir)
-    campaign = load_recorded(source)
-    try:
-        schedule = read_schedule(source / "schedule.json")
-        seed = int((source / "seed").read_text().strip())
-    except FileNotFoundError as exc:
-        raise ConfigError(f"{source} cannot be replayed: {exc.filename} is missing",
-                          "pass a run directory made by `kchaos run`") from None
-    _, outcome = execute_run(campaign, Path(args.out), seed=seed, schedule=schedule, replay_of=source)
+    _, outcome = replay_run(Path(args.run_dir), Path(args.out))
     return outcome.exit_code
+
+
+def cmd_findings(args: argparse.Namespace) -> int:
+    """List the findings' claims, or replay their bundles and compare (exit 1 on any drift)."""
+    evidence = Path(args.evidence)
+    claims = findings.select(findings.load_claims(evidence), args.names)
+    if args.action == "list":
+        print(findings.listing_table(claims))
+        return 0
+    checks = findings.verify(evidence, claims, Path(args.out), say=say)
+    print(findings.verify_table(checks))
+    return 0 if all(c.reproduced for c in checks) else 1
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -335,6 +340,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("--out", default="runs", help="where the new run directory goes (default ./runs)")
     p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("findings", help="the claims of docs/findings.md and their evidence bundles: list them, or "
+                       "`verify` (replay each bundle and compare verdict and anomaly kinds; exit 1 on drift)")
+    p.add_argument("action", nargs="?", choices=["list", "verify"], default="list")
+    p.add_argument("names", nargs="*", help="findings (F1a), bundles, or finding:bundle (default: all)")
+    p.add_argument("--evidence", default="docs/evidence", help="the bundles and their findings.toml")
+    p.add_argument("--out", default="runs/findings", help="where the replays' run directories go")
+    p.set_defaults(func=cmd_findings)
 
     p = sub.add_parser("analyze", help="re-check a stored run directory (no cluster needed)")
     p.add_argument("run_dir")

@@ -113,6 +113,7 @@ class PrivateDockerEngine:
             # under the lock no other private engine runs: an exec root left here is a crashed one's
             for stale in Path("/tmp").glob("kchaos-dockerd-*"):
                 remove_exec_root(stale)
+            remember_host_forwarding()
             self.exec_root.mkdir(parents=True, exist_ok=True)
             self.process.start()
             clients: list[Any] = []
@@ -145,7 +146,50 @@ class PrivateDockerEngine:
                 pass  # the daemon's end below stops what it runs
         self.process.terminate(timeout_s=30)
         remove_exec_root(self.exec_root)
+        if self._lock_fd is not None:  # this engine ran: the host's forwarding as it was before
+            restore_host_forwarding()
         self._unlock()
+
+
+#: the host's forwarding before the first private engine started: dockerd turns IPv4 forwarding on
+#: and sets the FORWARD chain's policy to DROP, which (with br_netfilter, which it loads) drops the
+#: bridged traffic of every other bridge on the host; kept in a file so that a crashed engine's
+#: successor still knows the original
+FORWARDING_FILE = "host-forwarding"
+
+
+def _forward_policy() -> str | None:
+    proc = subprocess.run(["iptables", "-w", "-S", "FORWARD"], capture_output=True, text=True)
+    first = proc.stdout.splitlines()[0] if proc.returncode == 0 and proc.stdout.strip() else ""
+    return first.split()[2] if first.startswith("-P FORWARD") else None
+
+
+def remember_host_forwarding() -> None:
+    path = engine_home() / FORWARDING_FILE
+    if path.exists():
+        return  # a crashed engine's: it holds the host's original
+    policy = _forward_policy()
+    try:
+        ip_forward = Path("/proc/sys/net/ipv4/ip_forward").read_text().strip()
+    except OSError:
+        ip_forward = ""
+    if policy:
+        path.write_text(f"{policy} {ip_forward}\n")
+
+
+def restore_host_forwarding() -> None:
+    path = engine_home() / FORWARDING_FILE
+    try:
+        policy, *rest = path.read_text().split()
+    except (OSError, ValueError):
+        return
+    subprocess.run(["iptables", "-w", "-P", "FORWARD", policy], capture_output=True)
+    if rest and rest[0] in ("0", "1"):
+        try:
+            Path("/proc/sys/net/ipv4/ip_forward").write_text(rest[0])
+        except OSError:
+            pass
+    path.unlink(missing_ok=True)
 
 
 def remove_exec_root(path: Path) -> None:

@@ -28,7 +28,7 @@ from kchaos.clusters.clock_probe import measure_broker_clocks
 from kchaos.clusters.reaper import start_reaper
 from kchaos.faults.base import FaultContext
 from kchaos.faults.nemesis import Nemesis
-from kchaos.faults.schedule import generate_schedule, write_schedule
+from kchaos.faults.schedule import generate_schedule, read_schedule, write_schedule
 from kchaos.faults.steps import Stepper
 from kchaos.harness.progress import Progress
 from kchaos import log
@@ -37,7 +37,7 @@ from kchaos.log import say
 from kchaos.reports.run_report import render_run_report
 from kchaos.rundir import RunDir
 from kchaos.signals import GracefulStop
-from kchaos.verifier.campaign import Campaign, record
+from kchaos.verifier.campaign import Campaign, load_recorded, record
 from kchaos.verifier.outcome import Outcome
 from kchaos.verifier.verdict import judge_run
 from kchaos.workloads import make_workload
@@ -53,6 +53,19 @@ def replay_command(run: RunDir, campaign_path: Path | None, seed: int, overrides
     target = str(campaign_path) if campaign_path else "campaigns/default.toml"
     sets = "".join(f" --set {shlex.quote(o)}" for o in overrides or [])
     return f"kchaos run {shlex.quote(target)} --seed {seed}{sets}  # or: kchaos replay {shlex.quote(str(run.path))}"
+
+
+def replay_run(source: Path, out_root: Path) -> tuple[RunDir, Outcome]:
+    """Re-run a stored run (a run directory or an evidence bundle): its recorded campaign, its seed
+    and its stored fault schedule."""
+    campaign = load_recorded(source)
+    try:
+        schedule = read_schedule(source / "schedule.json")
+        seed = int((source / "seed").read_text().strip())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{source} cannot be replayed: {exc.filename} is missing",
+                          "pass a run directory made by `kchaos run`") from None
+    return execute_run(campaign, out_root, seed=seed, schedule=schedule, replay_of=source)
 
 
 def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,16 +39,21 @@ def _env_name(prop: str) -> str:
 
 @contextlib.contextmanager
 def running_compose_lab(root: Path, kafka_version: str, features: dict[str, int] | None = None,
-                        tls: bool = False) -> Iterator["ComposeLab"]:
+                        tls: bool = False, sasl_password_env: str | None = None,
+                        denied_topics: tuple[str, ...] = ()) -> Iterator["ComposeLab"]:
     """A started lab, removed afterwards whatever happened. Skips without root; fails (never a
-    silent skip) when the engine cannot be installed. ``tls``: the client listener speaks SSL,
+    silent skip) when the engine cannot be installed. ``sasl_password_env``: the client listener
+    asks SASL PLAIN of user ``kchaos``, whose password is that environment variable's value (the
+    campaign names only the variable). ``denied_topics``: with SASL, an authorizer denies ``kchaos``
+    everything on those topics (a staging cluster's ACLs). ``tls``: the client listener speaks SSL,
     with certificates of a test CA made here."""
     import pytest
 
     if os.geteuid() != 0:
         pytest.skip("kchaos' private Docker engine runs as root")
     install_engine()  # raises SetupError naming the fix where it cannot
-    lab = ComposeLab(root, kafka_version, features=features, tls=tls)
+    lab = ComposeLab(root, kafka_version, features=features, tls=tls, sasl_password_env=sasl_password_env,
+                     denied_topics=denied_topics)
     try:
         lab.start()
         yield lab
@@ -103,7 +109,7 @@ class ComposeLab:
     kind = "docker"
 
     def __init__(self, root: Path, kafka_version: str, nodes: int = 3, features: dict[str, int] | None = None,
-                 tls: bool = False):
+                 tls: bool = False, sasl_password_env: str | None = None, denied_topics: tuple[str, ...] = ()):
         self.root = root
         self.kafka_version = kafka_version
         self.features = features or {}
@@ -113,6 +119,11 @@ class ComposeLab:
         self.cluster_id = new_cluster_id()
         self.nodes = [ComposeNode(i, f"{self.tag}-kafka-{i}", f"{SUBNET}.{10 + i}") for i in range(1, nodes + 1)]
         self.tls = LabTLS(root / "tls", [n.address for n in self.nodes]) if tls else None
+        self.sasl_password_env = sasl_password_env
+        if denied_topics and not sasl_password_env:
+            raise ValueError("ACLs need a principal: give sasl_password_env")
+        self.denied_topics = denied_topics
+        self._admin_password = secrets.token_urlsafe(12)  # the lab's own super user, for its ACLs
         self.engine = PrivateDockerEngine(root / "engine", root / "pids")
         self.client: Any = None
 
@@ -123,7 +134,15 @@ class ComposeLab:
 
     def client_config(self) -> dict[str, str]:
         """What a client of the lab needs besides the bootstrap servers (TLS: trust the test CA)."""
-        return self.tls.client_config() if self.tls else {}
+        return {k: os.environ[v[6:-1]] if v.startswith("${ENV:") else v for k, v in self.client_settings().items()}
+
+    def client_settings(self) -> dict[str, str]:
+        """The campaign's ``client_config``: the secret as a reference."""
+        out = {**(self.tls.client_config() if self.tls else {})}
+        if self.sasl_password_env:
+            out.update({"security.protocol": "SASL_SSL" if self.tls else "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                        "sasl.username": "kchaos", "sasl.password": f"${{ENV:{self.sasl_password_env}}}"})
+        return out
 
     def external(self, **extra: object) -> dict[str, object]:
         """``[cluster.external]`` for the docker preset: only the engine's address is the user's to give."""
@@ -131,8 +150,8 @@ class ComposeLab:
             "bootstrap_servers": self.bootstrap_servers, "access": "docker",
             "options": f"-H {self.engine.docker_host}", "cluster_id": self.cluster_id, "allow_faults": True,
             "nodes": [{"id": n.node_id, "host": n.address, "target": n.container} for n in self.nodes]}
-        if self.tls:
-            ext["client_config"] = self.tls.client_config()
+        if self.client_settings():
+            ext["client_config"] = self.client_settings()
         return {**ext, **extra}
 
     # -- bring up -------------------------------------------------------------------------
@@ -157,9 +176,23 @@ class ComposeLab:
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0, **self.client_config()})
         self.wait(lambda: self._all_up() and len(admin.list_topics(timeout=5).brokers) == len(self.nodes), 240,
                   "every broker registered")
+        if self.denied_topics:
+            self._deny(self.denied_topics)
+
+    def _deny(self, topics: tuple[str, ...]) -> None:
+        """DENY ALL for User:kchaos on ``topics``, made by the lab's super user."""
+        from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
+                                           ResourcePatternType, ResourceType)
+
+        admin = AdminClient({**self.client_config(), "sasl.username": "admin", "sasl.password": self._admin_password,
+                             "bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+        bindings = [AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:kchaos", "*",
+                               AclOperation.ALL, AclPermissionType.DENY) for topic in topics]
+        for future in admin.create_acls(bindings, request_timeout=30).values():
+            future.result()
 
     def _run(self, n: ComposeNode, image: str, voters: str) -> None:
-        client_proto = "SSL" if self.tls else "PLAINTEXT"
+        client_proto = ("SASL_" if self.sasl_password_env else "") + ("SSL" if self.tls else "PLAINTEXT")
         props = {**SMALL_MACHINE_DEFAULTS, "node.id": n.node_id, "process.roles": "broker,controller",
                  "listeners": f"CLIENT://:{KAFKA_PORT},INTERNAL://:19092,CONTROLLER://:{CONTROLLER_PORT}",
                  "advertised.listeners": f"CLIENT://{n.address}:{KAFKA_PORT},INTERNAL://{n.address}:19092",
@@ -170,6 +203,14 @@ class ComposeLab:
                  "transaction.state.log.min.isr": 2, "min.insync.replicas": 2,
                  "offsets.topic.num.partitions": 3, "transaction.state.log.num.partitions": 3,
                  "share.coordinator.state.topic.num.partitions": 3, "default.replication.factor": 3}
+        if self.sasl_password_env:
+            password = os.environ[self.sasl_password_env]
+            props.update({"sasl.enabled.mechanisms": "PLAIN", "listener.name.client.plain.sasl.jaas.config":
+                          'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                          f'user_kchaos="{password}" user_admin="{self._admin_password}";'})
+            if self.denied_topics:  # the other listeners are PLAINTEXT: their principal is ANONYMOUS
+                props.update({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                              "super.users": "User:ANONYMOUS;User:admin", "allow.everyone.if.no.acl.found": "true"})
         volumes = {}
         if self.tls:
             props.update(self.tls.broker_properties("/etc/kafka/tls"))

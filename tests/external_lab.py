@@ -146,6 +146,9 @@ class Lab:
 
     def _network(self) -> None:
         sh("ip", "link", "add", self.bridge, "type", "bridge")
+        # bridged frames pass the host's FORWARD chain when br_netfilter is loaded, and a Docker
+        # engine (kchaos' own included) leaves that chain's policy DROP: admit the lab's own traffic
+        sh("iptables", "-w", "-I", "FORWARD", *self._forward_rule())
         sh("ip", "addr", "add", f"{SUBNET}.1/24", "dev", self.bridge)
         sh("ip", "link", "set", self.bridge, "up")
         for n in self.nodes:
@@ -246,7 +249,12 @@ class Lab:
             sh("ip", "netns", "del", n.netns, check=False)
             sh("ip", "link", "del", f"{self.tag}h{n.node_id}", check=False)
         sh("ip", "link", "del", self.bridge, check=False)
+        while sh("iptables", "-w", "-D", "FORWARD", *self._forward_rule(), check=False).returncode == 0:
+            pass
         (REGISTRY / self.tag).unlink(missing_ok=True)
+
+    def _forward_rule(self) -> list[str]:
+        return ["-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT"]
 
 
 def wait_for(ok, timeout_s: float, what: str) -> None:
@@ -278,6 +286,7 @@ def leftovers(lab: "Lab") -> list[str]:
     out += [line for line in sh("ip", "-o", "link", check=False).stdout.splitlines() if f" {lab.tag}" in line]
     out += [line for line in sh("pgrep", "-af", grep_self_safe(str(lab.root)), check=False).stdout.splitlines()
             if int(line.split()[0]) != os.getpid()]
+    out += [rule for rule in sh("iptables", "-w", "-S", "FORWARD", check=False).stdout.splitlines() if lab.bridge in rule]
     return out
 
 

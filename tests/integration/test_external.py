@@ -68,7 +68,7 @@ def toml_value(value) -> str:
 
 
 def campaign(path: Path, lab: Lab, faults: list[dict], duration_s: int = 45, records: int = 3000,
-             hold_s: float = 4, interval_s: float = 8, **external) -> Path:
+             hold_s: float = 4, interval_s: float = 8, client: str = "confluent", **external) -> Path:
     """The default campaign's workload, sized down, on the lab through the ssh preset."""
     ext = lab.external(**external)
     nodes = ext.pop("nodes")
@@ -77,7 +77,7 @@ def campaign(path: Path, lab: Lab, faults: list[dict], duration_s: int = 45, rec
     lines += [f"{k} = {toml_value(v)}" for k, v in ext.items()]
     for node in nodes:
         lines += ["[[cluster.external.nodes]]", *(f"{k} = {toml_value(v)}" for k, v in node.items())]
-    lines += ["[workload]", 'kind = "ctp"', f"records = {records}", "rate = 100", "workers = 3", "input_partitions = 6",
+    lines += ["[workload]", 'kind = "ctp"', f"client = {toml_value(client)}", f"records = {records}", "rate = 100", "workers = 3", "input_partitions = 6",
               "max_batch = 4", 'output_topics = ["ext-invoices", "ext-shipments"]', "abort_fraction = 0.05",
               "transaction_timeout_ms = 10000", "session_timeout_ms = 10000",
               "[workload.consumer]", '"max.poll.interval.ms" = 20000',

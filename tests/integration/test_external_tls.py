@@ -3,11 +3,14 @@ client listener and certificates of a test CA made by the test. The campaign nam
 user would (``security.protocol = SSL``, the CA); kchaos' front terminates the clients' TLS with a
 certificate of its own and opens TLS to the brokers, so message faults and client toxics work as
 on a plaintext cluster, and Kafka's tools and the Spark ingest get the same settings in Java's
-dialect. Long tier: about a minute for the lab, 2-3 minutes for the run."""
+dialect. Twice: TLS alone, and TLS with SASL PLAIN whose password is only in the environment (the
+run directory must not hold it anywhere), with Java workers beside librdkafka's. Long tier: about 15 s per lab, 2 minutes per run."""
 
 from __future__ import annotations
 
 import json
+import os
+import secrets
 
 import pytest
 
@@ -18,10 +21,22 @@ from tests.integration.test_external import KAFKA, campaign, kchaos, only_run
 pytestmark = [pytest.mark.cluster, pytest.mark.external, pytest.mark.long]
 
 
-@pytest.fixture(scope="module")
-def tls_lab(tmp_path_factory):
-    with running_compose_lab(tmp_path_factory.mktemp("lab-tls"), KAFKA, tls=True) as started:
-        yield started
+PASSWORD_ENV = "KCHAOS_LAB_KAFKA_PASSWORD"
+
+
+@pytest.fixture(scope="module", params=["SSL", "SASL_SSL"])
+def tls_lab(request, tmp_path_factory):
+    """SSL: TLS only. SASL_SSL: TLS and SASL PLAIN, the password in the environment only (a fresh
+    one per lab), named in the campaign as ${ENV:...}."""
+    sasl = request.param == "SASL_SSL"
+    if sasl:
+        os.environ[PASSWORD_ENV] = secrets.token_urlsafe(16)
+    try:
+        with running_compose_lab(tmp_path_factory.mktemp("lab-tls"), KAFKA, tls=True,
+                                 sasl_password_env=PASSWORD_ENV if sasl else None) as started:
+            yield started
+    finally:
+        os.environ.pop(PASSWORD_ENV, None)
 
 
 def test_the_default_campaign_through_the_tls_front_is_valid_with_message_faults(tls_lab, tmp_path):
@@ -36,7 +51,10 @@ def test_the_default_campaign_through_the_tls_front_is_valid_with_message_faults
                                                                                 "delay_ms": 1500}},
               {"kind": "latency", "target": "all-clients", "params": {"latency_ms": 150, "jitter_ms": 50}},
               {"kind": "pause", "target": "group-coordinator"}]
-    path = campaign(tmp_path / "c.toml", tls_lab, faults, duration_s=50)
+    # with SASL, Java workers beside librdkafka's: the same settings in Java's dialect, the password
+    # a reference Kafka's EnvVarConfigProvider resolves in each worker's JVM
+    client = "mixed" if tls_lab.sasl_password_env else "confluent"
+    path = campaign(tmp_path / "c.toml", tls_lab, faults, duration_s=50, client=client)
     proc = kchaos("run", str(path), "--out", str(tmp_path / "runs"), "--seed", "4", timeout=900)
     run = only_run(tmp_path / "runs")
     results = json.loads((run / "results.json").read_text())
@@ -61,3 +79,9 @@ def test_the_default_campaign_through_the_tls_front_is_valid_with_message_faults
     assert all(tls_lab.kchaos_rules(n) == [] for n in tls_lab.nodes)
     assert all(tls_lab.process_state(n) not in ("", "T") for n in tls_lab.nodes)
     assert not list(run.rglob("*.key")), "a private key was left in the run directory"
+    if tls_lab.sasl_password_env:  # SASL passed through the front; its password is nowhere in the run
+        assert recorded["sasl.password"] == f"${{ENV:{PASSWORD_ENV}}}"
+        password = os.environ[PASSWORD_ENV].encode()
+        leaked = [str(p) for p in run.rglob("*") if p.is_file() and password in p.read_bytes()]
+        assert leaked == [], f"the SASL password is written in {leaked}"
+        assert any("kafka-clients" in c for c in results["run"]["clients"]), results["run"]["clients"]
