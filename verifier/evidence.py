@@ -130,6 +130,13 @@ def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
         out.append(Gap(f"the final read of {topic} ({dump.get('view')}) stopped before the end of partitions "
                        f"{', '.join(map(str, stopped))}: its data is partial", blinds))
 
+    for topic, why in sorted((final.get("unreadable_topics") or {}).items()):
+        if topic == "__share_group_state" and not share:
+            continue  # no check of a ctp run reads it
+        blinds = (groups.transaction_log if topic == "__transaction_state" else groups.offsets_log
+                  if topic == "__consumer_offsets" else ())
+        out.append(Gap(f"{topic} could not be read: {why}. What it records is unknown to this run", blinds))
+
     own = records_history(workload)
     if own and not history.has_history:
         out.append(Gap("kchaos' own workers recorded no client history (history.jsonl missing or without their "

@@ -147,4 +147,25 @@ def dump_all(client: dict[str, Any], admin: Any, user_topics: list[str], out_dir
     marks = watermarks(client, admin, [t for t in [*user_topics, *INTERNAL_TOPICS] if t in existing])
     (out_dir / "watermarks.json").write_text(json.dumps(marks, indent=2))
     (out_dir / "stable_offsets.json").write_text(json.dumps(stable_offsets(client, admin, user_topics), indent=2))
-    return {"topics": summaries}
+    return {"topics": summaries, "unreadable_topics": unreadable_topics(admin, [t for t in INTERNAL_TOPICS
+                                                                                 if t not in existing])}
+
+
+def unreadable_topics(admin: Any, topics: list[str]) -> dict[str, str]:
+    """Of internal topics the listing did not show, those that exist but this client may not see
+    (a cluster's ACLs): topic -> why. A topic that does not exist (no share group ran) is not here."""
+    out = {}
+    for topic in topics:
+        try:
+            meta = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
+        except Exception as exc:  # the broker answered nothing usable: not known to be missing
+            out[topic] = f"its metadata could not be read ({exc})"
+            continue
+        error = getattr(meta, "error", None)
+        if error is None or error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            continue
+        if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            out[topic] = "the cluster denies this client access to it (TOPIC_AUTHORIZATION_FAILED: an ACL)"
+        else:
+            out[topic] = f"its metadata says {error.name()}"
+    return out

@@ -70,7 +70,8 @@ def test_the_default_campaign_through_the_tls_front_is_valid_with_message_faults
     assert '"kind": "delay"' in (run / "cluster" / "messages" / "events.jsonl").read_text()
     assert (run / "cluster" / "messages" / "front-ca.pem").read_text().startswith("-----BEGIN CERTIFICATE-----")
     recorded = json.loads((run / "cluster" / "client-security.json").read_text())
-    assert recorded["security.protocol"] == "SSL" and recorded["ssl.ca.location"] != str(tls_lab.tls.ca)
+    assert recorded["security.protocol"] == tls_lab.client_settings()["security.protocol"]
+    assert recorded["ssl.ca.location"] != str(tls_lab.tls.ca)  # the front's CA, not the brokers
     # the Spark job read the topics through the front with the same settings (Java's dialect)
     ingest = json.loads((run / "topics-spark" / "ingest.json").read_text())
     assert sum(t["records"] for t in ingest["topics"].values()) > 0, ingest

@@ -1152,6 +1152,8 @@ def test_every_transactional_id_of_the_pipeline_is_checked(tmp_path):
     ("a-kind-never-injected", None, "message-hold 0 of 1 (planned 2, attempted 2) (KeyError('delay_ms'))"),
     ("no-seeder", "lost-acknowledged-input", "the input seeder left no history"),
     ("no-observations", "unseen", "the campaign asked for 1 observers, but their reads are not in the run directory"),
+    ("acl-denied-transaction-log", "split-transaction", "__transaction_state could not be read: the cluster denies"),
+    ("acl-denied-offsets-log", "lost-offset-commit", "__consumer_offsets could not be read: the cluster denies"),
 ])
 def test_missing_evidence_makes_the_verdict_unknown(tmp_path, gap, blinded, needle):
     b = RunBuilder()
@@ -1168,6 +1170,10 @@ def test_missing_evidence_makes_the_verdict_unknown(tmp_path, gap, blinded, need
         b.committed["b"].append(_out(0, 4, 1, worker="w7", seq=9))
     elif gap == "no-seeder":
         b.seed_inputs = False
+    elif gap.startswith("acl-denied"):  # a staging cluster's ACLs: the dump never saw the topic
+        topic = "__transaction_state" if "transaction" in gap else "__consumer_offsets"
+        b.final_extra = {"unreadable_topics": {
+            topic: "the cluster denies this client access to it (TOPIC_AUTHORIZATION_FAILED: an ACL)"}}
     run = b.write(tmp_path / "r")
     if gap == "empty-transaction-log":
         _write_topic(run, "__transaction_state", "raw", [])
