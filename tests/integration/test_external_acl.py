@@ -45,4 +45,4 @@ def test_a_transaction_log_the_acls_hide_makes_the_verdict_unknown_not_valid(acl
     assert denied in results["not_checked"]["split-transaction"], results["not_checked"]
     # everything else was seen and judged: the workload ran through SASL, the fault was executed
     assert results["checks"]["lost-write"]["verdict"] == "valid" and results["checks"]["duplicate"]["verdict"] == "valid"
-    assert results["run"]["faults"]["executed"] == {"kill": 1}
+    assert results["run"]["faults"]["executed"].get("kill", 0) >= 1 and results["run"]["faults"]["short"] == {}
