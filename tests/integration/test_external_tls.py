@@ -15,6 +15,7 @@ import secrets
 import pytest
 
 from kchaos.clusters.heal_journal import JOURNAL_NAME, HealJournal
+from kchaos.clusters.processes import processes_with_marker
 from tests.compose_lab import running_compose_lab
 from tests.integration.test_external import KAFKA, campaign, kchaos, only_run
 
@@ -80,6 +81,7 @@ def test_the_default_campaign_through_the_tls_front_is_valid_with_message_faults
     assert all(tls_lab.kchaos_rules(n) == [] for n in tls_lab.nodes)
     assert all(tls_lab.process_state(n) not in ("", "T") for n in tls_lab.nodes)
     assert not list(run.rglob("*.key")), "a private key was left in the run directory"
+    assert processes_with_marker(str(run)) == [], "the front, Toxiproxy or a worker outlived the run"
     if tls_lab.sasl_password_env:  # SASL passed through the front; its password is nowhere in the run
         assert recorded["sasl.password"] == f"${{ENV:{PASSWORD_ENV}}}"
         password = os.environ[PASSWORD_ENV].encode()
