@@ -65,7 +65,7 @@ class ContainerSpec:
         return kwargs
 
 
-def _env_name(prop: str) -> str:
+def env_name(prop: str) -> str:
     """The variable apache/kafka (and kchaos' own image) maps to ``prop``: ``_`` -> ``__``,
     ``-`` -> ``___``, ``.`` -> ``_``, upper case."""
     return "KAFKA_" + prop.replace("_", "__").replace("-", "___").replace(".", "_").upper()
@@ -115,7 +115,7 @@ def container_specs(spec: ClusterSpec, prefix: str, host_ports: dict[int, int], 
             "share.coordinator.state.topic.num.partitions": str(parts),
         })
         props.update(spec.broker)
-        env = {_env_name(k): v for k, v in props.items()}
+        env = {env_name(k): v for k, v in props.items()}
         env["CLUSTER_ID"] = cluster_id
         env["KAFKA_HEAP_OPTS"] = f"-Xms{spec.heap_mb // 2}m -Xmx{spec.heap_mb}m"
         env["KCHAOS_CONTAINER"] = host

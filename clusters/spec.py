@@ -23,7 +23,6 @@ MANAGED_BROKER_PROPERTIES = frozenset({
     "metadata.log.dir",
 })
 _PROPERTY_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*$")
-_ENV_REF_RE = ENV_REF
 
 
 #: what a node's access can do (clusters/node_access.py renders each as a shell command)
@@ -125,7 +124,7 @@ class ExternalSpec(BaseModel):
     def _no_inline_secrets(cls, value: dict[str, str]) -> dict[str, str]:
         for key, val in value.items():
             secret = any(word in key.lower() for word in ("password", "secret", "jaas", "token", "key"))
-            if secret and not _ENV_REF_RE.match(val) and not key.endswith((".location", ".type")):
+            if secret and not ENV_REF.match(val) and not key.endswith((".location", ".type")):
                 raise ValueError(f"{key} looks like a secret: write it as ${{ENV:NAME}} so it is never stored")
         return value
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from kchaos.clusters.client_security import resolve_env_refs
+from kchaos.clusters.docker import env_name  # the image's KAFKA_<PROPERTY> mapping
 from kchaos.clusters.docker_engine import PrivateDockerEngine, install_engine, remove_exec_root
 from kchaos.clusters.docker_image import ensure_kafka_image
 from kchaos.clusters.local import new_cluster_id
@@ -31,10 +33,6 @@ from kchaos.clusters.tls_certs import ThrowawayCA
 from tests.external_lab import CONTROLLER_PORT, KAFKA_PORT, REGISTRY, sh, wait_for
 
 SUBNET = "10.214.77"
-
-
-def _env_name(prop: str) -> str:
-    return "KAFKA_" + prop.replace("_", "__").replace("-", "___").replace(".", "_").upper()
 
 
 @contextlib.contextmanager
@@ -134,7 +132,7 @@ class ComposeLab:
 
     def client_config(self) -> dict[str, str]:
         """What a client of the lab needs besides the bootstrap servers (TLS: trust the test CA)."""
-        return {k: os.environ[v[6:-1]] if v.startswith("${ENV:") else v for k, v in self.client_settings().items()}
+        return resolve_env_refs(self.client_settings())
 
     def client_settings(self) -> dict[str, str]:
         """The campaign's ``client_config``: the secret as a reference."""
@@ -215,7 +213,7 @@ class ComposeLab:
         if self.tls:
             props.update(self.tls.broker_properties("/etc/kafka/tls"))
             volumes[str(self.tls.broker_dir(n.address))] = {"bind": "/etc/kafka/tls", "mode": "ro"}
-        env = {_env_name(k): str(v) for k, v in props.items()}
+        env = {env_name(k): str(v) for k, v in props.items()}
         env.update({"CLUSTER_ID": self.cluster_id, "KAFKA_HEAP_OPTS": "-Xms256m -Xmx512m",
                     "KAFKA_OPTS": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1", "KCHAOS_CONTAINER": n.container})
         if self.features:

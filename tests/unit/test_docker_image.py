@@ -9,7 +9,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from kchaos.clusters.docker import _env_name
+from kchaos.clusters.docker import env_name
 from kchaos.clusters.docker_image import ENTRYPOINT, recipe_digest
 
 FAKE_JAVA = """#!/bin/bash
@@ -34,7 +34,7 @@ def run_entrypoint(tmp_path: Path, env: dict[str, str]) -> list[str]:
 
 def test_environment_becomes_properties_as_the_official_image_maps_it(tmp_path):
     props = {"node.id": "2", "transaction.state.log.min.isr": "2", "some_prop.with-dash": "x"}
-    env = {_env_name(k): v for k, v in props.items()}
+    env = {env_name(k): v for k, v in props.items()}
     assert env == {"KAFKA_NODE_ID": "2", "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "2", "KAFKA_SOME__PROP_WITH___DASH": "x"}
     run_entrypoint(tmp_path, {**env, "CLUSTER_ID": "AAAAAAAAAAAAAAAAAAAAAA", "KAFKA_HEAP_OPTS": "-Xmx64m"})
     lines = (tmp_path / "kafka" / "config" / "server.properties").read_text().splitlines()
