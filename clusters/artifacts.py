@@ -125,6 +125,14 @@ def maven_log_path(name: str) -> Path:
     return path
 
 
+def missing_artifacts(maven_output: str) -> list[str]:
+    """``group:artifact:version`` of each jar Maven says it could not find, in either of its
+    wordings: the first miss, and the miss it remembers from an earlier attempt."""
+    first = re.findall(r"Could not find artifact ([\w.\-]+:[\w.\-]+):\w+:([\w.\-]+)", maven_output)
+    remembered = re.findall(r"([\w.\-]+:[\w.\-]+):jar:([\w.\-]+) was not found in", maven_output)
+    return sorted({f"{ga}:{v}" for ga, v in first + remembered})
+
+
 def resolve_jars(name: str, artifacts: list[MavenArtifact], missing_hint: str | None = None) -> JarSet:
     """Resolve ``artifacts`` and their runtime closure into ``<cache>/jars/<name>``; idempotent."""
     target = cache_dir() / "jars" / name
@@ -152,8 +160,7 @@ def resolve_jars(name: str, artifacts: list[MavenArtifact], missing_hint: str | 
                 log.write_text(proc.stdout + proc.stderr)
                 text = proc.stdout + proc.stderr
                 if "Could not find artifact" in text or "could not be resolved" in text.lower():
-                    missing = sorted(set(re.findall(r"Could not find artifact ([\w.\-]+:[\w.\-]+):\w+:([\w.\-]+)", text)))
-                    named = ", ".join(f"{ga}:{v}" for ga, v in missing) or ", ".join(str(a) for a in artifacts)
+                    named = ", ".join(missing_artifacts(text)) or ", ".join(str(a) for a in artifacts)
                     raise SetupError(f"Maven could not resolve {named} (Maven's output: {log})",
                                      missing_hint or "check the version exists on Maven Central and that Maven Central "
                                                      "is reachable")
@@ -219,14 +226,16 @@ def resolve_kafka(version: str) -> JarSet:
         jars = resolve_jars(f"kafka-{version}",
                             [*_broker_artifacts(version), MavenArtifact("org.apache.kafka", "kafka-tools", version)])
     except SetupError as exc:
-        if "kafka_2.13" in exc.cause:
+        if f"kafka_2.13:{version}" in exc.cause:
             raise _missing_release_error(version) from None
-        if "kafka-tools" not in exc.cause:
+        if "Maven could not resolve" not in exc.cause:
             raise
+        # kafka-tools or a jar of its closure (Connect's, on 4.0.1 here) is not served: the broker
+        # alone still runs, with an older release's tools (resolve_kafka_tools)
         try:  # the broker without its own release of the tools
             jars = resolve_jars(f"kafka-{version}", _broker_artifacts(version))
         except SetupError as again:
-            if "kafka_2.13" in again.cause:
+            if f"kafka_2.13:{version}" in again.cause:
                 raise _missing_release_error(version) from None
             raise
     # Kafka 3.x brings its own slf4j binding (reload4j). Two bindings on one classpath make

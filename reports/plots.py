@@ -1,7 +1,8 @@
 """Inline SVG plots: no JavaScript, no network, so a report opens from disk anywhere.
 
 A plot is a list of series over a shared x axis (seconds since the run started) with fault
-bands drawn behind them. A band shows only its key (the fault's number in the report's fault
+bands drawn behind them and the run's phases (setup, id ageing, workload, drain, final reads)
+marked along its foot, so that a flat stretch reads as what it was. A band shows only its key (the fault's number in the report's fault
 table, the legend); its full label is the band's tooltip. Keys are set in rows so that they
 never overprint: a key with no free place in any row is left out (the table still lists it).
 """
@@ -28,6 +29,13 @@ class Band:
     key: str = ""
 
 
+@dataclass
+class Phase:
+    start: float
+    end: float
+    label: str
+
+
 KEY_ROWS = 5
 KEY_CHAR_PX = 7.0  # the width of one character of a key at the plot's font size, with margin
 
@@ -52,6 +60,7 @@ class Plot:
     y_label: str
     series: list[Series]
     bands: list[Band] = field(default_factory=list)
+    phases: list[Phase] = field(default_factory=list)
     width: int = 900
     height: int = 220
 
@@ -70,6 +79,7 @@ def render_svg(plot: Plot) -> str:
     left, right, top, bottom = 60, 20, 28, 34
     w, h = plot.width - left - right, plot.height - top - bottom
     xs = [x for s in plot.series for x, _ in s.points] + [b.end for b in plot.bands]
+    xs += [p.start for p in plot.phases]
     ys = [y for s in plot.series for _, y in s.points if y is not None]
     x_max = max(xs) if xs else 1.0
     x_max = x_max if x_max > 0 else 1.0
@@ -91,6 +101,15 @@ def render_svg(plot: Plot) -> str:
         out.append(f'<g class="fault"><rect x="{x0:.1f}" y="{top}" width="{x1 - x0:.1f}" height="{h}">'
                    f'<title>{escape(band.key)} {escape(band.label)} ({band.start:.0f}s-{band.end:.0f}s)</title></rect>'
                    f'{key}</g>')
+    for phase in plot.phases:
+        # a boundary line and the phase's name at the foot; a name wider than its phase is left
+        # to the tooltip
+        x0, x1 = px(phase.start), px(min(phase.end, x_max))
+        name = (f'<text x="{x0 + 3:.1f}" y="{top + h - 4}">{escape(phase.label)}</text>'
+                if x1 - x0 >= KEY_CHAR_PX * len(phase.label) + 6 else "")
+        out.append(f'<g class="phase"><line x1="{x0:.1f}" x2="{x0:.1f}" y1="{top}" y2="{top + h}"/>'
+                   f'<rect x="{x0:.1f}" y="{top + h - 14}" width="{max(x1 - x0, 0):.1f}" height="14">'
+                   f'<title>{escape(phase.label)} ({phase.start:.0f}s-{phase.end:.0f}s)</title></rect>{name}</g>')
     for k in range(5):
         y = y_max * k / 4
         out.append(f'<line class="grid" x1="{left}" x2="{left + w}" y1="{py(y):.1f}" y2="{py(y):.1f}"/>'

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.files import atomic_write
-from kchaos.reports.plots import Band, Plot, Series, render_svg
+from kchaos.reports.plots import Band, Phase, Plot, Series, render_svg
 from kchaos.text import by_version, cells, durations, human, properties
 from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.model import case_time_and_slots
@@ -91,6 +91,46 @@ def _step_bands(ops: list[dict[str, Any]], start: float, end: float) -> list[dic
             for op in ops if op["f"].startswith("step:")]
 
 
+#: the harness's phase marks (history ``phase`` operations) and what the report calls them
+PHASE_NAMES = {"steady": "workload", "drain": "drain", "final-reads": "final reads"}
+
+
+def run_phases(ops: list[dict[str, Any]], start: float, end: float) -> list[dict[str, Any]]:
+    """The run's phases in seconds from ``start``, in order: setup, the ageing of transactional
+    ids (its ``age-epoch`` operations) when there was one, then each phase the harness marked.
+    Each phase lasts until the next begins; the last until ``end``."""
+    marks: list[tuple[float, str]] = []
+    ageing = [op for op in ops if op["f"] == "age-epoch"]
+    if ageing:
+        marks.append((min(op["invoke_time"] for op in ageing), "id ageing"))
+    for op in ops:
+        name = PHASE_NAMES.get((op.get("value") or {}).get("phase")) if op["f"] == "phase" else None
+        if name:
+            marks.append((op["invoke_time"], name))
+    marks.sort()
+    if not marks:
+        return []
+    if marks[0][0] - start > 1.0:
+        marks.insert(0, (start, "setup"))
+    return [{"label": label, "start": t - start, "end": (marks[i + 1][0] if i + 1 < len(marks) else max(end, t)) - start}
+            for i, (t, label) in enumerate(marks)]
+
+
+def group_cases(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cases with one explanation are one finding seen in several outputs (a transaction's
+    outputs in two topics, say): one entry each, in first-seen order, with its cases."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for case in cases:
+        groups.setdefault(case.get("explanation", ""), []).append(case)
+    return [{"explanation": explanation, "cases": members} for explanation, members in groups.items()]
+
+
+def output_places(case: dict[str, Any]) -> list[str]:
+    """``topic-partition@offset`` of each output record a case names."""
+    return [f"{r['topic']}-{r['partition']}@{r['offset']}" for r in case.get("records") or []
+            if isinstance(r, dict) and {"topic", "partition", "offset"} <= r.keys()]
+
+
 def _certification(run: Path, start: float) -> dict[str, Any] | None:
     cert = _json(run / "certification.json")
     if not cert:
@@ -106,21 +146,23 @@ def _certification(run: Path, start: float) -> dict[str, Any] | None:
     return {**cert, "rows": rows, "steps": steps}
 
 
-def _plots(metrics: dict[str, Any], bands: list[dict[str, Any]]) -> list[str]:
+def _plots(metrics: dict[str, Any], bands: list[dict[str, Any]], phases: list[dict[str, Any]]) -> list[str]:
     seconds = metrics.get("seconds") or []
     if not seconds:
         return []
     fault_bands = [Band(b["start"], b["end"], b["label"], b["key"]) for b in bands]
+    marks = [Phase(p["start"], p["end"], p["label"]) for p in phases]
 
     def series(label: str, key: str) -> Series:
         return Series(label, [(s["second"], s.get(key)) for s in seconds])
 
     return [render_svg(p) for p in (
-        Plot("Throughput", "inputs/s", [series("inputs committed", "inputs")], fault_bands),
-        Plot("Commit latency", "ms", [series("p50", "commit_p50_ms"), series("p99", "commit_p99_ms")], fault_bands),
+        Plot("Throughput", "inputs/s", [series("inputs committed", "inputs")], fault_bands, marks),
+        Plot("Commit latency", "ms", [series("p50", "commit_p50_ms"), series("p99", "commit_p99_ms")], fault_bands,
+             marks),
         Plot("Aborts and errors", "per second", [series("aborts", "aborts"), series("errors", "errors"),
                                                  series("retries", "retries"), series("restarts", "restarts")],
-             fault_bands),
+             fault_bands, marks),
     )]
 
 
@@ -130,7 +172,8 @@ def evidence_rows(case: dict[str, Any]) -> list[dict[str, Any]]:
             for key, value in case.items() if key != "explanation"]
 
 
-def _observers(run: Path, final: dict[str, Any], start: float, bands: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _observers(run: Path, final: dict[str, Any], start: float, bands: list[dict[str, Any]],
+               phases: list[dict[str, Any]]) -> dict[str, Any] | None:
     """What the observers read, per partition against what the final log committed, and their
     reads per second over the run (a plot with the fault bands)."""
     import pyarrow.compute as pc
@@ -167,7 +210,8 @@ def _observers(run: Path, final: dict[str, Any], start: float, bands: list[dict[
         last = max(seconds.to_pylist())
         series = [Series(f"observer {o}", [(s, per[o].get(s, 0)) for s in range(0, last + 1)]) for o in sorted(per)]
         plot = render_svg(Plot("Observer reads", "records/s", series,
-                               [Band(b["start"], b["end"], b["label"], b["key"]) for b in bands]))
+                               [Band(b["start"], b["end"], b["label"], b["key"]) for b in bands],
+                               [Phase(p["start"], p["end"], p["label"]) for p in phases]))
     return {"summary": summary, "partitions": partitions, "plot": plot}
 
 
@@ -184,14 +228,16 @@ def gather(run: Path) -> dict[str, Any]:
     start = metrics.get("start_time") or (min((op["invoke_time"] for op in ops), default=0.0))
     end = max((op["complete_time"] or op["invoke_time"] for op in ops), default=start)
     bands = _fault_bands(ops, start, end)
+    phases = run_phases(ops, start, end)
     logs = []
     for log in sorted((run / "cluster").glob("node-*/logs/server.log")):
         logs.append(BrokerLog.load(log.parent.parent.name, log))
     anomalies = []
     for name, cases in sorted(((results or {}).get("anomalies") or {}).items()):
         rendered = []
-        for case in cases:
-            t, _ = case_time_and_slots(case)
+        for group in group_cases(cases):
+            first = group["cases"][0]
+            t, _ = case_time_and_slots(first)
             excerpts = []
             if t is not None:
                 for log in logs:
@@ -199,8 +245,10 @@ def gather(run: Path) -> dict[str, Any]:
                     if lines:
                         excerpts.append({"node": log.node, "path": str(log.path.relative_to(run)), "line": first_line,
                                          "lines": lines})
-            rendered.append({"explanation": case.get("explanation", ""), "time": t - start if t else None,
-                             "evidence": evidence_rows(case),
+            rendered.append({"explanation": group["explanation"], "time": t - start if t else None,
+                             "count": len(group["cases"]),
+                             "outputs": [place for case in group["cases"] for place in output_places(case)],
+                             "evidence": [evidence_rows(case) for case in group["cases"]],
                              "excerpts": excerpts})
         count = (results or {}).get("checks", {}).get(name, {}).get("note", "")
         anomalies.append({"name": name, "cases": rendered, "count": count})
@@ -216,10 +264,10 @@ def gather(run: Path) -> dict[str, Any]:
         "fault_coverage": outcome.fault_coverage if outcome else None,
         "replay": _json(run / "replay.json", {}), "seed": (run / "seed").read_text().strip() if (run / "seed").exists() else None,
         "environment": _json(run / "environment.json", {}), "cluster_info": cluster_info,
-        "plots": _plots(metrics, bands + _step_bands(ops, start, end)), "faults": bands, "totals": metrics.get("totals") or {},
+        "plots": _plots(metrics, bands + _step_bands(ops, start, end), phases), "phases": phases, "faults": bands, "totals": metrics.get("totals") or {},
         "anomalies": anomalies, "facts": facts, "lso_lag": lso_lag,
         "broker_transactions": final.get("broker_transactions") or {},
-        "observers": _observers(run, final, start, bands),
+        "observers": _observers(run, final, start, bands, phases),
         "recovery": final.get("recovery"),
         "checks": (results or {}).get("checks") or {}, "not_checked": (results or {}).get("not_checked") or {},
         "errors": (results or {}).get("errors") or [], "cross_check": (results or {}).get("cross_check"),

@@ -154,3 +154,46 @@ def test_certification_report_shows_steps_phases_and_the_overall_verdict(tmp_pat
     assert "Certification: <span class=\"verdict-" in html and cert["overall"].upper() in html
     assert "step 0: transaction.version -&gt; 2" in html  # drawn as a band on the timelines
     assert "after step 0: transaction.version -&gt; 2" in html and "1 &rarr; 2" in html
+
+
+def test_cases_with_one_explanation_are_one_entry_with_their_outputs():
+    from kchaos.reports.run_report import group_cases, output_places
+
+    def case(txn, topic, partition, offset):
+        return {"explanation": f"committed output of transaction {txn} of w0.1, which the history shows aborted",
+                "records": [{"topic": topic, "partition": partition, "offset": offset, "txn_seq": txn}]}
+
+    cases = [case(220, "inv", 1, 7), case(9, "inv", 2, 3), case(220, "ship", 1, 7)]
+    groups = group_cases(cases)
+    assert [len(g["cases"]) for g in groups] == [2, 1]  # first-seen order, one entry per transaction
+    assert groups[0]["explanation"].startswith("committed output of transaction 220")
+    assert [p for c in groups[0]["cases"] for p in output_places(c)] == ["inv-1@7", "ship-1@7"]
+    assert output_places({"explanation": "x", "records": [{"topic": "t"}]}) == []  # no place named: none made up
+
+
+def test_run_phases_cover_setup_ageing_workload_drain_and_final_reads():
+    from kchaos.reports.run_report import run_phases
+
+    def op(f, t, value=None, done=None):
+        return {"f": f, "invoke_time": t, "complete_time": done if done is not None else t, "value": value or {}}
+
+    ops = [op("setup", 100.0), op("age-epoch", 103.0, done=200.0), op("age-epoch", 103.5, done=205.0),
+           op("phase", 205.0, {"phase": "steady"}), op("fault:kill", 210.0, done=215.0),
+           op("phase", 300.0, {"phase": "drain"}), op("phase", 320.0, {"phase": "final-reads"})]
+    phases = run_phases(ops, 100.0, 330.0)
+    assert [(p["label"], p["start"], p["end"]) for p in phases] == [
+        ("setup", 0.0, 3.0), ("id ageing", 3.0, 105.0), ("workload", 105.0, 200.0), ("drain", 200.0, 220.0),
+        ("final reads", 220.0, 230.0)]
+    # no ageing and the workload from the first second: no setup mark either
+    assert [p["label"] for p in run_phases(ops[3:], 205.0, 330.0)] == ["workload", "drain", "final reads"]
+    assert run_phases([op("fault:kill", 1.0)], 0.0, 5.0) == []
+
+
+def test_plot_marks_phases_and_leaves_names_that_do_not_fit_to_the_tooltip():
+    from kchaos.reports.plots import Phase, Plot, Series, render_svg
+
+    svg = render_svg(Plot("t", "y", [Series("s", [(0, 1.0), (300, 2.0)])],
+                          phases=[Phase(0, 150, "id ageing"), Phase(150, 151, "final reads")]))
+    assert svg.count('<g class="phase">') == 2
+    assert ">id ageing</text>" in svg  # 150 s of a 300 s axis has room for its name
+    assert ">final reads</text>" not in svg and "<title>final reads (150s-151s)</title>" in svg
