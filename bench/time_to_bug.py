@@ -7,6 +7,11 @@ after another (two cores: runs side by side would measure each other). A run *de
 verdict is INVALID and, with ``--anomaly``, that anomaly is among its anomaly types. An UNKNOWN
 run detects nothing and is counted as such. The load average is printed beside each run.
 
+Detections are also counted by how they were seen (verifier/checks.detection_kind): by the end
+state (the committed topics and offsets against the clients' history: what any Kafka user could
+check), or only white-box (the brokers' own logs: a split transaction, say) or only by the
+observers during the run.
+
     .venv/bin/python bench/time_to_bug.py hunt-kip890-java --seeds 13 14 15 \\
         [--set cluster.transaction_version=1 ...] [--anomaly split-transaction] [--out DIR]
     .venv/bin/python bench/time_to_bug.py --from-runs RUN_DIR [RUN_DIR ...] [--anomaly ...]
@@ -27,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kchaos.verifier.checks import detection_kind  # noqa: E402
 
 
 def _first_verdict_time(run: Path) -> float | None:
@@ -76,7 +83,8 @@ def summarise_run(run: Path, anomaly: str | None) -> dict[str, Any]:
     detected = verdict == "invalid" and (anomaly is None or anomaly in kinds)
     return {"run": run.name, "seed": (results.get("run") or {}).get("seed"), "verdict": verdict,
             "anomalies": {k: len(v) for k, v in (results.get("anomalies") or {}).items()},
-            "detected": detected, "seconds": _phases(run) if results else None}
+            "detected": detected, "seen_by": detection_kind(kinds) if detected else None,
+            "seconds": _phases(run) if results else None}
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -87,6 +95,8 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     # a run made here is also timed from outside: the CLI's start, the cluster's start, the report
     walls = [r["wall_s"] for r in rows if r.get("wall_s") is not None]
     return {"runs": len(rows), "detected": detections,
+            "detected_by": {kind: sum(1 for r in rows if r.get("seen_by") == kind)
+                            for kind in ("end-state", "white-box", "read-side")},
             "wall_minutes_per_run": round(sum(walls) / 60 / len(walls), 2) if walls else None,
             "share": round(detections / len(rows), 3) if rows else None,
             "minutes_per_run": round(total_min / len(timed), 2) if timed else None,
@@ -96,16 +106,19 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def render(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
-    lines = [f"{'seed':>6}  {'verdict':<8} {'detected':<8} {'min':>5}  {'setup':>5} {'work':>5} {'drain':>5} "
+    lines = [f"{'seed':>6}  {'verdict':<8} {'detected':<10} {'min':>5}  {'setup':>5} {'work':>5} {'drain':>5} "
              f"{'read+v':>6}  load  anomalies"]
     for r in rows:
         s = r["seconds"] or {}
         m = {k: f"{s[k] / 60:5.1f}" if k in s else "    -" for k in ("total", "setup", "workload", "drain",
                                                                       "final_reads_and_verify")}
-        lines.append(f"{r['seed']!s:>6}  {r['verdict']:<8} {'yes' if r['detected'] else 'no':<8} {m['total']}  "
+        lines.append(f"{r['seed']!s:>6}  {r['verdict']:<8} {r.get('seen_by') or 'no':<10} {m['total']}  "
                      f"{m['setup']} {m['workload']} {m['drain']} {m['final_reads_and_verify']:>6}  "
                      f"{r.get('load', '-'):>4}  " + (", ".join(f"{k} {n}" for k, n in r["anomalies"].items()) or "-"))
-    lines.append(f"detected {summary['detected']} of {summary['runs']}; {summary['minutes_per_run']} min a run; "
+    by = summary.get("detected_by") or {}
+    lines.append(f"detected {summary['detected']} of {summary['runs']} (end state {by.get('end-state', 0)}, only "
+                 f"white-box {by.get('white-box', 0)}, only read-side {by.get('read-side', 0)}); "
+                 f"{summary['minutes_per_run']} min a run; "
                  f"{summary['minutes_per_detection']} min per detection; mean phases (min) {summary['phase_minutes_mean']}")
     return "\n".join(lines)
 

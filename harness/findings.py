@@ -16,7 +16,14 @@ The claims live beside the bundles, in ``docs/evidence/findings.toml``: one entr
 
 ``any_of`` is the claim's anomaly class: a replay reproduces the fault schedule and the workload's
 choices, not the race itself, so the cases (and which of the class's kinds appear) vary from run
-to run; a claimed VALID must come out VALID.
+to run; a claimed VALID must come out VALID. ``seeds`` names the other seeds the claim was seen
+on with the bundle's configuration; ``verify --every-seed`` runs each of them too (the recorded
+campaign with that seed and the schedule the seed makes, as ``kchaos run`` made it). A claim that
+rests on a race says so with ``at_least``: how many of its runs must reproduce it (by default,
+every run made; never more than were made).
+
+Exit codes: 0 every claim reproduced; 1 a drift (another verdict, none of the claimed kinds, a
+replay that failed); 3 a registry or bundle that does not load, found before any cluster starts.
 """
 
 from __future__ import annotations
@@ -28,7 +35,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kchaos.errors import ConfigError, KchaosError
-from kchaos.harness.run import replay_run
+from kchaos.faults.schedule import read_schedule
+from kchaos.harness.run import execute_run, replay_run
+from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.outcome import Outcome
 
 REGISTRY = "findings.toml"
@@ -42,6 +51,8 @@ class Claim:
     verdict: str
     any_of: tuple[str, ...] = ()
     trigger: str = ""
+    seeds: tuple[int, ...] = ()  # further seeds it was seen on, beside the bundle's own
+    at_least: int | None = None  # runs that must reproduce it (a race); None: every run made
 
     @property
     def name(self) -> str:
@@ -53,6 +64,7 @@ class Check:
     """One replayed claim: what came out, and whether it matches."""
 
     claim: Claim
+    seed: int | None = None  # None: the bundle's own seed and schedule
     verdict: str | None = None
     kinds: tuple[str, ...] = ()
     minutes: float = 0.0
@@ -79,14 +91,20 @@ def load_claims(evidence: Path) -> list[Claim]:
     claims = []
     for i, entry in enumerate(data.get("claim", [])):
         where = f"{path} claim {i + 1}"
-        unknown = set(entry) - {"finding", "bundle", "verdict", "any_of", "trigger"}
+        unknown = set(entry) - {"finding", "bundle", "verdict", "any_of", "trigger", "seeds", "at_least"}
         if unknown:
             raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
         try:
             claim = Claim(str(entry["finding"]), str(entry["bundle"]), str(entry["verdict"]),
-                          tuple(entry.get("any_of", ())), str(entry.get("trigger", "")))
+                          tuple(entry.get("any_of", ())), str(entry.get("trigger", "")),
+                          tuple(int(s) for s in entry.get("seeds", ())),
+                          int(entry["at_least"]) if "at_least" in entry else None)
         except KeyError as exc:
             raise ConfigError(f"{where}: {exc.args[0]} is missing") from None
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: seeds must be a list of integers, at_least an integer") from None
+        if claim.at_least is not None and not 1 <= claim.at_least <= 1 + len(claim.seeds):
+            raise ConfigError(f"{where}: at_least {claim.at_least} is not between 1 and its {1 + len(claim.seeds)} runs")
         if claim.verdict not in VERDICTS:
             raise ConfigError(f"{where}: verdict {claim.verdict!r} is not one of {', '.join(VERDICTS)}")
         if claim.verdict == "invalid" and not claim.any_of:
@@ -94,12 +112,28 @@ def load_claims(evidence: Path) -> list[Claim]:
         missing = [f for f in ("campaign.json", "seed", "schedule.json") if not (evidence / claim.bundle / f).exists()]
         if missing:
             raise ConfigError(f"{where}: bundle {claim.bundle} cannot be replayed: {', '.join(missing)} missing")
+        check_bundle_loads(evidence / claim.bundle, where)
         claims.append(claim)
     names = [c.name for c in claims]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise ConfigError(f"{path}: claims listed twice: {twice}")
     return claims
+
+
+def check_bundle_loads(bundle: Path, where: str) -> None:
+    """A bundle this kchaos can no longer read (a campaign key renamed, a schedule of a fault kind
+    that is gone) is refused here, before any replay starts a cluster."""
+    try:
+        load_recorded(bundle)
+        read_schedule(bundle / "schedule.json")
+        int((bundle / "seed").read_text().strip())
+    except KchaosError as exc:
+        raise ConfigError(f"{where}: bundle {bundle.name} no longer loads: {exc.one_line()}",
+                          "record the claim again from a new run (docs/findings.md, 'Reproducing')") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{where}: bundle {bundle.name} no longer loads: {type(exc).__name__}: {exc}",
+                          "record the claim again from a new run (docs/findings.md, 'Reproducing')") from None
 
 
 def select(claims: list[Claim], names: list[str]) -> list[Claim]:
@@ -113,21 +147,27 @@ def select(claims: list[Claim], names: list[str]) -> list[Claim]:
     return picked
 
 
-def replay_bundle(bundle: Path, out: Path) -> Outcome:
-    """``kchaos replay`` of one bundle: its recorded campaign, seed and fault schedule."""
-    return replay_run(bundle, out)[1]
+def replay_bundle(bundle: Path, out: Path, seed: int | None = None) -> Outcome:
+    """``kchaos replay`` of one bundle: its recorded campaign, seed and fault schedule; with
+    ``seed``, the recorded campaign on that seed and the schedule that seed makes."""
+    if seed is None:
+        return replay_run(bundle, out)[1]
+    return execute_run(load_recorded(bundle), out, seed=seed, replay_of=bundle)[1]
 
 
 def verify(evidence: Path, claims: list[Claim], out: Path,
-           replay: Callable[[Path, Path], Outcome] = replay_bundle, say: Callable[[str], None] = print) -> list[Check]:
-    """Replay each claim's bundle, one after another; a replay that fails is a drift, never hidden."""
+           replay: Callable[[Path, Path, int | None], Outcome] | None = None, say: Callable[[str], None] = print,
+           every_seed: bool = False) -> list[Check]:
+    """Replay each claim's bundle (and with ``every_seed`` its other seeds), one after another; a
+    replay that fails is a drift, never hidden."""
+    replay = replay or replay_bundle
     checks = []
-    for claim in claims:
-        check = Check(claim)
+    for claim, seed in [(c, s) for c in claims for s in (None, *(c.seeds if every_seed else ()))]:
+        check = Check(claim, seed)
         started = time.monotonic()
-        say(f"replaying {claim.name} (claimed {claim.verdict})")
+        say(f"replaying {claim.name}{f' on seed {seed}' if seed is not None else ''} (claimed {claim.verdict})")
         try:
-            outcome = replay(evidence / claim.bundle, out / claim.bundle)
+            outcome = replay(evidence / claim.bundle, out / claim.bundle, seed)
             check.verdict, check.kinds, check.run_dir = outcome.verdict, tuple(sorted(outcome.anomalies)), outcome.run_dir
             if outcome.verdict == "unknown":
                 check.notes += list(outcome.errors) + [f"{k}: {v}" for k, v in outcome.required_not_checked.items()]
@@ -142,21 +182,53 @@ def verify(evidence: Path, claims: list[Claim], out: Path,
     return checks
 
 
+@dataclass
+class ClaimResult:
+    """A claim over the runs made for it: reproduced when enough of them reproduced it."""
+
+    claim: Claim
+    runs: int
+    reproduced_runs: int
+
+    @property
+    def needed(self) -> int:
+        return min(self.claim.at_least or self.runs, self.runs)
+
+    @property
+    def holds(self) -> bool:
+        return self.reproduced_runs >= self.needed
+
+
+def claim_results(checks: list[Check]) -> list[ClaimResult]:
+    results: dict[str, ClaimResult] = {}
+    for c in checks:
+        result = results.setdefault(c.claim.name, ClaimResult(c.claim, 0, 0))
+        result.runs += 1
+        result.reproduced_runs += c.reproduced
+    return list(results.values())
+
+
 def listing_table(claims: list[Claim]) -> str:
-    rows = [("finding", "bundle", "claimed", "trigger")]
-    rows += [(c.finding, c.bundle, c.verdict + (f" ({', '.join(c.any_of)})" if c.any_of else ""), c.trigger)
-             for c in claims]
+    rows = [("finding", "bundle", "claimed", "other seeds", "trigger")]
+    rows += [(c.finding, c.bundle, c.verdict + (f" ({', '.join(c.any_of)})" if c.any_of else ""),
+              " ".join(map(str, c.seeds)) or "-", c.trigger) for c in claims]
     return _table(rows)
 
 
 def verify_table(checks: list[Check]) -> str:
-    rows = [("finding", "bundle", "claimed", "replayed", "kinds", "minutes", "")]
+    rows = [("finding", "bundle", "seed", "claimed", "replayed", "kinds", "minutes", "")]
     for c in checks:
-        rows.append((c.claim.finding, c.claim.bundle, c.claim.verdict, c.verdict or "error",
+        rows.append((c.claim.finding, c.claim.bundle, "bundle" if c.seed is None else c.seed, c.claim.verdict,
+                     c.verdict or "error",
                      ", ".join(c.kinds) or (c.error or "-"), f"{c.minutes}", "ok" if c.reproduced else "DRIFT"))
     total = sum(c.minutes for c in checks)
     drift = sum(not c.reproduced for c in checks)
-    return _table(rows) + f"\n{len(checks) - drift} of {len(checks)} reproduced, {total:.1f} minutes"
+    text = _table(rows) + f"\n{len(checks) - drift} of {len(checks)} runs reproduced their claim, {total:.1f} minutes"
+    races = [r for r in claim_results(checks) if r.runs > 1 or r.claim.at_least]
+    for r in races:
+        text += (f"\n{r.claim.name}: {r.reproduced_runs} of {r.runs} runs, {r.needed} needed: "
+                 f"{'holds' if r.holds else 'DRIFT'}")
+    return text
 
 
 def _table(rows: list[tuple[Any, ...]]) -> str:

@@ -228,6 +228,25 @@ HISTORY_CHECKS = tuple(c.anomaly for c in CHECKS if any(r.needs == "history" for
 #: the checks that read the coordinator's log, the offsets log, and neither (the user topics)
 _TXN_LOG_CHECKS = ("invalid-txn-transition", "split-transaction")
 _OFFSETS_LOG_CHECKS = ("lost-offset-commit", "offsets-backwards")
+#: the checks that read what no client of the pipeline sees: the brokers' own logs (the
+#: coordinator's and the offsets log). The observers' checks read what readers got during the
+#: run. Every other check judges the end state: the committed topics, the group's committed
+#: offsets and the last stable offsets, against the clients' history (bench/time_to_bug.py
+#: counts detections by these three).
+WHITE_BOX_CHECKS = (*_TXN_LOG_CHECKS, *_OFFSETS_LOG_CHECKS)
+
+
+def detection_kind(anomaly_types: list[str] | tuple[str, ...]) -> str | None:
+    """How a run saw its anomalies: ``end-state`` when any is an end-state check's, else
+    ``read-side`` (observers) or ``white-box``; None with none."""
+    kinds = set(anomaly_types)
+    if not kinds:
+        return None
+    if kinds - set(WHITE_BOX_CHECKS) - set(OBSERVATION_CHECKS):
+        return "end-state"
+    return "read-side" if kinds & set(OBSERVATION_CHECKS) else "white-box"
+
+
 CHECK_GROUPS = evidence.CheckGroups(
     history=HISTORY_CHECKS, transaction_log=_TXN_LOG_CHECKS, offsets_log=_OFFSETS_LOG_CHECKS,
     user_topics=tuple(n for n in CHECK_NAMES if n not in (*_TXN_LOG_CHECKS, *_OFFSETS_LOG_CHECKS, "hanging-transaction")),

@@ -14,10 +14,13 @@ from kchaos.verifier.outcome import Outcome
 REPO = Path(__file__).resolve().parents[2]
 
 
+SHIPPED = REPO / "docs" / "evidence" / "kip-890-java-tv2"  # a real bundle's files: loadable as recorded
+
+
 def bundle(root: Path, name: str) -> None:
     (root / name).mkdir(parents=True)
     for f in ("campaign.json", "seed", "schedule.json"):
-        (root / name / f).write_text("{}")
+        (root / name / f).write_text((SHIPPED / f).read_text())
 
 
 def registry(root: Path, text: str) -> Path:
@@ -72,7 +75,7 @@ def test_verify_names_every_drift_and_hides_no_failed_replay(tmp_path):
                 # the fix's bundle now shows an anomaly: a drift
                 "fixed": Outcome("r2", "invalid", anomalies={"lost-write": [{}]})}
 
-    def replay(bundle_dir: Path, out: Path) -> Outcome:
+    def replay(bundle_dir: Path, out: Path, seed: int | None) -> Outcome:
         if bundle_dir.name == "broken":
             raise RuntimeError("the cluster did not start")
         return outcomes[bundle_dir.name]
@@ -81,7 +84,7 @@ def test_verify_names_every_drift_and_hides_no_failed_replay(tmp_path):
     assert [(c.claim.bundle, c.reproduced) for c in checks] == [("hunt", True), ("fixed", False), ("broken", False)]
     assert checks[2].error == "RuntimeError: the cluster did not start"
     table = findings.verify_table(checks)
-    assert "1 of 3 reproduced" in table and table.count("DRIFT") == 2
+    assert "1 of 3 runs reproduced" in table and table.count("DRIFT") == 2
 
 
 def test_an_invalid_claim_needs_one_of_its_kinds_not_any_anomaly(tmp_path):
@@ -89,3 +92,65 @@ def test_an_invalid_claim_needs_one_of_its_kinds_not_any_anomaly(tmp_path):
     assert not findings.Check(claim, verdict="invalid", kinds=("duplicate",)).reproduced
     assert findings.Check(claim, verdict="invalid", kinds=("duplicate", "lost-write")).reproduced
     assert not findings.Check(claim, verdict="unknown").reproduced
+
+
+def test_a_bundle_that_no_longer_loads_is_refused_before_any_replay(tmp_path):
+    bundle(tmp_path, "old")
+    registry(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "old"\nverdict = "valid"\n')
+    (tmp_path / "old" / "campaign.json").write_text('{"cluster": {"nodes": "three"}}')  # a key kchaos no longer reads so
+    with pytest.raises(ConfigError, match="bundle old no longer loads") as raised:
+        findings.load_claims(tmp_path)
+    assert raised.value.exit_code == 3
+    bundle(tmp_path, "noseed")
+    (tmp_path / "noseed" / "seed").write_text("five\n")
+    registry(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "noseed"\nverdict = "valid"\n')
+    with pytest.raises(ConfigError, match="noseed no longer loads"):
+        findings.load_claims(tmp_path)
+    registry(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "old"\nverdict = "valid"\nseeds = ["x"]\n')
+    with pytest.raises(ConfigError, match="seeds must be a list of integers"):
+        findings.load_claims(tmp_path)
+    registry(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "old"\nverdict = "valid"\nseeds = [2]\nat_least = 3\n')
+    with pytest.raises(ConfigError, match="at_least 3 is not between 1 and its 2 runs"):
+        findings.load_claims(tmp_path)
+
+
+def test_every_seed_runs_the_claims_other_seeds_after_its_bundle(tmp_path):
+    bundle(tmp_path, "hunt")
+    registry(tmp_path, '[[claim]]\nfinding = "F1"\nbundle = "hunt"\nverdict = "invalid"\nany_of = ["lost-write"]\n'
+                       'seeds = [6, 7]\n')
+    claims = findings.load_claims(tmp_path)
+    ran: list[int | None] = []
+
+    def replay(bundle_dir: Path, out: Path, seed: int | None) -> Outcome:
+        ran.append(seed)
+        # seed 7 loses the race this time: the claim's kind is missing
+        return Outcome(f"r{seed}", "invalid", anomalies={"duplicate" if seed == 7 else "lost-write": [{}]})
+
+    assert [c.seed for c in findings.verify(tmp_path, claims, tmp_path / "out", replay=replay, say=lambda _: None)] == [None]
+    checks = findings.verify(tmp_path, claims, tmp_path / "out", replay=replay, say=lambda _: None, every_seed=True)
+    assert ran == [None, None, 6, 7] and [c.reproduced for c in checks] == [True, True, False]
+    table = findings.verify_table(checks)
+    assert "2 of 3 runs reproduced" in table and " bundle " in table and " 7 " in table
+    assert "F1:hunt: 2 of 3 runs, 3 needed: DRIFT" in table  # by default every run must reproduce it
+    race = findings.Claim("F1", "hunt", "invalid", ("lost-write",), seeds=(6, 7), at_least=2)
+    assert findings.claim_results([findings.Check(race, c.seed, c.verdict, c.kinds) for c in checks])[0].holds
+    # a race claim verified on its bundle alone needs that one run
+    assert not findings.claim_results([findings.Check(race, None, "invalid", ("duplicate",))])[0].holds
+
+
+def test_the_cli_exits_1_on_a_drift_and_3_on_a_bundle_that_does_not_load(tmp_path, monkeypatch):
+    from kchaos.cli.main import main
+
+    claims_of(tmp_path)
+    outcomes = {"hunt": Outcome("r1", "valid"),  # the claimed INVALID came out VALID: a drifted verdict
+                "fixed": Outcome("r2", "valid"), "broken": Outcome("r3", "invalid", anomalies={"duplicate": [{}]})}
+    monkeypatch.setattr(findings, "replay_bundle", lambda b, out, seed=None: outcomes[b.name])
+    def argv(*names: str) -> list[str]:
+        return ["findings", "verify", *names, "--evidence", str(tmp_path), "--out", str(tmp_path / "out")]
+
+    assert main(argv("fixed", "broken")) == 0
+    assert main(argv("hunt")) == 1
+    outcomes["broken"] = Outcome("r3", "invalid", anomalies={"lost-write": [{}]})  # not the claimed kind
+    assert main(argv("broken")) == 1
+    (tmp_path / "fixed" / "schedule.json").write_text("[{")
+    assert main(argv()) == 3  # refused before any replay

@@ -48,3 +48,17 @@ def test_minutes_per_detection_count_every_run_including_the_misses(tmp_path):
     assert (summary["runs"], summary["detected"], summary["share"]) == (3, 2, 0.667)
     assert summary["minutes_per_run"] == 4.0 and summary["minutes_per_detection"] == 6.0
     assert summarise([rows[1]])["minutes_per_detection"] is None
+
+
+def test_detections_are_counted_by_how_they_were_seen(tmp_path):
+    from kchaos.verifier.checks import detection_kind
+
+    rows = [summarise_run(_run(tmp_path, name, "invalid", kinds), None) for name, kinds in (
+        ("end", {"lost-write": 1, "split-transaction": 2}),   # an end-state kind with a white-box one
+        ("white", {"split-transaction": 1}),                  # only the coordinator's log saw it
+        ("read", {"observed-aborted-read": 1, "split-transaction": 1}))]
+    rows.append(summarise_run(_run(tmp_path, "valid", "valid", {}), None))
+    assert [r["seen_by"] for r in rows] == ["end-state", "white-box", "read-side", None]
+    assert summarise(rows)["detected_by"] == {"end-state": 1, "white-box": 1, "read-side": 1}
+    assert detection_kind(["hanging-transaction"]) == "end-state" and detection_kind([]) is None
+    assert detection_kind(["offsets-backwards", "invalid-txn-transition"]) == "white-box"
