@@ -21,7 +21,7 @@ from kchaos import log, signals
 from kchaos.log import say
 from kchaos.signals import GRACE_S
 from kchaos.ci.nightly import DEFAULT_MATRIX, run_nightly
-from kchaos.clusters.artifacts import require_java, resolve_kafka
+from kchaos.clusters.artifacts import require_java, resolve_kafka, validate_kafka_version
 from kchaos.clusters.docker_engine import PrivateDockerEngine, install_engine
 from kchaos.clusters.docker_image import ensure_kafka_image
 from kchaos.clusters.external import heal_run
@@ -204,7 +204,13 @@ def cmd_findings(args: argparse.Namespace) -> int:
     if args.action == "list":
         print(findings.listing_table(claims))
         return 0
-    checks = findings.verify(evidence, claims, Path(args.out), say=say, every_seed=args.every_seed)
+    for release in args.releases:
+        validate_kafka_version(release)
+    checks = findings.verify(evidence, claims, Path(args.out), say=say, every_seed=args.every_seed,
+                             releases=args.releases)
+    if args.releases:  # an answer per release, not a regression test: only a failed run fails it
+        print(findings.release_table(checks))
+        return 0 if not any(c.error for c in checks) else 1
     print(findings.verify_table(checks))
     return 0 if all(r.holds for r in findings.claim_results(checks)) else 1
 
@@ -349,6 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/findings", help="where the replays' run directories go")
     p.add_argument("--every-seed", action="store_true",
                    help="also run each claim's other seeds (findings.toml `seeds`), not only its bundle's")
+    p.add_argument("--releases", nargs="+", metavar="VERSION", default=[],
+                   help="run each claim on these Kafka releases (brokers and Java clients) and print which "
+                        "findings reproduce on which: the findings' release matrix")
     p.set_defaults(func=cmd_findings)
 
     p = sub.add_parser("analyze", help="re-check a stored run directory (no cluster needed)")

@@ -22,7 +22,12 @@ campaign with that seed and the schedule the seed makes, as ``kchaos run`` made 
 rests on a race says so with ``at_least``: how many of its runs must reproduce it (by default,
 every run made; never more than were made).
 
-Exit codes: 0 every claim reproduced; 1 a drift (another verdict, none of the claimed kinds, a
+``verify --releases 4.0.1 4.4.0`` is the release matrix of the findings: each claim's bundle
+(its seed and schedule) on each release named, brokers and Java clients alike, and a table of
+which findings reproduce on which release: the table to read before an upgrade. A release where
+a claim does not reproduce is an answer there, not a drift.
+
+Exit codes: 0 every claim reproduced (with ``--releases``: every run finished); 1 a drift (another verdict, none of the claimed kinds, a
 replay that failed); 3 a registry or bundle that does not load, found before any cluster starts.
 """
 
@@ -37,7 +42,7 @@ from typing import Any, Callable
 from kchaos.errors import ConfigError, KchaosError
 from kchaos.faults.schedule import read_schedule
 from kchaos.harness.run import execute_run, replay_run
-from kchaos.verifier.campaign import load_recorded
+from kchaos.verifier.campaign import Campaign, load_recorded
 from kchaos.verifier.outcome import Outcome
 
 REGISTRY = "findings.toml"
@@ -65,6 +70,7 @@ class Check:
 
     claim: Claim
     seed: int | None = None  # None: the bundle's own seed and schedule
+    release: str | None = None  # None: the bundle's own Kafka release
     verdict: str | None = None
     kinds: tuple[str, ...] = ()
     minutes: float = 0.0
@@ -147,27 +153,45 @@ def select(claims: list[Claim], names: list[str]) -> list[Claim]:
     return picked
 
 
-def replay_bundle(bundle: Path, out: Path, seed: int | None = None) -> Outcome:
+def on_release(campaign: Campaign, release: str) -> Campaign:
+    """The campaign with its brokers, and its Java clients when it has them, at ``release``."""
+    data = campaign.model_dump(mode="json")
+    data["cluster"]["kafka_version"] = release
+    if data["workload"].get("client") in ("java", "mixed", "streams") and data["workload"].get("java_client_version"):
+        data["workload"]["java_client_version"] = release
+    return Campaign.model_validate(data)
+
+
+def replay_bundle(bundle: Path, out: Path, seed: int | None = None, release: str | None = None) -> Outcome:
     """``kchaos replay`` of one bundle: its recorded campaign, seed and fault schedule; with
-    ``seed``, the recorded campaign on that seed and the schedule that seed makes."""
-    if seed is None:
+    ``seed``, the recorded campaign on that seed and the schedule that seed makes; with
+    ``release``, the bundle's seed and schedule on that Kafka release."""
+    if seed is None and release is None:
         return replay_run(bundle, out)[1]
-    return execute_run(load_recorded(bundle), out, seed=seed, replay_of=bundle)[1]
+    campaign = load_recorded(bundle)
+    if release is not None:
+        campaign = on_release(campaign, release)
+    if seed is None:
+        return execute_run(campaign, out, seed=int((bundle / "seed").read_text().strip()),
+                           schedule=read_schedule(bundle / "schedule.json"), replay_of=bundle)[1]
+    return execute_run(campaign, out, seed=seed, replay_of=bundle)[1]
 
 
 def verify(evidence: Path, claims: list[Claim], out: Path,
-           replay: Callable[[Path, Path, int | None], Outcome] | None = None, say: Callable[[str], None] = print,
-           every_seed: bool = False) -> list[Check]:
-    """Replay each claim's bundle (and with ``every_seed`` its other seeds), one after another; a
-    replay that fails is a drift, never hidden."""
+           replay: Callable[..., Outcome] | None = None, say: Callable[[str], None] = print,
+           every_seed: bool = False, releases: list[str] | None = None) -> list[Check]:
+    """Replay each claim's bundle (and with ``every_seed`` its other seeds; with ``releases``, on
+    each of those releases), one after another; a replay that fails is a drift, never hidden."""
     replay = replay or replay_bundle
     checks = []
-    for claim, seed in [(c, s) for c in claims for s in (None, *(c.seeds if every_seed else ()))]:
-        check = Check(claim, seed)
+    plan = [(c, s, r) for c in claims for s in (None, *(c.seeds if every_seed else ())) for r in (releases or [None])]
+    for claim, seed, release in plan:
+        check = Check(claim, seed, release)
         started = time.monotonic()
-        say(f"replaying {claim.name}{f' on seed {seed}' if seed is not None else ''} (claimed {claim.verdict})")
+        say(f"replaying {claim.name}{f' on seed {seed}' if seed is not None else ''}"
+            f"{f' on Kafka {release}' if release else ''} (claimed {claim.verdict})")
         try:
-            outcome = replay(evidence / claim.bundle, out / claim.bundle, seed)
+            outcome = replay(evidence / claim.bundle, out / claim.bundle, seed, release)
             check.verdict, check.kinds, check.run_dir = outcome.verdict, tuple(sorted(outcome.anomalies)), outcome.run_dir
             if outcome.verdict == "unknown":
                 check.notes += list(outcome.errors) + [f"{k}: {v}" for k, v in outcome.required_not_checked.items()]
@@ -229,6 +253,23 @@ def verify_table(checks: list[Check]) -> str:
         text += (f"\n{r.claim.name}: {r.reproduced_runs} of {r.runs} runs, {r.needed} needed: "
                  f"{'holds' if r.holds else 'DRIFT'}")
     return text
+
+
+def release_table(checks: list[Check]) -> str:
+    """Which findings reproduce on which release: a row per claim (and seed), a column per release."""
+    releases = sorted({c.release for c in checks if c.release}, key=lambda r: tuple(int(x) for x in r.split(".")))
+    cells: dict[tuple[str, Any], dict[str, str]] = {}
+    for c in checks:
+        row = cells.setdefault((c.claim.name, c.seed), {})
+        if c.error:
+            row[c.release or ""] = "error"
+        else:
+            kinds = f" ({', '.join(c.kinds)})" if c.kinds else ""
+            row[c.release or ""] = ("reproduces" if c.reproduced else "does not") + f": {c.verdict}{kinds}"
+    rows = [("claim", "seed", *releases)]
+    rows += [(name, "bundle" if seed is None else seed, *(row.get(r, "-") for r in releases))
+             for (name, seed), row in cells.items()]
+    return _table(rows)
 
 
 def _table(rows: list[tuple[Any, ...]]) -> str:

@@ -75,7 +75,7 @@ def test_verify_names_every_drift_and_hides_no_failed_replay(tmp_path):
                 # the fix's bundle now shows an anomaly: a drift
                 "fixed": Outcome("r2", "invalid", anomalies={"lost-write": [{}]})}
 
-    def replay(bundle_dir: Path, out: Path, seed: int | None) -> Outcome:
+    def replay(bundle_dir: Path, out: Path, seed: int | None, release: str | None) -> Outcome:
         if bundle_dir.name == "broken":
             raise RuntimeError("the cluster did not start")
         return outcomes[bundle_dir.name]
@@ -121,7 +121,7 @@ def test_every_seed_runs_the_claims_other_seeds_after_its_bundle(tmp_path):
     claims = findings.load_claims(tmp_path)
     ran: list[int | None] = []
 
-    def replay(bundle_dir: Path, out: Path, seed: int | None) -> Outcome:
+    def replay(bundle_dir: Path, out: Path, seed: int | None, release: str | None) -> Outcome:
         ran.append(seed)
         # seed 7 loses the race this time: the claim's kind is missing
         return Outcome(f"r{seed}", "invalid", anomalies={"duplicate" if seed == 7 else "lost-write": [{}]})
@@ -133,9 +133,9 @@ def test_every_seed_runs_the_claims_other_seeds_after_its_bundle(tmp_path):
     assert "2 of 3 runs reproduced" in table and " bundle " in table and " 7 " in table
     assert "F1:hunt: 2 of 3 runs, 3 needed: DRIFT" in table  # by default every run must reproduce it
     race = findings.Claim("F1", "hunt", "invalid", ("lost-write",), seeds=(6, 7), at_least=2)
-    assert findings.claim_results([findings.Check(race, c.seed, c.verdict, c.kinds) for c in checks])[0].holds
+    assert findings.claim_results([findings.Check(race, c.seed, verdict=c.verdict, kinds=c.kinds) for c in checks])[0].holds
     # a race claim verified on its bundle alone needs that one run
-    assert not findings.claim_results([findings.Check(race, None, "invalid", ("duplicate",))])[0].holds
+    assert not findings.claim_results([findings.Check(race, None, verdict="invalid", kinds=("duplicate",))])[0].holds
 
 
 def test_the_cli_exits_1_on_a_drift_and_3_on_a_bundle_that_does_not_load(tmp_path, monkeypatch):
@@ -144,7 +144,7 @@ def test_the_cli_exits_1_on_a_drift_and_3_on_a_bundle_that_does_not_load(tmp_pat
     claims_of(tmp_path)
     outcomes = {"hunt": Outcome("r1", "valid"),  # the claimed INVALID came out VALID: a drifted verdict
                 "fixed": Outcome("r2", "valid"), "broken": Outcome("r3", "invalid", anomalies={"duplicate": [{}]})}
-    monkeypatch.setattr(findings, "replay_bundle", lambda b, out, seed=None: outcomes[b.name])
+    monkeypatch.setattr(findings, "replay_bundle", lambda b, out, seed=None, release=None: outcomes[b.name])
     def argv(*names: str) -> list[str]:
         return ["findings", "verify", *names, "--evidence", str(tmp_path), "--out", str(tmp_path / "out")]
 
@@ -154,3 +154,32 @@ def test_the_cli_exits_1_on_a_drift_and_3_on_a_bundle_that_does_not_load(tmp_pat
     assert main(argv("broken")) == 1
     (tmp_path / "fixed" / "schedule.json").write_text("[{")
     assert main(argv()) == 3  # refused before any replay
+
+
+def test_the_release_matrix_runs_each_claim_on_each_release_and_says_where_it_reproduces(tmp_path):
+    claims = claims_of(tmp_path)[:2]  # hunt (invalid, lost-write or aborted-read), fixed (valid)
+    asked: list[tuple[str, int | None, str | None]] = []
+
+    def replay(bundle_dir: Path, out: Path, seed: int | None, release: str | None) -> Outcome:
+        asked.append((bundle_dir.name, seed, release))
+        if bundle_dir.name == "hunt" and release == "4.0.0":
+            return Outcome("r", "invalid", anomalies={"lost-write": [{}]})
+        return Outcome("r", "valid")  # fixed on 4.4.0; the fixed configuration valid on both
+
+    checks = findings.verify(tmp_path, claims, tmp_path / "out", replay=replay, say=lambda _: None,
+                             releases=["4.4.0", "4.0.0"])
+    assert asked == [("hunt", None, "4.4.0"), ("hunt", None, "4.0.0"), ("fixed", None, "4.4.0"),
+                     ("fixed", None, "4.0.0")]
+    table = findings.release_table(checks).splitlines()
+    assert table[0].split() == ["claim", "seed", "4.0.0", "4.4.0"]  # releases in version order
+    assert "reproduces: invalid (lost-write)" in table[1] and "does not: valid" in table[1]
+    assert table[2].count("reproduces: valid") == 2
+
+
+def test_a_release_campaign_moves_brokers_and_java_clients_only(tmp_path):
+    from kchaos.verifier.campaign import load_recorded
+
+    campaign = load_recorded(SHIPPED)  # Java kafka-clients 4.2.1 on Kafka 4.2.1
+    moved = findings.on_release(campaign, "4.0.1")
+    assert (moved.cluster.kafka_version, moved.workload.java_client_version) == ("4.0.1", "4.0.1")
+    assert moved.faults == campaign.faults and moved.workload.records == campaign.workload.records
