@@ -24,7 +24,7 @@ run: setup
 # marked `long` and run by `make test-long` (and, as campaigns, by `kchaos ci nightly`). Two
 # pytest workers: the Spark-only tests in one, everything else in the other (tests/conftest.py).
 test: setup
-	$(BIN)/kchaos setup --browser
+	$(BIN)/kchaos setup --browser --clock
 	$(BIN)/python -m pytest -m "not long" -n 2 --dist loadgroup --durations=15 $(ARGS)
 
 test-long: setup

@@ -21,6 +21,7 @@ from kchaos import log, signals
 from kchaos.log import say
 from kchaos.signals import GRACE_S
 from kchaos.ci.nightly import DEFAULT_MATRIX, run_nightly
+from kchaos.clusters import faketime
 from kchaos.clusters.artifacts import require_java, resolve_kafka, validate_kafka_version
 from kchaos.clusters.docker_engine import PrivateDockerEngine, install_engine
 from kchaos.clusters.docker_image import ensure_kafka_image
@@ -80,6 +81,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
         print("browser: {} (driver {})".format(*ensure_browser()))
     if args.docker:
         setup_docker(args.kafka_version or ["4.2.1"])
+    if args.clock:
+        print(f"libfaketime (clock faults): {faketime.ensure_library()}")
     return 0
 
 
@@ -311,6 +314,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-spark", action="store_true", help="skip resolving the Spark Kafka source jars")
     p.add_argument("--docker", action="store_true",
                    help="also install the Docker engine (Debian's docker.io, as root) and build kchaos' Kafka image")
+    p.add_argument("--clock", action="store_true",
+                   help="also install libfaketime (Debian's faketime, as root): clock faults on the local backend")
     p.set_defaults(func=cmd_setup)
 
     p = sub.add_parser("run", help="run a campaign (default: campaigns/default.toml)")

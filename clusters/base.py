@@ -42,6 +42,7 @@ class Capability(str, enum.Enum):
     UPGRADE = "upgrade"      # restart a node on another Kafka release (rolling binary upgrade)
     MESSAGES = "messages"    # delay, hold, duplicate or answer single Kafka requests (message proxy)
     MESSAGES_BETWEEN_BROKERS = "messages-between-brokers"  # the same on the links between brokers
+    CLOCK = "clock"          # move a node's wall clock (libfaketime in its JVM; clusters/faketime.py)
 
 
 class Role(str, enum.Enum):
@@ -93,6 +94,10 @@ class Node(abc.ABC):
 
     def start(self) -> None:
         raise CapabilityError(f"node {self.node_id} cannot be started by this backend")
+
+    def set_clock_offset(self, offset_s: float) -> None:
+        """Move the node's wall clock ``offset_s`` seconds from the true time (0: back to it)."""
+        raise CapabilityError(f"node {self.node_id}'s clock cannot be moved by this backend")
 
     @property
     def log_paths(self) -> list[Path]:

@@ -21,9 +21,10 @@ PROBE_TOPIC = "kchaos-clock-probe"
 SAMPLES = 5
 
 
-def measure_broker_clocks(cluster: Any, samples: int = SAMPLES) -> dict[str, Any]:
+def measure_broker_clocks(cluster: Any, samples: int = SAMPLES, nodes: list[int] | None = None) -> dict[str, Any]:
     """``{"at": time, "brokers": {id: {"offset_ms": o, "bound_ms": b}}}``: broker clock minus this
-    machine's, within ``bound_ms``. A broker that could not be measured is left out (and said)."""
+    machine's, within ``bound_ms``. A broker that could not be measured is left out (and said).
+    ``nodes``: only these brokers (a clock fault's targets)."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import NewTopic
 
@@ -43,6 +44,8 @@ def measure_broker_clocks(cluster: Any, samples: int = SAMPLES) -> dict[str, Any
                          "enable.idempotence": False})
     out: dict[str, Any] = {"at": time.time(), "brokers": {}, "not_measured": []}
     for partition, leader in sorted(leaders.items()):
+        if nodes is not None and leader not in nodes:
+            continue
         best: tuple[float, float] | None = None
         for _ in range(samples):
             stamp: list[int] = []

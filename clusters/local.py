@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import concurrent.futures
 import json
+import os
 import shutil
 import sys
 import time
@@ -31,6 +32,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from kchaos.clusters import faketime
 from kchaos.clusters.artifacts import JarSet, require_java, resolve_kafka
 from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role
 from kchaos.clusters.compaction import cleaned_offsets
@@ -42,7 +44,7 @@ from kchaos.clusters.processes import ManagedProcess, reap
 from kchaos.clusters.proxy_network import ProxyNetwork
 from kchaos.clusters.spec import ClusterSpec
 from kchaos.clusters.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary, start_toxiproxy
-from kchaos.errors import ClusterError, ConfigError
+from kchaos.errors import CapabilityError, ClusterError, ConfigError
 from kchaos.files import atomic_write
 from kchaos.waiting import WaitTimeout, wait_until
 
@@ -87,9 +89,24 @@ class LocalNode(Node):
             "-cp", jars.classpath, "kafka.Kafka", str(self.config_path),
         ]
 
+    @property
+    def clock_control_file(self) -> Path:
+        return self.dir / "faketime.rc"
+
     def _make_process(self) -> ManagedProcess:
+        env = None
+        if self.cluster.spec.clock_control:
+            lib = self.cluster.faketime_library or faketime.ensure_library()  # (a cluster adopted from its state)
+            if not self.clock_control_file.exists():
+                faketime.write_offset(self.clock_control_file, 0.0)
+            env = {**os.environ, **faketime.environment(self.clock_control_file, lib)}
         return ManagedProcess(f"node-{self.node_id}", self._argv(), self.logs_dir / "stdout.log",
-                              self.cluster.pid_dir, marker=str(self.cluster.work_dir))
+                              self.cluster.pid_dir, marker=str(self.cluster.work_dir), env=env)
+
+    def set_clock_offset(self, offset_s: float) -> None:
+        if not self.cluster.spec.clock_control:
+            raise CapabilityError(f"node {self.node_id} was started without clock control (cluster.clock_control)")
+        faketime.write_offset(self.clock_control_file, offset_s)
 
     def start(self) -> None:
         if self.process is None:
@@ -239,6 +256,7 @@ class LocalJvmCluster(Cluster):
         self.pid_dir = self.work_dir / "pids"
         self.kafka_version = spec.kafka_version
         self.jars: JarSet | None = None
+        self.faketime_library: Path | None = None  # set by prepare() under clock_control
         self.cluster_id: str | None = None
         self.ports: PortPlan | None = None
         self.toxiproxy: ToxiproxyClient | None = None
@@ -275,6 +293,8 @@ class LocalJvmCluster(Cluster):
             caps.add(Capability.MESSAGES)
         if spec.proxy_messages_between_brokers:
             caps.add(Capability.MESSAGES_BETWEEN_BROKERS)
+        if spec.clock_control:
+            caps.add(Capability.CLOCK)
         return frozenset(caps)
 
     @property
@@ -301,6 +321,8 @@ class LocalJvmCluster(Cluster):
         """Everything that can fail before a process starts: tools, jars, binary, ports."""
         require_java()
         self.jars = resolve_kafka(self.spec.kafka_version)
+        if self.spec.clock_control:
+            self.faketime_library = faketime.ensure_library()
         if self.spec.proxy_clients or self.spec.proxy_internal:
             self._toxiproxy_binary = ensure_toxiproxy_binary()
 

@@ -163,6 +163,9 @@ class ClusterSpec(BaseModel):
         False, description="also put the message proxy on every link between brokers (replication, transaction markers, "
                            "partition verification), for message faults with link = 'inter-broker'; needs proxy_internal. "
                            "Set on load when the campaign has such faults")
+    clock_control: bool = Field(False, description="start every node's JVM with libfaketime, so that clock faults can "
+                                                  "move its wall clock (local backend); set on load when the campaign "
+                                                  "has clock- faults")
     base_port: int | None = Field(None, ge=1024, le=65000, description="first port to use; None: free ports chosen at start")
     ready_timeout_s: float = Field(120.0, gt=0)
     external: ExternalSpec | None = None

@@ -21,7 +21,7 @@ from typing import Any
 
 import confluent_kafka
 
-from kchaos.clusters import create_cluster
+from kchaos.clusters import create_cluster, faketime
 from kchaos.clusters.artifacts import resolve_kafka
 from kchaos.clusters.docker import DockerCluster
 from kchaos.clusters.clock_probe import measure_broker_clocks
@@ -249,6 +249,8 @@ def prepare_artifacts(campaign: Campaign) -> None:
     before any cluster starts, so that a missing artefact is an error that starts nothing."""
     if campaign.cluster.backend == "local":
         resolve_kafka(campaign.cluster.kafka_version)
+        if campaign.cluster.clock_control:
+            faketime.ensure_library()
     if campaign.cluster.backend == "docker":
         DockerCluster.preflight(campaign.cluster)
         resolve_kafka(campaign.cluster.kafka_version)  # kchaos' image is built from these jars

@@ -73,6 +73,10 @@ class Campaign(BaseModel):
             if messages or any(KINDS[e["kind"]].capability == Capability.NETWORK for e in entries if e.get("kind") in KINDS):
                 data = {**data, "cluster": {**cluster_data, "external": {"front": True, **cluster_data["external"]}}}
             return data
+        if any(str(e.get("kind", "")).startswith("clock-") for e in entries):
+            cluster_data = {**cluster_data}
+            cluster_data.setdefault("clock_control", True)  # libfaketime in every broker's JVM
+            data = {**data, "cluster": cluster_data}
         if messages:
             cluster = dict(data.get("cluster") or {})
             cluster.setdefault("proxy_messages", True)

@@ -106,6 +106,12 @@ NOTES = {
                             "same partition"),
     "set-aside.past the committed view": ("{n} past the end of {log}'s committed view ({view} of {end}: a "
                                           "transaction left open pins it)"),
+    "set-aside.clock-skewed": ("; set aside, as clock faults had moved a broker's clock while they ran (their "
+                               "coordinator stamps cannot be placed on the harness's clock): {n} client transactions, "
+                               "{m} coordinator transactions"),
+    "split-transaction.all-clock-skewed": ("every client transaction ({n}) overlapped a clock fault's window: their "
+                                           "coordinator stamps cannot be placed on the harness's clock, so nothing "
+                                           "was judged"),
     "set-aside.unrecorded-compacted": ("{n} committed client transactions of {ids} began before the oldest record "
                                        "the log cleaner must have kept ({where})"),
 }

@@ -229,6 +229,33 @@ def on_harness_clock(coordinator: list[CoordinatorTxn], shift_ms: float) -> list
                     complete_ms=None if ct.complete_ms is None else ct.complete_ms - shift_ms) for ct in coordinator]
 
 
+Skew = list[tuple[float, float]]
+
+
+def _in(windows: Skew, t: float) -> bool:
+    return any(lo <= t <= hi for lo, hi in windows)
+
+
+def _overlaps(windows: Skew, c: ClientTxn) -> bool:
+    end = c.end_complete_ms if c.end_complete_ms is not None else float("inf")
+    return any(c.start_ms <= hi and lo <= end for lo, hi in windows)
+
+
+def outside_skew(coordinator: list[CoordinatorTxn], clients: list[ClientTxn],
+                 skewed: Skew | None) -> tuple[list[CoordinatorTxn], list[ClientTxn], dict[str, int]]:
+    """What can be placed in time while brokers' clocks were moved on purpose (clock faults):
+    ``skewed`` are harness-clock windows (ms) in which a coordinator's stamps may be off by what
+    the faults applied. A coordinator transaction stamped inside one, and a client transaction
+    overlapping one, are set aside (counted, not judged): their attribution would rest on a clock
+    that was wrong by design."""
+    if not skewed:
+        return coordinator, clients, {}
+    kept_ct = [ct for ct in coordinator if not _in(skewed, ct.start_ms)]
+    kept_c = [c for c in clients if not _overlaps(skewed, c)]
+    return kept_ct, kept_c, {"coordinator_transactions": len(coordinator) - len(kept_ct),
+                             "client_transactions": len(clients) - len(kept_c)}
+
+
 def attribute(coordinator: list[CoordinatorTxn], clients: list[ClientTxn],
               eps: float = CLOCK_EPS_MS) -> dict[int, ClientTxn]:
     """Index in ``coordinator`` -> the client transaction it belongs to: same transactional id,
@@ -335,11 +362,11 @@ def resolution(clients: list[ClientTxn], held: dict[tuple[str, int], list[Coordi
 
 
 def coordinator_aborted(coordinator: list[CoordinatorTxn], history: Any,
-                        eps: float = CLOCK_EPS_MS) -> set[tuple[str, int]]:
+                        eps: float = CLOCK_EPS_MS, skewed: Skew | None = None) -> set[tuple[str, int]]:
     """The client transactions whose end the client never learned (not a failed commit: that is
     its own case) and which the coordinator's log shows aborted: their outputs must not be visible.
     ``coordinator`` on the harness's clock, within ``eps`` ms (as for :func:`judge`)."""
-    clients = client_transactions(history)
+    coordinator, clients, _ = outside_skew(coordinator, client_transactions(history), skewed)
     owner = attribute(coordinator, clients, eps)
     held: dict[tuple[str, int], list[CoordinatorTxn]] = defaultdict(list)
     for i, c in owner.items():
@@ -352,7 +379,7 @@ def coordinator_aborted(coordinator: list[CoordinatorTxn], history: Any,
 
 def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, Any]] | None = None,
           intact_from: dict[str, float] | None = None,
-          eps: float = CLOCK_EPS_MS) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+          eps: float = CLOCK_EPS_MS, skewed: Skew | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The ``split-transaction`` cases and the facts of the coordinator's view.
 
     A client transaction is a case when (a) two or more coordinator transactions holding
@@ -365,11 +392,14 @@ def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, 
     id whose log partition the cleaner compacted (or may have) to the time (ms) from which its
     records are all as written; its client transactions that began earlier are set aside and
     counted (``unrecorded_set_aside``), not judged. An id it does not name is judged whole.
-    ``coordinator`` is on the harness's clock (:func:`on_harness_clock`), within ``eps`` ms.
+    ``coordinator`` is on the harness's clock (:func:`on_harness_clock`), within ``eps`` ms;
+    ``skewed``: windows in which clock faults moved the brokers' clocks (:func:`outside_skew`,
+    counted in ``clock_skew_set_aside``).
     Facts: how many coordinator transactions were attributed, what the coordinator did with the
     transactions whose outcome the client did not know or saw fail, and ``matched_nothing`` when
     client transactions committed and none could be matched (the check then judged nothing)."""
-    clients = client_transactions(history)
+    all_coordinator = len(coordinator)
+    coordinator, clients, skew_aside = outside_skew(coordinator, client_transactions(history), skewed)
     owner = attribute(coordinator, clients, eps)
     inits: dict[str, list[dict[str, Any]]] = defaultdict(list)
 
@@ -448,13 +478,14 @@ def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, 
     resolved: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for (process, seq), what in resolution(clients, held).items():
         resolved[by_key[(process, seq)].outcome][what] += 1
-    facts = {"coordinator_transactions": len(coordinator),
+    facts = {"coordinator_transactions": all_coordinator,
              "with_partitions": sum(1 for ct in coordinator if ct.partitions),
              "attributed": sum(1 for i in owner if coordinator[i].partitions),
              "client_transactions": len(clients),
              "client_transactions_without_coordinator_record": sum(1 for c in clients if (c.process, c.seq) not in held),
              "committed_without_coordinator_record": len(unrecorded),
              "unrecorded_set_aside": dict(sorted(Counter(c.txid for c in set_aside).items())),
+             "clock_skew_set_aside": skew_aside,
              "matched_nothing": bool(not held and any(c.outcome == "committed" for c in clients)),
              "outcomes_the_client_did_not_know": {k: dict(v) for k, v in sorted(resolved.items())}}
     return cases, facts

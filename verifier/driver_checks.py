@@ -38,16 +38,49 @@ def intact_from(data: Any, coordinator: list[Any]) -> dict[str, float]:
     return out
 
 
+#: beyond a clock fault's own window: the library's re-read of the offset (clusters/faketime.py,
+#: measured up to 3 s) and a transaction timeout that the moved clock brought forward
+CLOCK_SKEW_MARGIN_MS = 5_000
+
+
+def clock_skew_windows(history: Any) -> list[tuple[float, float]]:
+    """Harness-clock windows (ms) in which a clock fault had moved a broker's clock: from its
+    start plus the most negative offset it applied to its heal plus the most positive one (a
+    stamp made then can land anywhere in that span), widened by CLOCK_SKEW_MARGIN_MS."""
+    windows = []
+    for op in history.faults:
+        if not op["f"].startswith("fault:clock-"):
+            continue
+        value = op.get("value") or {}
+        resolved = value.get("resolved") or {}
+        lo, hi = ((value.get("heal") or {}).get("offset_range_s")
+                  or [min(0.0, (resolved.get("detail") or {}).get("first_offset_s") or 0.0),
+                      max(0.0, (resolved.get("detail") or {}).get("first_offset_s") or 0.0)])
+        start = op["invoke_time"] * 1000 + min(0.0, lo) * 1000 - CLOCK_SKEW_MARGIN_MS
+        end = (op["complete_time"] * 1000 if op.get("complete_time") else float("inf"))
+        windows.append((start, end + max(0.0, hi) * 1000 + CLOCK_SKEW_MARGIN_MS))
+    return windows
+
+
 def check_split_transactions(data: Any) -> CheckResult:
     """``data.coordinator_transactions()`` (the engine's segmentation of the log) judged against
     the history; the coordinator's facts are kept on ``data`` for the results."""
     shift, tolerance, clock = evidence.broker_clock(data)
     coordinator = on_harness_clock(data.coordinator_transactions(), shift)
     intact = intact_from(data, coordinator)
+    skewed = clock_skew_windows(data.history)
     cases, data.coordinator_facts = judge(coordinator, data.history, data.late_requests(), intact,
-                                          CLOCK_EPS_MS + tolerance)
+                                          CLOCK_EPS_MS + tolerance, skewed)
     data.coordinator_facts["clock"] = {"shift_ms": shift, "tolerance_ms": tolerance, "how": clock}
     found = split_result(cases, data.coordinator_facts)
+    skew_aside = data.coordinator_facts.get("clock_skew_set_aside") or {}
+    if skew_aside.get("client_transactions") and found.verdict != UNKNOWN:
+        if not data.coordinator_facts["client_transactions"] and not cases:
+            return CheckResult("split-transaction", UNKNOWN, note=NOTES["split-transaction.all-clock-skewed"].format(
+                n=skew_aside["client_transactions"]))
+        found.note = (found.note or f"{data.coordinator_facts['attributed']} coordinator transactions attributed") + \
+            NOTES["set-aside.clock-skewed"].format(n=skew_aside["client_transactions"],
+                                                   m=skew_aside.get("coordinator_transactions", 0))
     aside = data.coordinator_facts["unrecorded_set_aside"]
     if aside and found.verdict != UNKNOWN:
         where = {txid: "nothing kept" if when == float("inf") else f"from {when:.0f} ms"
@@ -90,4 +123,4 @@ def coordinator_aborted_keys(data: Any) -> set[tuple[str, int]]:
     except NotApplicable:
         return set()
     return coordinator_aborted(on_harness_clock(data.coordinator_transactions(), shift), data.history,
-                               CLOCK_EPS_MS + tolerance)
+                               CLOCK_EPS_MS + tolerance, clock_skew_windows(data.history))

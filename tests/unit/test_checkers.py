@@ -782,6 +782,51 @@ def test_a_transaction_begun_again_after_an_append_the_coordinator_gave_up_on_is
 
 
 @one_engine
+def test_coordinator_stamps_made_while_a_clock_fault_moved_the_clock_are_set_aside_not_judged(tmp_path):
+    """A clock fault moved the coordinator's clock over the whole (short) run: its stamps cannot be
+    placed in the client's windows, so the split above is not judged either way: unknown, said."""
+    b = RunBuilder()
+    b.coordinator[("w0.1", 1)] = [("Ongoing", OUTPUTS, 1, None), ("PrepareAbort", OUTPUTS, 5, None),
+                                  ("CompleteAbort", {}, 6, None), ("Ongoing", OFFSETS, 25, None),
+                                  ("PrepareCommit", OFFSETS, 41, None), ("CompleteCommit", {}, 42, None)]
+    b.ops.insert(0, ("fault:clock-bump", "ok", {"resolved": {"nodes": [1], "detail": {"first_offset_s": 60.0}},
+                                                 "heal": {"offset_range_s": [0.0, 60.0]}}, "harness", 0, None))
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    check = results["checks"]["split-transaction"]
+    assert "split-transaction" not in kinds and check["verdict"] == "unknown", results["checks"]
+    assert "overlapped a clock fault's window" in check["note"]
+    assert results["facts"]["coordinator"]["clock_skew_set_aside"]["coordinator_transactions"] == 2
+
+
+def test_clock_skew_windows_span_the_offsets_a_fault_applied():
+    from types import SimpleNamespace
+
+    from kchaos.verifier.coordinator_log import ClientTxn, CoordinatorTxn, outside_skew
+    from kchaos.verifier.driver_checks import CLOCK_SKEW_MARGIN_MS, clock_skew_windows
+
+    faults = [{"f": "fault:clock-strobe", "invoke_time": 100.0, "complete_time": 110.0,
+               "value": {"resolved": {"detail": {"first_offset_s": -30.0}}, "heal": {"offset_range_s": [-30.0, 0.0]}}},
+              {"f": "fault:clock-bump", "invoke_time": 200.0, "complete_time": None,  # never healed: to the end
+               "value": {"resolved": {"detail": {"first_offset_s": 5.0}}}},
+              {"f": "fault:kill", "invoke_time": 50.0, "complete_time": 51.0, "value": {}}]
+    windows = clock_skew_windows(SimpleNamespace(faults=faults))
+    assert windows == [(70_000.0 - CLOCK_SKEW_MARGIN_MS, 110_000.0 + CLOCK_SKEW_MARGIN_MS),
+                       (200_000.0 - CLOCK_SKEW_MARGIN_MS, float("inf"))]
+
+    def ct(start_ms):
+        return CoordinatorTxn("tx", 1, 0, start_ms, 60_000, 2)
+
+    def client(start_ms, end_ms):
+        return ClientTxn("w0.1", 1, "tx", 0, start_ms, "commit", end_ms, end_ms, "committed")
+
+    kept_ct, kept_c, aside = outside_skew([ct(10_000.0), ct(80_000.0), ct(300_000.0)],
+                                          [client(10_000.0, 11_000.0), client(60_000.0, 66_000.0)], windows)
+    assert [c.start_ms for c in kept_ct] == [10_000.0] and [c.start_ms for c in kept_c] == [10_000.0]
+    assert aside == {"coordinator_transactions": 2, "client_transactions": 1}
+    assert outside_skew([ct(1.0)], [], []) == ([ct(1.0)], [], {})
+
+
+@one_engine
 @pytest.mark.parametrize("jumped", [True, False])
 def test_an_abort_by_the_epoch_jump_faults_init_is_a_fence_not_a_split(tmp_path, jumped):
     """The epoch-jump fault's InitProducerId meets the id's open transaction: the coordinator

@@ -1,0 +1,162 @@
+"""Clock faults: a broker's wall clock moved while it runs, as Jepsen's clock nemesis does.
+
+Kafka times transactions out, expires producer ids and transactional ids, and stamps
+LogAppendTime records and markers by the wall clock (``Time.milliseconds``), on whichever broker
+does it. ``clock-bump`` steps the target's clock by ``offset_s`` (forward or back) for the fault's
+hold; ``clock-strobe`` flips it between the true time and ``delta_s`` off every ``period_s``;
+``clock-drift`` makes it gain (or lose) ``rate`` seconds per second, in one-second steps. Heal
+sets the clock true again (a step back for a clock that ran ahead, as ``ntpdate`` does).
+
+The clock is moved through libfaketime in the node's JVM (clusters/faketime.py): the local
+backend under ``cluster.clock_control``, which a campaign with clock faults turns on. Every
+change is proved on the broker: the clock probe (clusters/clock_probe.py) measures the target's
+clock through a LogAppendTime record after the change and after the heal, and the fault records
+both (``measured_offset_ms``). A fault records the range of offsets it applied
+(``offset_range_s``): the verifier sets aside what the brokers' clocks cannot place while it
+lasted (verifier/driver_checks.py).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from kchaos.clusters.base import Capability
+from kchaos.clusters.clock_probe import measure_broker_clocks
+from kchaos.clusters.faketime import CACHE_S
+from kchaos.faults.base import NODE_TARGETS, Fault, resolve_node_target
+from kchaos.faults.kinds import FaultKind, NoParams, register
+
+#: how long a change may take to show on the broker, and how close it must show
+APPLY_WITHIN_S = 8.0
+APPLIED_WITHIN_MS = 1000.0
+MAX_OFFSET_S = 30 * 86400  # past every expiry Kafka has by default (transactional ids: 7 days)
+CLOCK_TARGETS = (*NODE_TARGETS, "all")
+
+
+class BumpParams(NoParams):
+    offset_s: float = Field(60, description="seconds the clock is moved (negative: back)")
+
+    @field_validator("offset_s")
+    @classmethod
+    def _sized(cls, value: float) -> float:
+        if value == 0 or abs(value) > MAX_OFFSET_S:
+            raise ValueError(f"offset_s must be non-zero and within {MAX_OFFSET_S} s (30 days); got {value!r}")
+        return value
+
+
+class StrobeParams(NoParams):
+    delta_s: float = Field(5, description="seconds off the true time in the off half of each period (negative: back)")
+    period_s: float = Field(2, description=f"seconds per flip; at least {CACHE_S} (how often the broker reads its clock's offset)")
+
+    @field_validator("delta_s")
+    @classmethod
+    def _delta(cls, value: float) -> float:
+        if value == 0 or abs(value) > MAX_OFFSET_S:
+            raise ValueError(f"delta_s must be non-zero and within {MAX_OFFSET_S} s; got {value!r}")
+        return value
+
+    @field_validator("period_s")
+    @classmethod
+    def _period(cls, value: float) -> float:
+        if value < CACHE_S:
+            raise ValueError(f"period_s must be at least {CACHE_S} s; got {value!r}")
+        return value
+
+
+class DriftParams(NoParams):
+    rate: float = Field(0.5, description="seconds the clock gains per second (negative: loses)")
+
+    @field_validator("rate")
+    @classmethod
+    def _rate(cls, value: float) -> float:
+        if value == 0 or not -0.9 <= value <= 100:
+            raise ValueError(f"rate must be non-zero, from -0.9 to 100 seconds per second; got {value!r}")
+        return value
+
+
+class ClockFault(Fault):
+    """Moves the target nodes' clocks; strobe and drift keep moving them until healed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._stop = threading.Event()
+        self._mover: threading.Thread | None = None
+        self._offsets: list[float] = [0.0]
+
+    def _set(self, offset_s: float) -> None:
+        for nid in self.target["nodes"]:
+            self.ctx.cluster.node(nid).set_clock_offset(offset_s)
+        self._offsets.append(offset_s)
+
+    def _measure(self, expected_s: float) -> dict[str, Any]:
+        """The targets' clocks as the brokers stamp records, measured until each shows the offset
+        set (the library re-reads it about once a second, measured: up to 3 s) or
+        :data:`APPLY_WITHIN_S` passed; ``applied`` says which."""
+        started = time.monotonic()
+        nodes = [str(n) for n in self.target["nodes"]]
+        found: dict[str, Any] = {}
+        while True:
+            try:
+                brokers = measure_broker_clocks(self.ctx.cluster, samples=3,
+                                                nodes=list(self.target["nodes"])).get("brokers") or {}
+            except Exception as exc:  # a partitioned or killed broker: said, not hidden
+                return {**found, "error": f"{type(exc).__name__}: {exc}", "applied": False}
+            found = {n: brokers.get(n) for n in nodes}
+            applied = all(m is not None and abs(m["offset_ms"] - expected_s * 1000) <= APPLIED_WITHIN_MS
+                          for m in found.values())
+            waited = time.monotonic() - started
+            if applied or waited > APPLY_WITHIN_S:
+                return {**found, "applied": applied, "after_s": round(waited, 1)}
+            time.sleep(0.25)
+
+    def invoke(self) -> dict[str, Any]:
+        self.ctx.cluster.require(Capability.CLOCK)
+        self.target = resolve_node_target(self.ctx, self.scheduled.target, self.rng)
+        kind, p = self.scheduled.kind, self.params
+        first = {"clock-bump": lambda: p.offset_s, "clock-strobe": lambda: p.delta_s,
+                 "clock-drift": lambda: p.rate * 1.0}[kind]()
+        self._set(first)
+        if kind != "clock-bump":
+            self._mover = threading.Thread(target=self._move, name=f"kchaos-{kind}", daemon=True)
+            self._mover.start()
+        self.target = {**self.target, "detail": {**self.target["detail"], "first_offset_s": first,
+                                                 "measured_offset_ms": self._measure(first)}}
+        return self.target
+
+    def _move(self) -> None:
+        p, started = self.params, time.monotonic()
+        if self.scheduled.kind == "clock-strobe":
+            off = True
+            while not self._stop.wait(p.period_s):
+                off = not off
+                self._set(p.delta_s if off else 0.0)
+        else:
+            while not self._stop.wait(1.0):
+                self._set(p.rate * (time.monotonic() - started + 1.0))
+
+    def heal(self) -> dict[str, Any]:
+        if self.healed:
+            return {}
+        self.healed = True
+        self._stop.set()
+        if self._mover is not None:
+            self._mover.join(5)
+        if not self.target.get("nodes"):
+            return {}
+        self._set(0.0)
+        return {"nodes": self.target["nodes"], "offset_range_s": [min(self._offsets), max(self._offsets)],
+                "measured_offset_ms": self._measure(0.0)}
+
+
+register(
+    FaultKind("clock-bump", "step the target's wall clock by offset_s (libfaketime); heal sets it true",
+              Capability.CLOCK, CLOCK_TARGETS, ClockFault, BumpParams),
+    FaultKind("clock-strobe", "flip the target's wall clock between true and delta_s off every period_s",
+              Capability.CLOCK, CLOCK_TARGETS, ClockFault, StrobeParams),
+    FaultKind("clock-drift", "the target's wall clock gains rate seconds per second, in one-second steps",
+              Capability.CLOCK, CLOCK_TARGETS, ClockFault, DriftParams),
+)
