@@ -43,6 +43,7 @@ class Capability(str, enum.Enum):
     MESSAGES = "messages"    # delay, hold, duplicate or answer single Kafka requests (message proxy)
     MESSAGES_BETWEEN_BROKERS = "messages-between-brokers"  # the same on the links between brokers
     CLOCK = "clock"          # move a node's wall clock (libfaketime in its JVM; clusters/faketime.py)
+    DISK = "disk"            # fill a node's log directory (a small filesystem of its own; clusters/small_disk.py)
 
 
 class Role(str, enum.Enum):
@@ -94,6 +95,14 @@ class Node(abc.ABC):
 
     def start(self) -> None:
         raise CapabilityError(f"node {self.node_id} cannot be started by this backend")
+
+    def fill_disk(self, leave_mb: float) -> dict[str, int]:
+        """Take all the free space of the node's log directory but ``leave_mb``."""
+        raise CapabilityError(f"node {self.node_id}'s disk cannot be filled by this backend")
+
+    def free_disk(self) -> int:
+        """Give back what :meth:`fill_disk` took; the bytes freed."""
+        raise CapabilityError(f"node {self.node_id}'s disk cannot be filled by this backend")
 
     def set_clock_offset(self, offset_s: float) -> None:
         """Move the node's wall clock ``offset_s`` seconds from the true time (0: back to it)."""

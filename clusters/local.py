@@ -32,7 +32,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kchaos.clusters import faketime
+from kchaos.clusters import faketime, small_disk
 from kchaos.clusters.artifacts import JarSet, require_java, resolve_kafka
 from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role
 from kchaos.clusters.compaction import cleaned_offsets
@@ -102,6 +102,14 @@ class LocalNode(Node):
             env = {**os.environ, **faketime.environment(self.clock_control_file, lib)}
         return ManagedProcess(f"node-{self.node_id}", self._argv(), self.logs_dir / "stdout.log",
                               self.cluster.pid_dir, marker=str(self.cluster.work_dir), env=env)
+
+    def fill_disk(self, leave_mb: float) -> dict[str, int]:
+        if not self.cluster.spec.disk_limit_mb:
+            raise CapabilityError(f"node {self.node_id}'s log directory is not on a small disk (cluster.disk_limit_mb)")
+        return small_disk.fill(self.data_dir, leave_mb)
+
+    def free_disk(self) -> int:
+        return small_disk.free(self.data_dir) if self.cluster.spec.disk_limit_mb else 0
 
     def set_clock_offset(self, offset_s: float) -> None:
         if not self.cluster.spec.clock_control:
@@ -295,6 +303,8 @@ class LocalJvmCluster(Cluster):
             caps.add(Capability.MESSAGES_BETWEEN_BROKERS)
         if spec.clock_control:
             caps.add(Capability.CLOCK)
+        if spec.disk_limit_mb:
+            caps.add(Capability.DISK)
         return frozenset(caps)
 
     @property
@@ -323,6 +333,8 @@ class LocalJvmCluster(Cluster):
         self.jars = resolve_kafka(self.spec.kafka_version)
         if self.spec.clock_control:
             self.faketime_library = faketime.ensure_library()
+        if self.spec.disk_limit_mb:
+            small_disk.check_can_mount()
         if self.spec.proxy_clients or self.spec.proxy_internal:
             self._toxiproxy_binary = ensure_toxiproxy_binary()
 
@@ -345,6 +357,8 @@ class LocalJvmCluster(Cluster):
         (self.work_dir / "log4j.properties").write_text(LOG4J1_PROPERTIES)
         for node in self._nodes:
             node.write_config()
+            if self.spec.disk_limit_mb:
+                small_disk.mount(node.data_dir, self.spec.disk_limit_mb)
         self._save_state()
         self._format_storage()
         self._start_toxiproxy()
@@ -355,6 +369,7 @@ class LocalJvmCluster(Cluster):
         self._save_state()
 
     def _clean(self) -> None:
+        small_disk.unmount_all(self.work_dir, keep=False)  # a mount an earlier, killed harness left
         for node in self._nodes:
             shutil.rmtree(node.dir, ignore_errors=True)
         shutil.rmtree(self.work_dir / "toxiproxy", ignore_errors=True)
@@ -517,6 +532,8 @@ class LocalJvmCluster(Cluster):
         self._toxiproxy_process = self._message_process = None
         if self.pid_dir.exists():
             reap(self.pid_dir)
+        if self.spec.disk_limit_mb:
+            small_disk.unmount_all(self.work_dir)  # the brokers' data stays with the run
         self.toxiproxy = self.messages = None
 
     # -- rolling binary upgrade -----------------------------------------------------------

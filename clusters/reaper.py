@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from kchaos.clusters import small_disk
 from kchaos.clusters.heal_journal import JOURNAL_NAME, HealJournal, heal_pending
 from kchaos.clusters.node_access import run_undo
 from kchaos.clusters.processes import is_alive, reap
@@ -48,6 +49,8 @@ def start_reaper(directory: Path) -> subprocess.Popen:
 if __name__ == "__main__":
     directory = Path(os.environ["KCHAOS_REAP_DIR"])
     killed = watch(int(sys.argv[1]), directory)
+    if small_disk.mounts_under(directory):  # disk faults' small filesystems: data copied back, unmounted
+        small_disk.unmount_all(directory)
     if killed:
         print(f"kchaos reaper: the harness ended; killed {len(killed)} leftover processes", file=sys.stderr)
     healed = heal_journals(directory)

@@ -166,6 +166,10 @@ class ClusterSpec(BaseModel):
     clock_control: bool = Field(False, description="start every node's JVM with libfaketime, so that clock faults can "
                                                   "move its wall clock (local backend); set on load when the campaign "
                                                   "has clock- faults")
+    disk_limit_mb: int | None = Field(None, ge=64, le=65536,
+                                      description="put each node's log directory on a filesystem of this many MB, "
+                                                  "which disk faults fill (local backend, root); set to 256 on load "
+                                                  "when the campaign has disk- faults")
     base_port: int | None = Field(None, ge=1024, le=65000, description="first port to use; None: free ports chosen at start")
     ready_timeout_s: float = Field(120.0, gt=0)
     external: ExternalSpec | None = None

@@ -27,6 +27,13 @@ PACKAGES: dict[str, list[dict[str, Any]]] = {
                 {"kind": "reset-peer", "target": "group-coordinator"}],
     "clients": [{"kind": "worker-crash", "target": "random-worker"}, {"kind": "zombie", "target": "random-worker"},
                 {"kind": "txid-takeover", "target": "random-worker"}],
+    # the coordinators' and a leader's wall clocks moved (faults/kinds/clock.py): steps either way
+    # within the clients' timeouts, a strobe, a drift
+    "clocks": [{"kind": "clock-bump", "target": "txn-coordinator", "params": {"offset_s": 30}},
+               {"kind": "clock-bump", "target": "group-coordinator", "params": {"offset_s": -30}},
+               {"kind": "clock-strobe", "target": "txn-coordinator", "params": {"delta_s": 20, "period_s": 2}},
+               {"kind": "clock-drift", "target": "leader-output", "params": {"rate": 2}}],
+    "disks": [{"kind": "disk-full", "target": "leader-output"}, {"kind": "disk-full", "target": "txn-coordinator"}],
     # KAFKA-17754's shapes (docs/findings.md): a commit or abort, or a Produce, reaching the broker
     # after its transaction ended. The duplicate needs no client timeout, so it bites whatever the
     # clients' settings; the holds need a client request timeout shorter than the hold.
@@ -37,6 +44,10 @@ PACKAGES: dict[str, list[dict[str, Any]]] = {
                {"kind": "message-hold", "target": "leader-output",
                 "params": {"apis": ["Produce"], "count": 1, "release_after_ms": 6000}, "duration_s": 8}],
 }
+# Jepsen's `--nemesis all`: every family on one schedule (nodes, network, clients, messages, clocks, disks)
+PACKAGES["all"] = [PACKAGES["coordinators"][0], PACKAGES["leaders"][1], PACKAGES["partitions"][0],
+                   PACKAGES["network"][0], PACKAGES["clients"][0], PACKAGES["clients"][1], PACKAGES["kip890"][0],
+                   PACKAGES["kip890"][1], PACKAGES["clocks"][0], PACKAGES["clocks"][2], PACKAGES["disks"][0]]
 
 
 class FaultEntry(BaseModel):

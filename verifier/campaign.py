@@ -77,6 +77,10 @@ class Campaign(BaseModel):
             cluster_data = {**cluster_data}
             cluster_data.setdefault("clock_control", True)  # libfaketime in every broker's JVM
             data = {**data, "cluster": cluster_data}
+        if any(str(e.get("kind", "")).startswith("disk-") for e in entries):
+            cluster_data = {**cluster_data}
+            cluster_data.setdefault("disk_limit_mb", 256)  # each log directory on a small filesystem
+            data = {**data, "cluster": cluster_data}
         if messages:
             cluster = dict(data.get("cluster") or {})
             cluster.setdefault("proxy_messages", True)

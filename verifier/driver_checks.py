@@ -44,21 +44,22 @@ CLOCK_SKEW_MARGIN_MS = 5_000
 
 
 def clock_skew_windows(history: Any) -> list[tuple[float, float]]:
-    """Harness-clock windows (ms) in which a clock fault had moved a broker's clock: from its
-    start plus the most negative offset it applied to its heal plus the most positive one (a
-    stamp made then can land anywhere in that span), widened by CLOCK_SKEW_MARGIN_MS."""
+    """Harness-clock windows (ms) that a clock fault makes unplaceable, two per fault, each
+    widened by CLOCK_SKEW_MARGIN_MS: while it lasted (the transactions that ran then), and where
+    its moved stamps land (its start plus the most negative offset it applied, to its heal plus
+    the most positive). A step of 8 days ahead sets aside its own seconds and a span 8 days on,
+    not the rest of the run."""
     windows = []
     for op in history.faults:
         if not op["f"].startswith("fault:clock-"):
             continue
         value = op.get("value") or {}
-        resolved = value.get("resolved") or {}
-        lo, hi = ((value.get("heal") or {}).get("offset_range_s")
-                  or [min(0.0, (resolved.get("detail") or {}).get("first_offset_s") or 0.0),
-                      max(0.0, (resolved.get("detail") or {}).get("first_offset_s") or 0.0)])
-        start = op["invoke_time"] * 1000 + min(0.0, lo) * 1000 - CLOCK_SKEW_MARGIN_MS
-        end = (op["complete_time"] * 1000 if op.get("complete_time") else float("inf"))
-        windows.append((start, end + max(0.0, hi) * 1000 + CLOCK_SKEW_MARGIN_MS))
+        first = ((value.get("resolved") or {}).get("detail") or {}).get("first_offset_s") or 0.0
+        lo, hi = (value.get("heal") or {}).get("offset_range_s") or [min(0.0, first), max(0.0, first)]
+        start = op["invoke_time"] * 1000
+        end = op["complete_time"] * 1000 if op.get("complete_time") else float("inf")
+        windows.append((start - CLOCK_SKEW_MARGIN_MS, end + CLOCK_SKEW_MARGIN_MS))
+        windows.append((start + lo * 1000 - CLOCK_SKEW_MARGIN_MS, end + hi * 1000 + CLOCK_SKEW_MARGIN_MS))
     return windows
 
 

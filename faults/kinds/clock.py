@@ -85,7 +85,7 @@ class ClockFault(Fault):
         super().__init__(*args, **kwargs)
         self._stop = threading.Event()
         self._mover: threading.Thread | None = None
-        self._offsets: list[float] = [0.0]
+        self._offsets: list[float] = []  # the offsets applied while it lasted (not the heal's 0)
 
     def _set(self, offset_s: float) -> None:
         for nid in self.target["nodes"]:
@@ -147,9 +147,9 @@ class ClockFault(Fault):
             self._mover.join(5)
         if not self.target.get("nodes"):
             return {}
+        applied = [min(self._offsets), max(self._offsets)]
         self._set(0.0)
-        return {"nodes": self.target["nodes"], "offset_range_s": [min(self._offsets), max(self._offsets)],
-                "measured_offset_ms": self._measure(0.0)}
+        return {"nodes": self.target["nodes"], "offset_range_s": applied, "measured_offset_ms": self._measure(0.0)}
 
 
 register(

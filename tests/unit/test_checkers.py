@@ -809,9 +809,14 @@ def test_clock_skew_windows_span_the_offsets_a_fault_applied():
               {"f": "fault:clock-bump", "invoke_time": 200.0, "complete_time": None,  # never healed: to the end
                "value": {"resolved": {"detail": {"first_offset_s": 5.0}}}},
               {"f": "fault:kill", "invoke_time": 50.0, "complete_time": 51.0, "value": {}}]
-    windows = clock_skew_windows(SimpleNamespace(faults=faults))
-    assert windows == [(70_000.0 - CLOCK_SKEW_MARGIN_MS, 110_000.0 + CLOCK_SKEW_MARGIN_MS),
-                       (200_000.0 - CLOCK_SKEW_MARGIN_MS, float("inf"))]
+    m = CLOCK_SKEW_MARGIN_MS
+    assert clock_skew_windows(SimpleNamespace(faults=faults)) == [
+        (100_000.0 - m, 110_000.0 + m), (70_000.0 - m, 110_000.0 + m),       # its time; its stamps 30 s back
+        (200_000.0 - m, float("inf")), (200_000.0 - m, float("inf"))]        # never healed: to the end
+    far = [{"f": "fault:clock-bump", "invoke_time": 100.0, "complete_time": 104.0,
+            "value": {"resolved": {"detail": {"first_offset_s": 8 * 86400.0}}, "heal": {"offset_range_s": [8 * 86400.0, 8 * 86400.0]}}}]
+    windows = clock_skew_windows(SimpleNamespace(faults=far))
+    assert windows[1][0] > 7 * 86400_000  # 8 days ahead sets aside its own seconds, not the rest of the run
 
     def ct(start_ms):
         return CoordinatorTxn("tx", 1, 0, start_ms, 60_000, 2)
@@ -819,9 +824,11 @@ def test_clock_skew_windows_span_the_offsets_a_fault_applied():
     def client(start_ms, end_ms):
         return ClientTxn("w0.1", 1, "tx", 0, start_ms, "commit", end_ms, end_ms, "committed")
 
-    kept_ct, kept_c, aside = outside_skew([ct(10_000.0), ct(80_000.0), ct(300_000.0)],
-                                          [client(10_000.0, 11_000.0), client(60_000.0, 66_000.0)], windows)
-    assert [c.start_ms for c in kept_ct] == [10_000.0] and [c.start_ms for c in kept_c] == [10_000.0]
+    kept_ct, kept_c, aside = outside_skew(
+        [ct(10_000.0), ct(102_000.0), ct(8 * 86400_000 + 101_000.0), ct(300_000.0)],
+        [client(10_000.0, 11_000.0), client(98_000.0, 99_000.0), client(300_000.0, 301_000.0)], windows)
+    assert [c.start_ms for c in kept_ct] == [10_000.0, 300_000.0]
+    assert [c.start_ms for c in kept_c] == [10_000.0, 300_000.0]
     assert aside == {"coordinator_transactions": 2, "client_transactions": 1}
     assert outside_skew([ct(1.0)], [], []) == ([ct(1.0)], [], {})
 

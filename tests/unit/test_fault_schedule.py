@@ -49,7 +49,7 @@ def test_schedule_round_trips_through_the_run_directory(tmp_path):
 
 
 @pytest.mark.parametrize("data, needle", [
-    ({"mix": [{"kind": "nuke"}]}, "unknown fault kind 'nuke'; accepted: bandwidth, client-link-down, clock-bump, clock-drift, clock-strobe, epoch-jump, kill"),
+    ({"mix": [{"kind": "nuke"}]}, "unknown fault kind 'nuke'; accepted: bandwidth, client-link-down, clock-bump, clock-drift, clock-strobe, disk-full, epoch-jump, kill"),
     ({"mix": [{"kind": "kill", "target": "the-moon"}]}, "cannot target 'the-moon'; accepted targets: random"),
     ({"mix": [{"kind": "latency", "params": {"speed": 1}}]}, "no parameter speed; accepted: jitter_ms, latency_ms"),
     ({"packages": ["everything"]}, "unknown fault package 'everything'"),
