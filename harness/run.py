@@ -24,6 +24,7 @@ import confluent_kafka
 from kchaos.clusters import create_cluster, faketime
 from kchaos.clusters.artifacts import resolve_kafka
 from kchaos.clusters.docker import DockerCluster
+from kchaos.clusters.base import Capability
 from kchaos.clusters.clock_probe import measure_broker_clocks
 from kchaos.clusters.reaper import start_reaper
 from kchaos.faults.base import FaultContext
@@ -221,8 +222,10 @@ def own_topics(campaign: Campaign, run: RunDir) -> Campaign:
 
 def _measure_clocks(cluster: Any, run: RunDir, clocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """On a cluster kchaos did not start, the brokers' clocks against this machine's, at the start
-    and at the end (``clock.json``; the split-transaction check shifts and widens by them)."""
-    if cluster.backend_name != "external":
+    and at the end (``clock.json``; the split-transaction check shifts and widens by them). On a
+    cluster whose clocks the campaign moves, the same at the start: the baseline, and the probe's
+    topic made while every broker is up (a clock fault measures through it)."""
+    if cluster.backend_name != "external" and not cluster.has(Capability.CLOCK):
         return clocks
     try:
         clocks.append(measure_broker_clocks(cluster))

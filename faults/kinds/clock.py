@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import Field, field_validator
 
@@ -92,10 +92,10 @@ class ClockFault(Fault):
             self.ctx.cluster.node(nid).set_clock_offset(offset_s)
         self._offsets.append(offset_s)
 
-    def _measure(self, expected_s: float) -> dict[str, Any]:
-        """The targets' clocks as the brokers stamp records, measured until each shows the offset
-        set (the library re-reads it about once a second, measured: up to 3 s) or
-        :data:`APPLY_WITHIN_S` passed; ``applied`` says which."""
+    def _measure(self, shows: Callable[[float], bool]) -> dict[str, Any]:
+        """The targets' clocks as the brokers stamp records, measured until each shows what the
+        fault set (``shows(offset_ms)``; the library re-reads the offset about once a second,
+        measured: up to 3 s) or :data:`APPLY_WITHIN_S` passed; ``applied`` says which."""
         started = time.monotonic()
         nodes = [str(n) for n in self.target["nodes"]]
         found: dict[str, Any] = {}
@@ -106,12 +106,21 @@ class ClockFault(Fault):
             except Exception as exc:  # a partitioned or killed broker: said, not hidden
                 return {**found, "error": f"{type(exc).__name__}: {exc}", "applied": False}
             found = {n: brokers.get(n) for n in nodes}
-            applied = all(m is not None and abs(m["offset_ms"] - expected_s * 1000) <= APPLIED_WITHIN_MS
-                          for m in found.values())
+            applied = all(m is not None and shows(m["offset_ms"]) for m in found.values())
             waited = time.monotonic() - started
             if applied or waited > APPLY_WITHIN_S:
                 return {**found, "applied": applied, "after_s": round(waited, 1)}
             time.sleep(0.25)
+
+    def _shows_change(self, offset_ms: float) -> bool:
+        """What proves this kind's change on the broker: the step; the strobe's off half; a drift
+        under way (at least half a second ahead or behind, in its direction)."""
+        p = self.params
+        if self.scheduled.kind == "clock-bump":
+            return abs(offset_ms - p.offset_s * 1000) <= APPLIED_WITHIN_MS
+        if self.scheduled.kind == "clock-strobe":
+            return abs(offset_ms - p.delta_s * 1000) <= APPLIED_WITHIN_MS
+        return offset_ms * p.rate > 0 and abs(offset_ms) >= 500
 
     def invoke(self) -> dict[str, Any]:
         self.ctx.cluster.require(Capability.CLOCK)
@@ -124,7 +133,7 @@ class ClockFault(Fault):
             self._mover = threading.Thread(target=self._move, name=f"kchaos-{kind}", daemon=True)
             self._mover.start()
         self.target = {**self.target, "detail": {**self.target["detail"], "first_offset_s": first,
-                                                 "measured_offset_ms": self._measure(first)}}
+                                                 "measured_offset_ms": self._measure(self._shows_change)}}
         return self.target
 
     def _move(self) -> None:
@@ -149,7 +158,8 @@ class ClockFault(Fault):
             return {}
         applied = [min(self._offsets), max(self._offsets)]
         self._set(0.0)
-        return {"nodes": self.target["nodes"], "offset_range_s": applied, "measured_offset_ms": self._measure(0.0)}
+        return {"nodes": self.target["nodes"], "offset_range_s": applied,
+                "measured_offset_ms": self._measure(lambda offset_ms: abs(offset_ms) <= APPLIED_WITHIN_MS)}
 
 
 register(

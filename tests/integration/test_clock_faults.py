@@ -62,7 +62,7 @@ def test_a_bump_moves_the_brokers_own_stamps_and_heal_sets_them_true(clock_clust
 def test_strobe_flips_and_drift_gains(clock_cluster):
     ctx = FaultContext(clock_cluster)
     strobe = _fault("clock-strobe", ctx, {"delta_s": -30, "period_s": 3.0})
-    strobe.invoke()
+    assert strobe.invoke()["detail"]["measured_offset_ms"]["applied"]  # its off half seen on the broker
     seen = []
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not {"off", "true"} <= set(seen):
@@ -72,7 +72,9 @@ def test_strobe_flips_and_drift_gains(clock_cluster):
     strobe.heal()
     assert {"off", "true"} <= set(seen), seen
     drift = _fault("clock-drift", ctx, {"rate": 2.0})
-    first = drift.invoke()["detail"]["measured_offset_ms"]["1"]["offset_ms"]  # moving: not "applied" as such
+    measured = drift.invoke()["detail"]["measured_offset_ms"]
+    assert measured["applied"], measured  # under way: at least half a second ahead
+    first = measured["1"]["offset_ms"]
     time.sleep(3)
     later = _offset_ms(clock_cluster)
     assert later > first + 3000  # gaining two seconds a second, in one-second steps
