@@ -437,6 +437,8 @@ class DockerCluster(Cluster):
                 features["transaction.version"] = self.spec.transaction_version
             if self.spec.share_version is not None:
                 features["share.version"] = self.spec.share_version
+            if self.spec.streams_version is not None:
+                features["streams.version"] = self.spec.streams_version
         return container_specs(self.spec, self.prefix, published, new_cluster_id(), image=image,
                                advertised_ports=self._proxy_ports or None, format_features=features)
 

@@ -383,6 +383,8 @@ class LocalJvmCluster(Cluster):
             features += ["--feature", f"transaction.version={self.spec.transaction_version}"]
         if self.spec.share_version is not None:
             features += ["--feature", f"share.version={self.spec.share_version}"]
+        if self.spec.streams_version is not None:
+            features += ["--feature", f"streams.version={self.spec.streams_version}"]
 
         def fmt(node: LocalNode) -> None:
             try:

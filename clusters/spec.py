@@ -151,6 +151,9 @@ class ClusterSpec(BaseModel):
     dedicated_controllers: int = Field(0, ge=0, le=5, description="0: KRaft combined mode; N: N controller-only nodes")
     transaction_version: int | None = Field(None, ge=0, le=2, description="transaction.version at format time; None: the release default")
     share_version: int | None = Field(None, ge=0, le=1)
+    streams_version: int | None = Field(None, ge=0, le=1, description="streams.version at format time (KIP-1071's "
+                                                                      "streams rebalance protocol: 1, Kafka 4.2+); set "
+                                                                      "on load for workload.group_protocol = 'streams'")
     heap_mb: int = Field(512, ge=256, le=8192)
     jvm_opts: tuple[str, ...] = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k")
     internal_topic_partitions: int = Field(3, ge=1, le=50, description="partitions of the offsets, transaction and share-state topics")
@@ -214,6 +217,12 @@ class ClusterSpec(BaseModel):
             raise ValueError("transaction.version=2 needs Kafka 4.0 or later")
         if self.share_version and tuple(map(int, self.kafka_version.split(".")[:2])) < (4, 1):
             raise ValueError("share.version needs Kafka 4.1 or later")
+        if self.streams_version and tuple(map(int, self.kafka_version.split(".")[:2])) < (4, 2):
+            # read from the jars: 4.0 has no streams group; 4.1's streams.version 1 is not a
+            # production level (StreamsVersion.LATEST_PRODUCTION is SV_0) and its Streams client
+            # warns that the protocol "is still in development"; 4.2 makes SV_1 the production level
+            raise ValueError("streams.version 1 (KIP-1071's streams rebalance protocol) needs Kafka 4.2 or later: "
+                             "4.1 has it only as an early-access, non-production feature level")
         if self.backend == "docker" and self.proxy_messages:
             raise ValueError("the docker backend has no message proxy (Kafka-protocol message faults need the "
                              "local backend): drop proxy_messages or use backend = 'local'")

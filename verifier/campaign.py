@@ -57,6 +57,18 @@ class Campaign(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
+    def _streams_group(cls, data: Any) -> Any:
+        """KIP-1071's streams groups need streams.version 1 finalised: set at format time unless
+        the campaign says otherwise (a cluster kchaos did not start must have it already)."""
+        workload = data.get("workload") if isinstance(data, dict) else None
+        cluster = data.get("cluster") if isinstance(data, dict) and isinstance(data.get("cluster"), dict) else {}
+        if isinstance(workload, dict) and workload.get("group_protocol") == "streams" \
+                and cluster.get("backend", "local") != "external":
+            data = {**data, "cluster": {**cluster, "streams_version": cluster.get("streams_version", 1)}}
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
     def _message_proxy(cls, data: Any) -> Any:
         """Message faults need the message proxy on the client path (and, for those with link =
         'inter-broker', on the links between brokers): turn it on unless the campaign says

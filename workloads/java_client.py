@@ -106,6 +106,7 @@ def worker_properties(config: dict[str, Any]) -> str:
              **campaign_properties(spec)}
     if spec["client"] == "streams":
         lines.update({"kchaos.streams.guarantee": STREAMS_GUARANTEE[spec["delivery"]],
+                      "kchaos.streams.group.protocol": spec.get("group_protocol") or "classic",
                       "kchaos.streams.threads": str(spec["streams_threads"]),
                       "kchaos.streams.commit.interval.ms": str(spec.get("streams_commit_interval_ms") or ""),
                       # per process: a paused instance and its replacement never share a state lock

@@ -52,7 +52,9 @@ class WorkloadSpec(BaseModel):
     delivery: Delivery = "exactly-once"
     isolation: Literal["read_committed", "read_uncommitted"] = "read_committed"
     group_id: str = "kchaos-ctp"
-    group_protocol: Literal["classic", "consumer"] = "classic"
+    group_protocol: Literal["classic", "consumer", "streams"] = Field(
+        "classic", description="the consumers' group protocol: classic, KIP-848's consumer, or (client = 'streams') "
+                               "KIP-1071's streams rebalance protocol (Kafka 4.2+)")
     transaction_timeout_ms: int = Field(20_000, ge=1000, le=900_000)
     session_timeout_ms: int = Field(15_000, ge=3000, le=300_000)
     restart_backoff_s: float = Field(1.0, ge=0, le=60)
@@ -121,12 +123,15 @@ class WorkloadSpec(BaseModel):
         if self.client == "streams":
             if (self.kind != "ctp" or self.delivery == "at-least-once-no-idempotence"
                     or self.transactional_id_strategy != "per-worker" or self.external_command
-                    or self.group_protocol != "classic"):
+                    or self.group_protocol == "consumer"):
                 raise ValueError("client = 'streams' runs a Kafka Streams application as the consume-transform-produce "
                                  "pipeline: kind = 'ctp', delivery 'exactly-once' (processing.guarantee exactly_once_v2) "
                                  "or 'at-least-once' (at_least_once), Streams' own transactional ids "
-                                 "(transactional_id_strategy = 'per-worker'), group_protocol = 'classic', no "
-                                 "external_command")
+                                 "(transactional_id_strategy = 'per-worker'), group_protocol 'classic' or 'streams' "
+                                 "(KIP-1071), no external_command")
+        elif self.group_protocol == "streams":
+            raise ValueError("group_protocol = 'streams' is Kafka Streams' rebalance protocol (KIP-1071): it needs "
+                             "client = 'streams'")
         elif self.client != "confluent" and (self.kind != "ctp" or self.delivery != "exactly-once"
                                              or self.transactional_id_strategy != "per-worker" or self.external_command):
             raise ValueError(f"client = {self.client!r}: the Java driver runs the exactly-once consume-transform-produce "
@@ -137,6 +142,9 @@ class WorkloadSpec(BaseModel):
             if len(parts) != 3 or not all(x.isdigit() for x in parts) or int(parts[0]) < 4:
                 raise ValueError(f"java_client_version {self.java_client_version!r}: a kafka-clients release "
                                  "X.Y.Z, 4.0.0 or later")
+            if self.group_protocol == "streams" and (int(parts[0]), int(parts[1])) < (4, 2):
+                raise ValueError(f"group_protocol = 'streams' needs kafka-streams 4.2 or later (java_client_version "
+                                 f"{self.java_client_version}: 4.1's is early access, 4.0's has none)")
         refuse_owned(self.producer, self.consumer)
         for tables in self.client_properties.values():
             refuse_owned(tables.get("producer") or {}, tables.get("consumer") or {})

@@ -300,8 +300,15 @@ public final class KchaosStreamsApp {
         if (!commitInterval.isEmpty()) p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, commitInterval);
         p.put(StreamsConfig.STATE_DIR_CONFIG, conf.getProperty("kchaos.streams.state.dir"));
         p.put(StreamsConfig.producerPrefix("transaction.timeout.ms"), conf.getProperty("kchaos.transaction.timeout.ms"));
-        p.put(StreamsConfig.consumerPrefix("session.timeout.ms"), conf.getProperty("kchaos.session.timeout.ms"));
-        p.put(StreamsConfig.consumerPrefix("heartbeat.interval.ms"), "1000");
+        if ("streams".equals(conf.getProperty("kchaos.streams.group.protocol", "classic"))) {
+            // KIP-1071: the broker's streams group assigns tasks; the session is the broker's
+            // (group.streams.session.timeout.ms), so no consumer session settings. The name as a
+            // string: StreamsConfig has no constant for it before 4.1
+            p.put("group.protocol", "streams");
+        } else {
+            p.put(StreamsConfig.consumerPrefix("session.timeout.ms"), conf.getProperty("kchaos.session.timeout.ms"));
+            p.put(StreamsConfig.consumerPrefix("heartbeat.interval.ms"), "1000");
+        }
         // at-least-once would otherwise read uncommitted inputs: the negative control is about
         // duplicates, so it reads what exactly-once reads (exactly_once_v2 forces read_committed)
         if (!exactlyOnce()) p.put(StreamsConfig.consumerPrefix("isolation.level"), conf.getProperty("kchaos.isolation"));
