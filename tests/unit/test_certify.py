@@ -239,7 +239,7 @@ def test_commits_by_client_tv_counts_only_this_runs_commits():
 
 @pytest.mark.parametrize("settings,words", [
     ('delivery = "at-least-once-no-idempotence"', "client = 'streams'"),
-    ('group_protocol = "consumer"', "group_protocol = 'classic'"),
+    ('group_protocol = "consumer"', "group_protocol 'classic' or 'streams'"),
     ('transactional_id_strategy = "per-partition"', "Streams' own transactional ids"),
     ('external_command = ["app"]', "no external_command"),
 ])
@@ -264,3 +264,39 @@ def test_streams_properties_carry_the_guarantee_threads_and_a_state_dir_per_proc
     # a paused instance and its replacement (w1.4) must never share Streams' state directory lock
     assert props["kchaos.streams.state.dir"] == "/run/workers/w1.3-state"
     assert props["kchaos.group.id"] == spec.group_id  # Streams' application.id: the group the verifier reads
+
+
+def test_the_streams_protocol_needs_the_streams_client_and_kafka_4_2_and_sets_streams_version(tmp_path):
+    """KIP-1071, read from the jars: 4.1's streams.version 1 is early access, 4.2 makes it production."""
+    from kchaos.workloads.spec import WorkloadSpec
+
+    path = tmp_path / "c.toml"
+    path.write_text('[workload]\nclient = "streams"\ngroup_protocol = "streams"\n[faults]\nenabled = false\n')
+    campaign = load_campaign(path)
+    assert campaign.cluster.streams_version == 1
+    spec = WorkloadSpec(client="streams", group_protocol="streams")
+    config = {"workload": spec.model_dump(mode="json"), "worker": "w0", "incarnation": 1,
+              "client": {"bootstrap.servers": "h:1"}, "seed": 7, "txid_prefix": "kc-x",
+              "history_path": "/run/history/w0.1.jsonl"}
+    assert "kchaos.streams.group.protocol=streams" in worker_properties(config).splitlines()
+    for settings, words in (('group_protocol = "streams"', "it needs client = 'streams'"),
+                            ('client = "streams"\ngroup_protocol = "streams"\n[cluster]\nkafka_version = "4.1.1"',
+                             "needs Kafka 4.2 or later"),
+                            ('client = "streams"\ngroup_protocol = "streams"\njava_client_version = "4.1.1"',
+                             "needs kafka-streams 4.2 or later")):
+        path.write_text(f"[faults]\nenabled = false\n[workload]\n{settings}\n")
+        with pytest.raises(ConfigError, match=words):
+            load_campaign(path)
+
+
+def test_clock_and_disk_faults_turn_on_what_they_need_when_the_campaign_loads(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[faults]\n[[faults.mix]]\nkind = "clock-bump"\n[[faults.mix]]\nkind = "disk-full"\n')
+    campaign = load_campaign(path)
+    assert campaign.cluster.clock_control and campaign.cluster.disk_limit_mb == 256
+    path.write_text('[cluster]\nbackend = "docker"\n[faults]\n[[faults.mix]]\nkind = "clock-bump"\n')
+    from kchaos.errors import CapabilityError
+
+    with pytest.raises(CapabilityError, match="'clock' capability") as refused:  # refused when it loads
+        load_campaign(path)
+    assert refused.value.exit_code == 3
