@@ -229,29 +229,35 @@ def on_harness_clock(coordinator: list[CoordinatorTxn], shift_ms: float) -> list
                     complete_ms=None if ct.complete_ms is None else ct.complete_ms - shift_ms) for ct in coordinator]
 
 
-Skew = list[tuple[float, float]]
+#: harness-clock windows (ms) and the ``__transaction_state`` partitions whose stamps they affect
+#: (None: every partition)
+Skew = list[tuple[float, float, "frozenset[int] | None"]]
 
 
-def _in(windows: Skew, t: float) -> bool:
-    return any(lo <= t <= hi for lo, hi in windows)
-
-
-def _overlaps(windows: Skew, c: ClientTxn) -> bool:
-    end = c.end_complete_ms if c.end_complete_ms is not None else float("inf")
-    return any(c.start_ms <= hi and lo <= end for lo, hi in windows)
+def _hit(partitions: "frozenset[int] | None", partition: int | None) -> bool:
+    return partitions is None or partition is None or partition in partitions
 
 
 def outside_skew(coordinator: list[CoordinatorTxn], clients: list[ClientTxn],
                  skewed: Skew | None) -> tuple[list[CoordinatorTxn], list[ClientTxn], dict[str, int]]:
     """What can be placed in time while brokers' clocks were moved on purpose (clock faults):
-    ``skewed`` are harness-clock windows (ms) in which a coordinator's stamps may be off by what
-    the faults applied. A coordinator transaction stamped inside one, and a client transaction
-    overlapping one, are set aside (counted, not judged): their attribution would rest on a clock
-    that was wrong by design."""
+    ``skewed`` are harness-clock windows (ms) in which the coordinators of some transaction-log
+    partitions stamped with a moved clock. A coordinator transaction of such a partition stamped
+    inside one, and a client transaction of such a partition's transactional id overlapping one,
+    are set aside (counted, not judged): their attribution would rest on a clock that was wrong
+    by design. A transactional id's partition is read from its coordinator transactions; an id
+    with none is set aside with any window."""
     if not skewed:
         return coordinator, clients, {}
-    kept_ct = [ct for ct in coordinator if not _in(skewed, ct.start_ms)]
-    kept_c = [c for c in clients if not _overlaps(skewed, c)]
+    partition_of = {ct.transactional_id: ct.log_partition for ct in coordinator if ct.log_partition >= 0}
+    kept_ct = [ct for ct in coordinator
+               if not any(lo <= ct.start_ms <= hi and _hit(parts, ct.log_partition) for lo, hi, parts in skewed)]
+
+    def overlaps(c: ClientTxn) -> bool:
+        end = c.end_complete_ms if c.end_complete_ms is not None else float("inf")
+        return any(c.start_ms <= hi and lo <= end and _hit(parts, partition_of.get(c.txid)) for lo, hi, parts in skewed)
+
+    kept_c = [c for c in clients if not overlaps(c)]
     return kept_ct, kept_c, {"coordinator_transactions": len(coordinator) - len(kept_ct),
                              "client_transactions": len(clients) - len(kept_c)}
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from kchaos.verifier import evidence
 from kchaos.verifier.checks import NOTES, offset_commit_result, result, set_aside_note, split_result
-from kchaos.verifier.coordinator_log import CLOCK_EPS_MS, coordinator_aborted, judge, on_harness_clock
+from kchaos.verifier.coordinator_log import CLOCK_EPS_MS, Skew, coordinator_aborted, judge, on_harness_clock
 from kchaos.verifier.model import NotApplicable
 from kchaos.verifier.offsets_log import lost_offset_commit_cases, offsets_backwards_cases
 from kchaos.verifier.results import UNKNOWN, CheckResult
@@ -43,23 +43,26 @@ def intact_from(data: Any, coordinator: list[Any]) -> dict[str, float]:
 CLOCK_SKEW_MARGIN_MS = 5_000
 
 
-def clock_skew_windows(history: Any) -> list[tuple[float, float]]:
+def clock_skew_windows(history: Any) -> Skew:
     """Harness-clock windows (ms) that a clock fault makes unplaceable, two per fault, each
     widened by CLOCK_SKEW_MARGIN_MS: while it lasted (the transactions that ran then), and where
     its moved stamps land (its start plus the most negative offset it applied, to its heal plus
     the most positive). A step of 8 days ahead sets aside its own seconds and a span 8 days on,
     not the rest of the run."""
-    windows = []
+    windows: Skew = []
     for op in history.faults:
         if not op["f"].startswith("fault:clock-"):
             continue
         value = op.get("value") or {}
-        first = ((value.get("resolved") or {}).get("detail") or {}).get("first_offset_s") or 0.0
+        detail = (value.get("resolved") or {}).get("detail") or {}
+        first = detail.get("first_offset_s") or 0.0
+        led = detail.get("transaction_log_partitions")
+        parts = frozenset(led) if isinstance(led, list) else None
         lo, hi = (value.get("heal") or {}).get("offset_range_s") or [min(0.0, first), max(0.0, first)]
         start = op["invoke_time"] * 1000
         end = op["complete_time"] * 1000 if op.get("complete_time") else float("inf")
-        windows.append((start - CLOCK_SKEW_MARGIN_MS, end + CLOCK_SKEW_MARGIN_MS))
-        windows.append((start + lo * 1000 - CLOCK_SKEW_MARGIN_MS, end + hi * 1000 + CLOCK_SKEW_MARGIN_MS))
+        windows.append((start - CLOCK_SKEW_MARGIN_MS, end + CLOCK_SKEW_MARGIN_MS, parts))
+        windows.append((start + lo * 1000 - CLOCK_SKEW_MARGIN_MS, end + hi * 1000 + CLOCK_SKEW_MARGIN_MS, parts))
     return windows
 
 

@@ -12,8 +12,9 @@ backend under ``cluster.clock_control``, which a campaign with clock faults turn
 change is proved on the broker: the clock probe (clusters/clock_probe.py) measures the target's
 clock through a LogAppendTime record after the change and after the heal, and the fault records
 both (``measured_offset_ms``). A fault records the range of offsets it applied
-(``offset_range_s``): the verifier sets aside what the brokers' clocks cannot place while it
-lasted (verifier/driver_checks.py).
+(``offset_range_s``) and the ``__transaction_state`` partitions its targets led: the verifier
+sets aside the coordinator stamps those partitions got while it lasted, and the client
+transactions of their transactional ids (verifier/driver_checks.py).
 """
 
 from __future__ import annotations
@@ -129,12 +130,24 @@ class ClockFault(Fault):
         first = {"clock-bump": lambda: p.offset_s, "clock-strobe": lambda: p.delta_s,
                  "clock-drift": lambda: p.rate * 1.0}[kind]()
         self._set(first)
+        led = self._transaction_log_partitions()
         if kind != "clock-bump":
             self._mover = threading.Thread(target=self._move, name=f"kchaos-{kind}", daemon=True)
             self._mover.start()
         self.target = {**self.target, "detail": {**self.target["detail"], "first_offset_s": first,
+                                                 "transaction_log_partitions": led,
                                                  "measured_offset_ms": self._measure(self._shows_change)}}
         return self.target
+
+    def _transaction_log_partitions(self) -> list[int] | None:
+        """The ``__transaction_state`` partitions the targets lead: the coordinators whose stamps
+        the moved clock makes. None when they could not be read (the verifier then sets aside
+        every coordinator's stamps in the window)."""
+        try:
+            leaders = self.ctx.cluster.partition_metadata("__transaction_state")
+        except Exception:
+            return None
+        return sorted(p for p, m in leaders.items() if int(m.leader) in self.target["nodes"])
 
     def _move(self) -> None:
         p, started = self.params, time.monotonic()

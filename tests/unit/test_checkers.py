@@ -811,8 +811,8 @@ def test_clock_skew_windows_span_the_offsets_a_fault_applied():
               {"f": "fault:kill", "invoke_time": 50.0, "complete_time": 51.0, "value": {}}]
     m = CLOCK_SKEW_MARGIN_MS
     assert clock_skew_windows(SimpleNamespace(faults=faults)) == [
-        (100_000.0 - m, 110_000.0 + m), (70_000.0 - m, 110_000.0 + m),       # its time; its stamps 30 s back
-        (200_000.0 - m, float("inf")), (200_000.0 - m, float("inf"))]        # never healed: to the end
+        (100_000.0 - m, 110_000.0 + m, None), (70_000.0 - m, 110_000.0 + m, None),  # its time; its stamps 30 s back
+        (200_000.0 - m, float("inf"), None), (200_000.0 - m, float("inf"), None)]   # never healed: to the end
     far = [{"f": "fault:clock-bump", "invoke_time": 100.0, "complete_time": 104.0,
             "value": {"resolved": {"detail": {"first_offset_s": 8 * 86400.0}}, "heal": {"offset_range_s": [8 * 86400.0, 8 * 86400.0]}}}]
     windows = clock_skew_windows(SimpleNamespace(faults=far))
@@ -831,6 +831,18 @@ def test_clock_skew_windows_span_the_offsets_a_fault_applied():
     assert [c.start_ms for c in kept_c] == [10_000.0, 300_000.0]
     assert aside == {"coordinator_transactions": 2, "client_transactions": 1}
     assert outside_skew([ct(1.0)], [], []) == ([ct(1.0)], [], {})
+
+    # the fault recorded the transaction-log partitions its target led: only their stamps, and
+    # the client transactions of their ids, are set aside
+    far[0]["value"]["resolved"]["detail"]["transaction_log_partitions"] = [1]
+    windows = clock_skew_windows(SimpleNamespace(faults=far))
+    assert windows[0][2] == frozenset({1})
+    other = CoordinatorTxn("ty", 2, 0, 102_000.0, 60_000, 2, log_partition=2)
+    mine = CoordinatorTxn("tx", 1, 0, 102_000.0, 60_000, 2, log_partition=1)
+    ty_client = ClientTxn("w1.1", 1, "ty", 0, 101_000.0, "commit", 103_000.0, 103_000.0, "committed")
+    kept_ct, kept_c, aside = outside_skew([other, mine], [client(101_000.0, 103_000.0), ty_client], windows)
+    assert kept_ct == [other] and kept_c == [ty_client]
+    assert aside == {"coordinator_transactions": 1, "client_transactions": 1}
 
 
 @one_engine
