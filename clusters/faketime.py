@@ -62,8 +62,9 @@ def offset_text(offset_s: float) -> str:
 
 
 def write_offset(control: Path, offset_s: float) -> None:
-    """Set the offset; the broker follows within :data:`CACHE_S`. Written whole, then renamed,
-    so that the library never reads half a line."""
+    """Set the offset; the broker follows when the library next reads the file (it looks about
+    every :data:`CACHE_S`; measured here: up to 3 s). Written whole, then renamed, so that the
+    library never reads half a line."""
     tmp = control.with_name(control.name + ".tmp")
     tmp.write_text(offset_text(offset_s))
     tmp.replace(control)
