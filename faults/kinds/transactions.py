@@ -72,6 +72,9 @@ class EpochJump(Fault):
         if not txids or self.ctx.workload is None:
             raise ConfigError("epoch-jump needs a transactional workload")
         txid = self.rng.choice(txids)
+        # named before the first InitProducerId: if the jump fails part way, its fences were still
+        # sent, and the verifier must know on which id (a failed fault records what it resolved)
+        self.target = {"nodes": [], "role": f"transactional id {txid}", "detail": {"transactional_id": txid}}
         brokers = [(b.host, b.port) for b in self.ctx.cluster.admin().list_topics(timeout=30).brokers.values()]
         timeout_ms = self.ctx.workload.spec.transaction_timeout_ms
         target = target_epoch(int(self.params.epochs_before_rollover))
