@@ -22,6 +22,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from kchaos.clusters.debian import apt_install, can_install
 from kchaos.clusters.processes import ManagedProcess
 from kchaos.errors import ClusterError, SetupError
 from kchaos.paths import cache_dir
@@ -43,15 +44,10 @@ def install_engine() -> list[str]:
     missing = missing_binaries() + ([] if shutil.which("debootstrap") else ["debootstrap"])
     if not missing:
         return []
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
+    if not can_install():
         raise SetupError(f"the private Docker engine needs {', '.join(missing)}",
                          "install Debian's packages " + " ".join(ENGINE_PACKAGES) + " as root")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    argv = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *ENGINE_PACKAGES]
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env)
-    if proc.returncode != 0:  # a fresh machine may not have its package lists yet
-        subprocess.run(["apt-get", "update", "-q"], capture_output=True, text=True, env=env)
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env)
+    proc = apt_install(ENGINE_PACKAGES)
     if proc.returncode != 0 or missing_binaries():
         raise SetupError("installing the Docker engine failed", "read apt-get's output below",
                          detail=(proc.stdout + proc.stderr)[-3000:])

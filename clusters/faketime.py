@@ -18,11 +18,9 @@ needs it when it can.
 from __future__ import annotations
 
 import glob
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
+from kchaos.clusters.debian import apt_install, can_install
 from kchaos.errors import SetupError
 
 PACKAGES = ("faketime", "libfaketime")
@@ -41,14 +39,9 @@ def ensure_library() -> Path:
     path = library()
     if path:
         return path
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
+    if not can_install():
         raise SetupError("clock faults need libfaketime (libfaketimeMT.so.1), which is not installed", INSTALL_HINT)
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    argv = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *PACKAGES]
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env)
-    if proc.returncode != 0:  # a fresh machine may not have its package lists yet
-        subprocess.run(["apt-get", "update", "-q"], capture_output=True, text=True, env=env)
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env)
+    proc = apt_install(PACKAGES)
     path = library()
     if path is None:
         raise SetupError("installing libfaketime failed", "read apt-get's output below",

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterator
 
 from kchaos.clusters.artifacts import require_java, resolve_kafka
+from kchaos.clusters.debian import apt_install, can_install
 from kchaos.clusters.kafka_tools import run_tool
 from kchaos.clusters.local import new_cluster_id
 from kchaos.clusters.node_config import LOG4J2_XML, SMALL_MACHINE_DEFAULTS
@@ -45,13 +46,9 @@ def ensure_packages() -> str | None:
     missing = missing_tools()
     if not missing:
         return None
-    if not shutil.which("apt-get"):
+    if not can_install():
         return f"missing {missing} and no apt-get"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    argv = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *sorted({PACKAGES[t] for t in missing if t in PACKAGES})]
-    if subprocess.run(argv, capture_output=True, env=env).returncode != 0:
-        subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env)
-        subprocess.run(argv, capture_output=True, env=env)
+    apt_install(sorted({PACKAGES[t] for t in missing if t in PACKAGES}))
     left = missing_tools()
     return f"could not install {left}" if left else None
 
