@@ -38,27 +38,21 @@ MAX_OFFSET_S = 30 * 86400  # past every expiry Kafka has by default (transaction
 CLOCK_TARGETS = (*NODE_TARGETS, "all")
 
 
+def _an_offset(value: float, info: Any) -> float:
+    if value == 0 or abs(value) > MAX_OFFSET_S:
+        raise ValueError(f"{info.field_name} must be non-zero and within {MAX_OFFSET_S} s (30 days); got {value!r}")
+    return value
+
+
 class BumpParams(NoParams):
     offset_s: float = Field(60, description="seconds the clock is moved (negative: back)")
-
-    @field_validator("offset_s")
-    @classmethod
-    def _sized(cls, value: float) -> float:
-        if value == 0 or abs(value) > MAX_OFFSET_S:
-            raise ValueError(f"offset_s must be non-zero and within {MAX_OFFSET_S} s (30 days); got {value!r}")
-        return value
+    _sized = field_validator("offset_s")(_an_offset)
 
 
 class StrobeParams(NoParams):
     delta_s: float = Field(5, description="seconds off the true time in the off half of each period (negative: back)")
     period_s: float = Field(2, description=f"seconds per flip; at least {CACHE_S} (how often the broker reads its clock's offset)")
-
-    @field_validator("delta_s")
-    @classmethod
-    def _delta(cls, value: float) -> float:
-        if value == 0 or abs(value) > MAX_OFFSET_S:
-            raise ValueError(f"delta_s must be non-zero and within {MAX_OFFSET_S} s; got {value!r}")
-        return value
+    _delta = field_validator("delta_s")(_an_offset)
 
     @field_validator("period_s")
     @classmethod

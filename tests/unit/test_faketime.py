@@ -20,3 +20,17 @@ def test_the_jvm_environment_moves_only_the_wall_clock_and_keeps_timed_waits_wor
     assert env["FAKETIME_DONT_FAKE_MONOTONIC"] == "1"  # System.nanoTime stays true
     assert env["FAKETIME_FORCE_MONOTONIC_FIX"] == "0"  # on, every parkNanos returns at once: a spinning broker
     assert int(env["FAKETIME_CACHE_DURATION"]) == faketime.CACHE_S
+
+
+def test_clock_fault_parameters_are_refused_when_they_cannot_be_applied():
+    import pytest
+
+    from kchaos.faults.kinds import KINDS
+
+    for kind, params, words in (("clock-bump", {"offset_s": 0.0}, "non-zero"),
+                                ("clock-bump", {"offset_s": 40 * 86400.0}, "30 days"),
+                                ("clock-strobe", {"period_s": 0.5}, "at least 1 s"),
+                                ("clock-drift", {"rate": -1.0}, "from -0.9 to 100")):
+        with pytest.raises(ValueError, match=words):
+            KINDS[kind].check_params(params)
+    assert KINDS["clock-bump"].check_params({"offset_s": -120.0}).offset_s == -120.0  # back is allowed
