@@ -166,15 +166,10 @@ def replay_bundle(bundle: Path, out: Path, seed: int | None = None, release: str
     """``kchaos replay`` of one bundle: its recorded campaign, seed and fault schedule; with
     ``seed``, the recorded campaign on that seed and the schedule that seed makes; with
     ``release``, the bundle's seed and schedule on that Kafka release."""
-    if seed is None and release is None:
-        return replay_run(bundle, out)[1]
-    campaign = load_recorded(bundle)
-    if release is not None:
-        campaign = on_release(campaign, release)
+    campaign = on_release(load_recorded(bundle), release) if release is not None else None
     if seed is None:
-        return execute_run(campaign, out, seed=int((bundle / "seed").read_text().strip()),
-                           schedule=read_schedule(bundle / "schedule.json"), replay_of=bundle)[1]
-    return execute_run(campaign, out, seed=seed, replay_of=bundle)[1]
+        return replay_run(bundle, out, campaign)[1]
+    return execute_run(campaign or load_recorded(bundle), out, seed=seed, replay_of=bundle)[1]
 
 
 def verify(evidence: Path, claims: list[Claim], out: Path,

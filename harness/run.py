@@ -56,10 +56,11 @@ def replay_command(run: RunDir, campaign_path: Path | None, seed: int, overrides
     return f"kchaos run {shlex.quote(target)} --seed {seed}{sets}  # or: kchaos replay {shlex.quote(str(run.path))}"
 
 
-def replay_run(source: Path, out_root: Path) -> tuple[RunDir, Outcome]:
-    """Re-run a stored run (a run directory or an evidence bundle): its recorded campaign, its seed
-    and its stored fault schedule."""
-    campaign = load_recorded(source)
+def replay_run(source: Path, out_root: Path, campaign: Campaign | None = None) -> tuple[RunDir, Outcome]:
+    """Re-run a stored run (a run directory or an evidence bundle): its recorded campaign (or
+    ``campaign``, the recorded one changed: another release), its seed and its stored fault
+    schedule."""
+    campaign = campaign or load_recorded(source)
     try:
         schedule = read_schedule(source / "schedule.json")
         seed = int((source / "seed").read_text().strip())

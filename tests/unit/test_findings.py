@@ -28,6 +28,14 @@ def registry(root: Path, text: str) -> Path:
     return root
 
 
+def refused(root: Path, text: str, words: str) -> ConfigError:
+    """The registry ``text`` is refused when it loads, naming ``words``."""
+    registry(root, text)
+    with pytest.raises(ConfigError, match=words) as raised:
+        findings.load_claims(root)
+    return raised.value
+
+
 def test_the_shipped_registry_names_replayable_bundles_only():
     claims = findings.load_claims(REPO / "docs" / "evidence")
     assert {c.finding for c in claims} >= {"F1a", "F1b", "F1c", "F3", "F5c", "F6"}
@@ -36,18 +44,10 @@ def test_the_shipped_registry_names_replayable_bundles_only():
 
 def test_a_claim_must_be_replayable_and_say_its_anomaly_class(tmp_path):
     bundle(tmp_path, "b1")
-    registry(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "b1"\nverdict = "invalid"\n')
-    with pytest.raises(ConfigError, match="names its anomaly kinds"):
-        findings.load_claims(tmp_path)
-    registry(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "b2"\nverdict = "valid"\n')
-    with pytest.raises(ConfigError, match="b2 cannot be replayed"):
-        findings.load_claims(tmp_path)
-    registry(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "b1"\nverdict = "ok"\n')
-    with pytest.raises(ConfigError, match="not one of"):
-        findings.load_claims(tmp_path)
-    registry(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "b1"\nverdict = "valid"\n' * 2)
-    with pytest.raises(ConfigError, match="listed twice"):
-        findings.load_claims(tmp_path)
+    refused(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "b1"\nverdict = "invalid"\n', "names its anomaly kinds")
+    refused(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "b2"\nverdict = "valid"\n', "b2 cannot be replayed")
+    refused(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "b1"\nverdict = "ok"\n', "not one of")
+    refused(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "b1"\nverdict = "valid"\n' * 2, "listed twice")
     with pytest.raises(ConfigError, match="no findings registry"):
         findings.load_claims(tmp_path / "nowhere")
 
@@ -103,15 +103,11 @@ def test_a_bundle_that_no_longer_loads_is_refused_before_any_replay(tmp_path):
     assert raised.value.exit_code == 3
     bundle(tmp_path, "noseed")
     (tmp_path / "noseed" / "seed").write_text("five\n")
-    registry(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "noseed"\nverdict = "valid"\n')
-    with pytest.raises(ConfigError, match="noseed no longer loads"):
-        findings.load_claims(tmp_path)
-    registry(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "old"\nverdict = "valid"\nseeds = ["x"]\n')
-    with pytest.raises(ConfigError, match="seeds must be a list of integers"):
-        findings.load_claims(tmp_path)
-    registry(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "old"\nverdict = "valid"\nseeds = [2]\nat_least = 3\n')
-    with pytest.raises(ConfigError, match="at_least 3 is not between 1 and its 2 runs"):
-        findings.load_claims(tmp_path)
+    refused(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "noseed"\nverdict = "valid"\n', "noseed no longer loads")
+    refused(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "old"\nverdict = "valid"\nseeds = ["x"]\n',
+            "seeds must be a list of integers")
+    refused(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "old"\nverdict = "valid"\nseeds = [2]\nat_least = 3\n',
+            "at_least 3 is not between 1 and its 2 runs")
 
 
 def test_every_seed_runs_the_claims_other_seeds_after_its_bundle(tmp_path):
