@@ -27,13 +27,18 @@ API_KEYS: dict[str, int] = {
     "ApiVersions": 18, "InitProducerId": 22, "AddPartitionsToTxn": 24, "AddOffsetsToTxn": 25,
     "EndTxn": 26, "WriteTxnMarkers": 27, "TxnOffsetCommit": 28, "DescribeCluster": 60, "DescribeTransactions": 65,
     "ConsumerGroupHeartbeat": 68,
+    # KIP-932 share groups: the workers' requests, then the share partition leaders' persister
+    # requests to the share coordinator (between brokers)
+    "ShareGroupHeartbeat": 76, "ShareFetch": 78, "ShareAcknowledge": 79, "InitializeShareGroupState": 83,
+    "ReadShareGroupState": 84, "WriteShareGroupState": 85,
 }
 API_NAMES: dict[int, str] = {v: k for k, v in API_KEYS.items()}
 
-#: first flexible version of each API's request (and response), from the schemas
+#: first flexible version of each API's request (and response), from the schemas (KIP-932's are
+#: flexible from v0, which only 4.0's early access spoke)
 FLEXIBLE_FROM: dict[int, int] = {
     0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 18: 3, 22: 2, 24: 3, 25: 3,
-    26: 3, 27: 1, 28: 3, 60: 0, 65: 0, 68: 0,
+    26: 3, 27: 1, 28: 3, 60: 0, 65: 0, 68: 0, 76: 0, 78: 0, 79: 0, 83: 0, 84: 0, 85: 0,
 }
 
 #: error names a message fault may answer with (Kafka's Errors enum)

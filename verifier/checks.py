@@ -239,7 +239,8 @@ _OFFSETS_LOG_CHECKS = ("lost-offset-commit", "offsets-backwards")
 #: run. Every other check judges the end state: the committed topics, the group's committed
 #: offsets and the last stable offsets, against the clients' history (bench/time_to_bug.py
 #: counts detections by these three).
-WHITE_BOX_CHECKS = (*_TXN_LOG_CHECKS, *_OFFSETS_LOG_CHECKS)
+#: (The share ledger's state checks read the share coordinator's log, __share_group_state.)
+WHITE_BOX_CHECKS = (*_TXN_LOG_CHECKS, *_OFFSETS_LOG_CHECKS, "share-state-regressed", "share-ack-not-persisted")
 
 
 def detection_kind(anomaly_types: list[str] | tuple[str, ...]) -> str | None:

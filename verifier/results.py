@@ -19,6 +19,7 @@ ANOMALY_TYPES = (
     "no-progress",
     # share-group (KIP-932) ledger, verifier/share_checks.py
     "share-lost", "share-redelivered-after-accept", "share-delivery-limit", "share-stuck-acquired",
+    "share-state-regressed", "share-ack-not-persisted",
 )
 
 

@@ -11,7 +11,14 @@ snapshots and updates replayed; below the start offset a record is complete).
 | share-redelivered-after-accept | a record delivered again (a higher delivery count) after the delivery whose ACCEPT was committed |
 | share-delivery-limit | a record delivered more times than the delivery count limit |
 | share-stuck-acquired | after the drain (and past the lock duration) a record that is neither acknowledged for good nor archived |
+| share-state-regressed | a write to ``__share_group_state`` that undoes what an earlier one made final: a record acknowledged or archived made deliverable again, the start offset moved back, or a write from a share-partition leader older than one already written (the coordinator fences those) |
+| share-ack-not-persisted | an ACCEPT or REJECT the broker answered without error that the persisted state does not hold: the record is neither below the start offset nor acknowledged or archived there |
 | duplicate | an output slot committed more than once for a record that was delivered only once |
+
+The two state checks judge every write in the log, not only the replayed final state: a write
+the coordinator should have refused shows even if a later write covers it up. They judge a
+share partition from its first snapshot on (the coordinator prunes what a snapshot replaces);
+updates before any snapshot are counted, not judged.
 
 Duplicates *are* expected when the history shows a redelivery: without KIP-1289 a share
 pipeline is at-least-once, and the results say so.
@@ -27,10 +34,11 @@ from typing import Any
 from kchaos.verifier.checks import result
 from kchaos.verifier.decoders import decode_share_state_record, share_partition_state
 from kchaos.verifier.model import as_evidence
-from kchaos.verifier.results import UNKNOWN, CheckResult
+from kchaos.verifier.results import UNKNOWN, VALID, CheckResult
 
 
 ACKNOWLEDGED, ARCHIVED = 2, 4
+FINAL_STATES = (ACKNOWLEDGED, ARCHIVED)
 
 
 class ShareLedger:
@@ -58,28 +66,34 @@ class ShareLedger:
                     self.acks[(p, o)].append({"process": op["process"], "kind": kind, "outcome": op["outcome"],
                                               "invoke_time": op["invoke_time"], "complete_time": op["complete_time"],
                                               "txn_seq": op["value"].get("txn_seq")})
-        self.state = self._persisted_state(Path(data.run), share.get("input_topic_id"))
+        #: every state write of the group's input partitions, by partition, in log order
+        self.writes = self._state_writes(Path(data.run), share.get("input_topic_id"))
+        self.state = (None if self.writes is None else
+                      {p: share_partition_state([w for _, w in writes]) for p, writes in self.writes.items()})
         self.slots: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
         for out in data.outputs_committed:
             self.slots[(out["in_partition"], out["in_offset"])].append(out)
 
-    def _persisted_state(self, run: Path, topic_id: str | None) -> dict[int, dict[str, Any]] | None:
+    def _state_writes(self, run: Path, topic_id: str | None) -> dict[int, list[tuple[int, Any]]] | None:
+        """``(log offset, ShareStateRecord)`` per input partition; None without a state dump.
+        One share partition's records share a key, hence one log partition: log order is theirs."""
         import pyarrow.parquet as pq
 
         path = run / "topics" / "__share_group_state.raw.parquet"
         if not path.exists() or topic_id is None:
             return None
-        records: dict[int, list[Any]] = defaultdict(list)
+        writes: dict[int, list[tuple[int, Any]]] = defaultdict(list)
         group = self.data.workload.group_id
         for r in sorted(pq.read_table(path).to_pylist(), key=lambda r: (r["partition"], r["offset"])):
             rec = decode_share_state_record(r["key"], r["value"])
             if rec is not None and rec.group == group and rec.topic_id == topic_id:
-                records[rec.partition].append(rec)
-        return {p: share_partition_state(recs) for p, recs in records.items()}
+                writes[rec.partition].append((r["offset"], rec))
+        return dict(writes)
 
     def persisted(self, pos: tuple[int, int]) -> str:
-        """``complete`` (below the start offset), ``acknowledged``, ``archived``, ``available`` or
-        ``unknown`` (no persisted state for it)."""
+        """``complete`` (below the start offset), ``acknowledged``, ``archived``, ``available``,
+        ``never-delivered`` (at or above the start offset and in no batch: Kafka reads that as
+        available, delivered 0 times) or ``unknown`` (no persisted state for its partition)."""
         if self.state is None or pos[0] not in self.state:
             return "unknown"
         st = self.state[pos[0]]
@@ -87,7 +101,7 @@ class ShareLedger:
             return "complete"
         value = st["offsets"].get(pos[1])
         if value is None:
-            return "unknown"
+            return "never-delivered" if st["start_offset"] >= 0 else "unknown"
         return {ACKNOWLEDGED: "acknowledged", ARCHIVED: "archived"}.get(value[0], "available")
 
     def committed_ack(self, pos: tuple[int, int]) -> dict[str, Any] | None:
@@ -196,9 +210,105 @@ def check_share_duplicates(ledger: ShareLedger) -> CheckResult:
     return found
 
 
+def judged_writes(writes: list[tuple[int, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """Replay one share partition's writes and name each that undoes an earlier one (see the
+    module's table). Returns the cases' explanations with their writes, and how many updates came
+    before the first snapshot (not judged: what they build on was pruned)."""
+    cases: list[dict[str, Any]] = []
+    unjudged = 0
+    state_epoch, leader_epoch, start = None, -1, -1
+    offsets: dict[int, tuple[int, int]] = {}
+
+    def case(offset: int, rec: Any, why: str) -> None:
+        cases.append({"why": why, "write": {"log_offset": offset, "kind": rec.kind, "leader_epoch": rec.leader_epoch,
+                                            "state_epoch": state_epoch, "start_offset": rec.start_offset,
+                                            "batches": [[b.first_offset, b.last_offset, b.delivery_state,
+                                                         b.delivery_count] for b in rec.batches][:10]}})
+
+    for offset, rec in writes:
+        if rec.kind == "tombstone":
+            state_epoch, leader_epoch, start, offsets = None, -1, -1, {}
+            continue
+        if rec.kind == "snapshot":
+            if rec.state_epoch != state_epoch:  # first snapshot, or the state was initialised anew
+                state_epoch, leader_epoch, start, offsets = rec.state_epoch, -1, -1, {}
+        elif state_epoch is None:
+            unjudged += 1
+            continue
+        if 0 <= rec.leader_epoch < leader_epoch:
+            case(offset, rec, f"written by a leader of epoch {rec.leader_epoch} after one of epoch {leader_epoch} "
+                              "had written: the coordinator should have fenced it")
+        leader_epoch = max(leader_epoch, rec.leader_epoch)
+        if 0 <= rec.start_offset < start:
+            case(offset, rec, f"moves the start offset back from {start} to {rec.start_offset}")
+        floor = max(start, rec.start_offset)
+        undone = [o for b in rec.batches if b.delivery_state not in FINAL_STATES
+                  for o in range(max(b.first_offset, floor), b.last_offset + 1)
+                  if offsets.get(o, (None,))[0] in FINAL_STATES]
+        if undone:
+            case(offset, rec, f"makes {len(undone)} record(s) deliverable again that an earlier write had "
+                              f"acknowledged or archived (offsets {', '.join(map(str, undone[:5]))})")
+        if rec.kind == "snapshot":
+            offsets = {}
+        if rec.start_offset >= 0:
+            start = rec.start_offset
+        for b in rec.batches:
+            for o in range(b.first_offset, b.last_offset + 1):
+                offsets[o] = (b.delivery_state, b.delivery_count)
+        offsets = {o: v for o, v in offsets.items() if o >= start}
+    return cases, unjudged
+
+
+def check_state_regressed(ledger: ShareLedger) -> CheckResult:
+    if not ledger.writes:
+        return CheckResult("share-state-regressed", UNKNOWN,
+                           note="no share-group state was dumped for the input topic: no state write could be judged")
+    cases, unjudged = [], 0
+    for p, writes in sorted(ledger.writes.items()):
+        found, skipped = judged_writes(writes)
+        unjudged += skipped
+        cases += [{"explanation": f"the share state write at __share_group_state offset {c['write']['log_offset']} "
+                                  f"for input partition {p} {c['why']}", "input_partition": p, **c}
+                  for c in found]
+    if unjudged == sum(len(w) for w in ledger.writes.values()):
+        return CheckResult("share-state-regressed", UNKNOWN,
+                           note=f"all {unjudged} state writes came before any snapshot: none could be judged")
+    found = result("share-state-regressed", cases)
+    if unjudged and not cases:
+        found.note = f"{unjudged} update(s) before a partition's first snapshot were not judged (pruned base)"
+    return found
+
+
+def check_ack_persisted(ledger: ShareLedger) -> CheckResult:
+    """Every acknowledgement answered without error is in the persisted state: Kafka's share
+    partition answers an acknowledgement once its state write succeeded."""
+    answered = sorted(pos for pos, acks in ledger.acks.items() if ledger.committed_ack(pos) is not None)
+    if not answered:
+        return CheckResult("share-ack-not-persisted", UNKNOWN if ledger.data.inputs_committed else VALID,
+                           note="no acknowledgement was answered without error: nothing to look for")
+    unseen = [pos for pos in answered if ledger.persisted(pos) == "unknown"]
+    cases = []
+    for pos in answered:
+        state = ledger.persisted(pos)
+        if state in ("available", "never-delivered"):
+            ack = ledger.committed_ack(pos)
+            cases.append({"explanation": f"input {pos[0]}@{pos[1]} was {ack['kind'].upper()}ed by {ack['process']} "
+                                         "and the broker answered without error, but the persisted share state "
+                                         f"holds it as {state}", **ledger.evidence(pos)})
+    if len(unseen) == len(answered):
+        return CheckResult("share-ack-not-persisted", UNKNOWN, note=(
+            f"none of the {len(answered)} answered acknowledgements has a persisted state to compare with"))
+    found = result("share-ack-not-persisted", cases)
+    if unseen and not cases:
+        found.note = (f"{len(unseen)} of {len(answered)} answered acknowledgements have no persisted state to compare "
+                      "with (their partition's state was not dumped)")
+    return found
+
+
 #: share-group checks, by anomaly name
 SHARE_CHECKS = (("share-lost", check_share_lost), ("share-redelivered-after-accept", check_redelivered_after_accept),
-                ("share-delivery-limit", check_delivery_limit), ("share-stuck-acquired", check_stuck))
+                ("share-delivery-limit", check_delivery_limit), ("share-stuck-acquired", check_stuck),
+                ("share-state-regressed", check_state_regressed), ("share-ack-not-persisted", check_ack_persisted))
 
 #: consumer-group checks that do not apply to a share group, and why
 

@@ -13,6 +13,9 @@ restart fences its predecessor). Per poll batch:
 4. ACCEPT the processed records (RELEASE them if the transaction failed), then commit the
    acknowledgements (``ack``, with the broker's answer per partition).
 
+With ``share_ack_order = "before-commit"`` (a negative control) step 4 comes before step 3:
+a transaction that fails after its records were accepted loses them, and share-lost must say so.
+
 This is at-least-once: a crash or a pause past the record lock between 3 and 4 redelivers
 records whose outputs are already committed. Exactly-once needs KIP-1289 (acknowledgements
 staged in the producer's transaction), which confluent-kafka does not offer; the workload
@@ -28,6 +31,7 @@ from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
 
 from kchaos.workloads.ctp_worker import (EXIT_FATAL, EXIT_FENCED, EXIT_STOPPED, EXIT_UNKNOWN, Fatal, Fenced, UnknownOutcome,
                                   Worker, exit_process, main)
+from kchaos.workloads.client_settings import client_id
 from kchaos.workloads.lineage import Lineage
 
 ACK_NAMES = {AcknowledgeType.ACCEPT: "accept", AcknowledgeType.RELEASE: "release", AcknowledgeType.REJECT: "reject"}
@@ -46,7 +50,8 @@ def is_poison(seed: int, in_id: str, fraction: float) -> bool:
 class ShareWorker(Worker):
     def _new_share_consumer(self) -> ShareConsumer:
         consumer = ShareConsumer({**self.client, "log_level": 3, "group.id": self.spec.group_id,
-                                  "share.acknowledgement.mode": "explicit"})
+                                  "share.acknowledgement.mode": "explicit",
+                                  "client.id": client_id(self.worker, "consumer")})
         consumer.subscribe([self.spec.input_topic])
         return consumer
 
@@ -94,14 +99,27 @@ class ShareWorker(Worker):
                 decision[i] = AcknowledgeType.RELEASE
             else:
                 work.append(i)
+        if spec.share_ack_order == "before-commit":  # negative control: acknowledged before the outputs commit
+            for i in work:
+                decision[i] = AcknowledgeType.ACCEPT
+            self._acknowledge(consumer, txid, msgs, records, decision, self.txn_seq + 1 if work else None)
+            if work:
+                self._transaction(producer, txid, [msgs[i] for i in work])
+            return
         if work:
             committed = self._transaction(producer, txid, [msgs[i] for i in work])
             for i in work:
                 decision[i] = AcknowledgeType.ACCEPT if committed else AcknowledgeType.RELEASE
+        self._acknowledge(consumer, txid, msgs, records, decision, self.txn_seq if work else None)
+
+    def _acknowledge(self, consumer: ShareConsumer, txid: str, msgs: list[Any], records: list[Any],
+                     decision: dict[int, int], txn_seq: int | None) -> None:
+        """Every record's decision, then the acknowledgements committed (``ack``, with the broker's
+        answer per partition)."""
         for i, m in enumerate(msgs):
             consumer.acknowledge(m, decision[i])
         acks = [[records[i][0], records[i][1], ACK_NAMES[decision[i]]] for i in range(len(msgs))]
-        op = self.history.invoke("ack", {"acks": acks, "txn_seq": self.txn_seq if work else None}, **self._fields(txid))
+        op = self.history.invoke("ack", {"acks": acks, "txn_seq": txn_seq}, **self._fields(txid))
         try:
             result = consumer.commit_sync(30)
         except KafkaException as exc:

@@ -65,6 +65,10 @@ class WorkloadSpec(BaseModel):
         0.01, ge=0.0, le=0.5, description="share: seeded share of inputs that are poison and REJECTed")
     share_lock_duration_ms: int = Field(15_000, ge=1000, le=3_600_000, description="share: share.record.lock.duration.ms")
     share_delivery_count_limit: int = Field(5, ge=2, le=10, description="share: share.delivery.count.limit")
+    share_ack_order: Literal["after-commit", "before-commit"] = Field(
+        "after-commit", description="share: when a worker ACCEPTs what it processed. before-commit is a negative "
+                                    "control: records are acknowledged before their outputs' transaction commits, so "
+                                    "a failed commit or a crash loses them (share-lost); it must be caught")
     client: Literal["confluent", "java", "mixed", "streams"] = Field(
         "confluent",
         description="confluent: librdkafka (classic transaction protocol); java: kafka-clients (KIP-890 TV2 when the "
@@ -209,4 +213,5 @@ class WorkloadSpec(BaseModel):
 
     @property
     def is_negative_control(self) -> bool:
-        return self.delivery != "exactly-once" or self.isolation != "read_committed"
+        return (self.delivery != "exactly-once" or self.isolation != "read_committed"
+                or self.share_ack_order != "after-commit")

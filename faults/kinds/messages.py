@@ -7,7 +7,7 @@ The parameters are checked with the proxy's own rule validation (clusters/messag
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -20,7 +20,8 @@ from kchaos.waiting import WaitTimeout, wait_until
 from kchaos.workloads.client_settings import WORKER_CLIENT_PREFIX
 
 #: brokers a message fault's requests go to, resolved when it is invoked
-MESSAGE_TARGETS = ("txn-coordinator", "group-coordinator", "leader-output", "leader-input", "random", "all")
+MESSAGE_TARGETS = ("txn-coordinator", "group-coordinator", "share-coordinator", "leader-output", "leader-input", "random",
+                   "all")
 
 
 #: the fields of a proxy rule a kind does not take (each kind's own class sets its own default)
@@ -151,33 +152,54 @@ class MessageFault(Fault):
         return {"messages": events}
 
 
-class HeldMarkerFailoverParams(Hold):
-    """A marker held between brokers, then its sender killed."""
+class HeldRequestFailoverParams(Hold):
+    """One request held between brokers, then its sender killed. Each kind fixes its API."""
 
-    apis: list[str] = Field(default_factory=lambda: ["WriteTxnMarkers"])
+    HELD_API: ClassVar[str] = "WriteTxnMarkers"
     link: Literal["client", "inter-broker"] = "inter-broker"
-    #: one marker in all: the successor coordinator's (another broker's client id) must pass
+    #: one request in all: the successor's (another broker's client id) must pass
     total: float = Field(1, ge=1, le=1)
-    wait_s: float = Field(6.0, gt=0, le=120, description="how long to wait for a marker to hold before giving up "
+    wait_s: float = Field(6.0, gt=0, le=120, description="how long to wait for a request to hold before giving up "
                                                          "(then nothing is killed)")
 
     @classmethod
     def extra_capabilities(cls, params: dict[str, Any]) -> tuple[Capability, ...]:
         return (Capability.MESSAGES_BETWEEN_BROKERS, Capability.KILL)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _default_api(cls, value: Any) -> Any:
+        return {"apis": [cls.HELD_API], **value} if isinstance(value, dict) else value
+
     @model_validator(mode="after")
-    def _markers(self) -> "HeldMarkerFailoverParams":
-        if self.link != "inter-broker" or self.apis != ["WriteTxnMarkers"]:
-            raise ValueError("marker-hold-failover holds WriteTxnMarkers between brokers (apis and link are fixed)")
+    def _fixed(self) -> "HeldRequestFailoverParams":
+        if self.link != "inter-broker" or self.apis != [self.HELD_API]:
+            raise ValueError(f"this kind holds {self.HELD_API} between brokers (apis and link are fixed)")
         return self
 
 
-class HeldMarkerFailover(MessageFault):
-    """A transaction marker held on its way to a partition leader, then the broker that sent it
-    (the transaction's coordinator, its transaction prepared) killed: the coordinator's successor
-    reloads the prepared transaction and sends the markers again; the held one reaches the
-    leader at the heal, after them, from a coordinator that is gone (KAFKA-19999's reload path,
-    and a stale marker on top). The killed node starts again at the heal."""
+class HeldMarkerFailoverParams(HeldRequestFailoverParams):
+    HELD_API: ClassVar[str] = "WriteTxnMarkers"
+
+
+class HeldShareWriteFailoverParams(HeldRequestFailoverParams):
+    HELD_API: ClassVar[str] = "WriteShareGroupState"
+
+
+class HeldRequestFailover(MessageFault):
+    """A request held on its way between brokers, then the broker that sent it killed; the held
+    request is delivered at the heal, from a sender that is gone, after its successor's.
+
+    - ``marker-hold-failover``: a transaction marker held on its way to a partition leader, its
+      sender the transaction's coordinator (the transaction prepared). The successor reloads the
+      prepared transaction and sends the markers again (KAFKA-19999's reload path, and a stale
+      marker on top).
+    - ``share-write-hold-failover``: a share partition leader's state write (WriteShareGroupState)
+      held on its way to the share coordinator, its sender the input partition's leader. The new
+      leader reads the state and writes its own; the held write, from the older leader epoch,
+      must be fenced (share-state-regressed names it if it was not).
+
+    The killed node starts again at the heal."""
 
     killed: int | None = None
 
@@ -188,23 +210,23 @@ class HeldMarkerFailover(MessageFault):
         try:
             held = wait_until(lambda: [e for e in cluster.messages.rule_events(rule_id)  # type: ignore[attr-defined]
                                        if e["action"] == "held" and e.get("source") is not None],
-                              float(self.params.wait_s), 0.05, "no marker was held")  # type: ignore[attr-defined]
+                              float(self.params.wait_s), 0.05, "no request was held")  # type: ignore[attr-defined]
         except WaitTimeout:
             self.target["detail"]["killed"] = None
-            self.target["role"] += f"; no marker held within {self.params.wait_s:g}s, nothing killed"  # type: ignore[attr-defined]
+            self.target["role"] += f"; nothing held within {self.params.wait_s:g}s, nothing killed"  # type: ignore[attr-defined]
             return self.target
-        marker = held[0]
-        self.killed = int(marker["source"])
+        request = held[0]
+        self.killed = int(request["source"])
         cluster.node(self.killed).kill()
         self.target["nodes"] = sorted({*self.target["nodes"], self.killed})
         self.target["role"] += f"; then its sender, node {self.killed}, killed"
-        self.target["detail"].update(killed=self.killed, held_marker={
-            k: marker.get(k) for k in ("node", "source", "correlation_id", "api_version", "producer_id", "producer_epoch",
-                                   "committed", "markers") if k in marker})
+        self.target["detail"].update(killed=self.killed, held_request={
+            k: request.get(k) for k in ("api", "node", "source", "correlation_id", "api_version", "producer_id",
+                                        "producer_epoch", "committed", "markers") if k in request})
         return self.target
 
     def heal(self) -> dict[str, Any]:
-        out = super().heal()  # releases the held marker first: it arrives after the successor's
+        out = super().heal()  # releases the held request first: it arrives after the successor's
         if self.killed is not None:
             node = self.ctx.cluster.node(self.killed)
             if not getattr(node, "is_running", True):
@@ -215,7 +237,11 @@ class HeldMarkerFailover(MessageFault):
 register(
     FaultKind("marker-hold-failover", "hold a transaction marker between brokers, then kill the coordinator that sent "
               "it; the marker is delivered at the heal, after the successor's", Capability.MESSAGES,
-              ("leader-output", "all"), HeldMarkerFailover, HeldMarkerFailoverParams, "hold"),
+              ("leader-output", "all"), HeldRequestFailover, HeldMarkerFailoverParams, "hold"),
+    FaultKind("share-write-hold-failover", "hold a share partition leader's state write (WriteShareGroupState) on its "
+              "way to the share coordinator, then kill the leader that sent it; the write is delivered at the heal, "
+              "after the new leader's", Capability.MESSAGES, ("share-coordinator", "all"), HeldRequestFailover,
+              HeldShareWriteFailoverParams, "hold"),
     FaultKind("message-delay", "delay matching requests by delay_ms (in order)", Capability.MESSAGES, MESSAGE_TARGETS,
               MessageFault, Delay, "delay"),
     FaultKind("message-hold", "hold a matching request until the heal (or release_after_ms), then deliver it even if "

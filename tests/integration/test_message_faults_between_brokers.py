@@ -148,7 +148,7 @@ def test_marker_hold_failover_kills_the_sender_of_a_held_marker_and_the_successo
             producer.commit_transaction(30)  # answered once prepared: the markers go afterwards
             resolved = invoked.result(60)
         detail = resolved["detail"]
-        assert detail["killed"] == coordinator and detail["held_marker"]["source"] == coordinator, detail
+        assert detail["killed"] == coordinator and detail["held_request"]["source"] == coordinator, detail
         assert not cluster.node(coordinator).is_running
         wait_until(lambda: _stable_end(cluster, topic, partition) == 2, 90, 0.5,
                    "the successor coordinator to complete the commit")

@@ -129,3 +129,17 @@ def test_marker_hold_failover_turns_the_proxy_on_between_brokers_and_needs_a_kil
         check_capabilities(spec, ClusterSpec(proxy_messages=True))
     with pytest.raises(ValueError, match="apis and link are fixed"):
         FaultsSpec.model_validate({"mix": [{"kind": "marker-hold-failover", "params": {"apis": ["EndTxn"]}}]})
+
+
+def test_share_write_hold_failover_holds_state_writes_between_brokers_only():
+    """Its API is its own (WriteShareGroupState), not the marker kind's, and it cannot be moved."""
+    from kchaos.faults.kinds import KINDS
+
+    FaultsSpec.model_validate({"mix": [{"kind": "share-write-hold-failover", "target": "share-coordinator"}]})
+    assert KINDS["share-write-hold-failover"].check_params({}).apis == ["WriteShareGroupState"]
+    assert KINDS["marker-hold-failover"].check_params({"wait_s": 3}).apis == ["WriteTxnMarkers"]
+    with pytest.raises(ValueError, match="holds WriteShareGroupState between brokers"):
+        FaultsSpec.model_validate({"mix": [{"kind": "share-write-hold-failover",
+                                            "params": {"apis": ["WriteTxnMarkers"]}}]})
+    with pytest.raises(ValueError, match="target"):
+        FaultsSpec.model_validate({"mix": [{"kind": "share-write-hold-failover", "target": "leader-output"}]})

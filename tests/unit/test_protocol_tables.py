@@ -27,6 +27,10 @@ def test_api_key_and_first_flexible_version_match_kafkas_schemas(api):
                for v, mod in requests.items()}
     assert {int(c.__api_key__) for c in classes.values()} == {API_KEYS[api]}
     flexible = [v for v, c in classes.items() if c.__flexible__]
+    if flexible == versions and FLEXIBLE_FROM[API_KEYS[api]] < versions[0]:
+        # kio carries the versions Kafka still ships: KIP-932's v0 (4.0's early access, flexible
+        # from 0) is gone from it, and every version it has is flexible
+        return
     assert min(flexible) == FLEXIBLE_FROM[API_KEYS[api]], (api, flexible)
 
 

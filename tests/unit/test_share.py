@@ -24,11 +24,12 @@ def share_key(kind: int, group: str = "g", partition: int = 0) -> bytes:
     return struct.pack(">hh", kind, len(group)) + group.encode() + TOPIC_ID_BYTES + struct.pack(">i", partition)
 
 
-def share_update(start: int, batches: list[tuple[int, int, int, int]], snapshot: bool = False) -> bytes:
+def share_update(start: int, batches: list[tuple[int, int, int, int]], snapshot: bool = False,
+                 leader_epoch: int = 0, state_epoch: int = 1) -> bytes:
     out = struct.pack(">h", 0) + struct.pack(">i", 0)
     if snapshot:
-        out += struct.pack(">i", 1)           # stateEpoch
-    out += struct.pack(">iq", 0, start)       # leaderEpoch, startOffset
+        out += struct.pack(">i", state_epoch)
+    out += struct.pack(">iq", leader_epoch, start)
     if snapshot:
         out += struct.pack(">qq", 1, 2)       # create/write timestamps
     out += bytes([len(batches) + 1])
@@ -185,3 +186,64 @@ def test_missing_poison_ground_truth_makes_the_share_checks_unknown(tmp_path):
     (run / "share_poison.json").unlink()
     results = _check(run)
     assert results["verdict"] == "unknown" and "share_poison.json" in results["checks"]["share-lost"]["note"]
+
+
+ACKED, AVAILABLE = 2, 0
+
+
+def test_a_write_that_undoes_an_acknowledgement_is_named_even_when_covered_up(tmp_path):
+    """Every write is judged, not only the replayed end state: input 1 acknowledged, made
+    available again by a later write, then acknowledged once more (the end state is clean)."""
+    b = ShareRunBuilder()
+    b.share_records = [(0, share_update(-1, [], snapshot=True)), (1, share_update(0, [(0, 3, ACKED, 1)])),
+                       (1, share_update(0, [(1, 1, AVAILABLE, 1)])), (1, share_update(4, []))]
+    results = _check(b.write(tmp_path / "r"))
+    assert results["anomaly_types"] == ["share-state-regressed"], results["checks"]
+    case = results["anomalies"]["share-state-regressed"][0]
+    assert case["write"]["log_offset"] == 2 and "deliverable again" in case["explanation"]
+
+
+def test_a_write_from_an_older_leader_or_moving_the_start_back_is_named(tmp_path):
+    b = ShareRunBuilder()
+    b.share_records = [(0, share_update(-1, [], snapshot=True)), (1, share_update(2, [], leader_epoch=3)),
+                       (1, share_update(2, [], leader_epoch=2)), (1, share_update(1, [], leader_epoch=3)),
+                       (1, share_update(4, [], leader_epoch=3))]
+    results = _check(b.write(tmp_path / "r"))
+    assert results["anomaly_types"] == ["share-state-regressed"], results["checks"]
+    whys = [c["why"] for c in results["anomalies"]["share-state-regressed"]]
+    assert len(whys) == 2 and "epoch 2 after one of epoch 3" in whys[0] and "back from 2 to 1" in whys[1]
+
+
+def test_a_new_state_epoch_starts_the_judgement_afresh(tmp_path):
+    """A snapshot of a new state epoch (the group's offsets reset) may move the start back."""
+    b = ShareRunBuilder()
+    b.share_records = [(0, share_update(-1, [], snapshot=True)), (1, share_update(4, [], leader_epoch=3)),
+                       (0, share_update(0, [(0, 3, ACKED, 1)], snapshot=True, leader_epoch=0, state_epoch=2)),
+                       (1, share_update(4, []))]
+    results = _check(b.write(tmp_path / "r"))
+    assert results["verdict"] == "valid", results["checks"]
+
+
+def test_an_answered_acknowledgement_the_state_does_not_hold(tmp_path):
+    b = ShareRunBuilder()
+    b.share_records = [(0, share_update(-1, [], snapshot=True)), (1, share_update(0, [(0, 3, ACKED, 1)])),
+                       (1, share_update(0, [(1, 1, ACKED, 1)])), (1, share_update(2, [(3, 3, ACKED, 1)]))]
+    results = _check(b.write(tmp_path / "r"))
+    assert results["verdict"] == "valid", results["checks"]
+    b.share_records[1] = (1, share_update(0, [(0, 0, ACKED, 1), (1, 1, AVAILABLE, 1)]))
+    b.share_records[3] = (1, share_update(1, []))  # 2 and 3 never written as acknowledged
+    results = _check(b.write(tmp_path / "r2"))
+    assert results["anomaly_types"] == ["share-ack-not-persisted"], results["checks"]
+    cases = results["anomalies"]["share-ack-not-persisted"]
+    assert [c["input"]["offset"] for c in cases] == [2, 3] and "never-delivered" in cases[0]["explanation"]
+
+
+def test_state_writes_before_any_snapshot_are_not_judged(tmp_path):
+    """The coordinator prunes the log below its latest snapshot: an update without its base
+    cannot be judged. With nothing else, the check is unknown, not valid."""
+    b = ShareRunBuilder()
+    b.share_records = [(1, share_update(4, [], leader_epoch=3)), (1, share_update(4, [], leader_epoch=1))]
+    results = _check(b.write(tmp_path / "r"))
+    assert results["checks"]["share-state-regressed"]["verdict"] == "unknown", results["checks"]
+    assert "before any snapshot" in results["checks"]["share-state-regressed"]["note"]
+    assert results["verdict"] == "unknown"
