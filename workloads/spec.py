@@ -63,7 +63,9 @@ class WorkloadSpec(BaseModel):
         0.05, ge=0.0, le=0.5, description="share: seeded share of deliveries RELEASEd (a simulated transient failure)")
     share_poison_fraction: float = Field(
         0.01, ge=0.0, le=0.5, description="share: seeded share of inputs that are poison and REJECTed")
-    share_lock_duration_ms: int = Field(15_000, ge=1000, le=3_600_000, description="share: share.record.lock.duration.ms")
+    share_lock_duration_ms: int = Field(15_000, ge=15_000, le=60_000, description=(
+        "share: share.record.lock.duration.ms, within the brokers' group.share.min/max.record.lock.duration.ms "
+        "(15000 to 60000 by default; kchaos does not change them), checked before any cluster starts"))
     share_delivery_count_limit: int = Field(5, ge=2, le=10, description="share: share.delivery.count.limit")
     share_ack_order: Literal["after-commit", "before-commit"] = Field(
         "after-commit", description="share: when a worker ACCEPTs what it processed. before-commit is a negative "
