@@ -11,7 +11,7 @@ workloads/dump.py) and decodes them here. Formats, from the message schemas in a
   v0 (classic) or v1 (flexible: compact strings and arrays, tagged fields
   0 PreviousProducerId, 1 NextProducerId, 2 ClientTransactionVersion).
 
-* ``__share_group_state`` (KIP-932): type 0 ShareSnapshotKey / type 1 ShareUpdateKey, both
+* ``__share_group_state`` (KIP-932, decoded in kchaos/share_state.py): type 0 ShareSnapshotKey / type 1 ShareUpdateKey, both
   {groupId, topicId (uuid), partition}; ShareSnapshotValue v0 (flexible: snapshotEpoch,
   stateEpoch, leaderEpoch, startOffset, createTimestamp, writeTimestamp, stateBatches) and
   ShareUpdateValue v0 (flexible: snapshotEpoch, leaderEpoch, startOffset, stateBatches; tag 0
@@ -128,78 +128,3 @@ def decode_transaction_record(key: bytes, value: bytes | None) -> TransactionLog
             client_tv = struct.unpack(">h", tags[2])[0]
     return TransactionLogEntry(txid, producer_id, epoch, timeout, TXN_STATUS.get(status, f"Unknown({status})"),
                                partitions, last_update, start, previous_pid, next_pid, client_tv, version)
-
-
-SHARE_DELIVERY_STATE = {0: "available", 1: "acquired", 2: "acknowledged", 4: "archived"}
-
-
-@dataclass(frozen=True)
-class ShareStateBatch:
-    first_offset: int
-    last_offset: int
-    delivery_state: int
-    delivery_count: int
-
-
-@dataclass(frozen=True)
-class ShareStateRecord:
-    kind: str                      # "snapshot" | "update" | "tombstone"
-    group: str
-    topic_id: str
-    partition: int
-    snapshot_epoch: int = -1
-    state_epoch: int = -1
-    leader_epoch: int = -1
-    start_offset: int = -1
-    batches: tuple[ShareStateBatch, ...] = ()
-    delivery_complete_count: int = -1
-
-
-def decode_share_state_record(key: bytes, value: bytes | None) -> ShareStateRecord | None:
-    r = Reader(key)
-    kind = r.int16()
-    if kind not in (0, 1):
-        return None
-    group, topic_id, partition = r.string() or "", r.uuid(), r.int32()
-    name = "snapshot" if kind == 0 else "update"
-    if value is None:
-        return ShareStateRecord("tombstone", group, topic_id, partition)
-    v = Reader(value)
-    version = v.int16()
-    if version != 0:
-        raise DecodeError(f"Share{name.capitalize()}Value version {version} is newer than this decoder (0)")
-    snapshot_epoch = v.int32()
-    state_epoch = v.int32() if kind == 0 else -1
-    leader_epoch = v.int32()
-    start_offset = v.int64()
-    if kind == 0:
-        v.int64()  # createTimestamp
-        v.int64()  # writeTimestamp
-    batches = []
-    for _ in range(max(v.uvarint() - 1, 0)):
-        batches.append(ShareStateBatch(v.int64(), v.int64(), v.int8(), v.int16()))
-        v.tagged_fields()
-    tags = v.tagged_fields()
-    complete = struct.unpack(">i", tags[0])[0] if 0 in tags and len(tags[0]) == 4 else -1
-    return ShareStateRecord(name, group, topic_id, partition, snapshot_epoch, state_epoch, leader_epoch, start_offset,
-                            tuple(batches), complete)
-
-
-def share_partition_state(records: list[ShareStateRecord]) -> dict[str, Any]:
-    """Replay one share-partition's snapshot and updates (in log order) into its final state:
-    ``start_offset`` (everything below is complete) and per offset ``(state, delivery_count)``."""
-    start = -1
-    offsets: dict[int, tuple[int, int]] = {}
-    for rec in records:
-        if rec.kind == "tombstone":
-            start, offsets = -1, {}
-            continue
-        if rec.kind == "snapshot":
-            offsets = {}
-        if rec.start_offset >= 0:
-            start = rec.start_offset
-        for b in rec.batches:
-            for o in range(b.first_offset, b.last_offset + 1):
-                offsets[o] = (b.delivery_state, b.delivery_count)
-        offsets = {o: v for o, v in offsets.items() if o >= start}
-    return {"start_offset": start, "offsets": offsets}

@@ -32,13 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.verifier.checks import result
-from kchaos.verifier.decoders import decode_share_state_record, share_partition_state
+from kchaos.share_state import SHARE_FINAL_STATES, decode_share_state_record, share_partition_state
 from kchaos.verifier.model import as_evidence
 from kchaos.verifier.results import UNKNOWN, VALID, CheckResult
 
 
-ACKNOWLEDGED, ARCHIVED = 2, 4
-FINAL_STATES = (ACKNOWLEDGED, ARCHIVED)
+ACKNOWLEDGED, ARCHIVED = SHARE_FINAL_STATES
 
 
 class ShareLedger:
@@ -242,9 +241,9 @@ def judged_writes(writes: list[tuple[int, Any]]) -> tuple[list[dict[str, Any]], 
         if 0 <= rec.start_offset < start:
             case(offset, rec, f"moves the start offset back from {start} to {rec.start_offset}")
         floor = max(start, rec.start_offset)
-        undone = [o for b in rec.batches if b.delivery_state not in FINAL_STATES
+        undone = [o for b in rec.batches if b.delivery_state not in SHARE_FINAL_STATES
                   for o in range(max(b.first_offset, floor), b.last_offset + 1)
-                  if offsets.get(o, (None,))[0] in FINAL_STATES]
+                  if offsets.get(o, (None,))[0] in SHARE_FINAL_STATES]
         if undone:
             case(offset, rec, f"makes {len(undone)} record(s) deliverable again that an earlier write had "
                               f"acknowledged or archived (offsets {', '.join(map(str, undone[:5]))})")

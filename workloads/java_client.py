@@ -3,7 +3,7 @@
 
 librdkafka (confluent-kafka) speaks the classic transaction protocol only, even on a cluster
 with ``transaction.version=2``; the Java producer speaks KIP-890's (TV2) when the cluster has it.
-kchaos resolves ``org.apache.kafka:<artifact>:<version>`` (and a quiet slf4j binding) from
+kchaos resolves ``org.apache.kafka:<artifact>:<version>`` (and slf4j-simple, into the worker's log) from
 Maven Central like the broker jars, compiles the driver once per (sources, version) into the
 cache, and starts it with a flat ``.properties`` file: client settings as they are, kchaos'
 own settings under ``kchaos.*``.
@@ -28,7 +28,12 @@ from kchaos.workloads.client_settings import JAVA_PRODUCER, java_value
 
 # Package data (kchaos.workloads: java/*.java): a wheel installs it as a plain file beside this module.
 SOURCES = Path(str(importlib.resources.files("kchaos.workloads").joinpath("java")))
-SLF4J_NOP = MavenArtifact("org.slf4j", "slf4j-nop", "1.7.36")
+# slf4j-simple, not a silent binding: a worker's Kafka and Streams log goes to its log file in the
+# run directory (warnings, and Streams' own state and assignment lines), which is evidence a lead
+# needs (a Streams instance RUNNING with no tasks said nothing under slf4j-nop)
+SLF4J_SIMPLE = MavenArtifact("org.slf4j", "slf4j-simple", "1.7.36")
+LOG_LEVELS = {"defaultLogLevel": "warn", "log.org.apache.kafka.streams": "info", "showDateTime": "true",
+              "dateTimeFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSZ", "showThreadName": "true", "showShortLogName": "true"}
 
 
 @dataclass(frozen=True)
@@ -42,8 +47,8 @@ class Driver:
     artifact: str
 
     def jars(self, version: str) -> Any:
-        return resolve_jars(f"{self.artifact}-{version}",
-                            [MavenArtifact("org.apache.kafka", self.artifact, version), SLF4J_NOP],
+        return resolve_jars(f"{self.artifact}-{version}-logged",
+                            [MavenArtifact("org.apache.kafka", self.artifact, version), SLF4J_SIMPLE],
                             missing_hint=f"{self.artifact} {version} is not on Maven Central; use a released version")
 
 
@@ -151,4 +156,5 @@ def check_java_properties(workload: dict[str, Any], version: str) -> None:
 def java_argv(classpath: str, properties_path: Path, driver: Driver = CTP_WORKER) -> list[str]:
     """A small client JVM: two of these share two cores with three brokers."""
     return [require_java(), "-Xms32m", "-Xmx160m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            "-Djava.awt.headless=true", "-cp", classpath, driver.main_class, str(properties_path)]
+            "-Djava.awt.headless=true", *(f"-Dorg.slf4j.simpleLogger.{k}={v}" for k, v in LOG_LEVELS.items()),
+            "-cp", classpath, driver.main_class, str(properties_path)]

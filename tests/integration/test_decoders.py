@@ -107,7 +107,7 @@ def test_share_state_decoder_matches_dumplogsegments(cluster3, tmp_path):
 
     import time
 
-    from kchaos.verifier.decoders import decode_share_state_record
+    from kchaos.share_state import decode_share_state_record
 
     topic, group = f"sdec-{uuid.uuid4().hex[:6]}", f"sg-{uuid.uuid4().hex[:6]}"
     create_topic(cluster3, topic, 2, 3)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kchaos.verifier.decoders import ShareStateBatch, decode_share_state_record, share_partition_state
+from kchaos.share_state import ShareStateBatch, decode_share_state_record, share_partition_state
 from kchaos.workloads.share_worker import is_poison, seeded_fraction
 
 from .test_checkers import ENGINE, RunBuilder, _out, _write_topic, engine  # noqa: F401  (engine: autouse fixture)
@@ -247,3 +247,27 @@ def test_state_writes_before_any_snapshot_are_not_judged(tmp_path):
     assert results["checks"]["share-state-regressed"]["verdict"] == "unknown", results["checks"]
     assert "before any snapshot" in results["checks"]["share-state-regressed"]["note"]
     assert results["verdict"] == "unknown"
+
+
+def test_the_drain_counts_an_unanswered_acknowledgement_the_state_holds(tmp_path):
+    """The drain's two sources: acknowledgements answered ok (the history), and for delivered
+    inputs whose acknowledgement was never answered, the replayed persisted state."""
+    from kchaos.share_state import positions_done
+    from kchaos.workloads.share import AckTracker
+
+    history = tmp_path / "history"
+    history.mkdir()
+    lines = [{"f": "acquire", "type": "invoke", "process": "w0.0", "op": 1, "value": {"records": [[0, o, 1] for o in range(4)]}},
+             {"f": "ack", "type": "invoke", "process": "w0.0", "op": 2, "value": {"acks": [[0, 0, "accept"], [0, 1, "reject"]]}},
+             {"f": "ack", "type": "ok", "process": "w0.0", "op": 2, "value": {}},
+             {"f": "ack", "type": "invoke", "process": "w0.0", "op": 3, "value": {"acks": [[0, 2, "accept"], [0, 3, "accept"]]}},
+             {"f": "ack", "type": "info", "process": "w0.0", "op": 3, "value": {}}]
+    (history / "w0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines) + '{"f": "ack", "ty')
+    acks = AckTracker(history)
+    assert acks.update() == 2 and acks.delivered == {(0, o) for o in range(4)}
+    unanswered = acks.delivered - acks.done
+    snap = decode_share_state_record(share_key(0), share_update(-1, [], snapshot=True))
+    upd = decode_share_state_record(share_key(1), share_update(1, [(2, 2, ACKED, 1), (3, 3, AVAILABLE, 2)]))
+    states = {0: share_partition_state([snap, upd])}
+    assert positions_done(states, unanswered) == {(0, 2)}  # 3 is deliverable again: not done
+    assert positions_done({}, unanswered) == set()

@@ -1,0 +1,106 @@
+"""KIP-932's share-group state, as the share coordinator writes it to ``__share_group_state``:
+the record decoder and the replay of one share partition's snapshot and updates. The layout is
+described in verifier/decoders.py, which decodes Kafka's other coordinator records. It lives in
+the foundation because the share workload's drain reads it too (an acknowledgement applied by
+the broker but never answered to its worker is done, not pending)."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kchaos.wire import DecodeError, Reader
+
+
+SHARE_STATE_TOPIC = "__share_group_state"
+SHARE_DELIVERY_STATE = {0: "available", 1: "acquired", 2: "acknowledged", 4: "archived"}
+#: delivery states a record never leaves: acknowledged, archived
+SHARE_FINAL_STATES = (2, 4)
+
+
+@dataclass(frozen=True)
+class ShareStateBatch:
+    first_offset: int
+    last_offset: int
+    delivery_state: int
+    delivery_count: int
+
+
+@dataclass(frozen=True)
+class ShareStateRecord:
+    kind: str                      # "snapshot" | "update" | "tombstone"
+    group: str
+    topic_id: str
+    partition: int
+    snapshot_epoch: int = -1
+    state_epoch: int = -1
+    leader_epoch: int = -1
+    start_offset: int = -1
+    batches: tuple[ShareStateBatch, ...] = ()
+    delivery_complete_count: int = -1
+
+
+def decode_share_state_record(key: bytes, value: bytes | None) -> ShareStateRecord | None:
+    r = Reader(key)
+    kind = r.int16()
+    if kind not in (0, 1):
+        return None
+    group, topic_id, partition = r.string() or "", r.uuid(), r.int32()
+    name = "snapshot" if kind == 0 else "update"
+    if value is None:
+        return ShareStateRecord("tombstone", group, topic_id, partition)
+    v = Reader(value)
+    version = v.int16()
+    if version != 0:
+        raise DecodeError(f"Share{name.capitalize()}Value version {version} is newer than this decoder (0)")
+    snapshot_epoch = v.int32()
+    state_epoch = v.int32() if kind == 0 else -1
+    leader_epoch = v.int32()
+    start_offset = v.int64()
+    if kind == 0:
+        v.int64()  # createTimestamp
+        v.int64()  # writeTimestamp
+    batches = []
+    for _ in range(max(v.uvarint() - 1, 0)):
+        batches.append(ShareStateBatch(v.int64(), v.int64(), v.int8(), v.int16()))
+        v.tagged_fields()
+    tags = v.tagged_fields()
+    complete = struct.unpack(">i", tags[0])[0] if 0 in tags and len(tags[0]) == 4 else -1
+    return ShareStateRecord(name, group, topic_id, partition, snapshot_epoch, state_epoch, leader_epoch, start_offset,
+                            tuple(batches), complete)
+
+
+def share_partition_state(records: list[ShareStateRecord]) -> dict[str, Any]:
+    """Replay one share-partition's snapshot and updates (in log order) into its final state:
+    ``start_offset`` (everything below is complete) and per offset ``(state, delivery_count)``."""
+    start = -1
+    offsets: dict[int, tuple[int, int]] = {}
+    for rec in records:
+        if rec.kind == "tombstone":
+            start, offsets = -1, {}
+            continue
+        if rec.kind == "snapshot":
+            offsets = {}
+        if rec.start_offset >= 0:
+            start = rec.start_offset
+        for b in rec.batches:
+            for o in range(b.first_offset, b.last_offset + 1):
+                offsets[o] = (b.delivery_state, b.delivery_count)
+        offsets = {o: v for o, v in offsets.items() if o >= start}
+    return {"start_offset": start, "offsets": offsets}
+
+
+def positions_done(states: dict[int, dict[str, Any]], positions: Any) -> set[tuple[int, int]]:
+    """Of ``positions`` (partition, offset), those replayed ``states`` (share_partition_state by
+    partition) hold as done: below the start offset, acknowledged or archived."""
+    done = set()
+    for p, o in positions:
+        state = states.get(p)
+        if state is None:
+            continue
+        if 0 <= state["start_offset"] and o < state["start_offset"]:
+            done.add((p, o))
+        elif state["offsets"].get(o, (None,))[0] in SHARE_FINAL_STATES:
+            done.add((p, o))
+    return done
