@@ -50,6 +50,8 @@ ERROR_CODES: dict[str, int] = {
     "OUT_OF_ORDER_SEQUENCE_NUMBER": 45, "DUPLICATE_SEQUENCE_NUMBER": 46,
     "TRANSACTION_COORDINATOR_FENCED": 52, "UNKNOWN_PRODUCER_ID": 59, "PRODUCER_FENCED": 90,
     "TRANSACTION_ABORTABLE": 120,
+    # KIP-932's, as the share coordinator answers a stale state write
+    "FENCED_LEADER_EPOCH": 74, "INVALID_RECORD_STATE": 121, "FENCED_STATE_EPOCH": 124,
 }
 ERROR_NAMES: dict[int, str] = {0: "NONE", **{v: k for k, v in ERROR_CODES.items()}}
 
@@ -191,6 +193,27 @@ def describe_request(frame: bytes, header: RequestHeader) -> dict[str, Any]:
             first = markers[0] if markers else {}
             return {"producer_id": first.get("producer_id"), "producer_epoch": first.get("producer_epoch"),
                     "committed": first.get("committed"), "markers": markers}
+        if header.api_key == API_KEYS["WriteShareGroupState"]:  # share partition leader -> share coordinator
+            out = {"group_id": _string(r, flexible), "writes": []}
+            for _ in range(_array_len(r, flexible)):
+                topic_id = r.uuid()
+                for _ in range(_array_len(r, flexible)):
+                    write: dict[str, Any] = {"topic_id": topic_id, "partition": r.int32(), "state_epoch": r.int32(),
+                                             "leader_epoch": r.int32(), "start_offset": r.int64()}
+                    if v >= 1:
+                        write["delivery_complete_count"] = r.int32()
+                    batches = []
+                    for _ in range(_array_len(r, flexible)):
+                        batches.append([r.int64(), r.int64(), r.int8(), r.int16()])  # first, last, state, count
+                        r.tagged_fields()
+                    write["batches"] = batches[:20]
+                    write["batch_count"] = len(batches)
+                    r.tagged_fields()
+                    out["writes"].append(write)
+                r.tagged_fields()
+            first = out["writes"][0] if out["writes"] else {}
+            out.update(partition=first.get("partition"), leader_epoch=first.get("leader_epoch"))
+            return out
         if header.api_key == API_KEYS["AddPartitionsToTxn"] and v <= 3:
             out = {"transactional_id": _string(r, flexible), "producer_id": r.int64(), "producer_epoch": r.int16()}
             out["partitions"] = _topic_partitions(r, flexible)
@@ -250,6 +273,18 @@ def parse_response(frame: bytes, header: RequestHeader) -> dict[str, Any]:
                         r.tagged_fields()
                 if flexible:
                     r.tagged_fields()
+            failed = sorted({e for e in errors.values() if e != "NONE"})
+            return {"error": failed[0] if failed else "NONE", "errors": errors}
+        if header.api_key == API_KEYS["WriteShareGroupState"]:
+            errors = {}
+            for _ in range(_array_len(r, flexible)):
+                topic_id = r.uuid()
+                for _ in range(_array_len(r, flexible)):
+                    partition, code = r.int32(), r.int16()
+                    _string(r, flexible)  # error message
+                    r.tagged_fields()
+                    errors[f"{topic_id}-{partition}"] = ERROR_NAMES.get(code, str(code))
+                r.tagged_fields()
             failed = sorted({e for e in errors.values() if e != "NONE"})
             return {"error": failed[0] if failed else "NONE", "errors": errors}
         if header.api_key == API_KEYS["Produce"]:

@@ -222,7 +222,8 @@ class HeldRequestFailover(MessageFault):
         self.target["role"] += f"; then its sender, node {self.killed}, killed"
         self.target["detail"].update(killed=self.killed, held_request={
             k: request.get(k) for k in ("api", "node", "source", "correlation_id", "api_version", "producer_id",
-                                        "producer_epoch", "committed", "markers") if k in request})
+                                        "producer_epoch", "committed", "markers", "group_id", "partition",
+                                        "leader_epoch", "writes") if k in request})
         return self.target
 
     def heal(self) -> dict[str, Any]:

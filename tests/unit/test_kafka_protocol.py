@@ -197,3 +197,36 @@ def test_a_rule_with_a_total_affects_that_many_requests_over_every_client_id():
     per_client = Rule(validate_rule({**spec, "total": 0}), frozenset({API_KEYS["WriteTxnMarkers"]}))
     assert per_client.matches(route, header("broker-2-txn-marker-sender"))
     assert per_client.matches(route, header("broker-3-txn-marker-sender"))
+
+
+def _write_share_state_request(version: int) -> bytes:
+    topic = bytes(range(16))
+    w = Writer().int16(85).int16(version).int32(12).string("broker-2-share-persister").no_tagged_fields()
+    w.compact_string("kchaos-share").uvarint(2).raw(topic).uvarint(2)
+    w.int32(1).int32(0).int32(7).int64(120)
+    if version >= 1:
+        w.int32(3)
+    w.uvarint(3)
+    for first, last, state, count in ((120, 121, 2, 1), (122, 122, 0, 2)):
+        w.int64(first).int64(last).int8(state).int16(count).no_tagged_fields()
+    return w.no_tagged_fields().no_tagged_fields().no_tagged_fields().bytes()
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_a_share_state_write_between_brokers_is_described_with_its_leader_epoch(version):
+    frame = _write_share_state_request(version)
+    header = parse_request_header(frame)
+    assert header.api == "WriteShareGroupState"
+    described = describe_request(frame, header)
+    assert (described["group_id"], described["partition"], described["leader_epoch"]) == ("kchaos-share", 1, 7)
+    write = described["writes"][0]
+    assert write["start_offset"] == 120 and write["batches"] == [[120, 121, 2, 1], [122, 122, 0, 2]]
+    assert write.get("delivery_complete_count") == (3 if version >= 1 else None)
+
+
+def test_a_share_state_write_answer_names_a_fenced_leader_epoch():
+    answer = (Writer().int32(12).no_tagged_fields().uvarint(2).raw(bytes(range(16))).uvarint(2).int32(1).int16(74)
+              .compact_string("stale").no_tagged_fields().no_tagged_fields().no_tagged_fields().bytes())
+    header = parse_request_header(_write_share_state_request(0))
+    parsed = parse_response(answer, header)
+    assert parsed["error"] == "FENCED_LEADER_EPOCH" and list(parsed["errors"].values()) == ["FENCED_LEADER_EPOCH"]
