@@ -29,6 +29,9 @@ import java.util.Properties;
 import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicInteger;
 
@@ -316,17 +319,31 @@ public final class KchaosStreamsApp {
     }
 
     // -- run ---------------------------------------------------------------------------------
-    void recordAssignment(KafkaStreams streams) {
+    private List<Integer> lastAssigned = null;
+
+    /** The input partitions of this instance's active tasks, as an ``assign`` event: always on
+     *  entering RUNNING, and when they change while it runs (the streams protocol can hand out
+     *  tasks without a state change; checked every ASSIGNMENT_CHECK_MS). */
+    synchronized void recordAssignment(KafkaStreams streams, boolean always) {
         TreeSet<Integer> partitions = new TreeSet<>();
-        for (ThreadMetadata thread : streams.metadataForLocalThreads()) {
-            for (TaskMetadata task : thread.activeTasks()) {
-                for (TopicPartition tp : task.topicPartitions()) {
-                    if (tp.topic().equals(inputTopic)) partitions.add(tp.partition());
+        try {
+            for (ThreadMetadata thread : streams.metadataForLocalThreads()) {
+                for (TaskMetadata task : thread.activeTasks()) {
+                    for (TopicPartition tp : task.topicPartitions()) {
+                        if (tp.topic().equals(inputTopic)) partitions.add(tp.partition());
+                    }
                 }
             }
+        } catch (IllegalStateException notRunning) {
+            return;
         }
-        history.event("assign", KchaosCtpWorker.map("partitions", new ArrayList<>(partitions)), "ok", who());
+        List<Integer> now = new ArrayList<>(partitions);
+        if (!always && now.equals(lastAssigned)) return;
+        lastAssigned = now;
+        history.event("assign", KchaosCtpWorker.map("partitions", now), "ok", who());
     }
+
+    static final long ASSIGNMENT_CHECK_MS = 2000;
 
     int run() throws InterruptedException {
         KafkaStreams streams = new KafkaStreams(topology(), streamsProps(), new RecordingSupplier());
@@ -334,7 +351,7 @@ public final class KchaosStreamsApp {
         int[] code = {EXIT_STOPPED};
         streams.setStateListener((to, from) -> {
             history.event("streams-state", KchaosCtpWorker.map("from", from.name(), "to", to.name()), "ok", who());
-            if (to == KafkaStreams.State.RUNNING) recordAssignment(streams);
+            if (to == KafkaStreams.State.RUNNING) recordAssignment(streams, true);
             if (to == KafkaStreams.State.ERROR) code[0] = EXIT_FATAL;
             if (to == KafkaStreams.State.ERROR || to == KafkaStreams.State.NOT_RUNNING) ended.countDown();
         });
@@ -348,8 +365,17 @@ public final class KchaosStreamsApp {
             history.close();
             Runtime.getRuntime().halt(code[0]);
         }));
+        ScheduledExecutorService watch = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread t = new Thread(r, "kchaos-assignment-watch");
+            t.setDaemon(true);
+            return t;
+        });
+        watch.scheduleWithFixedDelay(() -> {
+            if (streams.state() == KafkaStreams.State.RUNNING) recordAssignment(streams, false);
+        }, ASSIGNMENT_CHECK_MS, ASSIGNMENT_CHECK_MS, TimeUnit.MILLISECONDS);
         streams.start();
         ended.await();
+        watch.shutdownNow();
         streams.close(Duration.ofSeconds(30));
         history.close();
         return code[0];
