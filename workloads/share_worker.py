@@ -25,6 +25,7 @@ detects and records that (workloads/share.py), it never pretends.
 from __future__ import annotations
 
 import hashlib
+import time
 from typing import Any
 
 from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
@@ -33,6 +34,9 @@ from kchaos.workloads.ctp_worker import (EXIT_FATAL, EXIT_FENCED, EXIT_STOPPED, 
                                   Worker, exit_process, main)
 from kchaos.workloads.client_settings import client_id
 from kchaos.workloads.lineage import Lineage
+
+#: how often one poll error is recorded while it repeats
+POLL_ERROR_EVERY_S = 5.0
 
 ACK_NAMES = {AcknowledgeType.ACCEPT: "accept", AcknowledgeType.RELEASE: "release", AcknowledgeType.REJECT: "reject"}
 
@@ -62,8 +66,11 @@ class ShareWorker(Worker):
             producer = self._new_producer(txid)
             self.producers[txid] = producer
             consumer = self._new_share_consumer()
+            said: dict[str, list[float]] = {}
             while not self.stopping:
-                msgs = [m for m in consumer.poll(1.0) if m.error() is None]
+                batch = consumer.poll(1.0)
+                self._record_poll_errors([m.error() for m in batch if m.error() is not None], said, txid)
+                msgs = [m for m in batch if m.error() is None]
                 if msgs:
                     self._process(consumer, producer, txid, msgs)
             return EXIT_STOPPED
@@ -83,6 +90,22 @@ class ShareWorker(Worker):
                 except Exception:
                     pass
             self.history.close()
+
+    def _record_poll_errors(self, errors: list[Any], said: dict[str, list[float]], txid: str) -> None:
+        """What a poll returned instead of records (a share session reset, a leader gone), as a
+        ``poll-error`` event: evidence when deliveries stall. Each distinct error at most every
+        POLL_ERROR_EVERY_S, with how many repeats were not recorded. ``said``: error -> [when
+        last recorded, repeats since]."""
+        now = time.monotonic()
+        for err in errors:
+            text = str(err)
+            last = said.get(text)
+            if last is not None and now - last[0] < POLL_ERROR_EVERY_S:
+                last[1] += 1
+                continue
+            self.history.event("poll-error", {"error": text, "repeats_not_recorded": int(last[1]) if last else 0},
+                               outcome="info", **self._fields(txid))
+            said[text] = [now, 0]
 
     def _process(self, consumer: ShareConsumer, producer: Any, txid: str, msgs: list[Any]) -> None:
         spec, seed = self.spec, self.config["seed"]

@@ -271,3 +271,27 @@ def test_the_drain_counts_an_unanswered_acknowledgement_the_state_holds(tmp_path
     states = {0: share_partition_state([snap, upd])}
     assert positions_done(states, unanswered) == {(0, 2)}  # 3 is deliverable again: not done
     assert positions_done({}, unanswered) == set()
+
+
+def test_a_share_worker_records_what_its_polls_returned_instead_of_records(monkeypatch):
+    """Deliveries that stall leave evidence: each distinct poll error once per interval, with
+    how many repeats went unrecorded."""
+    from kchaos.workloads import share_worker
+
+    events = []
+
+    class History:
+        def event(self, f, value, outcome, **fields):
+            events.append((f, value, outcome))
+
+    clock = [100.0]
+    monkeypatch.setattr(share_worker.time, "monotonic", lambda: clock[0])
+    worker = share_worker.ShareWorker.__new__(share_worker.ShareWorker)
+    worker.history, worker._fields = History(), lambda txid: {}
+    said: dict = {}
+    worker._record_poll_errors(["SESSION_RESET", "SESSION_RESET", "NOT_LEADER"], said, "t")
+    clock[0] += share_worker.POLL_ERROR_EVERY_S
+    worker._record_poll_errors(["SESSION_RESET"], said, "t")
+    assert events == [("poll-error", {"error": "SESSION_RESET", "repeats_not_recorded": 0}, "info"),
+                      ("poll-error", {"error": "NOT_LEADER", "repeats_not_recorded": 0}, "info"),
+                      ("poll-error", {"error": "SESSION_RESET", "repeats_not_recorded": 1}, "info")]
