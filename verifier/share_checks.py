@@ -336,5 +336,6 @@ def share_checks(data: Any) -> tuple[list[CheckResult], dict[str, Any]]:
              "rejected": sum(1 for acks in ledger.acks.values() if any(a["kind"] == "reject" and a["outcome"] == "ok"
                                                                       for a in acks)),
              "released": sum(1 for acks in ledger.acks.values() for a in acks if a["kind"] == "release"),
-             "persisted_state_partitions": len(ledger.state or {})}
+             "persisted_state_partitions": len(ledger.state or {}),
+             "state_writes": sum(len(w) for w in (ledger.writes or {}).values())}
     return results, facts

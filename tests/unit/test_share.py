@@ -100,6 +100,7 @@ def test_clean_share_run_is_valid_with_share_facts(tmp_path):
     assert (results["verdict"], results["anomaly_types"]) == ("valid", []), results["checks"]
     assert {"lost-input", "offsets-ahead", "offsets-behind", "nonmonotonic"} <= set(results["not_checked"])
     assert results["facts"]["share"]["inputs_delivered"] == 4 and results["facts"]["share"]["mode"] == "at-least-once"
+    assert results["facts"]["share"]["state_writes"] == 2
 
 
 def test_share_lost_when_an_accepted_record_has_no_outputs(tmp_path):
