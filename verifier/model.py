@@ -67,6 +67,27 @@ TXN_NEXT = {
     "Dead": set(),
 }
 OPEN_TXN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
+#: States a transaction begins from. A begin (Ongoing) whose append timed out waiting for
+#: replicas is abandoned by the coordinator ("transition failed due to COORDINATOR_NOT_AVAILABLE,
+#: resetting pending state"): its memory goes back to the state before, yet the record stays in
+#: the log and is committed later. The log then reads Ongoing -> Empty (an InitProducerId from the
+#: state before), which Kafka's state machine does not have but Kafka's log legitimately holds.
+BEGIN_FROM = ("Empty", "CompleteCommit", "CompleteAbort")
+
+
+def abandoned_begin(before: tuple[str, Any, int], ongoing: tuple[str, Any, int], after: tuple[str, Any, int]) -> bool:
+    """Whether ``ongoing`` (status, producer id, epoch) is a begin the coordinator abandoned:
+    the record ``after`` it continues from ``before`` it (a legal step from there, or the same
+    state with the epoch bumped), and the begin changed neither producer id nor epoch. The
+    Spark engine's ``_abandoned_begin_sql`` is this, as SQL."""
+    (b_status, b_pid, b_epoch), (o_status, o_pid, o_epoch), (status, pid, epoch) = before, ongoing, after
+    return (o_status == "Ongoing" and b_status in BEGIN_FROM and (o_pid, o_epoch) == (b_pid, b_epoch)
+            and (status in TXN_NEXT[b_status] or (status == b_status and pid == b_pid and epoch > b_epoch)))
+
+
+def abandoned_note(count: int) -> str:
+    return (f"{count} begin(s) (Ongoing) the coordinator abandoned, its append timed out and the record kept in the "
+            "log: the next record was judged from the state before it")
 
 #: Which anomalies a pipeline configuration promises to avoid. Under at-least-once delivery a
 #: restart may re-process inputs, so order within an output partition is not promised (the

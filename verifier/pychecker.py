@@ -33,7 +33,8 @@ from kchaos.verifier import driver_checks
 from kchaos.verifier.engine import Engine
 from kchaos.verifier.internal_topics import offset_commit_batches
 from kchaos.verifier.late_requests import late_request_facts, late_requests, read_message_events
-from kchaos.verifier.model import (HistoryIndex, LINEAGE_FIELDS, OPEN_TXN_STATES, Output, TXN_NEXT, as_evidence,
+from kchaos.verifier.model import (HistoryIndex, LINEAGE_FIELDS, OPEN_TXN_STATES, Output, TXN_NEXT, abandoned_begin,
+                                   abandoned_note, as_evidence,
                                    commits_by_client_tv, coordinator_commits, hanging_cases, identity_positions,
                                    in_scope, pipeline_txids, read_ops, run_seed, zombie_successor)
 from kchaos.verifier import observations
@@ -387,7 +388,8 @@ def check_offsets_ahead(data: RunData) -> CheckResult:
 
 def check_txn_transitions(data: RunData) -> CheckResult:
     last: dict[str, dict[str, Any]] = {}
-    cases = []
+    before: dict[str, dict[str, Any]] = {}  # the record before ``last``
+    cases, abandoned = [], 0
     scope = pipeline_txids(data.campaign, data.history)
     for rec in data.txn_log:
         e = rec["entry"]
@@ -396,6 +398,7 @@ def check_txn_transitions(data: RunData) -> CheckResult:
         prev = last.get(e.transactional_id)
         if e.producer_id is None:  # tombstone: the transactional id expired
             last.pop(e.transactional_id, None)
+            before.pop(e.transactional_id, None)
             continue
         if prev is not None:
             pe = prev["entry"]
@@ -404,17 +407,29 @@ def check_txn_transitions(data: RunData) -> CheckResult:
                               "epoch": pe.producer_epoch},
                      "to": {"offset": rec["offset"], "status": e.status, "producer_id": e.producer_id,
                             "epoch": e.producer_epoch}}
+            first = before.get(e.transactional_id)
             if e.status != pe.status and e.status not in TXN_NEXT.get(pe.status, set()):
-                cases.append({"explanation": explain("invalid-txn-transition.state", txid=e.transactional_id,
-                                                     from_status=pe.status, to_status=e.status), **where})
+                fe = first["entry"] if first is not None else None
+                if fe is not None and abandoned_begin((fe.status, fe.producer_id, fe.producer_epoch),
+                                                     (pe.status, pe.producer_id, pe.producer_epoch),
+                                                     (e.status, e.producer_id, e.producer_epoch)):
+                    abandoned += 1
+                else:
+                    cases.append({"explanation": explain("invalid-txn-transition.state", txid=e.transactional_id,
+                                                         from_status=pe.status, to_status=e.status), **where})
             elif e.producer_id == pe.producer_id and e.producer_epoch < pe.producer_epoch:
                 cases.append({"explanation": explain("invalid-txn-transition.epoch", txid=e.transactional_id,
                                                      from_epoch=pe.producer_epoch, to_epoch=e.producer_epoch,
                                                      pid=e.producer_id), **where})
+        if prev is not None:
+            before[e.transactional_id] = prev
         last[e.transactional_id] = rec
     in_run = [r for r in coordinator_records(data.txn_log) if in_scope(r["transactional_id"], scope)]
     pid_cases, data.producer_id_facts = judge_producer_ids(*producer_id_candidates(in_run))
-    return result("invalid-txn-transition", cases + pid_cases)
+    found = result("invalid-txn-transition", cases + pid_cases)
+    if abandoned:
+        found.note = abandoned_note(abandoned)
+    return found
 
 
 def check_zombie_write(data: RunData) -> CheckResult:

@@ -209,12 +209,18 @@ def check_share_duplicates(ledger: ShareLedger) -> CheckResult:
     return found
 
 
-def judged_writes(writes: list[tuple[int, Any]]) -> tuple[list[dict[str, Any]], int]:
+def judged_writes(writes: list[tuple[int, Any]], deliverable: Any = lambda offset: True
+                  ) -> tuple[list[dict[str, Any]], int, list[int]]:
     """Replay one share partition's writes and name each that undoes an earlier one (see the
-    module's table). Returns the cases' explanations with their writes, and how many updates came
-    before the first snapshot (not judged: what they build on was pruned)."""
+    module's table). Returns the cases' explanations with their writes, how many updates came
+    before the first snapshot (not judged: what they build on was pruned), and the offsets
+    undone that hold no deliverable record (``deliverable(offset)`` false: a transaction marker,
+    an aborted record under read_committed). Kafka's share partition acquires and releases
+    those offsets too, and its state for them has been seen going from archived back to
+    available (Kafka 4.4.0); no delivery can follow, so they are set aside, not judged."""
     cases: list[dict[str, Any]] = []
     unjudged = 0
+    set_aside: list[int] = []
     state_epoch, leader_epoch, start = None, -1, -1
     offsets: dict[int, tuple[int, int]] = {}
 
@@ -244,6 +250,8 @@ def judged_writes(writes: list[tuple[int, Any]]) -> tuple[list[dict[str, Any]], 
         undone = [o for b in rec.batches if b.delivery_state not in SHARE_FINAL_STATES
                   for o in range(max(b.first_offset, floor), b.last_offset + 1)
                   if offsets.get(o, (None,))[0] in SHARE_FINAL_STATES]
+        set_aside += [o for o in undone if not deliverable(o)]
+        undone = [o for o in undone if deliverable(o)]
         if undone:
             case(offset, rec, f"makes {len(undone)} record(s) deliverable again that an earlier write had "
                               f"acknowledged or archived (offsets {', '.join(map(str, undone[:5]))})")
@@ -255,17 +263,24 @@ def judged_writes(writes: list[tuple[int, Any]]) -> tuple[list[dict[str, Any]], 
             for o in range(b.first_offset, b.last_offset + 1):
                 offsets[o] = (b.delivery_state, b.delivery_count)
         offsets = {o: v for o, v in offsets.items() if o >= start}
-    return cases, unjudged
+    return cases, unjudged, set_aside
 
 
 def check_state_regressed(ledger: ShareLedger) -> CheckResult:
     if not ledger.writes:
         return CheckResult("share-state-regressed", UNKNOWN,
                            note="no share-group state was dumped for the input topic: no state write could be judged")
-    cases, unjudged = [], 0
+    data = ledger.data
+    # offsets that hold a record a share consumer can be given (the input's raw view minus what
+    # read_committed hides)
+    records = set(data.inputs_committed) | (set(data.inputs_raw_only) if data.workload.isolation == "read_uncommitted"
+                                            else set())
+    cases, unjudged, set_aside = [], 0, {}
     for p, writes in sorted(ledger.writes.items()):
-        found, skipped = judged_writes(writes)
+        found, skipped, aside = judged_writes(writes, lambda o, p=p: (p, o) in records)
         unjudged += skipped
+        if aside:
+            set_aside[p] = sorted(set(aside))
         cases += [{"explanation": f"the share state write at __share_group_state offset {c['write']['log_offset']} "
                                   f"for input partition {p} {c['why']}", "input_partition": p, **c}
                   for c in found]
@@ -273,8 +288,15 @@ def check_state_regressed(ledger: ShareLedger) -> CheckResult:
         return CheckResult("share-state-regressed", UNKNOWN,
                            note=f"all {unjudged} state writes came before any snapshot: none could be judged")
     found = result("share-state-regressed", cases)
-    if unjudged and not cases:
-        found.note = f"{unjudged} update(s) before a partition's first snapshot were not judged (pruned base)"
+    notes = []
+    if unjudged:
+        notes.append(f"{unjudged} update(s) before a partition's first snapshot were not judged (pruned base)")
+    if set_aside:
+        where = "; ".join(f"input partition {p}: {', '.join(map(str, offs[:5]))}" for p, offs in set_aside.items())
+        notes.append(f"{sum(map(len, set_aside.values()))} offset(s) holding no deliverable record (transaction "
+                     f"markers, aborted records) made deliverable again after being archived, set aside ({where})")
+    if notes:
+        found.note = "; ".join(notes)
     return found
 
 

@@ -452,6 +452,27 @@ def test_invalid_transaction_transitions(tmp_path, states, needle):
     assert needle in results["anomalies"]["invalid-txn-transition"][0]["explanation"]
 
 
+def test_a_begin_the_coordinator_abandoned_is_judged_from_the_state_before_it(tmp_path):
+    """The coordinator's append of an Ongoing timed out waiting for replicas; its memory went back
+    to CompleteCommit, the record stayed in the log, and an InitProducerId then wrote Empty with the
+    epoch bumped (Kafka 4.4.0, hunt-share's negative control, a coordinator's follower killed).
+    The log reads Ongoing -> Empty: not an anomaly, counted in the note. The same step without a
+    state before the Ongoing that explains it stays invalid."""
+    b = RunBuilder()
+    b.txn_states = [("tx-w9", "Empty", 0), ("tx-w9", "Ongoing", 0), ("tx-w9", "PrepareCommit", 0),
+                    ("tx-w9", "CompleteCommit", 0), ("tx-w9", "Ongoing", 0), ("tx-w9", "Empty", 1),
+                    ("tx-w9", "Ongoing", 1), ("tx-w9", "PrepareCommit", 1), ("tx-w9", "CompleteCommit", 1)]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert verdict == "valid", results["checks"]
+    assert "1 begin(s) (Ongoing) the coordinator abandoned" in results["checks"]["invalid-txn-transition"]["note"]
+    b.txn_states = [("tx-w9", "PrepareCommit", 0), ("tx-w9", "Ongoing", 0), ("tx-w9", "Empty", 1)]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r2"))
+    assert (verdict, kinds) == ("invalid", ["invalid-txn-transition"]), results["checks"]
+    b.txn_states = [("tx-w9", "CompleteCommit", 0), ("tx-w9", "Ongoing", 0), ("tx-w9", "CompleteCommit", 0)]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r3"))  # a commit that skipped its prepare
+    assert (verdict, kinds) == ("invalid", ["invalid-txn-transition"]), results["checks"]
+
+
 def test_retried_appends_and_tv2_aborts_are_allowed(tmp_path):
     b = RunBuilder()
     b.txn_states = [("tx-w0", "Empty", 0), ("tx-w0", "Ongoing", 0), ("tx-w0", "Ongoing", 0),

@@ -296,3 +296,19 @@ def test_a_share_worker_records_what_its_polls_returned_instead_of_records(monke
     assert events == [("poll-error", {"error": "SESSION_RESET", "repeats_not_recorded": 0}, "info"),
                       ("poll-error", {"error": "NOT_LEADER", "repeats_not_recorded": 0}, "info"),
                       ("poll-error", {"error": "SESSION_RESET", "repeats_not_recorded": 1}, "info")]
+
+
+def test_an_offset_without_a_record_made_available_again_is_set_aside(tmp_path):
+    """Kafka's share partition acquires the offsets of transaction markers too, and a write was
+    seen taking one from archived back to available (Kafka 4.4.0, hunt-share's negative control):
+    nothing can be delivered from it, so it is noted, not judged. Input 1, a record, is judged."""
+    b = ShareRunBuilder()
+    b.share_records = [(0, share_update(-1, [], snapshot=True)), (1, share_update(0, [(0, 3, ACKED, 1), (4, 4, 4, 3)])),
+                       (1, share_update(0, [(4, 4, AVAILABLE, 1)])), (1, share_update(5, []))]
+    results = _check(b.write(tmp_path / "r"))
+    assert results["verdict"] == "valid", results["checks"]
+    assert "input partition 0: 4" in results["checks"]["share-state-regressed"]["note"]
+    b.share_records[2] = (1, share_update(0, [(4, 4, AVAILABLE, 1), (1, 1, AVAILABLE, 2)]))
+    results = _check(b.write(tmp_path / "r2"))
+    assert results["anomaly_types"] == ["share-state-regressed"], results["checks"]
+    assert "offsets 1)" in results["anomalies"]["share-state-regressed"][0]["explanation"]

@@ -16,8 +16,8 @@ from kchaos.verifier.acknowledged import seeder_count_cases
 from kchaos.verifier.checks import explain, progress_result, result, run_checks
 from kchaos.verifier.engine import Engine
 from kchaos.verifier.late_requests import events_path, late_request_facts, read_message_events
-from kchaos.verifier.model import (DIGEST_MAX_CASES, MAX_CASES, OPEN_TXN_STATES, TXN_NEXT, commits_by_client_tv, hanging_cases,
-                                   pipeline_txids, zombie_successor)
+from kchaos.verifier.model import (BEGIN_FROM, DIGEST_MAX_CASES, MAX_CASES, OPEN_TXN_STATES, TXN_NEXT, abandoned_note,
+                                   commits_by_client_tv, hanging_cases, pipeline_txids, zombie_successor)
 from kchaos.verifier.producer_ids import PREPARED, judge_producer_ids
 from kchaos.verifier.pychecker import RunData
 from kchaos.verifier.results import CheckResult, Results, VALID
@@ -336,6 +336,16 @@ def _allowed_transition_sql() -> str:
     return f"CASE prev_status {whens} ELSE false END"
 
 
+def _abandoned_begin_sql() -> str:
+    """model.abandoned_begin as SQL over a step's columns (``prev2_*``: the record before ``prev_*``)."""
+    legal = " ".join(f"WHEN '{src}' THEN status IN ({', '.join(repr(t) for t in sorted(TXN_NEXT[src]))})"
+                     for src in BEGIN_FROM)
+    return (f"(prev_status = 'Ongoing' AND prev2_status IN ({', '.join(repr(b) for b in BEGIN_FROM)}) "
+            "AND prev_pid = prev2_pid AND prev_epoch = prev2_epoch "
+            f"AND (CASE prev2_status {legal} ELSE false END "
+            "OR (status = prev2_status AND producer_id = prev2_pid AND producer_epoch > prev2_epoch)))")
+
+
 def check_txn_transitions(d: SparkRun) -> CheckResult:
     from pyspark.sql import Window
 
@@ -352,9 +362,14 @@ def check_txn_transitions(d: SparkRun) -> CheckResult:
              .withColumn("prev_pid", F.lag("producer_id").over(w)).withColumn("prev_epoch", F.lag("producer_epoch").over(w))
              .withColumn("prev_offset", F.lag("offset").over(w))
              .withColumn("prev_tombstone", F.lag(F.col("producer_id").isNull()).over(w))
+             .withColumn("prev2_status", F.lag("status", 2).over(w)).withColumn("prev2_pid", F.lag("producer_id", 2).over(w))
+             .withColumn("prev2_epoch", F.lag("producer_epoch", 2).over(w))
              .filter(F.col("producer_id").isNotNull() & F.col("prev_status").isNotNull() & ~F.col("prev_tombstone"))
-             .withColumn("allowed", F.expr(_allowed_transition_sql())))
-    bad_state = (F.col("status") != F.col("prev_status")) & ~F.col("allowed")
+             .withColumn("allowed", F.expr(_allowed_transition_sql()))
+             .withColumn("abandoned", F.coalesce(F.expr(_abandoned_begin_sql()), F.lit(False))))
+    illegal = (F.col("status") != F.col("prev_status")) & ~F.col("allowed")
+    abandoned = steps.filter(illegal & F.col("abandoned")).count()
+    bad_state = illegal & ~F.col("abandoned")
     bad_epoch = (F.col("producer_id") == F.col("prev_pid")) & (F.col("producer_epoch") < F.col("prev_epoch"))
     bad = steps.filter(bad_state | bad_epoch).withColumn("bad_state", bad_state)
     rows, total = _first_cases(bad, "partition", "offset")
@@ -373,7 +388,10 @@ def check_txn_transitions(d: SparkRun) -> CheckResult:
                            to_epoch=r["producer_epoch"], pid=r["producer_id"])
         cases.append({"explanation": text, **where})
     pid_cases, d.producer_id_facts = judge_producer_ids(*_producer_id_candidates(d, log, steps))
-    return result("invalid-txn-transition", cases + pid_cases, total + len(pid_cases))
+    found = result("invalid-txn-transition", cases + pid_cases, total + len(pid_cases))
+    if abandoned:
+        found.note = abandoned_note(abandoned)
+    return found
 
 
 def _producer_id_candidates(d: SparkRun, log: Any, steps: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
