@@ -56,7 +56,7 @@ class FaultEntry(BaseModel):
     target: str | None = None  # None: the kind's first accepted target
     weight: float = Field(1.0, gt=0)
     duration_s: float | None = Field(None, gt=0, le=3600, description="how long the fault holds; None: the mix default")
-    params: dict[str, float | str | list[str]] = Field(default_factory=dict)
+    params: dict[str, bool | float | str | list[str]] = Field(default_factory=dict)
 
     @field_validator("kind")
     @classmethod

@@ -28,6 +28,7 @@ from pydantic import Field, field_validator
 from kchaos.clusters.base import Capability
 from kchaos.clusters.clock_probe import measure_broker_clocks
 from kchaos.clusters.faketime import CACHE_S
+from kchaos.errors import ConfigError
 from kchaos.faults.base import NODE_TARGETS, Fault, resolve_node_target
 from kchaos.faults.kinds import FaultKind, NoParams, register
 
@@ -46,6 +47,10 @@ def _an_offset(value: float, info: Any) -> float:
 
 class BumpParams(NoParams):
     offset_s: float = Field(60, description="seconds the clock is moved (negative: back)")
+    idle_worker: bool = Field(False, description=(
+        "pause a worker (SIGSTOP) for the step, the one whose transactional id the target coordinates when "
+        "there is one, and resume it after the heal: its id sits idle across the moved clock, as an owner "
+        "that keeps its id but stops using it does, so an expiry can reach an id still held"))
     _sized = field_validator("offset_s")(_an_offset)
 
 
@@ -81,6 +86,7 @@ class ClockFault(Fault):
         self._stop = threading.Event()
         self._mover: threading.Thread | None = None
         self._offsets: list[float] = []  # the offsets applied while it lasted (not the heal's 0)
+        self._paused_slot: str | None = None  # idle_worker: the worker paused across the step
 
     def _set(self, offset_s: float) -> None:
         for nid in self.target["nodes"]:
@@ -123,15 +129,30 @@ class ClockFault(Fault):
         kind, p = self.scheduled.kind, self.params
         first = {"clock-bump": lambda: p.offset_s, "clock-strobe": lambda: p.delta_s,
                  "clock-drift": lambda: p.rate * 1.0}[kind]()
+        idle = self._idle_owner() if getattr(p, "idle_worker", False) else None
         self._set(first)
         led = self._transaction_log_partitions()
         if kind != "clock-bump":
             self._mover = threading.Thread(target=self._move, name=f"kchaos-{kind}", daemon=True)
             self._mover.start()
         self.target = {**self.target, "detail": {**self.target["detail"], "first_offset_s": first,
+                                                 **({"idle_worker": idle} if idle else {}),
                                                  "transaction_log_partitions": led,
                                                  "measured_offset_ms": self._measure(self._shows_change)}}
         return self.target
+
+    def _idle_owner(self) -> dict[str, Any]:
+        """Pause the worker whose transactional id the target coordinates (a random one when the
+        target names none) before the clock moves; the heal resumes it once the clock is true."""
+        pool = self.ctx.workload.pool if self.ctx.workload is not None else None
+        if pool is None or not pool.slots:
+            raise ConfigError("idle_worker needs a running workload of kchaos' own workers")
+        txid = self.target["detail"].get("transactional_id")
+        slots = sorted(pool.slots)
+        slot = next((s for s in slots if txid and txid.endswith(f"-{s}")), None) or self.rng.choice(slots)
+        self._paused_slot = slot
+        return {"slot": slot, "owns_target_transactional_id": bool(txid and txid.endswith(f"-{slot}")),
+                **pool.suspend(slot)}
 
     def _transaction_log_partitions(self) -> list[int] | None:
         """The ``__transaction_state`` partitions the targets lead: the coordinators whose stamps
@@ -158,6 +179,15 @@ class ClockFault(Fault):
         if self.healed:
             return {}
         self.healed = True
+        try:
+            return self._set_true()
+        finally:
+            # after the clock is true (or the heal failed): the idle worker's next request meets
+            # whatever expired while it slept; never left stopped
+            if self._paused_slot is not None and self.ctx.workload is not None and self.ctx.workload.pool is not None:
+                self.ctx.workload.pool.resume_all()
+
+    def _set_true(self) -> dict[str, Any]:
         self._stop.set()
         if self._mover is not None:
             self._mover.join(5)
@@ -166,7 +196,8 @@ class ClockFault(Fault):
         applied = [min(self._offsets), max(self._offsets)]
         self._set(0.0)
         return {"nodes": self.target["nodes"], "offset_range_s": applied,
-                "measured_offset_ms": self._measure(lambda offset_ms: abs(offset_ms) <= APPLIED_WITHIN_MS)}
+                "measured_offset_ms": self._measure(lambda offset_ms: abs(offset_ms) <= APPLIED_WITHIN_MS),
+                **({"resumed_worker": self._paused_slot} if self._paused_slot else {})}
 
 
 register(
