@@ -59,8 +59,12 @@ class FaultContext:
         return w.spec.transactional_ids(w.txid_prefix)
 
 
-def resolve_node_target(ctx: FaultContext, target: str, rng: random.Random) -> dict[str, Any]:
-    """Node ids for a role, looked up now. Returns ``{"nodes": [...], "role": ..., "detail": {...}}``."""
+def resolve_node_target(ctx: FaultContext, target: str, rng: random.Random,
+                        remote_writer: bool = False) -> dict[str, Any]:
+    """Node ids for a role, looked up now. Returns ``{"nodes": [...], "role": ..., "detail": {...}}``.
+    ``remote_writer`` (share-coordinator, for a fault on requests between brokers): prefer an
+    input partition whose leader is another broker than its share coordinator, since a leader's
+    state writes to itself cross no link."""
     cluster = ctx.cluster
     brokers = sorted(n.node_id for n in cluster.brokers)
     w = ctx.workload
@@ -84,10 +88,17 @@ def resolve_node_target(ctx: FaultContext, target: str, rng: random.Random) -> d
     if target == "share-coordinator":
         if w is None or w.spec.kind != "share":
             raise ConfigError("target share-coordinator needs a share workload (workload.kind = 'share')")
-        partition = rng.choice(sorted(cluster.partition_metadata(w.spec.input_topic)))
+        meta = cluster.partition_metadata(w.spec.input_topic)
+        candidates = sorted(meta)
+        if remote_writer:
+            remote = [p for p in candidates
+                      if int(meta[p].leader) != cluster.share_coordinator(w.spec.group_id, w.spec.input_topic, p)]
+            candidates = remote or candidates
+        partition = rng.choice(candidates)
         node = cluster.share_coordinator(w.spec.group_id, w.spec.input_topic, partition)
         return {"nodes": [node], "role": f"share coordinator of {w.spec.input_topic}-{partition}",
-                "detail": {"group": w.spec.group_id, "topic": w.spec.input_topic, "partition": partition}}
+                "detail": {"group": w.spec.group_id, "topic": w.spec.input_topic, "partition": partition,
+                           "leader": int(meta[partition].leader)}}
     if target == "controller":
         return {"nodes": [cluster.active_controller()], "role": "active controller", "detail": {}}
     if target in ("leader-input", "leader-output"):

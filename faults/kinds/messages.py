@@ -118,7 +118,7 @@ class MessageFault(Fault):
         if self.scheduled.target == "all":
             resolved = {"nodes": sorted(n.node_id for n in cluster.brokers), "role": "every broker", "detail": {}}
         else:
-            resolved = resolve_node_target(self.ctx, self.scheduled.target, self.rng)
+            resolved = resolve_node_target(self.ctx, self.scheduled.target, self.rng, remote_writer=between_brokers)
         worker = params["worker"]
         if worker == "random":
             pool = self.ctx.workload.pool if self.ctx.workload is not None else None

@@ -143,3 +143,24 @@ def test_share_write_hold_failover_holds_state_writes_between_brokers_only():
                                             "params": {"apis": ["WriteTxnMarkers"]}}]})
     with pytest.raises(ValueError, match="target"):
         FaultsSpec.model_validate({"mix": [{"kind": "share-write-hold-failover", "target": "leader-output"}]})
+
+
+def test_a_share_coordinator_target_between_brokers_prefers_a_leader_on_another_broker():
+    """A share partition leader's state writes to a coordinator on its own broker cross no link:
+    a fault between brokers aims at a partition whose leader is elsewhere, when there is one."""
+    import random
+    from types import SimpleNamespace
+
+    from kchaos.faults.base import FaultContext, resolve_node_target
+    from kchaos.workloads.spec import WorkloadSpec
+
+    leaders, coordinators = {0: 1, 1: 2, 2: 3}, {0: 1, 1: 2, 2: 1}  # only partition 2's leader is remote
+    cluster = SimpleNamespace(brokers=[SimpleNamespace(node_id=n) for n in (1, 2, 3)],
+                              partition_metadata=lambda topic: {p: SimpleNamespace(leader=l) for p, l in leaders.items()},
+                              share_coordinator=lambda group, topic, p: coordinators[p])
+    ctx = FaultContext(cluster, SimpleNamespace(spec=WorkloadSpec(kind="share", workers=2, input_partitions=3)))
+    for seed in range(20):
+        resolved = resolve_node_target(ctx, "share-coordinator", random.Random(seed), remote_writer=True)
+        assert (resolved["detail"]["partition"], resolved["nodes"], resolved["detail"]["leader"]) == (2, [1], 3)
+    seen = {resolve_node_target(ctx, "share-coordinator", random.Random(s))["detail"]["partition"] for s in range(20)}
+    assert seen == {0, 1, 2}  # without it, any partition
