@@ -80,15 +80,21 @@ def share_partition_state(records: list[ShareStateRecord]) -> dict[str, Any]:
         if rec.kind == "tombstone":
             start, offsets = -1, {}
             continue
-        if rec.kind == "snapshot":
-            offsets = {}
-        if rec.start_offset >= 0:
-            start = rec.start_offset
-        for b in rec.batches:
-            for o in range(b.first_offset, b.last_offset + 1):
-                offsets[o] = (b.delivery_state, b.delivery_count)
-        offsets = {o: v for o, v in offsets.items() if o >= start}
+        start, offsets = apply_write(start, offsets, rec)
     return {"start_offset": start, "offsets": offsets}
+
+
+def apply_write(start: int, offsets: dict[int, tuple[int, int]], rec: ShareStateRecord
+                ) -> tuple[int, dict[int, tuple[int, int]]]:
+    """One snapshot or update applied to a replayed state: a snapshot replaces the offsets, an
+    update overlays its batches; a start offset given moves the start, and offsets below it drop."""
+    offsets = {} if rec.kind == "snapshot" else dict(offsets)
+    if rec.start_offset >= 0:
+        start = rec.start_offset
+    for b in rec.batches:
+        for o in range(b.first_offset, b.last_offset + 1):
+            offsets[o] = (b.delivery_state, b.delivery_count)
+    return start, {o: v for o, v in offsets.items() if o >= start}
 
 
 def positions_done(states: dict[int, dict[str, Any]], positions: Any) -> set[tuple[int, int]]:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.verifier.checks import result
-from kchaos.share_state import SHARE_FINAL_STATES, decode_share_state_record, share_partition_state
+from kchaos.share_state import SHARE_FINAL_STATES, apply_write, decode_share_state_record, share_partition_state
 from kchaos.verifier.model import as_evidence
 from kchaos.verifier.results import UNKNOWN, VALID, CheckResult
 
@@ -255,14 +255,7 @@ def judged_writes(writes: list[tuple[int, Any]], deliverable: Any = lambda offse
         if undone:
             case(offset, rec, f"makes {len(undone)} record(s) deliverable again that an earlier write had "
                               f"acknowledged or archived (offsets {', '.join(map(str, undone[:5]))})")
-        if rec.kind == "snapshot":
-            offsets = {}
-        if rec.start_offset >= 0:
-            start = rec.start_offset
-        for b in rec.batches:
-            for o in range(b.first_offset, b.last_offset + 1):
-                offsets[o] = (b.delivery_state, b.delivery_count)
-        offsets = {o: v for o, v in offsets.items() if o >= start}
+        start, offsets = apply_write(start, offsets, rec)
     return cases, unjudged, set_aside
 
 
