@@ -97,16 +97,26 @@ def apply_write(start: int, offsets: dict[int, tuple[int, int]], rec: ShareState
     return start, {o: v for o, v in offsets.items() if o >= start}
 
 
+#: what a record's persisted state says of it: done for the share group
+DONE_LABELS = ("complete", "acknowledged", "archived")
+
+
+def persisted_label(state: dict[str, Any] | None, offset: int) -> str:
+    """What a replayed partition state (share_partition_state) says of one offset: ``complete``
+    (below the start offset), ``acknowledged``, ``archived``, ``available``, ``never-delivered``
+    (at or above the start offset and in no batch: Kafka reads that as available, delivered 0
+    times) or ``unknown`` (no state for its partition)."""
+    if state is None:
+        return "unknown"
+    if 0 <= state["start_offset"] and offset < state["start_offset"]:
+        return "complete"
+    value = state["offsets"].get(offset)
+    if value is None:
+        return "never-delivered" if state["start_offset"] >= 0 else "unknown"
+    return "available" if value[0] not in SHARE_FINAL_STATES else SHARE_DELIVERY_STATE[value[0]]
+
+
 def positions_done(states: dict[int, dict[str, Any]], positions: Any) -> set[tuple[int, int]]:
     """Of ``positions`` (partition, offset), those replayed ``states`` (share_partition_state by
     partition) hold as done: below the start offset, acknowledged or archived."""
-    done = set()
-    for p, o in positions:
-        state = states.get(p)
-        if state is None:
-            continue
-        if 0 <= state["start_offset"] and o < state["start_offset"]:
-            done.add((p, o))
-        elif state["offsets"].get(o, (None,))[0] in SHARE_FINAL_STATES:
-            done.add((p, o))
-    return done
+    return {(p, o) for p, o in positions if persisted_label(states.get(p), o) in DONE_LABELS}

@@ -32,12 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.verifier.checks import result
-from kchaos.share_state import SHARE_FINAL_STATES, apply_write, decode_share_state_record, share_partition_state
+from kchaos.share_state import (DONE_LABELS, SHARE_FINAL_STATES, apply_write, decode_share_state_record,
+                                persisted_label, share_partition_state)
 from kchaos.verifier.model import as_evidence
 from kchaos.verifier.results import UNKNOWN, VALID, CheckResult
-
-
-ACKNOWLEDGED, ARCHIVED = SHARE_FINAL_STATES
 
 
 class ShareLedger:
@@ -90,18 +88,8 @@ class ShareLedger:
         return dict(writes)
 
     def persisted(self, pos: tuple[int, int]) -> str:
-        """``complete`` (below the start offset), ``acknowledged``, ``archived``, ``available``,
-        ``never-delivered`` (at or above the start offset and in no batch: Kafka reads that as
-        available, delivered 0 times) or ``unknown`` (no persisted state for its partition)."""
-        if self.state is None or pos[0] not in self.state:
-            return "unknown"
-        st = self.state[pos[0]]
-        if 0 <= st["start_offset"] and pos[1] < st["start_offset"]:
-            return "complete"
-        value = st["offsets"].get(pos[1])
-        if value is None:
-            return "never-delivered" if st["start_offset"] >= 0 else "unknown"
-        return {ACKNOWLEDGED: "acknowledged", ARCHIVED: "archived"}.get(value[0], "available")
+        """What the persisted state says of ``pos`` (share_state.persisted_label)."""
+        return persisted_label((self.state or {}).get(pos[0]), pos[1])
 
     def committed_ack(self, pos: tuple[int, int]) -> dict[str, Any] | None:
         """The first ACCEPT or REJECT of ``pos`` whose commit succeeded."""
@@ -109,7 +97,7 @@ class ShareLedger:
                     None)
 
     def done(self, pos: tuple[int, int]) -> bool:
-        return self.committed_ack(pos) is not None or self.persisted(pos) in ("complete", "acknowledged", "archived")
+        return self.committed_ack(pos) is not None or self.persisted(pos) in DONE_LABELS
 
     def evidence(self, pos: tuple[int, int]) -> dict[str, Any]:
         return {"input": {"partition": pos[0], "offset": pos[1], "id": self.data.inputs_committed.get(pos)},
@@ -300,10 +288,10 @@ def check_ack_persisted(ledger: ShareLedger) -> CheckResult:
     if not answered:
         return CheckResult("share-ack-not-persisted", UNKNOWN if ledger.data.inputs_committed else VALID,
                            note="no acknowledgement was answered without error: nothing to look for")
-    unseen = [pos for pos in answered if ledger.persisted(pos) == "unknown"]
+    states = {pos: ledger.persisted(pos) for pos in answered}
+    unseen = [pos for pos, state in states.items() if state == "unknown"]
     cases = []
-    for pos in answered:
-        state = ledger.persisted(pos)
+    for pos, state in states.items():
         if state in ("available", "never-delivered"):
             ack = ledger.committed_ack(pos)
             cases.append({"explanation": f"input {pos[0]}@{pos[1]} was {ack['kind'].upper()}ed by {ack['process']} "

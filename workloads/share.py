@@ -194,7 +194,11 @@ class ShareWorkload(CtpWorkload):
         done = self._acks.update()
         unanswered = self._acks.delivered - self._acks.done
         now = time.monotonic()
-        if done < self.spec.records and unanswered and now - self._persisted_read_at >= PERSISTED_STATE_EVERY_S:
+        # only once no more inputs come (the drain): during the workload every in-flight input is
+        # "unanswered" for a moment, and reading the state log every 10 s would be wasted work
+        seeding_over = self.seeder.done or self.seeder.halted
+        if (seeding_over and done < self.spec.records and unanswered
+                and now - self._persisted_read_at >= PERSISTED_STATE_EVERY_S):
             self._persisted_read_at = now
             try:
                 self._persisted = persisted_done(self.client, self.spec.group_id, self.input_topic_id(), unanswered)
