@@ -3,11 +3,14 @@ restarts in turn."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
+
+from pydantic import Field
 
 from kchaos.clusters.base import Capability
 from kchaos.faults.base import NODE_TARGETS, Fault, resolve_node_target
-from kchaos.faults.kinds import FaultKind, register
+from kchaos.faults.kinds import FaultKind, NoParams, register
 
 
 class NodeFault(Fault):
@@ -37,6 +40,51 @@ class NodeFault(Fault):
         return {"nodes": self.target.get("nodes", [])}
 
 
+class IsolatedKillParams(NoParams):
+    isolate_s: float = Field(3.0, gt=0, le=30, description=(
+        "seconds the node is cut from every other node before it is killed; its clients still reach it, so it "
+        "appends what they ask (a transaction's PrepareCommit) that no follower fetches"))
+
+    @classmethod
+    def extra_capabilities(cls, params: dict[str, Any]) -> tuple[Capability, ...]:
+        return (Capability.PARTITION,)
+
+
+class IsolatedKill(Fault):
+    """A leader's crash with a tail its followers never fetched: the node holding the role is cut
+    from every other node (replication and quorum; its clients still reach it) for ``isolate_s``,
+    then SIGKILLed while still cut, then the links are healed; the heal starts it again. Killed
+    before the controller's session timeout, it comes back as the leader of what it led, with
+    its log end above the high watermark (F6 in docs/findings.md)."""
+
+    def invoke(self) -> dict[str, Any]:
+        cluster = self.ctx.cluster
+        cluster.require(Capability.KILL)
+        cluster.require(Capability.PARTITION)
+        resolved = resolve_node_target(self.ctx, self.scheduled.target, self.rng)
+        node = resolved["nodes"][0]
+        cut = cluster.network.isolate(node)  # type: ignore[attr-defined]
+        self.target = {**resolved, "nodes": [node],
+                       "role": f"{resolved['role']}, isolated {self.params.isolate_s:g}s then killed",
+                       "detail": {**resolved["detail"], "links_cut": cut}}
+        try:
+            time.sleep(float(self.params.isolate_s))  # the fault's own duration, as a hold's
+        finally:
+            cluster.node(node).kill()  # before the links heal: no follower fetches the tail
+            cluster.network.heal()  # type: ignore[attr-defined]
+        return self.target
+
+    def heal(self) -> dict[str, Any]:
+        if self.healed:
+            return {}
+        self.healed = True
+        for nid in self.target.get("nodes", []):
+            node = self.ctx.cluster.node(nid)
+            if not getattr(node, "is_running", True):
+                node.start()
+        return {"nodes": self.target.get("nodes", [])}
+
+
 class RollingRestart(Fault):
     def invoke(self) -> dict[str, Any]:
         self.ctx.cluster.require(Capability.RESTART)
@@ -54,6 +102,9 @@ register(
     FaultKind("pause", "SIGSTOP; heal sends SIGCONT", Capability.PAUSE, NODE_TARGETS, NodeFault),
     FaultKind("restart", "graceful restart at once", Capability.RESTART,
               tuple(t for t in NODE_TARGETS if t != "minority"), NodeFault),
+    FaultKind("kill-isolated", "cut the target node from every other node (its clients still reach it), then "
+              "SIGKILL it while cut; heal restarts it", Capability.KILL, tuple(t for t in NODE_TARGETS if t != "minority"),
+              IsolatedKill, IsolatedKillParams),
     FaultKind("rolling-restart", "restart every broker in turn, waiting for health between", Capability.RESTART,
               ("all",), RollingRestart),
 )
