@@ -120,6 +120,50 @@ def test_isolating_a_leader_stops_replication_and_moves_leadership(cluster3):
     cluster3.wait_healthy(120)
 
 
+def _log_bytes(cluster, node_id, topic, partition):
+    return sum(f.stat().st_size for f in (cluster.node(node_id).data_dir / f"{topic}-{partition}").glob("*.log"))
+
+
+def test_kill_isolated_leaves_a_tail_no_follower_fetched_then_restarts_the_node(cluster3):
+    """kill-isolated: records a leader acknowledged (acks=1) while cut from the others are on its
+    disk and on no follower's when it is killed; the links are up again at once; heal starts it."""
+    import threading
+
+    tag = uuid.uuid4().hex[:6]
+    ctx = FaultContext(cluster3, _fake_workload(cluster3, tag))
+    topic = ctx.workload.spec.output_topics[0]
+    fault = _fault("kill-isolated", "leader-output", ctx, params={"isolate_s": 3.0}, hold=0)
+    leader_of = {p: md.leader for p, md in cluster3.partition_metadata(topic).items()}
+    acked: list[int] = []
+
+    def produce_while_cut():
+        time.sleep(1.0)  # inside the 3 s isolation: the leader appends, no follower fetches
+        producer = Producer(quiet({**cluster3.client_config(), "acks": 1, "linger.ms": 0}))
+        for p in leader_of:
+            producer.produce(topic, value=b"tail", partition=p,
+                             on_delivery=lambda err, msg: acked.append(msg.partition()) if err is None else None)
+        producer.flush(1.5)
+
+    writer = threading.Thread(target=produce_while_cut, daemon=True)
+    writer.start()
+    target = fault.invoke()
+    writer.join(10)
+    leader = target["nodes"][0]
+    try:
+        assert not cluster3.node(leader).is_running
+        assert any(n.startswith("repl-") for n in target["detail"]["links_cut"])
+        assert all(proxy.enabled for proxy in cluster3.toxiproxy.proxies().values()), "links not healed"
+        own = [p for p in set(acked) if leader_of[p] == leader]
+        assert own, f"no record acknowledged by the isolated leader {leader} (acked on {sorted(set(acked))})"
+        followers = [n.node_id for n in cluster3.brokers if n.node_id != leader]
+        for p in own:
+            assert all(_log_bytes(cluster3, leader, topic, p) > _log_bytes(cluster3, f, topic, p) for f in followers)
+    finally:
+        fault.heal()
+    assert cluster3.node(leader).is_running
+    cluster3.wait_healthy(120)
+
+
 def _produce_latency_ms(cluster, topic, n=15):
     producer = Producer(quiet({**cluster.client_config(), "acks": "all", "linger.ms": 0}))
     samples = []
