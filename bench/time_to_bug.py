@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -123,17 +124,27 @@ def render(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_seed(campaign: str, seed: int, sets: list[str], out: Path) -> Path | None:
-    """``kchaos run`` for one seed; its run directory (the CLI prints it last on stdout)."""
+def run_seed(campaign: str, seed: int, sets: list[str], out: Path) -> tuple[Path | None, bool]:
+    """``kchaos run`` for one seed: its run directory (the CLI prints it last on stdout), and
+    whether the series was interrupted. Ctrl-C reaches the child too (one process group): it
+    winds its run down itself (heal, stop the cluster), so it is waited for, never killed."""
     argv = [sys.executable, "-m", "kchaos.cli", "run", campaign, "--seed", str(seed), "--out", str(out)]
     for s in sets:
         argv += ["--set", s]
-    done = subprocess.run(argv, capture_output=True, text=True)
-    path = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    interrupted = False
+    while True:
+        try:
+            stdout, stderr = child.communicate()
+            break
+        except KeyboardInterrupt:
+            interrupted = True
+    interrupted = interrupted or child.returncode in (-signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGINT)
+    path = stdout.strip().splitlines()[-1] if stdout.strip() else ""
     if not path or not Path(path).is_dir():
-        print(f"seed {seed}: no run directory (exit {done.returncode}): {done.stderr.strip()[-400:]}", file=sys.stderr)
-        return None
-    return Path(path)
+        print(f"seed {seed}: no run directory (exit {child.returncode}): {stderr.strip()[-400:]}", file=sys.stderr)
+        return None, interrupted
+    return Path(path), interrupted
 
 
 def main() -> int:
@@ -153,13 +164,16 @@ def main() -> int:
         rows.append(summarise_run(run, args.anomaly))
     for seed in args.seeds:
         started = time.monotonic()
-        run = run_seed(args.campaign, seed, args.sets, args.out)
+        run, interrupted = run_seed(args.campaign, seed, args.sets, args.out)
         row = summarise_run(run, args.anomaly) if run else {"run": None, "seed": seed, "verdict": "none",
                                                               "anomalies": {}, "detected": False, "seconds": None}
         row["load"] = f"{os.getloadavg()[0]:.1f}"
         row["wall_s"] = round(time.monotonic() - started, 1)
         rows.append(row)
         print(render([row], summarise([row])).splitlines()[1], flush=True)
+        if interrupted:
+            print(f"interrupted during seed {seed}: the series stops here", file=sys.stderr)
+            break
     summary = summarise(rows)
     (args.out / "time_to_bug.json").write_text(json.dumps({"campaign": args.campaign, "sets": args.sets,
                                                            "anomaly": args.anomaly, "rows": rows,

@@ -15,9 +15,10 @@ InitProducerIds it took and how long.
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Callable
 
 from kchaos.clusters.raw_init import CoordinatorConnection, find_coordinator
 from kchaos.errors import ClusterError
@@ -42,14 +43,15 @@ def staggered_targets(count: int, epochs_before_rollover: int) -> list[int]:
     return [max(0, target_epoch(epochs_before_rollover * (i + 1))) for i in range(count)]
 
 
-def age_one(brokers: list[tuple[str, int]], txid: str, target: int, timeout_ms: int, deadline: float) -> dict[str, Any]:
+def age_one(brokers: list[tuple[str, int]], txid: str, target: int, timeout_ms: int, deadline: float,
+            cancelled: Callable[[], bool] = lambda: False) -> dict[str, Any]:
     """InitProducerId for ``txid`` until its epoch is ``target`` or more; what was reached. Raises
-    ClusterError past ``deadline`` (time.monotonic())."""
+    ClusterError past ``deadline`` (time.monotonic()) or once ``cancelled()``."""
     started = time.monotonic()
     inits = attempts = 0
     last_error = "no answer yet"
     producer_id = epoch = -1
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not cancelled():
         host, port = brokers[attempts % len(brokers)]
         attempts += 1
         try:
@@ -59,7 +61,7 @@ def age_one(brokers: list[tuple[str, int]], txid: str, target: int, timeout_ms: 
                 time.sleep(0.2)  # the coordinator is being elected or loaded: nothing to wait on but a new answer
                 continue
             with CoordinatorConnection(host, port) as conn:
-                while time.monotonic() < deadline:
+                while time.monotonic() < deadline and not cancelled():
                     error, producer_id, epoch = conn.init(txid, timeout_ms)
                     inits += 1
                     if error == "NONE":
@@ -75,7 +77,7 @@ def age_one(brokers: list[tuple[str, int]], txid: str, target: int, timeout_ms: 
         except OSError as exc:
             last_error = repr(exc)
             time.sleep(0.2)
-    raise ClusterError(f"ageing {txid} to epoch {target}: not reached in time (epoch {epoch}, producer id {producer_id}, "
+    raise ClusterError(f"ageing {txid} to epoch {target}: {'cancelled' if cancelled() else 'not reached in time'} (epoch {epoch}, producer id {producer_id}, "
                        f"{inits} requests; last: {last_error})")
 
 
@@ -86,12 +88,15 @@ def age_transactional_ids(brokers: list[tuple[str, int]], txids: list[str], epoc
     cannot be aged."""
     targets = dict(zip(txids, staggered_targets(len(txids), epochs_before_rollover)))
     deadline = time.monotonic() + timeout_s
+    # Ctrl-C lands in the caller's thread; the pool's threads must notice it too, or leaving the
+    # pool would wait for every id's ageing (minutes) before the run can wind down.
+    cancel = threading.Event()
 
     def age(txid: str) -> dict[str, Any]:
         target = targets[txid]
         op = history.invoke("age-epoch", {"txid": txid, "target_epoch": target})
         try:
-            reached = age_one(brokers, txid, target, timeout_ms, deadline)
+            reached = age_one(brokers, txid, target, timeout_ms, deadline, cancel.is_set)
         except Exception as exc:
             history.complete(op, "age-epoch", "fail", {"txid": txid, "target_epoch": target}, error=str(exc))
             raise
@@ -99,4 +104,8 @@ def age_transactional_ids(brokers: list[tuple[str, int]], txids: list[str], epoc
         return reached
 
     with ThreadPoolExecutor(max(1, len(txids)), thread_name_prefix="kchaos-age") as pool:
-        return list(pool.map(age, txids))
+        try:
+            return list(pool.map(age, txids))
+        except BaseException:
+            cancel.set()
+            raise

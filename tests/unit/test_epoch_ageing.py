@@ -100,3 +100,30 @@ def test_describe_transactions_asks_for_one_id_and_reads_its_state():
               .compact_string("Ongoing").int32(6000).int64(1795640000000).int64(2000).int16(32766)
               .uvarint(1).no_tagged_fields().no_tagged_fields().bytes())
     assert parse_describe_transactions_response(answer) == (4, "NONE", "Ongoing", 2000, 32766)
+
+
+def test_ctrl_c_during_the_ageing_stops_its_threads_instead_of_waiting_for_them(tmp_path):
+    """A first Ctrl-C during setup aborts the run; the ageing's threads must stop with it, not
+    keep the run waiting until every id is aged (minutes). The brokers here answer nothing (a
+    closed port), so without the stop each thread would retry until its 120 s deadline."""
+    import os
+    import signal
+    import socket
+    import threading
+    import time
+
+    import pytest
+
+    from kchaos.workloads.epoch_ageing import age_transactional_ids
+    from kchaos.workloads.history import HistoryWriter
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    history = HistoryWriter(tmp_path / "harness.jsonl", "harness")
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()  # a real signal, as Ctrl-C sends
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        age_transactional_ids([("127.0.0.1", closed)], ["tx-a", "tx-b"], 100, 1000, history, timeout_s=120)
+    assert time.monotonic() - started < 60
+    assert not [t for t in threading.enumerate() if t.name.startswith("kchaos-age")]

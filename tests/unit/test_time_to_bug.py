@@ -62,3 +62,37 @@ def test_detections_are_counted_by_how_they_were_seen(tmp_path):
     assert summarise(rows)["detected_by"] == {"end-state": 1, "white-box": 1, "read-side": 1}
     assert detection_kind(["hanging-transaction"]) == "end-state" and detection_kind([]) is None
     assert detection_kind(["offsets-backwards", "invalid-txn-transition"]) == "white-box"
+
+
+def test_ctrl_c_waits_for_the_runs_own_wind_down_and_stops_the_series(monkeypatch, tmp_path):
+    """Ctrl-C reaches the child as well: run_seed keeps waiting for it (never kills it, which
+    would leave its brokers running) and says the series was interrupted."""
+    import bench.time_to_bug as ttb
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    calls = []
+
+    class Child:
+        returncode = 2
+
+        def __init__(self, argv, **kwargs):
+            calls.append("started")
+
+        def communicate(self):
+            calls.append("waited")
+            if calls.count("waited") == 1:
+                raise KeyboardInterrupt
+            return f"log line\n{run_dir}\n", ""
+
+        def kill(self):  # pragma: no cover - must not be called
+            calls.append("killed")
+
+    monkeypatch.setattr(ttb.subprocess, "Popen", Child)
+    run, interrupted = ttb.run_seed("hunt-x", 1, [], tmp_path)
+    assert (run, interrupted) == (run_dir, True)
+    assert calls == ["started", "waited", "waited"]
+    Child.returncode = 0
+    calls.clear()
+    monkeypatch.setattr(Child, "communicate", lambda self: (f"{run_dir}\n", ""))
+    assert ttb.run_seed("hunt-x", 2, [], tmp_path) == (run_dir, False)
