@@ -20,7 +20,10 @@ to run; a claimed VALID must come out VALID. ``seeds`` names the other seeds the
 on with the bundle's configuration; ``verify --every-seed`` runs each of them too (the recorded
 campaign with that seed and the schedule the seed makes, as ``kchaos run`` made it). A claim that
 rests on a race says so with ``at_least``: how many of its runs must reproduce it (by default,
-every run made; never more than were made).
+every run made; never more than were made). A claim seen once, whose replays have not shown it
+again, says ``sighting = true`` (and its heading in docs/findings.md says "one sighting"): its
+replay is made and reported, reproduced or not, and only a replay that fails is a drift; it
+claims that the run happened as recorded, not that it reproduces.
 
 ``verify --releases 4.0.1 4.4.0`` is the release matrix of the findings: each claim's bundle
 (its seed and schedule) on each release named, brokers and Java clients alike, and a table of
@@ -58,6 +61,7 @@ class Claim:
     trigger: str = ""
     seeds: tuple[int, ...] = ()  # further seeds it was seen on, beside the bundle's own
     at_least: int | None = None  # runs that must reproduce it (a race); None: every run made
+    sighting: bool = False  # seen once, not claimed to reproduce: only a failed replay drifts
 
     @property
     def name(self) -> str:
@@ -97,20 +101,24 @@ def load_claims(evidence: Path) -> list[Claim]:
     claims = []
     for i, entry in enumerate(data.get("claim", [])):
         where = f"{path} claim {i + 1}"
-        unknown = set(entry) - {"finding", "bundle", "verdict", "any_of", "trigger", "seeds", "at_least"}
+        unknown = set(entry) - {"finding", "bundle", "verdict", "any_of", "trigger", "seeds", "at_least", "sighting"}
         if unknown:
             raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
         try:
             claim = Claim(str(entry["finding"]), str(entry["bundle"]), str(entry["verdict"]),
                           tuple(entry.get("any_of", ())), str(entry.get("trigger", "")),
                           tuple(int(s) for s in entry.get("seeds", ())),
-                          int(entry["at_least"]) if "at_least" in entry else None)
+                          int(entry["at_least"]) if "at_least" in entry else None,
+                          entry.get("sighting", False))
         except KeyError as exc:
             raise ConfigError(f"{where}: {exc.args[0]} is missing") from None
         except (TypeError, ValueError):
             raise ConfigError(f"{where}: seeds must be a list of integers, at_least an integer") from None
         if claim.at_least is not None and not 1 <= claim.at_least <= 1 + len(claim.seeds):
             raise ConfigError(f"{where}: at_least {claim.at_least} is not between 1 and its {1 + len(claim.seeds)} runs")
+        if claim.sighting not in (True, False) or (claim.sighting and (claim.seeds or claim.at_least)):
+            raise ConfigError(f"{where}: sighting is true or false, and a sighting has no other seeds or at_least "
+                              "(seen again, it is a claim on its seeds)")
         if claim.verdict not in VERDICTS:
             raise ConfigError(f"{where}: verdict {claim.verdict!r} is not one of {', '.join(VERDICTS)}")
         if claim.verdict == "invalid" and not claim.any_of:
@@ -196,7 +204,7 @@ def verify(evidence: Path, claims: list[Claim], out: Path,
             check.error = f"{type(exc).__name__}: {exc}"
         check.minutes = round((time.monotonic() - started) / 60, 1)
         checks.append(check)
-        say(f"  {'reproduced' if check.reproduced else 'DRIFT'}: {check.verdict or check.error} "
+        say(f"  {'reproduced' if check.reproduced else _mark(check)}: {check.verdict or check.error} "
             f"{', '.join(check.kinds)} ({check.minutes} min)")
     return checks
 
@@ -213,8 +221,12 @@ class ClaimResult:
     def needed(self) -> int:
         return min(self.claim.at_least or self.runs, self.runs)
 
+    failed_runs: int = 0
+
     @property
     def holds(self) -> bool:
+        if self.claim.sighting:
+            return not self.failed_runs
         return self.reproduced_runs >= self.needed
 
 
@@ -224,6 +236,7 @@ def claim_results(checks: list[Check]) -> list[ClaimResult]:
         result = results.setdefault(c.claim.name, ClaimResult(c.claim, 0, 0))
         result.runs += 1
         result.reproduced_runs += c.reproduced
+        result.failed_runs += c.error is not None
     return list(results.values())
 
 
@@ -239,15 +252,26 @@ def verify_table(checks: list[Check]) -> str:
     for c in checks:
         rows.append((c.claim.finding, c.claim.bundle, "bundle" if c.seed is None else c.seed, c.claim.verdict,
                      c.verdict or "error",
-                     ", ".join(c.kinds) or (c.error or "-"), f"{c.minutes}", "ok" if c.reproduced else "DRIFT"))
+                     ", ".join(c.kinds) or (c.error or "-"), f"{c.minutes}", _mark(c)))
     total = sum(c.minutes for c in checks)
     drift = sum(not c.reproduced for c in checks)
     text = _table(rows) + f"\n{len(checks) - drift} of {len(checks)} runs reproduced their claim, {total:.1f} minutes"
+    sightings = [c for c in checks if c.claim.sighting and not c.reproduced and not c.error]
+    if sightings:
+        text += f" ({len(sightings)} of the others a sighting's replay, not claimed to reproduce)"
     races = [r for r in claim_results(checks) if r.runs > 1 or r.claim.at_least]
     for r in races:
         text += (f"\n{r.claim.name}: {r.reproduced_runs} of {r.runs} runs, {r.needed} needed: "
                  f"{'holds' if r.holds else 'DRIFT'}")
     return text
+
+
+def _mark(check: Check) -> str:
+    if check.reproduced:
+        return "ok"
+    if check.claim.sighting and not check.error:
+        return "not reproduced (one sighting)"
+    return "DRIFT"
 
 
 def release_table(checks: list[Check]) -> str:

@@ -179,3 +179,33 @@ def test_a_release_campaign_moves_brokers_and_java_clients_only(tmp_path):
     moved = findings.on_release(campaign, "4.0.1")
     assert (moved.cluster.kafka_version, moved.workload.java_client_version) == ("4.0.1", "4.0.1")
     assert moved.faults == campaign.faults and moved.workload.records == campaign.workload.records
+
+
+def test_a_sighting_is_replayed_and_reported_but_only_a_failed_replay_drifts(tmp_path):
+    bundle(tmp_path, "once")
+    registry(tmp_path, '[[claim]]\nfinding = "F6"\nbundle = "once"\nverdict = "invalid"\nany_of = ["torn-transaction"]\n'
+                       'sighting = true\n')
+    claims = findings.load_claims(tmp_path)
+    assert claims[0].sighting
+    quiet = findings.Check(claims[0], verdict="valid")  # the replay lost the race
+    assert not quiet.reproduced and findings.claim_results([quiet])[0].holds
+    table = findings.verify_table([quiet])
+    assert "not reproduced (one sighting)" in table and "DRIFT" not in table
+    failed = findings.Check(claims[0], error="the cluster did not start")
+    assert not findings.claim_results([failed])[0].holds and "DRIFT" in findings.verify_table([failed])
+    seen = findings.Check(claims[0], verdict="invalid", kinds=("torn-transaction",))
+    assert seen.reproduced and findings.claim_results([seen])[0].holds
+    refused(tmp_path, '[[claim]]\nfinding = "F6"\nbundle = "once"\nverdict = "invalid"\nany_of = ["duplicate"]\n'
+                      'sighting = true\nseeds = [3]\n', "a sighting has no other seeds")
+    refused(tmp_path, '[[claim]]\nfinding = "F6"\nbundle = "once"\nverdict = "valid"\nsighting = "yes"\n',
+            "sighting is true or false")
+
+
+def test_the_shipped_sightings_say_so_in_their_headings():
+    """A claim the registry marks as a sighting has "one sighting" in its finding's heading."""
+    text = (REPO / "docs" / "findings.md").read_text()
+    headings = {line.split(".", 1)[0].lstrip("# ").strip(): line for line in text.splitlines()
+                if line.startswith("#") and line.lstrip("# ").startswith("F")}
+    for claim in findings.load_claims(REPO / "docs" / "evidence"):
+        if claim.sighting:
+            assert "one sighting" in headings[claim.finding], headings[claim.finding]
