@@ -135,14 +135,17 @@ def test_kill_isolated_leaves_a_tail_no_follower_fetched_then_restarts_the_node(
     fault = _fault("kill-isolated", "leader-output", ctx, params={"isolate_s": 3.0}, hold=0)
     leader_of = {p: md.leader for p, md in cluster3.partition_metadata(topic).items()}
     acked: list[int] = []
+    producer = Producer(quiet({**cluster3.client_config(), "acks": 1, "linger.ms": 0}))
+    for p in leader_of:  # connected and with metadata before the cut, so the writes below are quick
+        producer.produce(topic, value=b"warm", partition=p)
+    assert producer.flush(30) == 0
 
     def produce_while_cut():
-        time.sleep(1.0)  # inside the 3 s isolation: the leader appends, no follower fetches
-        producer = Producer(quiet({**cluster3.client_config(), "acks": 1, "linger.ms": 0}))
+        time.sleep(0.5)  # inside the 3 s isolation: the leader appends, no follower fetches
         for p in leader_of:
             producer.produce(topic, value=b"tail", partition=p,
                              on_delivery=lambda err, msg: acked.append(msg.partition()) if err is None else None)
-        producer.flush(1.5)
+        producer.flush(2.0)
 
     writer = threading.Thread(target=produce_while_cut, daemon=True)
     writer.start()
