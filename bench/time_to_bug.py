@@ -139,7 +139,7 @@ def run_seed(campaign: str, seed: int, sets: list[str], out: Path) -> tuple[Path
             break
         except KeyboardInterrupt:
             interrupted = True
-    interrupted = interrupted or child.returncode in (-signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGINT)
+    interrupted = interrupted or child.returncode in (-signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGINT, 128 + signal.SIGTERM)
     path = stdout.strip().splitlines()[-1] if stdout.strip() else ""
     if not path or not Path(path).is_dir():
         print(f"seed {seed}: no run directory (exit {child.returncode}): {stderr.strip()[-400:]}", file=sys.stderr)

@@ -216,12 +216,11 @@ class ClaimResult:
     claim: Claim
     runs: int
     reproduced_runs: int
+    failed_runs: int = 0  # replays that did not finish: a drift for any claim, a sighting too
 
     @property
     def needed(self) -> int:
         return min(self.claim.at_least or self.runs, self.runs)
-
-    failed_runs: int = 0
 
     @property
     def holds(self) -> bool:

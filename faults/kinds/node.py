@@ -55,7 +55,8 @@ class IsolatedKill(Fault):
     from every other node (replication and quorum; its clients still reach it) for ``isolate_s``,
     then SIGKILLed while still cut, then the links are healed; the heal starts it again. Killed
     before the controller's session timeout, it comes back as the leader of what it led, with
-    its log end above the high watermark (F6 in docs/findings.md)."""
+    its log end above the high watermark, until its registration is accepted (F8 and F6 in
+    docs/findings.md). Interrupted while cut, it heals the links and leaves the node running."""
 
     def invoke(self) -> dict[str, Any]:
         cluster = self.ctx.cluster
@@ -69,8 +70,8 @@ class IsolatedKill(Fault):
                        "detail": {**resolved["detail"], "links_cut": cut}}
         try:
             time.sleep(float(self.params.isolate_s))  # the fault's own duration, as a hold's
-        finally:
             cluster.node(node).kill()  # before the links heal: no follower fetches the tail
+        finally:
             cluster.network.heal()  # type: ignore[attr-defined]
         return self.target
 
