@@ -120,11 +120,14 @@ class Seeder:
             except KafkaException as exc:
                 err = exc.args[0] if exc.args else None
                 if err is not None and getattr(err, "txn_requires_abort", lambda: False)():
-                    producer.abort_transaction(60)
-                    # aborted for certain: what the broker had acknowledged must never be read
-                    self.history.complete(op, "seed", "fail", {"aborted": True, "inputs": acked}, error=str(exc),
-                                          txid=self.txid)
-                    continue
+                    try:
+                        producer.abort_transaction(60)
+                        # aborted for certain: what the broker had acknowledged must never be read
+                        self.history.complete(op, "seed", "fail", {"aborted": True, "inputs": acked},
+                                              error=str(exc), txid=self.txid)
+                        continue
+                    except KafkaException as abort_exc:  # the abort failed too (a fatal answer)
+                        exc = abort_exc
                 # Outcome unknown: a fresh producer (same transactional.id) fences and aborts it.
                 self.history.complete(op, "seed", "info", error=str(exc), txid=self.txid)
                 producer = self._new_producer()
