@@ -116,6 +116,16 @@ def resolve_node_target(ctx: FaultContext, target: str, rng: random.Random,
     raise ConfigError(f"unknown node target {target!r}")
 
 
+def start_if_stopped(cluster: Cluster, node_id: int) -> bool:
+    """Start a node a fault killed or stopped (the heal of every fault that kills); whether it
+    had to be started."""
+    node = cluster.node(node_id)
+    if getattr(node, "is_running", True):
+        return False
+    node.start()
+    return True
+
+
 class Fault:
     """Base: a fault is invoked once and healed once (heal is idempotent). What a kind needs (its
     capability, targets, parameters) is declared with it, in its module under faults/kinds/, and

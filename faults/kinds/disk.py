@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import Field
 
 from kchaos.clusters.base import Capability
-from kchaos.faults.base import NODE_TARGETS, Fault, resolve_node_target
+from kchaos.faults.base import NODE_TARGETS, Fault, resolve_node_target, start_if_stopped
 from kchaos.faults.kinds import FaultKind, NoParams, register
 
 #: what the broker's log says when it takes a directory offline or stops for it
@@ -53,9 +53,8 @@ class DiskFull(Fault):
                     if any(marker in line for marker in FAILED_DIR_MARKERS)]
             if said:
                 out["broker_said"][str(nid)] = said[:5]
-            if not getattr(node, "is_running", True):
+            if start_if_stopped(self.ctx.cluster, nid):
                 out["stopped"].append(nid)
-                node.start()
         return out
 
 

@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 from kchaos.clusters.base import Capability
 from kchaos.clusters.message_rules import check_apis, check_error, check_number
 from kchaos.errors import ConfigError
-from kchaos.faults.base import Fault, resolve_node_target
+from kchaos.faults.base import Fault, resolve_node_target, start_if_stopped
 from kchaos.faults.kinds import FaultKind, NoParams, message_rules, register
 from kchaos.waiting import WaitTimeout, wait_until
 from kchaos.workloads.client_settings import WORKER_CLIENT_PREFIX
@@ -229,9 +229,7 @@ class HeldRequestFailover(MessageFault):
     def heal(self) -> dict[str, Any]:
         out = super().heal()  # releases the held request first: it arrives after the successor's
         if self.killed is not None:
-            node = self.ctx.cluster.node(self.killed)
-            if not getattr(node, "is_running", True):
-                node.start()
+            start_if_stopped(self.ctx.cluster, self.killed)
         return out
 
 

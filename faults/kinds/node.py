@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field
 
 from kchaos.clusters.base import Capability
-from kchaos.faults.base import NODE_TARGETS, Fault, resolve_node_target
+from kchaos.faults.base import NODE_TARGETS, Fault, resolve_node_target, start_if_stopped
 from kchaos.faults.kinds import FaultKind, NoParams, register
 
 
@@ -32,11 +32,10 @@ class NodeFault(Fault):
         self.healed = True
         kind = self.scheduled.kind
         for nid in self.target.get("nodes", []):
-            node = self.ctx.cluster.node(nid)
             if kind == "pause":
-                node.resume()
-            elif kind in ("kill", "terminate") and not getattr(node, "is_running", True):
-                node.start()
+                self.ctx.cluster.node(nid).resume()
+            elif kind in ("kill", "terminate"):
+                start_if_stopped(self.ctx.cluster, nid)
         return {"nodes": self.target.get("nodes", [])}
 
 
@@ -80,9 +79,7 @@ class IsolatedKill(Fault):
             return {}
         self.healed = True
         for nid in self.target.get("nodes", []):
-            node = self.ctx.cluster.node(nid)
-            if not getattr(node, "is_running", True):
-                node.start()
+            start_if_stopped(self.ctx.cluster, nid)
         return {"nodes": self.target.get("nodes", [])}
 
 
