@@ -271,32 +271,38 @@ class Worker:
 
     def _discard_across_rebalance(self, msgs: list[Any]) -> list[Any]:
         """Inputs fetched in a poll during which the assignment changed are dropped, and the
-        partitions still assigned are sought back to the first of them. Kept, an input of a
+        partitions still assigned are sought back to their committed offsets. Kept, an input of a
         partition revoked meanwhile would be processed by this worker and, once the partition's
         new owner has read the committed offset, by that owner too: both transactions commit,
         since the group coordinator checks a TxnOffsetCommit's generation, not who owns the
         partition (found by kchaos: a faultless run, a duplicate, 2026-11-23). librdkafka returns
         such inputs (confluent-kafka-python #1013), and this worker holds the first input of a
-        batch across the next consume() call, where the revoke runs. A partition revoked and
-        assigned again restarts from the committed offset, which is where the dropped inputs
-        began (every transaction before this poll has ended)."""
+        batch across the next consume() call, where the revoke runs.
+
+        Why the committed offset and not the first dropped input's: every transaction before this
+        poll has ended, so for a partition held throughout the two are the same. For a partition
+        assigned during the poll they are not. Its dropped inputs can be left over from an earlier
+        assignment of it to this worker, and seeking to them moved the group's offset back past
+        another worker's commits (``hunt-coordinator-crash`` seed 5, 2026-11-27: inputs 4@0 to
+        4@46 processed again over a committed 47, found as duplicate and offsets-backwards)."""
         assert self.consumer is not None
-        first: dict[int, int] = {}
+        dropped: dict[int, int] = {}
         for m in msgs:
-            first[m.partition()] = min(first.get(m.partition(), m.offset()), m.offset())
+            dropped[m.partition()] = min(dropped.get(m.partition(), m.offset()), m.offset())
         assigned = {tp.partition for tp in self.consumer.assignment()}
-        seeks: dict[str, Any] = {}
-        for p, o in sorted(first.items()):
-            if p not in assigned:
-                continue
-            try:
-                self.consumer.seek(TopicPartition(self.spec.input_topic, p, o))
-                seeks[str(p)] = o
-            except KafkaException as exc:
-                seeks[str(p)] = f"not sought ({exc}): it starts from the committed offset"
-        self.history.event("discard", {"count": len(msgs), "reason": "the assignment changed during the poll",
-                                       "inputs": {str(p): o for p, o in sorted(first.items())}, "seek": seeks},
-                           outcome="ok", worker=self.worker, incarnation=self.incarnation)
+        to_seek = [TopicPartition(self.spec.input_topic, p) for p in sorted(dropped) if p in assigned]
+        seeks: dict[str, Any] | str = {}
+        try:
+            seeks = self._seek_to_committed(to_seek) if to_seek else {}
+        except UnknownOutcome as exc:
+            # without a position it can trust the worker must not consume on: it exits, and its
+            # next incarnation starts from the committed offsets
+            seeks = f"failed: {exc}"
+            raise
+        finally:
+            self.history.event("discard", {"count": len(msgs), "reason": "the assignment changed during the poll",
+                                           "inputs": {str(p): o for p, o in sorted(dropped.items())}, "seek": seeks},
+                               outcome="ok", worker=self.worker, incarnation=self.incarnation)
         return []
 
     def _close(self) -> None:
@@ -467,23 +473,30 @@ class Worker:
         assignment = self.consumer.assignment()
         if not assignment:
             return
+        offsets = self._seek_to_committed(assignment)
+        self.rewinds += 1
+        self.history.event("rewind", {"offsets": offsets}, outcome="ok",
+                           worker=self.worker, incarnation=self.incarnation)
+
+    def _seek_to_committed(self, partitions: list[TopicPartition]) -> dict[str, int]:
+        """Seek each partition to its committed offset (the start when none); the offsets read,
+        by partition. UnknownOutcome when they cannot be read or sought."""
+        assert self.consumer is not None
         for attempt in range(10):
             try:
-                committed = self.consumer.committed(assignment, timeout=10)
+                committed = self.consumer.committed(partitions, timeout=10)
                 break
             except KafkaException:
                 time.sleep(0.5 * (attempt + 1))
         else:
-            raise UnknownOutcome("could not read committed offsets to rewind after an abort")
+            raise UnknownOutcome("could not read committed offsets to seek to")
         for tp in committed:
             target = TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
             try:
                 self.consumer.seek(target)
             except KafkaException as exc:
-                raise UnknownOutcome(f"seek after abort failed: {exc}") from None
-        self.rewinds += 1
-        self.history.event("rewind", {"offsets": {str(tp.partition): tp.offset for tp in committed}}, outcome="ok",
-                           worker=self.worker, incarnation=self.incarnation)
+                raise UnknownOutcome(f"seek to the committed offset failed: {exc}") from None
+        return {str(tp.partition): tp.offset for tp in committed}
 
     def _process_at_least_once(self, msgs: list[Any]) -> None:
         """Negative control: produce, flush, then commit offsets outside any transaction."""
