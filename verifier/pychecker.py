@@ -33,7 +33,7 @@ from kchaos.verifier import driver_checks
 from kchaos.verifier.engine import Engine
 from kchaos.verifier.internal_topics import offset_commit_batches
 from kchaos.verifier.late_requests import late_request_facts, late_requests, read_message_events
-from kchaos.verifier.model import (HistoryIndex, LINEAGE_FIELDS, OPEN_TXN_STATES, Output, TXN_NEXT, abandoned_begin,
+from kchaos.verifier.model import (HistoryIndex, LINEAGE_FIELDS, OPEN_TXN_STATES, Output, TXN_NEXT, abandoned_append,
                                    abandoned_note, as_evidence,
                                    commits_by_client_tv, coordinator_commits, hanging_cases, identity_positions,
                                    in_scope, pipeline_txids, read_ops, run_seed, zombie_successor)
@@ -408,19 +408,23 @@ def check_txn_transitions(data: RunData) -> CheckResult:
                      "to": {"offset": rec["offset"], "status": e.status, "producer_id": e.producer_id,
                             "epoch": e.producer_epoch}}
             first = before.get(e.transactional_id)
+            fe = first["entry"] if first is not None else None
+            set_aside = fe is not None and abandoned_append((fe.status, fe.producer_id, fe.producer_epoch),
+                                                            (pe.status, pe.producer_id, pe.producer_epoch),
+                                                            (e.status, e.producer_id, e.producer_epoch))
             if e.status != pe.status and e.status not in TXN_NEXT.get(pe.status, set()):
-                fe = first["entry"] if first is not None else None
-                if fe is not None and abandoned_begin((fe.status, fe.producer_id, fe.producer_epoch),
-                                                     (pe.status, pe.producer_id, pe.producer_epoch),
-                                                     (e.status, e.producer_id, e.producer_epoch)):
+                if set_aside:
                     abandoned += 1
                 else:
                     cases.append({"explanation": explain("invalid-txn-transition.state", txid=e.transactional_id,
                                                          from_status=pe.status, to_status=e.status), **where})
             elif e.producer_id == pe.producer_id and e.producer_epoch < pe.producer_epoch:
-                cases.append({"explanation": explain("invalid-txn-transition.epoch", txid=e.transactional_id,
-                                                     from_epoch=pe.producer_epoch, to_epoch=e.producer_epoch,
-                                                     pid=e.producer_id), **where})
+                if set_aside:
+                    abandoned += 1
+                else:
+                    cases.append({"explanation": explain("invalid-txn-transition.epoch", txid=e.transactional_id,
+                                                         from_epoch=pe.producer_epoch, to_epoch=e.producer_epoch,
+                                                         pid=e.producer_id), **where})
         if prev is not None:
             before[e.transactional_id] = prev
         last[e.transactional_id] = rec

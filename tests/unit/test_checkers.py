@@ -464,12 +464,34 @@ def test_a_begin_the_coordinator_abandoned_is_judged_from_the_state_before_it(tm
                     ("tx-w9", "Ongoing", 1), ("tx-w9", "PrepareCommit", 1), ("tx-w9", "CompleteCommit", 1)]
     verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
     assert verdict == "valid", results["checks"]
-    assert "1 begin(s) (Ongoing) the coordinator abandoned" in results["checks"]["invalid-txn-transition"]["note"]
+    assert "1 record(s) whose append the coordinator abandoned" in results["checks"]["invalid-txn-transition"]["note"]
     b.txn_states = [("tx-w9", "PrepareCommit", 0), ("tx-w9", "Ongoing", 0), ("tx-w9", "Empty", 1)]
     verdict, kinds, results = _anomalies(b.write(tmp_path / "r2"))
     assert (verdict, kinds) == ("invalid", ["invalid-txn-transition"]), results["checks"]
     b.txn_states = [("tx-w9", "CompleteCommit", 0), ("tx-w9", "Ongoing", 0), ("tx-w9", "CompleteCommit", 0)]
     verdict, kinds, results = _anomalies(b.write(tmp_path / "r3"))  # a commit that skipped its prepare
+    assert (verdict, kinds) == ("invalid", ["invalid-txn-transition"]), results["checks"]
+
+
+def test_an_epoch_bump_the_coordinator_abandoned_is_judged_from_the_state_before_it(tmp_path):
+    """hunt-coordinator-crash seed 6 (Kafka 4.4.0, TV2): a timed-out transaction's abort bumped the
+    epoch (PrepareAbort at 1); its append waited for followers while partitions moved, the
+    coordinator gave up ("failed to write an epoch fence transition") and went back to Ongoing at
+    0, and its next abort wrote PrepareAbort at 0. The log's epoch goes 1 -> 0: set aside, in the
+    note. The same going back where the next record is no step from the state before stays invalid."""
+    b = RunBuilder()
+    b.txn_states = [("tx-w9", "Empty", 0), ("tx-w9", "Ongoing", 0), ("tx-w9", "PrepareAbort", 1),
+                    ("tx-w9", "PrepareAbort", 0), ("tx-w9", "CompleteAbort", 0), ("tx-w9", "Empty", 1)]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert verdict == "valid", results["checks"]
+    assert "1 record(s) whose append the coordinator abandoned" in results["checks"]["invalid-txn-transition"]["note"]
+    b.txn_states = [("tx-w9", "Empty", 0), ("tx-w9", "Ongoing", 0), ("tx-w9", "PrepareAbort", 1),
+                    ("tx-w9", "CompleteAbort", 0)]  # a completion at the old epoch of a prepare never made
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r2"))
+    assert (verdict, kinds) == ("invalid", ["invalid-txn-transition"]), results["checks"]
+    assert "epoch went backwards (1 -> 0)" in results["anomalies"]["invalid-txn-transition"][0]["explanation"]
+    b.txn_states = [("tx-w9", "Ongoing", 2), ("tx-w9", "PrepareAbort", 3), ("tx-w9", "PrepareAbort", 1)]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r3"))  # below the state before it, too
     assert (verdict, kinds) == ("invalid", ["invalid-txn-transition"]), results["checks"]
 
 

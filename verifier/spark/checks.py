@@ -16,7 +16,7 @@ from kchaos.verifier.acknowledged import seeder_count_cases
 from kchaos.verifier.checks import explain, progress_result, result, run_checks
 from kchaos.verifier.engine import Engine
 from kchaos.verifier.late_requests import events_path, late_request_facts, read_message_events
-from kchaos.verifier.model import (BEGIN_FROM, DIGEST_MAX_CASES, MAX_CASES, OPEN_TXN_STATES, TXN_NEXT, abandoned_note,
+from kchaos.verifier.model import (DIGEST_MAX_CASES, MAX_CASES, OPEN_TXN_STATES, TXN_NEXT, abandoned_note,
                                    commits_by_client_tv, hanging_cases, pipeline_txids, zombie_successor)
 from kchaos.verifier.producer_ids import PREPARED, judge_producer_ids
 from kchaos.verifier.pychecker import RunData
@@ -328,22 +328,27 @@ def check_offsets_behind(d: SparkRun) -> CheckResult:
     return result("offsets-behind", cases, total)
 
 
-def _allowed_transition_sql() -> str:
+def _next_sql(src_col: str, col: str) -> str:
+    """``col`` IN TXN_NEXT[``src_col``], as SQL."""
     # A state with no successor (Dead) must render as false: "status IN (NULL)" is NULL, and a
     # NULL filter drops the row, so a transition out of Dead would never be reported.
-    whens = " ".join(f"WHEN '{src}' THEN " + (f"status IN ({', '.join(repr(t) for t in sorted(dst))})" if dst else "false")
+    whens = " ".join(f"WHEN '{src}' THEN " + (f"{col} IN ({', '.join(repr(t) for t in sorted(dst))})" if dst else "false")
                      for src, dst in TXN_NEXT.items())
-    return f"CASE prev_status {whens} ELSE false END"
+    return f"(CASE {src_col} {whens} ELSE false END)"
 
 
-def _abandoned_begin_sql() -> str:
-    """model.abandoned_begin as SQL over a step's columns (``prev2_*``: the record before ``prev_*``)."""
-    legal = " ".join(f"WHEN '{src}' THEN status IN ({', '.join(repr(t) for t in sorted(TXN_NEXT[src]))})"
-                     for src in BEGIN_FROM)
-    return (f"(prev_status = 'Ongoing' AND prev2_status IN ({', '.join(repr(b) for b in BEGIN_FROM)}) "
-            "AND prev_pid = prev2_pid AND prev_epoch = prev2_epoch "
-            f"AND (CASE prev2_status {legal} ELSE false END "
-            "OR (status = prev2_status AND producer_id = prev2_pid AND producer_epoch > prev2_epoch)))")
+def _step_from_before_sql(status: str, pid: str, epoch: str) -> str:
+    """model._step_from(before, ...) as SQL, ``before`` being the ``prev2_*`` columns."""
+    return (f"(NOT ({pid} = prev2_pid AND {epoch} NOT IN (prev2_epoch, prev2_epoch + 1)) "
+            f"AND ({_next_sql('prev2_status', status)} "
+            f"OR ({status} = prev2_status AND {pid} = prev2_pid AND {epoch} > prev2_epoch)))")
+
+
+def _abandoned_append_sql() -> str:
+    """model.abandoned_append as SQL over a step's columns (``prev2_*``: the record before ``prev_*``)."""
+    return ("(prev_status <> 'Dead' AND NOT (prev_status = prev2_status AND prev_epoch = prev2_epoch) "
+            f"AND {_step_from_before_sql('prev_status', 'prev_pid', 'prev_epoch')} AND prev_pid = prev2_pid "
+            f"AND {_step_from_before_sql('status', 'producer_id', 'producer_epoch')})")
 
 
 def check_txn_transitions(d: SparkRun) -> CheckResult:
@@ -365,12 +370,13 @@ def check_txn_transitions(d: SparkRun) -> CheckResult:
              .withColumn("prev2_status", F.lag("status", 2).over(w)).withColumn("prev2_pid", F.lag("producer_id", 2).over(w))
              .withColumn("prev2_epoch", F.lag("producer_epoch", 2).over(w))
              .filter(F.col("producer_id").isNotNull() & F.col("prev_status").isNotNull() & ~F.col("prev_tombstone"))
-             .withColumn("allowed", F.expr(_allowed_transition_sql()))
-             .withColumn("abandoned", F.coalesce(F.expr(_abandoned_begin_sql()), F.lit(False))))
+             .withColumn("allowed", F.expr(_next_sql("prev_status", "status")))
+             .withColumn("abandoned", F.coalesce(F.expr(_abandoned_append_sql()), F.lit(False))))
     illegal = (F.col("status") != F.col("prev_status")) & ~F.col("allowed")
-    abandoned = steps.filter(illegal & F.col("abandoned")).count()
+    backwards = ~illegal & (F.col("producer_id") == F.col("prev_pid")) & (F.col("producer_epoch") < F.col("prev_epoch"))
+    abandoned = steps.filter((illegal | backwards) & F.col("abandoned")).count()
     bad_state = illegal & ~F.col("abandoned")
-    bad_epoch = (F.col("producer_id") == F.col("prev_pid")) & (F.col("producer_epoch") < F.col("prev_epoch"))
+    bad_epoch = backwards & ~F.col("abandoned")
     bad = steps.filter(bad_state | bad_epoch).withColumn("bad_state", bad_state)
     rows, total = _first_cases(bad, "partition", "offset")
     cases = []
