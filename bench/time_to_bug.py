@@ -76,16 +76,34 @@ def _phases(run: Path) -> dict[str, float] | None:
             "final_reads_and_verify": verified - final, "total": verified - started}
 
 
+def _coverage(run: Path) -> tuple[str | None, dict[str, int]]:
+    """The run's Kafka release and the faults it executed, by kind (the harness history's
+    ``fault:<kind>`` operations that completed ``ok``; a fault that failed did not happen)."""
+    release = None
+    if (run / "campaign.json").exists():
+        release = (json.loads((run / "campaign.json").read_text()).get("cluster") or {}).get("kafka_version")
+    executed: dict[str, int] = {}
+    harness = run / "history" / "harness.jsonl"
+    for line in harness.read_text().splitlines() if harness.exists() else ():
+        op = json.loads(line)
+        f = op.get("f") or ""
+        if f.startswith("fault:") and op.get("type") == "ok":
+            executed[f[len("fault:"):]] = executed.get(f[len("fault:"):], 0) + 1
+    return release, dict(sorted(executed.items()))
+
+
 def summarise_run(run: Path, anomaly: str | None) -> dict[str, Any]:
-    """One run's row: verdict, anomaly types, whether it detected, its phases in seconds."""
+    """One run's row: verdict, anomaly types, whether it detected, its phases in seconds, its
+    release and the faults it executed."""
     results = json.loads((run / "results.json").read_text()) if (run / "results.json").exists() else {}
     verdict = results.get("verdict", "none")
     kinds = results.get("anomaly_types", [])
     detected = verdict == "invalid" and (anomaly is None or anomaly in kinds)
+    release, faults = _coverage(run)
     return {"run": run.name, "seed": (results.get("run") or {}).get("seed"), "verdict": verdict,
             "anomalies": {k: len(v) for k, v in (results.get("anomalies") or {}).items()},
             "detected": detected, "seen_by": detection_kind(kinds) if detected else None,
-            "seconds": _phases(run) if results else None}
+            "seconds": _phases(run) if results else None, "release": release, "faults": faults}
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -95,7 +113,18 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     total_min = sum(timed) / 60
     # a run made here is also timed from outside: the CLI's start, the cluster's start, the report
     walls = [r["wall_s"] for r in rows if r.get("wall_s") is not None]
-    return {"runs": len(rows), "detected": detections,
+    faults: dict[str, int] = {}
+    releases: dict[str, int] = {}
+    for r in rows:
+        for kind, n in (r.get("faults") or {}).items():
+            faults[kind] = faults.get(kind, 0) + n
+        if r.get("release"):
+            releases[r["release"]] = releases.get(r["release"], 0) + 1
+    # what a hunt that found nothing reports (issue 45): runs, minutes, faults executed per kind
+    coverage = {"runs_by_release": dict(sorted(releases.items())), "faults_executed": dict(sorted(faults.items())),
+                "minutes": round(total_min, 1) if timed else None,
+                "verdicts": {v: sum(1 for r in rows if r["verdict"] == v) for v in sorted({r["verdict"] for r in rows})}}
+    return {"runs": len(rows), "detected": detections, "coverage": coverage,
             "detected_by": {kind: sum(1 for r in rows if r.get("seen_by") == kind)
                             for kind in ("end-state", "white-box", "read-side")},
             "wall_minutes_per_run": round(sum(walls) / 60 / len(walls), 2) if walls else None,
@@ -121,6 +150,11 @@ def render(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
                  f"white-box {by.get('white-box', 0)}, only read-side {by.get('read-side', 0)}); "
                  f"{summary['minutes_per_run']} min a run; "
                  f"{summary['minutes_per_detection']} min per detection; mean phases (min) {summary['phase_minutes_mean']}")
+    cov = summary.get("coverage") or {}
+    lines.append(f"coverage: {summary['runs']} runs ({', '.join(f'{k} {n}' for k, n in cov.get('verdicts', {}).items())}) "
+                 f"on {', '.join(f'{k} x{n}' for k, n in cov.get('runs_by_release', {}).items()) or 'releases not recorded'}, "
+                 f"{cov.get('minutes')} run minutes; faults executed: "
+                 + (", ".join(f"{k} {n}" for k, n in cov.get("faults_executed", {}).items()) or "none"))
     return "\n".join(lines)
 
 

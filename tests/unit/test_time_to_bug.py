@@ -96,3 +96,25 @@ def test_ctrl_c_waits_for_the_runs_own_wind_down_and_stops_the_series(monkeypatc
     calls.clear()
     monkeypatch.setattr(Child, "communicate", lambda self: (f"{run_dir}\n", ""))
     assert ttb.run_seed("hunt-x", 2, [], tmp_path) == (run_dir, False)
+
+
+def test_coverage_counts_runs_by_release_and_the_faults_that_executed(tmp_path):
+    """What a hunt that found nothing reports: its runs, releases, minutes and faults executed by
+    kind. A fault whose operation failed did not happen and is not counted."""
+    from bench.time_to_bug import render
+
+    rows = []
+    for name, release, ops in (("a", "4.4.0", [("kill-isolated", "ok"), ("kill-isolated", "ok"), ("clock-bump", "fail")]),
+                               ("b", "4.2.1", [("kill-isolated", "ok"), ("message-hold", "ok")])):
+        run = _run(tmp_path, name, "valid", {}, verdict_at=None, verified=1240.0)
+        (run / "campaign.json").write_text(json.dumps({"cluster": {"kafka_version": release}}))
+        with (run / "history" / "harness.jsonl").open("a") as f:
+            for kind, outcome in ops:
+                f.write("\n" + json.dumps({"type": "invoke", "f": f"fault:{kind}", "value": {}}))
+                f.write("\n" + json.dumps({"type": outcome, "f": f"fault:{kind}", "value": {}}))
+        rows.append(summarise_run(run, None))
+    assert rows[0]["faults"] == {"kill-isolated": 2} and rows[0]["release"] == "4.4.0"
+    coverage = summarise(rows)["coverage"]
+    assert coverage == {"runs_by_release": {"4.2.1": 1, "4.4.0": 1}, "verdicts": {"valid": 2}, "minutes": 8.0,
+                        "faults_executed": {"kill-isolated": 3, "message-hold": 1}}
+    assert "faults executed: kill-isolated 3, message-hold 1" in render(rows, summarise(rows))
