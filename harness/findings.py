@@ -20,7 +20,8 @@ to run; a claimed VALID must come out VALID. ``seeds`` names the other seeds the
 on with the bundle's configuration; ``verify --every-seed`` runs each of them too (the recorded
 campaign with that seed and the schedule the seed makes, as ``kchaos run`` made it). A claim that
 rests on a race says so with ``at_least``: how many of its runs must reproduce it (by default,
-every run made; never more than were made). A claim seen once, whose replays have not shown it
+every run made; never more than were made). Such a claim is about its runs, not its bundle alone,
+so ``verify`` always runs its seeds too: one replay of a race proves nothing either way. A claim seen once, whose replays have not shown it
 again, says ``sighting = true`` (and its heading in docs/findings.md says "one sighting"): its
 replay is made and reported, reproduced or not, and only a replay that fails is a drift; it
 claims that the run happened as recorded, not that it reproduces.
@@ -183,11 +184,16 @@ def replay_bundle(bundle: Path, out: Path, seed: int | None = None, release: str
 def verify(evidence: Path, claims: list[Claim], out: Path,
            replay: Callable[..., Outcome] | None = None, say: Callable[[str], None] = print,
            every_seed: bool = False, releases: list[str] | None = None) -> list[Check]:
-    """Replay each claim's bundle (and with ``every_seed`` its other seeds; with ``releases``, on
-    each of those releases), one after another; a replay that fails is a drift, never hidden."""
+    """Replay each claim's bundle (and its other seeds with ``every_seed``, or when it rests on a
+    race; with ``releases``, each bundle on each of those releases), one after another; a replay
+    that fails is a drift, never hidden."""
     replay = replay or replay_bundle
     checks = []
-    plan = [(c, s, r) for c in claims for s in (None, *(c.seeds if every_seed else ())) for r in (releases or [None])]
+    # a race claim (at_least) is a claim over its runs, so its seeds always run; the release
+    # matrix runs bundles only, since a release where a claim does not reproduce is an answer
+    plan = [(c, s, r) for c in claims
+            for s in (None, *(c.seeds if every_seed or (c.at_least and not releases) else ()))
+            for r in (releases or [None])]
     for claim, seed, release in plan:
         check = Check(claim, seed, release)
         started = time.monotonic()

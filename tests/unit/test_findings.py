@@ -134,6 +134,30 @@ def test_every_seed_runs_the_claims_other_seeds_after_its_bundle(tmp_path):
     assert not findings.claim_results([findings.Check(race, None, verdict="invalid", kinds=("duplicate",))])[0].holds
 
 
+def test_a_race_claim_always_runs_its_seeds_but_not_on_the_release_matrix(tmp_path):
+    """hunt-epoch-rollover's F5c: its bundle's seed loses the race on some replays, and the claim is
+    2 of its 3 runs; a plain verify that replayed the bundle alone called that a drift."""
+    bundle(tmp_path, "hunt")
+    registry(tmp_path, '[[claim]]\nfinding = "F5c"\nbundle = "hunt"\nverdict = "invalid"\nany_of = ["hanging-transaction"]\n'
+                       'seeds = [6, 7]\nat_least = 2\n')
+    claims = findings.load_claims(tmp_path)
+    ran: list[tuple[int | None, str | None]] = []
+
+    def replay(bundle_dir: Path, out: Path, seed: int | None, release: str | None) -> Outcome:
+        ran.append((seed, release))
+        if seed is None:  # the bundle's seed lost the race this time
+            return Outcome("r", "valid")
+        return Outcome("r", "invalid", anomalies={"hanging-transaction": [{}]})
+
+    checks = findings.verify(tmp_path, claims, tmp_path / "out", replay=replay, say=lambda _: None)
+    assert ran == [(None, None), (6, None), (7, None)]
+    assert findings.claim_results(checks)[0].holds
+    assert "F5c:hunt: 2 of 3 runs, 2 needed" in findings.verify_table(checks)
+    ran.clear()
+    findings.verify(tmp_path, claims, tmp_path / "out", replay=replay, say=lambda _: None, releases=["4.0.1"])
+    assert ran == [(None, "4.0.1")]
+
+
 def test_the_cli_exits_1_on_a_drift_and_3_on_a_bundle_that_does_not_load(tmp_path, monkeypatch):
     from kchaos.cli.main import main
 
