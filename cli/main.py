@@ -359,7 +359,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--evidence", default="docs/evidence", help="the bundles and their findings.toml")
     p.add_argument("--out", default="runs/findings", help="where the replays' run directories go")
     p.add_argument("--every-seed", action="store_true",
-                   help="also run each claim's other seeds (findings.toml `seeds`), not only its bundle's")
+                   help="also run every claim's other seeds (findings.toml `seeds`), not only its bundle's; "
+                        "a race claim's (`at_least`) always run")
     p.add_argument("--releases", nargs="+", metavar="VERSION", default=[],
                    help="run each claim on these Kafka releases (brokers and Java clients) and print which "
                         "findings reproduce on which: the findings' release matrix")

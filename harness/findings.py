@@ -20,11 +20,12 @@ to run; a claimed VALID must come out VALID. ``seeds`` names the other seeds the
 on with the bundle's configuration; ``verify --every-seed`` runs each of them too (the recorded
 campaign with that seed and the schedule the seed makes, as ``kchaos run`` made it). A claim that
 rests on a race says so with ``at_least``: how many of its runs must reproduce it (by default,
-every run made; never more than were made). Such a claim is about its runs, not its bundle alone,
-so ``verify`` always runs its seeds too: one replay of a race proves nothing either way. A claim seen once, whose replays have not shown it
-again, says ``sighting = true`` (and its heading in docs/findings.md says "one sighting"): its
-replay is made and reported, reproduced or not, and only a replay that fails is a drift; it
-claims that the run happened as recorded, not that it reproduces.
+every run made; never more than were made). Such a claim is about its runs, not its bundle
+alone, so ``verify`` always runs its seeds too: one replay of a race proves nothing either way. A
+claim seen once, whose replays have not shown it again, says ``sighting = true`` (and its heading
+in docs/findings.md says "one sighting"): its replay is made and reported, reproduced or not, and
+only a replay that fails is a drift; it claims that the run happened as recorded, not that it
+reproduces.
 
 ``verify --releases 4.0.1 4.4.0`` is the release matrix of the findings: each claim's bundle
 (its seed and schedule) on each release named, brokers and Java clients alike, and a table of
