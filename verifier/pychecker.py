@@ -402,25 +402,23 @@ def check_txn_transitions(data: RunData) -> CheckResult:
             continue
         if prev is not None:
             pe = prev["entry"]
-            where = {"transactional_id": e.transactional_id, "log": f"__transaction_state-{rec['partition']}",
-                     "from": {"offset": prev["offset"], "status": pe.status, "producer_id": pe.producer_id,
-                              "epoch": pe.producer_epoch},
-                     "to": {"offset": rec["offset"], "status": e.status, "producer_id": e.producer_id,
-                            "epoch": e.producer_epoch}}
-            first = before.get(e.transactional_id)
-            fe = first["entry"] if first is not None else None
-            set_aside = fe is not None and abandoned_append((fe.status, fe.producer_id, fe.producer_epoch),
-                                                            (pe.status, pe.producer_id, pe.producer_epoch),
-                                                            (e.status, e.producer_id, e.producer_epoch))
-            if e.status != pe.status and e.status not in TXN_NEXT.get(pe.status, set()):
-                if set_aside:
+            illegal = e.status != pe.status and e.status not in TXN_NEXT.get(pe.status, set())
+            backwards = not illegal and e.producer_id == pe.producer_id and e.producer_epoch < pe.producer_epoch
+            if illegal or backwards:
+                where = {"transactional_id": e.transactional_id, "log": f"__transaction_state-{rec['partition']}",
+                         "from": {"offset": prev["offset"], "status": pe.status, "producer_id": pe.producer_id,
+                                  "epoch": pe.producer_epoch},
+                         "to": {"offset": rec["offset"], "status": e.status, "producer_id": e.producer_id,
+                                "epoch": e.producer_epoch}}
+                first = before.get(e.transactional_id)
+                fe = first["entry"] if first is not None else None
+                if fe is not None and abandoned_append((fe.status, fe.producer_id, fe.producer_epoch),
+                                                       (pe.status, pe.producer_id, pe.producer_epoch),
+                                                       (e.status, e.producer_id, e.producer_epoch)):
                     abandoned += 1
-                else:
+                elif illegal:
                     cases.append({"explanation": explain("invalid-txn-transition.state", txid=e.transactional_id,
                                                          from_status=pe.status, to_status=e.status), **where})
-            elif e.producer_id == pe.producer_id and e.producer_epoch < pe.producer_epoch:
-                if set_aside:
-                    abandoned += 1
                 else:
                     cases.append({"explanation": explain("invalid-txn-transition.epoch", txid=e.transactional_id,
                                                          from_epoch=pe.producer_epoch, to_epoch=e.producer_epoch,
