@@ -183,12 +183,20 @@ def test_zombie_past_the_transaction_timeout_is_fenced(cluster3, tmp_path):
 
 # Back in the CI tier: the duplicate once seen here at the group's first rebalance was the
 # worker's, an input held across a rebalance (docs/findings.md F2), fixed.
+#
+# The old instance is fenced only by a transaction it begins after the new one's InitProducerId,
+# so input must still be arriving then: 16 s of it. With 6 s (3000 at 500/s) a loaded CI machine
+# started the new instance 2.5 s late, the old one drained every input first and was never fenced
+# (CI 2026-11-27). The test checks that precondition rather than fail on its symptom.
 def test_transactional_id_takeover_fences_the_old_instance(cluster3, tmp_path):
-    h = Harness(cluster3, tmp_path, _spec(records=3000, rate=500))
+    h = Harness(cluster3, tmp_path, _spec(records=4000, rate=250))
     wait_for_history(h, "w1.*", committed)
     info = h.workload.pool.takeover("w1")
     results = h.finish()
     assert results["verdict"] == "valid", json.dumps(results, indent=1)[:3000]
+    new_init = next(op for op in _events(h.ops(), "init") if op["process"] == f"w1.{info['new_incarnation']}")
+    last_seed = max(op["invoke_time"] for op in _events(h.ops(), "seed"))
+    assert new_init["complete_time"] < last_seed, "the input ended before the new instance's InitProducerId: nothing could fence the old one"
     exits = {op["value"]["incarnation"]: op["value"] for op in _events(h.ops(), "worker-exit") if op["value"]["slot"] == "w1"}
     assert exits[info["old_incarnation"]]["exit_code"] == 10
 
