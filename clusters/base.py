@@ -335,23 +335,24 @@ class Cluster(abc.ABC):
 
         expected = {n.node_id for n in self.brokers}
         started = last_said = time.monotonic()
+        wrong = "the brokers' metadata was never read"  # what was still wrong: the timeout names it
 
         def healthy() -> bool:
-            nonlocal last_said
+            nonlocal last_said, wrong
             md = self.admin().list_topics(timeout=5)
             missing = expected - set(md.brokers)
             under = [] if missing else self.under_replicated_partitions()
+            wrong = (f"brokers {sorted(missing)} not registered" if missing else
+                     f"{len(under)} partitions under-replicated")
             if (missing or under) and time.monotonic() - last_said >= HEAL_PROGRESS_S:
                 last_said = time.monotonic()
-                say(f"waiting for a healthy cluster: {time.monotonic() - started:.0f}s of at most {timeout_s:.0f}s; "
-                    + (f"brokers {sorted(missing)} not registered" if missing else
-                       f"{len(under)} partitions under-replicated"))
+                say(f"waiting for a healthy cluster: {time.monotonic() - started:.0f}s of at most {timeout_s:.0f}s; {wrong}")
             return not missing and not under
 
         try:
             wait_until(healthy, timeout_s, 0.5, "cluster did not become healthy", retry_on=(Exception,))
         except WaitTimeout as exc:
-            raise ClusterError(str(exc)) from None
+            raise ClusterError(f"{exc}: {wrong}") from None
 
 
 def topic_id_string(uuid: Any) -> str:

@@ -27,6 +27,10 @@ in docs/findings.md says "one sighting"): its replay is made and reported, repro
 only a replay that fails is a drift; it claims that the run happened as recorded, not that it
 reproduces.
 
+A claim of an UNKNOWN verdict (a cluster that did not come back, say) names why with ``because``:
+words the replay's reasons must contain (``because = "not registered"``). Any other reason is a
+drift: an unknown run proves nothing by itself, only the reason it was unknown does.
+
 ``verify --releases 4.0.1 4.4.0`` is the release matrix of the findings: each claim's bundle
 (its seed and schedule) on each release named, brokers and Java clients alike, and a table of
 which findings reproduce on which release: the table to read before an upgrade. A release where
@@ -64,6 +68,7 @@ class Claim:
     seeds: tuple[int, ...] = ()  # further seeds it was seen on, beside the bundle's own
     at_least: int | None = None  # runs that must reproduce it (a race); None: every run made
     sighting: bool = False  # seen once, not claimed to reproduce: only a failed replay drifts
+    because: str = ""  # an unknown claim: words its reasons must contain
 
     @property
     def name(self) -> str:
@@ -88,6 +93,8 @@ class Check:
     def reproduced(self) -> bool:
         if self.error or self.verdict != self.claim.verdict:
             return False
+        if self.claim.because:
+            return any(self.claim.because in note for note in self.notes)
         return not self.claim.any_of or bool(set(self.kinds) & set(self.claim.any_of))
 
 
@@ -103,7 +110,7 @@ def load_claims(evidence: Path) -> list[Claim]:
     claims = []
     for i, entry in enumerate(data.get("claim", [])):
         where = f"{path} claim {i + 1}"
-        unknown = set(entry) - {"finding", "bundle", "verdict", "any_of", "trigger", "seeds", "at_least", "sighting"}
+        unknown = set(entry) - {"finding", "bundle", "verdict", "any_of", "trigger", "seeds", "at_least", "sighting", "because"}
         if unknown:
             raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
         try:
@@ -111,7 +118,7 @@ def load_claims(evidence: Path) -> list[Claim]:
                           tuple(entry.get("any_of", ())), str(entry.get("trigger", "")),
                           tuple(int(s) for s in entry.get("seeds", ())),
                           int(entry["at_least"]) if "at_least" in entry else None,
-                          entry.get("sighting", False))
+                          entry.get("sighting", False), str(entry.get("because", "")))
         except KeyError as exc:
             raise ConfigError(f"{where}: {exc.args[0]} is missing") from None
         except (TypeError, ValueError):
@@ -125,6 +132,9 @@ def load_claims(evidence: Path) -> list[Claim]:
             raise ConfigError(f"{where}: verdict {claim.verdict!r} is not one of {', '.join(VERDICTS)}")
         if claim.verdict == "invalid" and not claim.any_of:
             raise ConfigError(f"{where}: an invalid claim names its anomaly kinds (any_of)")
+        if (claim.verdict == "unknown") != bool(claim.because):
+            raise ConfigError(f"{where}: an unknown claim, and only one, names why with because "
+                              "(words its run's reasons contain)")
         missing = [f for f in ("campaign.json", "seed", "schedule.json") if not (evidence / claim.bundle / f).exists()]
         if missing:
             raise ConfigError(f"{where}: bundle {claim.bundle} cannot be replayed: {', '.join(missing)} missing")
@@ -248,7 +258,8 @@ def claim_results(checks: list[Check]) -> list[ClaimResult]:
 
 def listing_table(claims: list[Claim]) -> str:
     rows = [("finding", "bundle", "claimed", "other seeds", "trigger")]
-    rows += [(c.finding, c.bundle, c.verdict + (f" ({', '.join(c.any_of)})" if c.any_of else ""),
+    rows += [(c.finding, c.bundle, c.verdict + (f" ({', '.join(c.any_of)})" if c.any_of else "")
+              + (f' (because "{c.because}")' if c.because else ""),
               " ".join(map(str, c.seeds)) or "-", c.trigger) for c in claims]
     return _table(rows)
 
@@ -258,7 +269,8 @@ def verify_table(checks: list[Check]) -> str:
     for c in checks:
         rows.append((c.claim.finding, c.claim.bundle, "bundle" if c.seed is None else c.seed, c.claim.verdict,
                      c.verdict or "error",
-                     ", ".join(c.kinds) or (c.error or "-"), f"{c.minutes}", _mark(c)))
+                     ", ".join(c.kinds) or c.error or ("; ".join(c.notes) if c.claim.because else "-"),
+                     f"{c.minutes}", _mark(c)))
     total = sum(c.minutes for c in checks)
     drift = sum(not c.reproduced for c in checks)
     text = _table(rows) + f"\n{len(checks) - drift} of {len(checks)} runs reproduced their claim, {total:.1f} minutes"

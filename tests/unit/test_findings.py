@@ -94,6 +94,19 @@ def test_an_invalid_claim_needs_one_of_its_kinds_not_any_anomaly(tmp_path):
     assert not findings.Check(claim, verdict="unknown").reproduced
 
 
+def test_an_unknown_claim_holds_only_for_its_reason(tmp_path):
+    claim = findings.Claim("F9", "wedged", "unknown", because="not registered")
+    wedged = "the cluster was not healthy after the final heal: cluster did not become healthy within 120s: brokers [1] not registered"
+    assert findings.Check(claim, verdict="unknown", notes=[wedged]).reproduced
+    assert not findings.Check(claim, verdict="unknown", notes=["the drain timed out"]).reproduced
+    assert not findings.Check(claim, verdict="valid").reproduced
+    bundle(tmp_path, "b1")
+    refused(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "b1"\nverdict = "unknown"\n', "names why with because")
+    refused(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "b1"\nverdict = "valid"\nbecause = "x"\n', "names why with because")
+    registry(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "b1"\nverdict = "unknown"\nbecause = "not registered"\n')
+    assert findings.load_claims(tmp_path)[0].because == "not registered"
+
+
 def test_a_bundle_that_no_longer_loads_is_refused_before_any_replay(tmp_path):
     bundle(tmp_path, "old")
     registry(tmp_path, '[[claim]]\nfinding = "F9"\nbundle = "old"\nverdict = "valid"\n')

@@ -1,0 +1,44 @@
+"""A heal that times out says what was still wrong: the run's unknown verdict carries it, and a
+claim about a broker that never rejoined (docs/findings.md F9) is checked against it."""
+from types import SimpleNamespace
+
+import pytest
+
+from kchaos.clusters.base import Cluster
+from kchaos.errors import ClusterError
+
+
+class _Metadata(Cluster):
+    """A cluster seen only through its metadata: broker 2 of 1..3 never registers."""
+
+    def __init__(self, registered: set[int], under: list[tuple[str, int]]):
+        super().__init__()
+        self._nodes = [SimpleNamespace(node_id=i, is_broker=True, is_controller=False) for i in (1, 2, 3)]
+        self._registered, self._under = registered, under
+
+    nodes = property(lambda self: self._nodes)
+    bootstrap_servers = property(lambda self: "")
+
+    def start(self): ...
+
+    def stop(self): ...
+
+    def admin(self):
+        return SimpleNamespace(list_topics=lambda timeout: SimpleNamespace(brokers={i: None for i in self._registered}))
+
+    def under_replicated_partitions(self):
+        return self._under
+
+
+def test_a_heal_timeout_names_the_broker_that_never_registered():
+    with pytest.raises(ClusterError, match=r"within 1s: brokers \[2\] not registered"):
+        _Metadata({1, 3}, []).wait_healthy(timeout_s=0.6)
+
+
+def test_a_heal_timeout_names_under_replicated_partitions_once_every_broker_is_back():
+    with pytest.raises(ClusterError, match="2 partitions under-replicated"):
+        _Metadata({1, 2, 3}, [("t", 0), ("t", 1)]).wait_healthy(timeout_s=0.6)
+
+
+def test_a_healthy_cluster_returns():
+    _Metadata({1, 2, 3}, []).wait_healthy(timeout_s=0.6)
