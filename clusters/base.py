@@ -330,19 +330,22 @@ class Cluster(abc.ABC):
 
         return describe_quorum_leader(self)
 
+    def unregistered_brokers(self) -> list[int]:
+        """The brokers the cluster's metadata does not list now: stopped, or fenced by the
+        controller (a broker whose heartbeats stopped). One metadata read; raises if it fails."""
+        return sorted({n.node_id for n in self.brokers} - set(self.admin().list_topics(timeout=5).brokers))
+
     def wait_healthy(self, timeout_s: float = 60.0) -> None:
         """Wait until every broker is registered and no partition is under-replicated."""
 
-        expected = {n.node_id for n in self.brokers}
         started = last_said = time.monotonic()
         wrong = "the brokers' metadata was never read"  # what was still wrong: the timeout names it
 
         def healthy() -> bool:
             nonlocal last_said, wrong
-            md = self.admin().list_topics(timeout=5)
-            missing = expected - set(md.brokers)
+            missing = self.unregistered_brokers()
             under = [] if missing else self.under_replicated_partitions()
-            wrong = (f"brokers {sorted(missing)} not registered" if missing else
+            wrong = (f"brokers {missing} not registered" if missing else
                      f"{len(under)} partitions under-replicated")
             if (missing or under) and time.monotonic() - last_said >= HEAL_PROGRESS_S:
                 last_said = time.monotonic()

@@ -129,6 +129,9 @@ def apply_run_conditions(results: Results, final: dict[str, Any]) -> None:
     heal = final.get("heal") or {}
     if heal and not heal.get("healthy", True):
         results.errors.append(f"the cluster was not healthy after the final heal: {heal.get('error')}")
+    elif heal.get("at_end"):
+        results.errors.append(f"the cluster was not healthy at the end of the run, though it was at the final heal: "
+                              f"{heal['at_end']}")
     if final.get("interrupted"):
         results.interruption = {**final["interrupted"], "final_reads": True}
 

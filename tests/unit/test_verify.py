@@ -50,6 +50,19 @@ def test_a_timed_out_drain_or_an_unhealthy_heal_makes_valid_unknown_but_keeps_in
     assert results.verdict == "invalid" and any("node 2 did not come back" in e for e in results.errors)
 
 
+def test_a_broker_unregistered_after_a_healthy_heal_makes_valid_unknown(tmp_path):
+    """The heal's check can pass before the controller fences a broker whose heartbeats stopped
+    (docs/findings.md F9); the run's end says so, and a VALID is not claimed over it."""
+    run = RunBuilder().write(tmp_path / "r")
+    _final(run, heal={"healthy": True, "faults": 4, "at_end": "brokers [2] not registered"})
+    results = verify_run(run, PYTHON)
+    assert results.verdict == "unknown"
+    assert results.errors == ["the cluster was not healthy at the end of the run, though it was at the final heal: "
+                              "brokers [2] not registered"]
+    _final(run, heal={"healthy": True, "faults": 4, "at_end": None})
+    assert verify_run(run, PYTHON).verdict == "valid"
+
+
 def test_a_graceful_stop_is_recorded_and_a_run_without_final_reads_is_never_passed(tmp_path):
     run = RunBuilder().write(tmp_path / "r")
     _final(run, interrupted={"signal": "SIGINT", "phase": "faults"})

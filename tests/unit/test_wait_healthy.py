@@ -1,5 +1,6 @@
-"""A heal that times out says what was still wrong: the run's unknown verdict carries it, and a
-claim about a broker that never rejoined (docs/findings.md F9) is checked against it."""
+"""A heal that times out says what was still wrong, and the run's end asks again which brokers are
+registered: the run's unknown verdict carries it, and a claim about a broker that never rejoined
+(docs/findings.md F9) is checked against it. On a hand-made cluster seen through its metadata."""
 from types import SimpleNamespace
 
 import pytest
@@ -42,3 +43,8 @@ def test_a_heal_timeout_names_under_replicated_partitions_once_every_broker_is_b
 
 def test_a_healthy_cluster_returns():
     _Metadata({1, 2, 3}, []).wait_healthy(timeout_s=0.6)
+
+
+def test_unregistered_brokers_are_the_ones_metadata_does_not_list():
+    assert _Metadata({1, 3}, []).unregistered_brokers() == [2]
+    assert _Metadata({1, 2, 3}, [("t", 0)]).unregistered_brokers() == []
