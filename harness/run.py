@@ -26,6 +26,7 @@ from kchaos.clusters.artifacts import resolve_kafka
 from kchaos.clusters.docker import DockerCluster
 from kchaos.clusters.base import Capability
 from kchaos.clusters.clock_probe import measure_broker_clocks
+from kchaos.clusters.node_config import SMALL_MACHINE_DEFAULTS
 from kchaos.clusters.reaper import start_reaper
 from kchaos.faults.base import FaultContext
 from kchaos.faults.nemesis import Nemesis
@@ -105,6 +106,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
     cluster_lock = threading.Lock()
     drained = merged = False
     heal: dict[str, Any] = {"healthy": True, "faults": 0}
+    healed_at = 0.0
     workload_started = time.monotonic()
     # From the workload's start to the verdict, a first signal winds the run down gracefully
     # (kchaos/signals.py); before that, and at a second signal, it aborts as any exception does.
@@ -151,6 +153,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
             say("healing: every node, link and worker back; waiting for a healthy cluster")
             heal = {**nemesis.final_heal(campaign.faults.heal_timeout_s), "faults": len(nemesis.executed),
                     "executed": nemesis.executed}
+            healed_at = time.monotonic()
             run.write_json("heal.json", heal)
             say("cluster healthy again" if heal["healthy"] else f"cluster NOT healthy after heal: {heal.get('error')}")
         run.set_status("drain")
@@ -171,7 +174,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         final["drained"] = drained
         final["heal"] = {k: v for k, v in heal.items() if k != "trace"}
         if nemesis is not None and heal.get("healthy"):
-            final["heal"]["at_end"] = _registration_at_end(cluster)
+            final["heal"]["at_end"] = _registration_at_end(cluster, healed_at + _fence_deadline_s(campaign))
         if stop.requested:
             final["interrupted"] = stop.requested
         run.write_json("final.json", final)
@@ -223,19 +226,35 @@ def own_topics(campaign: Campaign, run: RunDir) -> Campaign:
     return campaign.model_copy(update={"workload": workload})
 
 
-def _registration_at_end(cluster: Any) -> str | None:
-    """Whether every broker is still registered after the final reads; None when so. The heal's
-    health check can pass while a broker's heartbeats have already stopped: the controller fences
-    it only a session timeout later (docs/findings.md F9: a broker whose clock was stepped back
-    stayed cut from its controller; the heal found the cluster healthy 8 s before the fence)."""
-    try:
-        missing = cluster.unregistered_brokers()
-    except Exception as exc:
-        return f"the brokers' metadata could not be read: {exc!r}"
-    if missing:
-        say(f"brokers {missing} not registered at the end of the run (healthy at the final heal)")
-        return f"brokers {missing} not registered"
-    return None
+def _fence_deadline_s(campaign: Campaign) -> float:
+    """How long after the heal the controller has surely fenced a broker whose heartbeats had
+    stopped by then: its session timeout (the campaign's, else what kchaos' clusters set, else
+    Kafka's default on a cluster kchaos did not start), and a heartbeat interval to spare."""
+    configured = (campaign.cluster.broker or {}).get("broker.session.timeout.ms")
+    if configured is None:
+        configured = 9000 if campaign.cluster.backend == "external" else SMALL_MACHINE_DEFAULTS["broker.session.timeout.ms"]
+    return int(configured) / 1000 + 2
+
+
+def _registration_at_end(cluster: Any, not_before: float) -> str | None:
+    """Whether every broker is still registered at the end of the run, watched until at least
+    ``not_before`` (monotonic); None when so. The heal's health check can pass while a broker's
+    heartbeats have already stopped, since the controller fences it only a session timeout later
+    (docs/findings.md F9: brokers whose clocks were stepped back stayed cut from their controller,
+    and the heal found the cluster healthy seconds before the fence). A slow drain or final reads
+    cost nothing here; a run that ended sooner waits out the rest, and stops at the first broker
+    missing."""
+    while True:
+        try:
+            missing = cluster.unregistered_brokers()
+        except Exception as exc:
+            return f"the brokers' metadata could not be read: {exc!r}"
+        if missing:
+            say(f"brokers {missing} not registered at the end of the run (healthy at the final heal)")
+            return f"brokers {missing} not registered"
+        if time.monotonic() >= not_before:
+            return None
+        time.sleep(min(1.0, max(0.0, not_before - time.monotonic())))
 
 
 def _measure_clocks(cluster: Any, run: RunDir, clocks: list[dict[str, Any]]) -> list[dict[str, Any]]:

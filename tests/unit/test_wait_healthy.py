@@ -48,3 +48,40 @@ def test_a_healthy_cluster_returns():
 def test_unregistered_brokers_are_the_ones_metadata_does_not_list():
     assert _Metadata({1, 3}, []).unregistered_brokers() == [2]
     assert _Metadata({1, 2, 3}, [("t", 0)]).unregistered_brokers() == []
+
+
+class _Fenced(_Metadata):
+    """Broker 2 is fenced after the metadata's second read: a session timeout after the heal."""
+
+    def __init__(self):
+        super().__init__({1, 2, 3}, [])
+        self.reads = 0
+
+    def admin(self):
+        self.reads += 1
+        if self.reads >= 2:
+            self._registered = {1, 3}
+        return super().admin()
+
+
+def test_the_run_end_watches_registration_until_the_fence_deadline_and_names_a_broker_fenced_after_the_heal():
+    import time
+
+    from kchaos.harness.run import _registration_at_end
+
+    assert _registration_at_end(_Fenced(), time.monotonic() + 5) == "brokers [2] not registered"
+    started = time.monotonic()
+    assert _registration_at_end(_Metadata({1, 2, 3}, []), started + 0.3) is None
+    assert time.monotonic() - started >= 0.3  # a run that ended sooner waits out the deadline
+    assert _registration_at_end(_Metadata({1, 2, 3}, []), started - 100) is None  # a slow end costs nothing more
+
+
+def test_the_fence_deadline_is_the_brokers_session_timeout_and_a_heartbeat_to_spare():
+    from kchaos.harness.run import _fence_deadline_s
+
+    def campaign(backend="local", broker=None):
+        return SimpleNamespace(cluster=SimpleNamespace(backend=backend, broker=broker or {}))
+
+    assert _fence_deadline_s(campaign()) == 14  # kchaos' clusters: 12 s
+    assert _fence_deadline_s(campaign(broker={"broker.session.timeout.ms": "30000"})) == 32
+    assert _fence_deadline_s(campaign("external")) == 11  # Kafka's default, 9 s
