@@ -226,6 +226,9 @@ def own_topics(campaign: Campaign, run: RunDir) -> Campaign:
     return campaign.model_copy(update={"workload": workload})
 
 
+METADATA_RETRY_S = 10.0
+
+
 def _fence_deadline_s(campaign: Campaign) -> float:
     """How long after the heal the controller has surely fenced a broker whose heartbeats had
     stopped by then: its session timeout (the campaign's, else what kchaos' clusters set, else
@@ -244,17 +247,21 @@ def _registration_at_end(cluster: Any, not_before: float) -> str | None:
     and the heal found the cluster healthy seconds before the fence). A slow drain or final reads
     cost nothing here; a run that ended sooner waits out the rest, and stops at the first broker
     missing."""
+    give_up = not_before + METADATA_RETRY_S  # a read that fails at the deadline is tried again
     while True:
         try:
-            missing = cluster.unregistered_brokers()
+            missing, failed = cluster.unregistered_brokers(), None
         except Exception as exc:
-            return f"the brokers' metadata could not be read: {exc!r}"
+            missing, failed = [], exc
         if missing:
             say(f"brokers {missing} not registered at the end of the run (healthy at the final heal)")
             return f"brokers {missing} not registered"
-        if time.monotonic() >= not_before:
+        now = time.monotonic()
+        if now >= not_before and failed is None:
             return None
-        time.sleep(min(1.0, max(0.0, not_before - time.monotonic())))
+        if now >= give_up:
+            return f"the brokers' metadata could not be read: {failed!r}"
+        time.sleep(min(1.0, max(0.1, not_before - now)))
 
 
 def _measure_clocks(cluster: Any, run: RunDir, clocks: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -85,3 +85,28 @@ def test_the_fence_deadline_is_the_brokers_session_timeout_and_a_heartbeat_to_sp
     assert _fence_deadline_s(campaign()) == 14  # kchaos' clusters: 12 s
     assert _fence_deadline_s(campaign(broker={"broker.session.timeout.ms": "30000"})) == 32
     assert _fence_deadline_s(campaign("external")) == 11  # Kafka's default, 9 s
+
+
+class _Flaky(_Metadata):
+    """Every metadata read fails but the ``ok``-th ones."""
+
+    def __init__(self, ok: set[int]):
+        super().__init__({1, 2, 3}, [])
+        self.reads, self.ok = 0, ok
+
+    def admin(self):
+        self.reads += 1
+        if self.reads not in self.ok:
+            raise RuntimeError("metadata timed out")
+        return super().admin()
+
+
+def test_a_failed_metadata_read_at_the_end_is_tried_again_and_named_only_if_every_retry_fails(monkeypatch):
+    import time
+
+    from kchaos.harness import run
+
+    monkeypatch.setattr(run, "METADATA_RETRY_S", 0.5)
+    assert run._registration_at_end(_Flaky({2}), time.monotonic()) is None  # the second read answers
+    assert run._registration_at_end(_Flaky(set()), time.monotonic()) == \
+        "the brokers' metadata could not be read: RuntimeError('metadata timed out')"
