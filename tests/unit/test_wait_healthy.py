@@ -10,7 +10,7 @@ from kchaos.errors import ClusterError
 
 
 class _Metadata(Cluster):
-    """A cluster seen only through its metadata: broker 2 of 1..3 never registers."""
+    """Brokers 1 to 3 seen only through the metadata: the ones it lists, and its under-replicated partitions."""
 
     def __init__(self, registered: set[int], under: list[tuple[str, int]]):
         super().__init__()
