@@ -165,7 +165,8 @@ def describe_request(frame: bytes, header: RequestHeader) -> dict[str, Any]:
                 _string(r, flexible)  # group instance id
             offsets = []
             for _ in range(_array_len(r, flexible)):
-                topic = _string(r, flexible)
+                # v6 (Kafka 4.4's clients) names the topic by its id instead of its name
+                topic = {"topic_id": r.uuid()} if v >= 6 else {"topic": _string(r, flexible)}
                 for _ in range(_array_len(r, flexible)):
                     partition, offset = r.int32(), r.int64()
                     if v >= 2:
@@ -173,7 +174,7 @@ def describe_request(frame: bytes, header: RequestHeader) -> dict[str, Any]:
                     _string(r, flexible)
                     if flexible:
                         r.tagged_fields()
-                    offsets.append({"topic": topic, "partition": partition, "offset": offset})
+                    offsets.append({**topic, "partition": partition, "offset": offset})
                 if flexible:
                     r.tagged_fields()
             out["offsets"] = offsets

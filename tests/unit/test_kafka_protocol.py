@@ -199,6 +199,41 @@ def test_a_rule_with_a_total_affects_that_many_requests_over_every_client_id():
     assert per_client.matches(route, header("broker-3-txn-marker-sender"))
 
 
+def _txn_offset_commit_request(version: int) -> bytes:
+    flexible = version >= 3
+    topic_id = bytes(range(16))
+    w = Writer().int16(28).int16(version).int32(9).string("kchaos-w1-producer")
+    if flexible:
+        w.no_tagged_fields()
+    string(string(w, flexible, "tx-w1"), flexible, "kchaos-ctp").int64(2000).int16(3)
+    if version >= 3:
+        string(w.int32(9), flexible, "member-1")
+        string(w, flexible, None)  # group instance id
+    w.uvarint(2) if flexible else w.int32(1)
+    w.raw(topic_id) if version >= 6 else string(w, flexible, "kchaos-input")
+    w.uvarint(2) if flexible else w.int32(1)
+    w.int32(7).int64(49)
+    if version >= 2:
+        w.int32(-1)
+    string(w, flexible, "")
+    if flexible:
+        w.no_tagged_fields().no_tagged_fields().no_tagged_fields()
+    return w.bytes()
+
+
+@pytest.mark.parametrize("version", range(7))
+def test_a_txn_offset_commit_names_its_offsets_in_every_version(version):
+    """Kafka 4.4's clients send v6, which names the topic by id: read as a name, the uuid's first
+    byte became a string length and the offsets were lost from the evidence."""
+    frame = _txn_offset_commit_request(version)
+    described = describe_request(frame, parse_request_header(frame))
+    assert "parse_error" not in described
+    assert (described["transactional_id"], described["producer_id"], described["producer_epoch"]) == ("tx-w1", 2000, 3)
+    topic = {"topic_id": "AAECAwQFBgcICQoLDA0ODw"} if version >= 6 else {"topic": "kchaos-input"}
+    assert described["offsets"] == [{**topic, "partition": 7, "offset": 49}]
+    assert described.get("member_id") == ("member-1" if version >= 3 else None)
+
+
 def _write_share_state_request(version: int) -> bytes:
     topic = bytes(range(16))
     w = Writer().int16(85).int16(version).int32(12).string("broker-2-share-persister").no_tagged_fields()
