@@ -50,6 +50,9 @@ ERROR_CODES: dict[str, int] = {
     "OUT_OF_ORDER_SEQUENCE_NUMBER": 45, "DUPLICATE_SEQUENCE_NUMBER": 46,
     "TRANSACTION_COORDINATOR_FENCED": 52, "UNKNOWN_PRODUCER_ID": 59, "PRODUCER_FENCED": 90,
     "TRANSACTION_ABORTABLE": 120,
+    # how a group coordinator refuses a late TxnOffsetCommit
+    "UNKNOWN_MEMBER_ID": 25, "ILLEGAL_GENERATION": 22, "FENCED_INSTANCE_ID": 82, "STALE_MEMBER_EPOCH": 113,
+    "GROUP_ID_NOT_FOUND": 69, "REBALANCE_IN_PROGRESS": 27,
     # KIP-932's, as the share coordinator answers a stale state write
     "FENCED_LEADER_EPOCH": 74, "INVALID_RECORD_STATE": 121, "FENCED_STATE_EPOCH": 124,
 }
@@ -246,7 +249,8 @@ def describe_request(frame: bytes, header: RequestHeader) -> dict[str, Any]:
 def parse_response(frame: bytes, header: RequestHeader) -> dict[str, Any]:
     """The broker's answer to a request, as far as the evidence needs it: the error code (for
     Produce the first partition's error and base offset, for InitProducerId the producer id and
-    epoch granted). Empty when not understood."""
+    epoch granted, for TxnOffsetCommit and the per-partition APIs the first error and each
+    partition's). Empty when not understood."""
     flexible = is_flexible(header.api_key, header.api_version)
     r = Reader(frame)
     try:
@@ -270,6 +274,20 @@ def parse_response(frame: bytes, header: RequestHeader) -> dict[str, Any]:
                         errors[f"{topic}-{partition}"] = ERROR_NAMES.get(code, str(code))
                         if flexible:
                             r.tagged_fields()
+                    if flexible:
+                        r.tagged_fields()
+                if flexible:
+                    r.tagged_fields()
+            failed = sorted({e for e in errors.values() if e != "NONE"})
+            return {"error": failed[0] if failed else "NONE", "errors": errors}
+        if header.api_key == API_KEYS["TxnOffsetCommit"]:  # whether a late offset commit was taken
+            r.int32()  # throttle
+            errors = {}
+            for _ in range(_array_len(r, flexible)):
+                topic = r.uuid() if header.api_version >= 6 else _string(r, flexible)
+                for _ in range(_array_len(r, flexible)):
+                    partition, code = r.int32(), r.int16()
+                    errors[f"{topic}-{partition}"] = ERROR_NAMES.get(code, str(code))
                     if flexible:
                         r.tagged_fields()
                 if flexible:

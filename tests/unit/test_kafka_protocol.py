@@ -234,6 +234,20 @@ def test_a_txn_offset_commit_names_its_offsets_in_every_version(version):
     assert described.get("member_id") == ("member-1" if version >= 3 else None)
 
 
+@pytest.mark.parametrize("version", [3, 6])
+def test_a_txn_offset_commit_answer_names_each_partitions_error(version):
+    """The answer to a late TxnOffsetCommit says whether the group took it (NONE) or refused it,
+    and why (a stale member epoch, no ongoing transaction)."""
+    frame = _txn_offset_commit_request(version)
+    topic = bytes(range(16))
+    w = Writer().int32(9).no_tagged_fields().int32(0).uvarint(2)
+    w.raw(topic) if version >= 6 else w.compact_string("kchaos-input")
+    w.uvarint(3).int32(7).int16(0).no_tagged_fields().int32(6).int16(113).no_tagged_fields()
+    answer = parse_response(w.no_tagged_fields().no_tagged_fields().bytes(), parse_request_header(frame))
+    name = "AAECAwQFBgcICQoLDA0ODw" if version >= 6 else "kchaos-input"
+    assert answer == {"error": "STALE_MEMBER_EPOCH", "errors": {f"{name}-7": "NONE", f"{name}-6": "STALE_MEMBER_EPOCH"}}
+
+
 def _write_share_state_request(version: int) -> bytes:
     topic = bytes(range(16))
     w = Writer().int16(85).int16(version).int32(12).string("broker-2-share-persister").no_tagged_fields()
