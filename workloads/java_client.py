@@ -108,6 +108,7 @@ def worker_properties(config: dict[str, Any]) -> str:
              "kchaos.transaction.timeout.ms": str(spec["transaction_timeout_ms"]),
              "kchaos.session.timeout.ms": str(spec["session_timeout_ms"]), "kchaos.isolation": spec["isolation"],
              "kchaos.group.id": spec["group_id"],
+             "kchaos.group.protocol": spec.get("group_protocol") or "classic",
              **campaign_properties(spec)}
     if spec["client"] == "streams":
         lines.update({"kchaos.streams.guarantee": STREAMS_GUARANTEE[spec["delivery"]],

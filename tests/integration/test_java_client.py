@@ -43,6 +43,27 @@ def test_mixed_clients_share_one_group_and_are_valid(cluster3, tmp_path):
     assert committers == {"w0", "w1"}, committers
 
 
+def test_both_clients_join_on_the_consumer_protocol_when_asked(cluster3, tmp_path):
+    """``group_protocol = "consumer"`` (KIP-848) must put every worker on the new protocol. The
+    group coordinator says which protocol each member joined with; a Java worker left on the
+    classic defaults would still join, through the classic protocol, and be counted there."""
+    import re
+
+    spec = _spec(client="mixed", group_protocol="consumer", records=1500, rate=150, workers=2, input_partitions=4)
+    h = Harness(cluster3, tmp_path, spec)
+    results = h.finish()
+    assert results["verdict"] == "valid", json.dumps(results["checks"], indent=1)
+    committers = {op["process"].split(".")[0] for op in _events(h.ops(), "commit") if op["outcome"] == "ok"}
+    assert committers == {"w0", "w1"}, committers
+    joins: dict[str, set[str]] = {}
+    for node in cluster3.nodes:
+        log = "".join(p.read_text(errors="replace") for p in sorted(node.logs_dir.glob("server.log*")))
+        for member, protocol in re.findall(rf"\[GroupId {re.escape(spec.group_id)}\] Member (\S+) joins the consumer "
+                                           r"group using the (\w+) protocol", log):
+            joins.setdefault(protocol, set()).add(member)
+    assert len(joins.get("consumer", ())) >= 2 and not joins.get("classic"), joins
+
+
 def test_java_property_tables_are_checked_by_kafka_clients_before_any_cluster():
     """kafka-clients would only warn about an unknown name: the driver's --check-config makes it
     (and a value kafka-clients cannot parse) a one-line load error. Needs the compiled driver's

@@ -172,6 +172,11 @@ def test_java_worker_properties_escape_and_carry_the_settings():
     assert props["bootstrap.servers"] == "127.0.0.1\\:1,127.0.0.1\\:2"
     assert props["kchaos.transactional.id"] == "kc-x-w1" and props["kchaos.incarnation"] == "3"
     assert "client.id=a\\=b c" in worker_properties(config)
+    # the Java driver reads the group protocol: without it, a KIP-848 campaign's Java workers
+    # joined through the classic protocol
+    assert props["kchaos.group.protocol"] == "classic"
+    config["workload"] = WorkloadSpec(client="java", group_protocol="consumer").model_dump(mode="json")
+    assert "kchaos.group.protocol=consumer" in worker_properties(config).splitlines()
 
 
 def test_stopping_the_stepper_waits_for_a_node_restart_and_starts_no_other():

@@ -325,8 +325,12 @@ public final class KchaosCtpWorker {
     void newConsumer() {
         Properties p = clientProps();
         int txnTimeout = Integer.parseInt(conf.getProperty("kchaos.transaction.timeout.ms"));
+        // KIP-848's protocol: the broker owns the session, heartbeat and assignor, so the
+        // classic-only settings below would be refused (and without group.protocol the
+        // member joins a consumer group through the classic protocol instead)
+        boolean classic = !"consumer".equals(conf.getProperty("kchaos.group.protocol", "classic"));
         // kchaos' defaults (client_settings.classic_consumer_defaults), then the campaign's
-        p.put("heartbeat.interval.ms", "1000");
+        if (classic) p.put("heartbeat.interval.ms", "1000");
         p.put("max.poll.interval.ms", String.valueOf(Math.max(60000, txnTimeout * 2)));
         p.putAll(campaignProps(conf, "consumer"));
         p.put("client.id", "kchaos-" + worker + "-consumer");
@@ -334,12 +338,16 @@ public final class KchaosCtpWorker {
         p.put("enable.auto.commit", "false");
         p.put("auto.offset.reset", "earliest");
         p.put("isolation.level", conf.getProperty("kchaos.isolation"));
-        p.put("session.timeout.ms", conf.getProperty("kchaos.session.timeout.ms"));
         p.put("max.poll.records", String.valueOf(maxBatch));
-        // librdkafka's default is "range,roundrobin": the same names, so the two clients can
-        // share one classic consumer group
-        p.put("partition.assignment.strategy", "org.apache.kafka.clients.consumer.RangeAssignor,"
-                                             + "org.apache.kafka.clients.consumer.RoundRobinAssignor");
+        if (classic) {
+            p.put("session.timeout.ms", conf.getProperty("kchaos.session.timeout.ms"));
+            // librdkafka's default is "range,roundrobin": the same names, so the two clients can
+            // share one classic consumer group
+            p.put("partition.assignment.strategy", "org.apache.kafka.clients.consumer.RangeAssignor,"
+                                                 + "org.apache.kafka.clients.consumer.RoundRobinAssignor");
+        } else {
+            p.put("group.protocol", "consumer");
+        }
         p.put("key.deserializer", ByteArrayDeserializer.class.getName());
         p.put("value.deserializer", ByteArrayDeserializer.class.getName());
         consumer = new KafkaConsumer<>(p);
