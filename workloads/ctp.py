@@ -214,14 +214,28 @@ class CtpWorkload:
             watched: dict[str, Any] = {"offsets_partition": f"__consumer_offsets-{offsets['__consumer_offsets'][0]}"}
         except ClusterError as exc:  # e.g. an external cluster that hides its internal topics: said, not guessed
             offsets, watched = {}, {"offsets_partition_error": exc.one_line()}
+        from confluent_kafka import KafkaException
+
         started = time.monotonic()
+        failed_reads, last_error = 0, ""
         while True:
-            snapshot = stable_offsets(self.client, self.cluster.admin(), self.user_topics, offsets)
-            pinned = {f"{t}-{p}": v for t, parts in snapshot.items() for p, v in parts.items() if v["lso"] < v["high"]}
+            try:
+                snapshot = stable_offsets(self.client, self.cluster.admin(), self.user_topics, offsets)
+            except KafkaException as exc:
+                # right after the heal a restarted leader may not answer ListOffsets yet (a read
+                # timed out, 2026-11-27): asked again within the window, not the run's end
+                snapshot, failed_reads, last_error = None, failed_reads + 1, " ".join(str(exc).split())
             elapsed = time.monotonic() - started
-            if not pinned or elapsed >= timeout_s:
-                return {"stable": not pinned, "waited_s": round(elapsed, 1), "pinned": pinned, "timeout_s": timeout_s,
-                        **watched}
+            if snapshot is not None:
+                pinned = {f"{t}-{p}": v for t, parts in snapshot.items() for p, v in parts.items()
+                          if v["lso"] < v["high"]}
+                if not pinned or elapsed >= timeout_s:
+                    return {"stable": not pinned, "waited_s": round(elapsed, 1), "pinned": pinned,
+                            "timeout_s": timeout_s, **watched, **({"failed_reads": failed_reads} if failed_reads else {})}
+            elif elapsed >= timeout_s:
+                raise ClusterError(f"the partitions' last stable offsets could not be read in {timeout_s:.0f}s after "
+                                   f"the heal ({failed_reads} tries): {last_error}",
+                                   "see the brokers' logs in the run directory (cluster/node-*/logs)")
             time.sleep(1.0)
 
     def final_reads(self, liveness_timeout_s: float | None = None, recover_hanging: bool = False) -> dict[str, Any]:
