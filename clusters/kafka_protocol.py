@@ -246,6 +246,28 @@ def describe_request(frame: bytes, header: RequestHeader) -> dict[str, Any]:
     return {}
 
 
+def _partition_errors(r: Reader, flexible: bool, by_topic_id: bool) -> dict[str, str]:
+    """A ``[]{topic (name or id), []{partition, error_code}}`` answer (WriteTxnMarkers' per
+    marker, TxnOffsetCommit's) as ``topic-partition -> error name``."""
+    errors = {}
+    for _ in range(_array_len(r, flexible)):
+        topic = r.uuid() if by_topic_id else _string(r, flexible)
+        for _ in range(_array_len(r, flexible)):
+            partition, code = r.int32(), r.int16()
+            errors[f"{topic}-{partition}"] = ERROR_NAMES.get(code, str(code))
+            if flexible:
+                r.tagged_fields()
+        if flexible:
+            r.tagged_fields()
+    return errors
+
+
+def _answer_of(errors: dict[str, str]) -> dict[str, Any]:
+    """A per-partition answer: its first error by name (NONE if every partition took it), and each."""
+    failed = sorted({e for e in errors.values() if e != "NONE"})
+    return {"error": failed[0] if failed else "NONE", "errors": errors}
+
+
 def parse_response(frame: bytes, header: RequestHeader) -> dict[str, Any]:
     """The broker's answer to a request, as far as the evidence needs it: the error code (for
     Produce the first partition's error and base offset, for InitProducerId the producer id and
@@ -267,33 +289,13 @@ def parse_response(frame: bytes, header: RequestHeader) -> dict[str, Any]:
             errors = {}
             for _ in range(_array_len(r, flexible)):
                 r.int64()  # producer id
-                for _ in range(_array_len(r, flexible)):
-                    topic = _string(r, flexible)
-                    for _ in range(_array_len(r, flexible)):
-                        partition, code = r.int32(), r.int16()
-                        errors[f"{topic}-{partition}"] = ERROR_NAMES.get(code, str(code))
-                        if flexible:
-                            r.tagged_fields()
-                    if flexible:
-                        r.tagged_fields()
+                errors.update(_partition_errors(r, flexible, by_topic_id=False))
                 if flexible:
                     r.tagged_fields()
-            failed = sorted({e for e in errors.values() if e != "NONE"})
-            return {"error": failed[0] if failed else "NONE", "errors": errors}
+            return _answer_of(errors)
         if header.api_key == API_KEYS["TxnOffsetCommit"]:  # whether a late offset commit was taken
             r.int32()  # throttle
-            errors = {}
-            for _ in range(_array_len(r, flexible)):
-                topic = r.uuid() if header.api_version >= 6 else _string(r, flexible)
-                for _ in range(_array_len(r, flexible)):
-                    partition, code = r.int32(), r.int16()
-                    errors[f"{topic}-{partition}"] = ERROR_NAMES.get(code, str(code))
-                    if flexible:
-                        r.tagged_fields()
-                if flexible:
-                    r.tagged_fields()
-            failed = sorted({e for e in errors.values() if e != "NONE"})
-            return {"error": failed[0] if failed else "NONE", "errors": errors}
+            return _answer_of(_partition_errors(r, flexible, by_topic_id=header.api_version >= 6))
         if header.api_key == API_KEYS["WriteShareGroupState"]:
             errors = {}
             for _ in range(_array_len(r, flexible)):
@@ -304,8 +306,7 @@ def parse_response(frame: bytes, header: RequestHeader) -> dict[str, Any]:
                     r.tagged_fields()
                     errors[f"{topic_id}-{partition}"] = ERROR_NAMES.get(code, str(code))
                 r.tagged_fields()
-            failed = sorted({e for e in errors.values() if e != "NONE"})
-            return {"error": failed[0] if failed else "NONE", "errors": errors}
+            return _answer_of(errors)
         if header.api_key == API_KEYS["Produce"]:
             for _ in range(_array_len(r, flexible)):
                 topic = r.uuid() if header.api_version >= 13 else _string(r, flexible)
