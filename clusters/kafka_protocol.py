@@ -16,7 +16,7 @@ encoding of those few responses.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from kchaos.wire import DecodeError, Reader, Writer
 
@@ -31,6 +31,9 @@ API_KEYS: dict[str, int] = {
     # requests to the share coordinator (between brokers)
     "ShareGroupHeartbeat": 76, "ShareFetch": 78, "ShareAcknowledge": 79, "InitializeShareGroupState": 83,
     "ReadShareGroupState": 84, "WriteShareGroupState": 85,
+    # KIP-1071's streams group: a Streams client's heartbeat carries its epoch and owned tasks,
+    # the answer its new epoch and (only when the coordinator thinks they changed) its tasks
+    "StreamsGroupHeartbeat": 88,
 }
 API_NAMES: dict[int, str] = {v: k for k, v in API_KEYS.items()}
 
@@ -38,7 +41,7 @@ API_NAMES: dict[int, str] = {v: k for k, v in API_KEYS.items()}
 #: flexible from v0, which only 4.0's early access spoke)
 FLEXIBLE_FROM: dict[int, int] = {
     0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 18: 3, 22: 2, 24: 3, 25: 3,
-    26: 3, 27: 1, 28: 3, 60: 0, 65: 0, 68: 0, 76: 0, 78: 0, 79: 0, 83: 0, 84: 0, 85: 0,
+    26: 3, 27: 1, 28: 3, 60: 0, 65: 0, 68: 0, 76: 0, 78: 0, 79: 0, 83: 0, 84: 0, 85: 0, 88: 0,
 }
 
 #: error names a message fault may answer with (Kafka's Errors enum)
@@ -138,6 +141,21 @@ def _topic_partitions(r: Reader, flexible: bool) -> list[str]:
     return partitions
 
 
+def _owned(r: Reader, read_id: Callable[[], str | None]) -> list[str] | None:
+    """A nullable ``[]{id, []int32 partitions}`` array of a group heartbeat as ``id-partition``
+    names: KIP-1071's TaskIds (``read_id``: the subtopology's compact string) and KIP-848's
+    TopicPartitions (the topic's uuid). None when null: for an answer, "unchanged"."""
+    count = r.uvarint() - 1
+    if count < 0:
+        return None
+    names: list[str] = []
+    for _ in range(count):
+        owner = read_id()
+        names += [f"{owner}-{r.int32()}" for _ in range(r.uvarint() - 1)]
+        r.tagged_fields()
+    return sorted(names)
+
+
 def describe_request(frame: bytes, header: RequestHeader) -> dict[str, Any]:
     """What a transactional request says about its producer: transactional id, producer id and
     epoch, and what it does (commit or abort, group, partitions). Empty for other APIs; a body
@@ -218,6 +236,22 @@ def describe_request(frame: bytes, header: RequestHeader) -> dict[str, Any]:
             first = out["writes"][0] if out["writes"] else {}
             out.update(partition=first.get("partition"), leader_epoch=first.get("leader_epoch"))
             return out
+        if header.api_key == API_KEYS["ConsumerGroupHeartbeat"]:
+            out = {"group_id": r.compact_string(), "member_id": r.compact_string(), "member_epoch": r.int32()}
+            r.compact_string(), r.compact_string(), r.int32()  # instance id, rack id, rebalance timeout
+            for _ in range(r.uvarint() - 1):  # subscribed topic names
+                r.compact_string()
+            if v >= 1:
+                r.compact_string()  # subscribed topic regex
+            r.compact_string()  # server assignor
+            return {**out, "owned_partitions": _owned(r, r.uuid)}
+        if header.api_key == API_KEYS["StreamsGroupHeartbeat"]:
+            out = {"group_id": r.compact_string(), "member_id": r.compact_string(), "member_epoch": r.int32()}
+            r.int32()  # endpoint information epoch
+            r.compact_string(), r.compact_string(), r.int32()  # instance id, rack id, rebalance timeout
+            if r.int8() >= 0:  # a topology: only a joining member sends one; its owned tasks are not read
+                return {**out, "topology": True}
+            return {**out, "owned_active_tasks": _owned(r, r.compact_string)}
         if header.api_key == API_KEYS["AddPartitionsToTxn"] and v <= 3:
             out = {"transactional_id": _string(r, flexible), "producer_id": r.int64(), "producer_epoch": r.int16()}
             out["partitions"] = _topic_partitions(r, flexible)
@@ -307,6 +341,32 @@ def parse_response(frame: bytes, header: RequestHeader) -> dict[str, Any]:
                     errors[f"{topic_id}-{partition}"] = ERROR_NAMES.get(code, str(code))
                 r.tagged_fields()
             return _answer_of(errors)
+        if header.api_key == API_KEYS["ConsumerGroupHeartbeat"]:
+            r.int32()  # throttle
+            code = r.int16()
+            r.compact_string()  # error message
+            answer = {"error": ERROR_NAMES.get(code, str(code)), "member_id": r.compact_string(),
+                      "member_epoch": r.int32()}
+            r.int32()  # heartbeat interval
+            # null: unchanged since the last answer (a full request always gets it)
+            answer["assignment"] = _owned(r, r.uuid) if r.int8() >= 0 else None
+            return answer
+        if header.api_key == API_KEYS["StreamsGroupHeartbeat"]:
+            r.int32()  # throttle
+            code = r.int16()
+            r.compact_string()  # error message
+            answer: dict[str, Any] = {"error": ERROR_NAMES.get(code, str(code)), "member_id": r.compact_string(),
+                                      "member_epoch": r.int32()}
+            r.int32()  # heartbeat interval
+            if header.api_version == 0:
+                r.int32(), r.int32()  # acceptable recovery lag (int32 in v0), task offset interval
+            else:
+                r.int32(), r.int64()  # task offset interval, acceptable recovery lag (int64 from v1)
+            for _ in range(r.uvarint() - 1):  # status
+                r.int8(), r.compact_string(), r.tagged_fields()
+            # null: the coordinator thinks the member's tasks did not change since its last answer
+            answer["assignment"] = _owned(r, r.compact_string)
+            return answer
         if header.api_key == API_KEYS["Produce"]:
             for _ in range(_array_len(r, flexible)):
                 topic = r.uuid() if header.api_version >= 13 else _string(r, flexible)

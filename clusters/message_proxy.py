@@ -47,6 +47,9 @@ affecting at most ``count`` requests per client id (0: every match) and ``total`
 * ``drop-response``: the broker gets the request; its response and every later one on that
   connection are swallowed, so the client sees a silent connection and times out: an unknown
   outcome. (A lone lost response would desynchronise a client that matches responses in order.)
+  With ``answer_carries`` (e.g. ``assignment``) only an answer that carries it is dropped, and
+  only those count against ``count`` and ``total``; every other matching exchange passes and is
+  recorded (``passed``, with its answer): the exchange around the lost answer is the evidence.
 * ``duplicate``: the request goes on, and a copy is sent ``duplicate_after_ms`` later on a
   connection of the proxy's own (its answer is recorded, never shown to the client).
 * ``error``: the request never reaches the broker; the client gets ``error`` in a response
@@ -76,7 +79,7 @@ from typing import Any
 from kchaos.clusters.address_rewrite import API_VERSIONS, RewriteError, cap_api_versions, carries_addresses, rewrite_response
 from kchaos.clusters.kafka_protocol import (API_KEYS, API_NAMES, RequestHeader, describe_request, error_response,
                                             parse_request_header, parse_response)
-from kchaos.clusters.message_rules import validate_rule
+from kchaos.clusters.message_rules import answer_carries, validate_rule
 from kchaos.errors import ClusterError
 from kchaos.http import HttpStatusError, json_call
 
@@ -130,6 +133,12 @@ class Rule:
     def id(self) -> str:
         return self.spec["id"]
 
+    def may_drop(self, client_id: str | None) -> bool:
+        """A conditional drop's limits, judged when an answer carries what it waits for."""
+        client = client_id or ""
+        limit, total = self.spec["count"], self.spec.get("total", 0)
+        return not (limit and self.hits.get(client, 0) >= limit) and not (total and sum(self.hits.values()) >= total)
+
     def matches(self, route: Route, header: RequestHeader) -> bool:
         if self.released.is_set() or header.api_key not in self.api_keys:
             return False
@@ -142,6 +151,8 @@ class Rule:
         client = header.client_id or ""
         if not client.startswith(self.spec["client_prefix"]):
             return False
+        if self.spec.get("answer_carries"):  # watches every match; counts only what it drops
+            return True
         limit = self.spec["count"]
         if limit and self.hits.get(client, 0) >= limit:
             return False
@@ -226,10 +237,12 @@ class Connection:
 
     async def affect(self, rule: Rule, frame: bytes, header: RequestHeader) -> None:
         kind = rule.spec["kind"]
+        conditional = kind == "drop-response" and bool(rule.spec.get("answer_carries"))
         event = self.proxy.event(rule, self, header, frame, {"delay": "delayed", "hold": "held",
                                                                 "drop-response": "sent, response dropped",
                                                                 "duplicate": "sent and duplicated",
-                                                                "error": f"answered {rule.spec['error']}"}[kind])
+                                                                "error": f"answered {rule.spec['error']}"}[kind],
+                                 logged=not conditional)  # recorded once its answer says what became of it
         if kind == "error":
             self.pending.append(Pending(header, rule, forged=error_response(header, rule.spec["error"])))
             self.flush_forged()
@@ -301,6 +314,8 @@ class Connection:
                                     "api_version": head.header.api_version, "node": self.node})
                     self.deaf = True
                     self.cwriter.close()
+            if head is not None and head.drop and head.rule is not None and head.rule.spec.get("answer_carries"):
+                self.proxy.judge_conditional_drop(head, frame, delivered=self.client_open and not self.deaf)
             if head is not None and head.record is not None and head.rule is not None:
                 head.record["answer"] = parse_response(frame, head.header)
                 head.record["answered_after_ms"] = round((time.time() - head.record["time"]) * 1000)
@@ -368,7 +383,24 @@ class MessageProxy:
                               "at": time.time(), **answer}
                 held.arrived.set()
 
-    def event(self, rule: Rule, conn: Connection, header: RequestHeader, frame: bytes, action: str) -> dict[str, Any]:
+    @staticmethod
+    def judge_conditional_drop(head: Pending, frame: bytes, delivered: bool) -> None:
+        """A ``drop-response`` rule with ``answer_carries``: the answer is dropped if it carries
+        that field and the rule's limits allow; otherwise it passes (``passed``, and whether it
+        reached the client: an earlier drop on the connection leaves it deaf). Either way the
+        exchange becomes one of the rule's events."""
+        rule, event = head.rule, head.record
+        assert rule is not None and event is not None
+        client = head.header.client_id or ""
+        if answer_carries(rule.spec["answer_carries"], event, parse_response(frame, head.header)) and rule.may_drop(client):
+            rule.hits[client] = rule.hits.get(client, 0) + 1
+        else:
+            head.drop = False
+            event.update(action="passed", delivered=delivered)
+        rule.events.append(event)
+
+    def event(self, rule: Rule, conn: Connection, header: RequestHeader, frame: bytes, action: str,
+              logged: bool = True) -> dict[str, Any]:
         event = {"time": time.time(), "rule": rule.id, "kind": rule.spec["kind"], "action": action,
                  "node": conn.node, "link": conn.route.link,
                  **({"source": conn.route.source} if conn.route.source is not None else {}),
@@ -376,8 +408,9 @@ class MessageProxy:
                  "api": API_NAMES.get(header.api_key, str(header.api_key)), "api_key": header.api_key,
                  "api_version": header.api_version, "correlation_id": header.correlation_id,
                  **describe_request(frame, header)}
-        rule.events.append(event)
-        self.log(event)
+        if logged:
+            rule.events.append(event)
+            self.log(event)
         return event
 
     def log(self, event: dict[str, Any]) -> None:

@@ -11,6 +11,19 @@ from typing import Any
 from kchaos.clusters.kafka_protocol import API_KEYS, ERROR_CODES, FORGEABLE_APIS
 
 RULE_KINDS = ("delay", "hold", "drop-response", "duplicate", "error")
+#: what a ``drop-response`` rule's ``answer_carries`` may wait for, and the APIs whose answers
+#: carry it (kafka_protocol.parse_response reads it; null there means "not carried")
+ANSWER_FIELDS: dict[str, tuple[str, ...]] = {"assignment": ("StreamsGroupHeartbeat", "ConsumerGroupHeartbeat")}
+
+
+def answer_carries(field: str, request: dict[str, Any], answer: dict[str, Any]) -> bool:
+    """Whether an answer carries what a conditional drop waits for. ``assignment``: tasks (or
+    partitions) sent to a member already in the group (its heartbeat's epoch above 0). A joining member's answer
+    always carries them, and a lost one is simply asked for again with epoch 0: not the change
+    of assignment a lost answer can hide."""
+    if answer.get(field) is None:
+        return False
+    return field != "assignment" or (request.get("member_epoch") or 0) > 0
 #: which connections a rule watches: clients' to brokers, or brokers' to each other (replication,
 #: transaction markers, partition verification: the local backend's ``proxy_messages_between_brokers``)
 LINKS = ("client", "inter-broker")
@@ -37,6 +50,17 @@ def check_error(error: Any, apis: list[str]) -> str:
     return str(error)
 
 
+def check_answer_field(field: Any, apis: list[str]) -> str:
+    """What a conditional ``drop-response`` waits for; ValueError unless the APIs' answers carry it."""
+    if field not in ANSWER_FIELDS:
+        raise ValueError(f"answer_carries must be one of {', '.join(ANSWER_FIELDS)}, not {field!r}")
+    others = [a for a in apis if a not in ANSWER_FIELDS[field]]
+    if others:
+        raise ValueError(f"answer_carries = {field!r} is read from {', '.join(ANSWER_FIELDS[field])} answers only, "
+                         f"not {', '.join(others)}")
+    return str(field)
+
+
 def check_number(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
         raise ValueError(f"{name} must be a number >= 0; got {value!r}")
@@ -58,7 +82,12 @@ def validate_rule(body: dict[str, Any]) -> dict[str, Any]:
     release_on = body.get("release_on") or []
     if release_on and kind != "hold":
         raise ValueError("release_on (answers that release a held request) is for kind = 'hold'")
-    rule = {"link": link, "sources": [int(n) for n in sources], "id": str(body.get("id") or f"rule-{time.monotonic_ns()}"),
+    answer_carries = body.get("answer_carries") or None
+    if answer_carries is not None:
+        if kind != "drop-response":
+            raise ValueError("answer_carries (which answers to drop) is for kind = 'drop-response'")
+        check_answer_field(answer_carries, apis)
+    rule = {"link": link, "answer_carries": answer_carries, "sources": [int(n) for n in sources], "id": str(body.get("id") or f"rule-{time.monotonic_ns()}"),
             "release_on": check_apis(release_on) if release_on else [],
             "kind": kind, "apis": apis,
             "nodes": [int(n) for n in body.get("nodes") or []], "client_prefix": str(body.get("client_prefix") or ""),

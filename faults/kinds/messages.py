@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from kchaos.clusters.base import Capability
-from kchaos.clusters.message_rules import check_apis, check_error, check_number
+from kchaos.clusters.message_rules import check_answer_field, check_apis, check_error, check_number
 from kchaos.errors import ConfigError
 from kchaos.faults.base import Fault, resolve_node_target, start_if_stopped
 from kchaos.faults.kinds import FaultKind, NoParams, message_rules, register
@@ -26,7 +26,7 @@ MESSAGE_TARGETS = ("txn-coordinator", "group-coordinator", "share-coordinator", 
 
 #: the fields of a proxy rule a kind does not take (each kind's own class sets its own default)
 RULE_FIELDS: dict[str, Any] = {"delay_ms": 0, "release_after_ms": 0, "duplicate_after_ms": 0, "error": None, "total": 0,
-                               "release_on": []}
+                               "release_on": [], "answer_carries": None}
 
 
 class MessageParams(NoParams):
@@ -88,6 +88,18 @@ class Hold(MessageParams):
             raise ValueError(f"release_on: {exc}") from None
 
 
+class DropResponse(MessageParams):
+    answer_carries: str | None = Field(None, description=(
+        "drop only an answer that carries this (\"assignment\": a StreamsGroupHeartbeat answer with the tasks of a "
+        "member already in the group); the other exchanges pass, recorded, and do not count"))
+
+    @model_validator(mode="after")
+    def _carried(self) -> "DropResponse":
+        if self.answer_carries is not None:
+            check_answer_field(self.answer_carries, self.apis)
+        return self
+
+
 class Duplicate(MessageParams):
     duplicate_after_ms: float = 1000
 
@@ -135,7 +147,8 @@ class MessageFault(Fault):
                 "count": int(params["count"]), "delay_ms": int(params["delay_ms"]),
                 "release_after_ms": int(params["release_after_ms"]),
                 "duplicate_after_ms": int(params["duplicate_after_ms"]), "error": params["error"],
-                "total": int(params["total"]), "release_on": list(params["release_on"])}
+                "total": int(params["total"]), "release_on": list(params["release_on"]),
+                "answer_carries": params["answer_carries"]}
         cluster.messages.add_rule(rule)  # type: ignore[attr-defined]
         to = "every broker" if self.scheduled.target == "all" else f"the {resolved['role']}"
         sender = "every broker" if between_brokers else "every worker" if worker == "all" else worker
@@ -245,8 +258,9 @@ register(
               MessageFault, Delay, "delay"),
     FaultKind("message-hold", "hold a matching request until the heal (or release_after_ms), then deliver it even if "
               "the client gave up on it", Capability.MESSAGES, MESSAGE_TARGETS, MessageFault, Hold, "hold"),
-    FaultKind("message-drop-response", "the broker gets the request, the client never hears (an unknown outcome)",
-              Capability.MESSAGES, MESSAGE_TARGETS, MessageFault, MessageParams, "drop-response"),
+    FaultKind("message-drop-response", "the broker gets the request, the client never hears (an unknown outcome); "
+              "with answer_carries, only an answer that carries it", Capability.MESSAGES, MESSAGE_TARGETS, MessageFault,
+              DropResponse, "drop-response"),
     FaultKind("message-duplicate", "deliver a matching request, then a copy duplicate_after_ms later on another "
               "connection", Capability.MESSAGES, MESSAGE_TARGETS, MessageFault, Duplicate, "duplicate"),
     FaultKind("message-error", "answer a matching request with `error` without it reaching the broker",

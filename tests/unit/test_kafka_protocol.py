@@ -136,7 +136,7 @@ def test_a_valid_rule_gets_its_defaults():
     rule = validate_rule({"kind": "hold", "apis": ["EndTxn", "Produce"], "nodes": [2], "id": "r"})
     assert rule == {"id": "r", "kind": "hold", "apis": ["EndTxn", "Produce"], "nodes": [2], "client_prefix": "",
                     "count": 1, "total": 0, "delay_ms": 0, "release_after_ms": 0, "duplicate_after_ms": 0, "error": None,
-                    "link": "client", "sources": [], "release_on": []}
+                    "link": "client", "sources": [], "release_on": [], "answer_carries": None}
     assert set(ERROR_CODES) >= {"NOT_COORDINATOR", "CONCURRENT_TRANSACTIONS", "PRODUCER_FENCED"}
 
 
