@@ -214,3 +214,38 @@ def test_each_message_fault_kind_through_the_fault_registry(txn, kind):
                         if e.get("api") == "EndTxn"], 20, 0.2, f"{kind} to catch the EndTxn")
     events = fault.heal()["messages"]
     assert events and {e["api"] for e in events} == {"EndTxn"} and action in {e["action"] for e in events}, events
+
+
+def test_a_conditional_drop_loses_the_heartbeat_answer_that_moves_partitions(cluster3):
+    """answer_carries on a real group coordinator (KIP-848's protocol, two librdkafka consumers):
+    the first answer that gives a member already in the group a new assignment is lost, and
+    every other heartbeat exchange passes and is recorded with both epochs."""
+    topic = f"cgh-{uuid.uuid4().hex[:8]}"
+    cluster3.admin().create_topics([NewTopic(topic, 4, 3)])[topic].result()
+    prefix = f"kchaos-w9-cgh-{topic}"
+    r = rule(cluster3, "drop-response", prefix, apis=["ConsumerGroupHeartbeat"], answer_carries="assignment")
+    consumers = [Consumer({"bootstrap.servers": cluster3.bootstrap_servers, "group.id": f"g-{topic}",
+                           "group.protocol": "consumer", "client.id": f"{prefix}-{name}", "log_level": 0})
+                 for name in ("a", "b")]
+    try:
+        consumers[0].subscribe([topic])
+        wait_until(lambda: consumers[0].poll(0.2) is None and len(consumers[0].assignment()) == 4, 30, 0,
+                   "the first consumer to own every partition")
+        consumers[1].subscribe([topic])
+
+        def dropped() -> list[dict]:
+            for c in consumers:
+                c.poll(0.1)
+            return [e for e in cluster3.messages.rule_events(r["id"]) if e["action"] == "sent, response dropped"]
+
+        [lost, *_] = wait_until(dropped, 40, 0, "an answer carrying a new assignment to be lost")
+    finally:
+        for c in consumers:
+            c.close()
+    events = cluster3.messages.remove_rule(r["id"])
+    assert lost["api"] == "ConsumerGroupHeartbeat" and lost["member_epoch"] > 0
+    # a revocation keeps the member's epoch, a grant bumps it: either way the answer carries partitions
+    assert lost["answer"]["member_epoch"] >= lost["member_epoch"] and lost["answer"]["assignment"] is not None
+    joins = [e for e in events if e["action"] == "passed" and e["member_epoch"] == 0]
+    assert joins and all(e["answer"]["assignment"] is not None for e in joins)  # a join's answer is never dropped
+    assert all(e["answer"].get("error") for e in events if e["action"] == "passed")  # each exchange recorded, answered
