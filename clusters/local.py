@@ -433,6 +433,9 @@ class LocalJvmCluster(Cluster):
             wait_until(self.messages.version, 20, 0.1, "the message proxy did not answer", retry_on=(ClusterError,))
         except WaitTimeout as exc:
             raise ClusterError(str(exc), detail=self._tail(self.work_dir / "messages" / "message-proxy.log")) from None
+        if self.spec.record_apis:  # evidence for the whole run, beside (and after) every fault
+            self.messages.add_rule({"id": "kchaos-record", "kind": "observe", "apis": list(self.spec.record_apis),
+                                    "count": 0})
 
     def planned_proxies(self) -> list[Proxy]:
         ports = self.ports

@@ -54,6 +54,10 @@ affecting at most ``count`` requests per client id (0: every match) and ``total`
   connection of the proxy's own (its answer is recorded, never shown to the client).
 * ``error``: the request never reaches the broker; the client gets ``error`` in a response
   forged for its API version (kafka_protocol.FORGEABLE_APIS), in order after earlier answers.
+* ``observe``: no fault. Each matching request and its answer pass untouched and are recorded
+  (``observed``, with the answer and whether the client got it), beside whatever other rule
+  takes the request. For a whole run's evidence (``cluster.record_apis``), so its events go to
+  ``events.jsonl`` only, none are kept in memory, and ``/reset`` (the final heal) leaves it.
 
 Every affected request is an event (``GET /rules/<id>/events``, and a line of ``events.jsonl``): rule,
 action, broker, client id, API, version, correlation id, and what the body says (transactional
@@ -178,6 +182,8 @@ class Pending:
     record: dict[str, Any] | None = None  # the event whose answer is awaited
     drop: bool = False
     forged: bytes | None = None
+    #: the events of the ``observe`` rules watching this request, answered with it
+    observed: list[dict[str, Any]] = field(default_factory=list)
 
 
 async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
@@ -228,14 +234,15 @@ class Connection:
                 header = parse_request_header(frame)
             except Exception:
                 header = RequestHeader(-1, -1, -1, None, len(frame))
+            observed = self.proxy.observe(self, header, frame)
             rule = self.proxy.match(self.route, header)
             if rule is None:
-                self.pending.append(Pending(header))
+                self.pending.append(Pending(header, observed=observed))
                 self.uwriter.write(frame_bytes(frame))
                 continue
-            await self.affect(rule, frame, header)
+            await self.affect(rule, frame, header, observed)
 
-    async def affect(self, rule: Rule, frame: bytes, header: RequestHeader) -> None:
+    async def affect(self, rule: Rule, frame: bytes, header: RequestHeader, observed: list[dict[str, Any]]) -> None:
         kind = rule.spec["kind"]
         conditional = kind == "drop-response" and bool(rule.spec.get("answer_carries"))
         event = self.proxy.event(rule, self, header, frame, {"delay": "delayed", "hold": "held",
@@ -244,6 +251,9 @@ class Connection:
                                                                 "error": f"answered {rule.spec['error']}"}[kind],
                                  logged=not conditional)  # recorded once its answer says what became of it
         if kind == "error":
+            for seen in observed:  # answered by the proxy, never by the broker
+                seen.update(answer={"error": rule.spec["error"], "forged": True}, delivered=True)
+                self.proxy.log(seen)
             self.pending.append(Pending(header, rule, forged=error_response(header, rule.spec["error"])))
             self.flush_forged()
             return
@@ -257,7 +267,7 @@ class Connection:
         if kind in ("delay", "hold"):
             event["released_after_ms"] = round((time.time() - event["time"]) * 1000)
             event["client_connected_at_release"] = self.client_open and not self.creader.at_eof()
-        self.pending.append(Pending(header, rule, record=event, drop=kind == "drop-response"))
+        self.pending.append(Pending(header, rule, record=event, drop=kind == "drop-response", observed=observed))
         self.uwriter.write(frame_bytes(frame))
         if kind == "duplicate":
             asyncio.get_running_loop().create_task(self.duplicate(rule, frame, header, event))
@@ -323,6 +333,10 @@ class Connection:
                 self.proxy.log(head.record)
             if head is not None and head.drop:
                 self.deaf = True
+            for seen in head.observed if head is not None else ():
+                seen.update(answer=parse_response(frame, head.header), delivered=self.client_open and not self.deaf,
+                            answered_after_ms=round((time.time() - seen["time"]) * 1000))
+                self.proxy.log(seen)
             self.to_client(frame_bytes(frame))
             self.flush_forged()
             if not self.client_open and not self.pending:
@@ -362,11 +376,17 @@ class MessageProxy:
         self.forwarded = 0
 
     def match(self, route: Route, header: RequestHeader) -> Rule | None:
+        """The first rule, other than ``observe``, that takes this request."""
         self.forwarded += 1
         for rule in self.rules.values():
-            if rule.matches(route, header):
+            if rule.spec["kind"] != "observe" and rule.matches(route, header):
                 return rule
         return None
+
+    def observe(self, conn: "Connection", header: RequestHeader, frame: bytes) -> list[dict[str, Any]]:
+        """The events of the ``observe`` rules watching this request (logged with its answer)."""
+        return [self.event(rule, conn, header, frame, "observed", logged=False) for rule in self.rules.values()
+                if rule.spec["kind"] == "observe" and rule.matches(conn.route, header)]
 
     def answered(self, conn: Connection, header: RequestHeader, frame: bytes) -> None:
         """A broker's answer passed: it releases the holds of the same client that wait for it
@@ -494,9 +514,9 @@ class MessageProxy:
         if method == "POST" and path == "/front/advertise" and self.front is not None:
             self.front.advertised[int(payload["node"])] = int(payload["port"])
             return 200, self.front.describe()
-        if method == "POST" and path == "/reset":
+        if method == "POST" and path == "/reset":  # every fault's rule; an observe rule records on
             events = []
-            for rule_id in list(self.rules):
+            for rule_id in [r.id for r in self.rules.values() if r.spec["kind"] != "observe"]:
                 events += await self.remove(rule_id)
             return 200, {"events": events}
         return 404, {"error": f"no route {method} {path}"}

@@ -10,7 +10,7 @@ from typing import Any
 
 from kchaos.clusters.kafka_protocol import API_KEYS, ERROR_CODES, FORGEABLE_APIS
 
-RULE_KINDS = ("delay", "hold", "drop-response", "duplicate", "error")
+RULE_KINDS = ("delay", "hold", "drop-response", "duplicate", "error", "observe")
 #: what a ``drop-response`` rule's ``answer_carries`` may wait for, and the APIs whose answers
 #: carry it (kafka_protocol.parse_response reads it; null there means "not carried")
 ANSWER_FIELDS: dict[str, tuple[str, ...]] = {"assignment": ("StreamsGroupHeartbeat", "ConsumerGroupHeartbeat")}

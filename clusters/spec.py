@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from kchaos.errors import ConfigError
 from kchaos.clusters.artifacts import DEFAULT_KAFKA_VERSION, KNOWN_KAFKA_VERSIONS
+from kchaos.clusters.message_rules import check_apis
 from kchaos.clusters.client_security import ENV_REF, resolve_env_refs, security_protocol
 
 #: Broker properties kchaos sets itself; overriding them would break the topology or the proxies.
@@ -162,6 +163,10 @@ class ClusterSpec(BaseModel):
     proxy_internal: bool = True
     proxy_messages: bool = Field(False, description="put the message proxy (Kafka-protocol message faults) on the client "
                                                     "path; set on load when the campaign has message faults")
+    record_apis: tuple[str, ...] = Field((), description=(
+        "client requests of these APIs (e.g. StreamsGroupHeartbeat) and their answers recorded by the message proxy "
+        "for the whole run, in RUN_DIR/cluster/messages/events.jsonl (no fault: evidence of an exchange); turns "
+        "proxy_messages on"))
     proxy_messages_between_brokers: bool = Field(
         False, description="also put the message proxy on every link between brokers (replication, transaction markers, "
                            "partition verification), for message faults with link = 'inter-broker'; needs proxy_internal. "
@@ -207,6 +212,11 @@ class ClusterSpec(BaseModel):
             out[key] = str(val)
         return out
 
+    @field_validator("record_apis", mode="before")
+    @classmethod
+    def _recorded(cls, value: Any) -> Any:
+        return tuple(check_apis(list(value))) if value else ()
+
     @model_validator(mode="after")
     def _backend_fields(self) -> "ClusterSpec":
         if self.backend == "external" and self.external is None:
@@ -226,6 +236,9 @@ class ClusterSpec(BaseModel):
         if self.backend == "docker" and self.proxy_messages:
             raise ValueError("the docker backend has no message proxy (Kafka-protocol message faults need the "
                              "local backend): drop proxy_messages or use backend = 'local'")
+        if self.record_apis and (self.backend != "local" or not self.proxy_messages):
+            raise ValueError("record_apis needs the message proxy on the client path: backend = 'local' and "
+                             "proxy_messages (a campaign's load turns it on)")
         if self.proxy_messages_between_brokers and not (self.proxy_messages and self.proxy_internal):
             raise ValueError("proxy_messages_between_brokers puts the message proxy behind the links' proxies: it needs "
                              "proxy_messages and proxy_internal")

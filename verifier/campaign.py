@@ -73,6 +73,10 @@ class Campaign(BaseModel):
         """Message faults need the message proxy on the client path (and, for those with link =
         'inter-broker', on the links between brokers): turn it on unless the campaign says
         otherwise (then the capability check names the conflict)."""
+        recording = isinstance(data, dict) and isinstance(data.get("cluster"), dict) \
+            and bool(data["cluster"].get("record_apis")) and data["cluster"].get("backend", "local") == "local"
+        if recording:  # the whole run's record of some APIs' exchanges is the message proxy's too
+            data = {**data, "cluster": {"proxy_messages": True, **data["cluster"]}}
         faults = data.get("faults") if isinstance(data, dict) else None
         if not isinstance(faults, dict) or faults.get("enabled", True) is False:
             return data

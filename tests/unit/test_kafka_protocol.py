@@ -279,3 +279,18 @@ def test_a_share_state_write_answer_names_a_fenced_leader_epoch():
     header = parse_request_header(_write_share_state_request(0))
     parsed = parse_response(answer, header)
     assert parsed["error"] == "FENCED_LEADER_EPOCH" and list(parsed["errors"].values()) == ["FENCED_LEADER_EPOCH"]
+
+
+def test_recorded_apis_need_the_local_message_proxy_and_known_names():
+    """cluster.record_apis: a campaign's load turns the message proxy on; an unknown API name or a
+    backend without the proxy is refused before anything starts."""
+    from kchaos.clusters.spec import ClusterSpec
+    from kchaos.errors import ConfigError
+    from kchaos.harness.campaign import load_campaign
+
+    campaign = load_campaign(None, ['cluster.record_apis=["StreamsGroupHeartbeat"]', "faults.enabled=false"])
+    assert campaign.cluster.proxy_messages and campaign.cluster.record_apis == ("StreamsGroupHeartbeat",)
+    with pytest.raises(ConfigError, match="apis must be a list of API names"):
+        load_campaign(None, ['cluster.record_apis=["StreamsHeartbeat"]'])
+    with pytest.raises(ValueError, match="record_apis needs the message proxy"):
+        ClusterSpec(record_apis=("StreamsGroupHeartbeat",))

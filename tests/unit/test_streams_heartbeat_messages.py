@@ -223,3 +223,31 @@ def test_a_consumer_group_heartbeat_and_its_answer_name_epochs_and_partitions(ve
         "error": "NONE", "member_id": "m-1", "member_epoch": 8,
         "assignment": [f"{TOPIC_ID}-0", f"{TOPIC_ID}-2", f"{TOPIC_ID}-4"]}
     assert parse_response(answer_of(8, None), header)["assignment"] is None
+
+
+def test_an_observe_rule_records_every_exchange_beside_a_drop_and_outlives_a_reset(tmp_path):
+    """cluster.record_apis: an observe rule records each heartbeat and its answer (and whether
+    the client got it) beside the fault that takes the request; the final heal's reset removes
+    the fault's rule, not the record."""
+    exchange = [(heartbeat(5, [("0", [0])], 1), answer(1, 5, None)),
+                (heartbeat(5, None, 2), answer(2, 6, [("0", [0, 2])])),
+                (heartbeat(5, None, 3), answer(3, 6, None))]
+
+    async def reset_keeps_observe() -> list[str]:
+        proxy = MessageProxy([], tmp_path / "reset.jsonl")
+        for spec in ({"id": "record", "kind": "observe", "apis": ["StreamsGroupHeartbeat"], "count": 0},
+                     {"id": "fault", "kind": "hold", "apis": ["EndTxn"]}):
+            await proxy.route("POST", "/rules", spec)
+        await proxy.route("POST", "/reset", None)
+        return list(proxy.rules)
+
+    assert asyncio.run(reset_keeps_observe()) == ["record"]
+    rules = [{"id": "record", "kind": "observe", "apis": ["StreamsGroupHeartbeat"], "count": 0},
+             {"id": "drop", "kind": "drop-response", "apis": ["StreamsGroupHeartbeat"], "answer_carries": "assignment"}]
+    got, events = run_through_proxy(tmp_path, rules, exchange)
+    assert got[0] is not None and got[1] is None
+    assert events["record"] == []  # a whole run's record is kept in events.jsonl only
+    observed = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    observed = [e for e in observed if e["rule"] == "record"]
+    assert [(e["member_epoch"], e["answer"]["member_epoch"], e["answer"]["assignment"], e["delivered"])
+            for e in observed] == [(5, 5, None, True), (5, 6, ["0-0", "0-2"], False), (5, 6, None, False)]
