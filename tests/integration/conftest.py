@@ -106,8 +106,9 @@ def overlapping_band_keys(driver) -> list[tuple[str, str]]:
 def _cluster3_session(tmp_path_factory):
     work = tmp_path_factory.mktemp("cluster3")
     # the message proxy sits on every client link of the shared cluster, so the tests that use
-    # it for message faults cost no cluster of their own and every other test runs through it
-    cluster = start_local(work, nodes=3, broker=FAST_ISR, proxy_messages=True)
+    # it for message faults cost no cluster of their own and every other test runs through it;
+    # it records every KIP-848 heartbeat, as a campaign's cluster.record_apis does
+    cluster = start_local(work, nodes=3, broker=FAST_ISR, proxy_messages=True, record_apis=("ConsumerGroupHeartbeat",))
     yield cluster
     cluster.stop()
     assert processes_with_marker(str(cluster.work_dir)) == [], "cluster3 leaked processes"
