@@ -55,7 +55,8 @@ affecting at most ``count`` requests per client id (0: every match) and ``total`
 * ``error``: the request never reaches the broker; the client gets ``error`` in a response
   forged for its API version (kafka_protocol.FORGEABLE_APIS), in order after earlier answers.
 * ``observe``: no fault. Each matching request and its answer pass untouched and are recorded
-  (``observed``, with the answer and whether the client got it), beside whatever other rule
+  (``observed``, with the answer and whether the client got it; ``answer`` null when none came
+  before the connection ended), beside whatever other rule
   takes the request. For a whole run's evidence (``cluster.record_apis``), so its events go to
   ``events.jsonl`` only, none are kept in memory, and ``/reset`` (the final heal) leaves it.
 
@@ -357,6 +358,10 @@ class Connection:
                 except asyncio.TimeoutError:
                     pass
             responder.cancel()
+            for waiting in self.pending:  # sent, never answered (the broker died or the proxy gave up)
+                for seen in waiting.observed:
+                    seen.update(answer=None, delivered=False)
+                    self.proxy.log(seen)
             for writer in (self.uwriter, self.cwriter):
                 try:
                     writer.close()

@@ -251,3 +251,34 @@ def test_an_observe_rule_records_every_exchange_beside_a_drop_and_outlives_a_res
     observed = [e for e in observed if e["rule"] == "record"]
     assert [(e["member_epoch"], e["answer"]["member_epoch"], e["answer"]["assignment"], e["delivered"])
             for e in observed] == [(5, 5, None, True), (5, 6, ["0-0", "0-2"], False), (5, 6, None, False)]
+
+
+def test_an_observed_request_never_answered_is_recorded_when_its_connection_ends(tmp_path):
+    """A heartbeat sent to a coordinator that dies before answering is part of the exchange: the
+    record says it was sent and that no answer came."""
+
+    async def scenario() -> list[dict]:
+        async def mute_broker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await read_frame(reader)
+            writer.close()  # the broker dies with the request unanswered
+
+        upstream = await asyncio.start_server(mute_broker, "127.0.0.1", 0)
+        proxy = MessageProxy([], tmp_path / "events.jsonl")
+        await proxy.route("POST", "/rules", {"id": "record", "kind": "observe", "apis": ["StreamsGroupHeartbeat"],
+                                             "count": 0})
+        route = Route("n3", 3, "client", None, 0, upstream.sockets[0].getsockname()[1])
+        front = await asyncio.start_server(lambda r, w: proxy.client_connected(route, r, w), "127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection("127.0.0.1", front.sockets[0].getsockname()[1])
+        writer.write(frame_bytes(heartbeat(5, None, 9)))
+        assert await asyncio.wait_for(read_frame(reader), 5) is None  # closed without an answer
+        writer.close()
+        for _ in range(50):
+            if (tmp_path / "events.jsonl").read_text():
+                break
+            await asyncio.sleep(0.05)
+        front.close()
+        upstream.close()
+        return [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+
+    [event] = asyncio.run(scenario())
+    assert (event["action"], event["member_epoch"], event["answer"], event["delivered"]) == ("observed", 5, None, False)
