@@ -32,9 +32,20 @@ SPARK_ONLY = ("tests/integration/test_checkers_spark.py", "tests/integration/tes
               "tests/integration/test_differential.py", "tests/integration/test_spark_driver_jvm.py")
 
 
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group("spark" if item.nodeid.startswith(SPARK_ONLY) else "brokers"))
+def pytest_itemcollected(item):
+    # marked as each test is collected, before any pytest_collection_modifyitems hook: pytest-xdist's
+    # own turns the marks into groups, and may run before this project's
+    item.add_marker(pytest.mark.xdist_group("spark" if item.nodeid.startswith(SPARK_ONLY) else "brokers"))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    # an xdist worker of --dist loadgroup names each test by its group ("...@brokers"). If the
+    # groups did not take (a pytest whose node ids xdist cannot rename), both workers would start
+    # clusters at once and `make test` would run for well over an hour: stop here instead
+    if getattr(session.config.option, "loadgroup", False) and session.items and "@" not in session.items[0].nodeid:
+        raise pytest.UsageError("pytest-xdist's --dist loadgroup did not group the tests (node ids without "
+                                f"'@group'; pytest {pytest.__version__}): see the pin in pyproject.toml")
 
 
 @pytest.fixture(scope="session")
