@@ -18,12 +18,14 @@ ANSWER_FIELDS: dict[str, tuple[str, ...]] = {"assignment": ("StreamsGroupHeartbe
 
 def answer_carries(field: str, request: dict[str, Any], answer: dict[str, Any]) -> bool:
     """Whether an answer carries what a conditional drop waits for. ``assignment``: tasks (or
-    partitions) sent to a member already in the group (its heartbeat's epoch above 0). A joining member's answer
-    always carries them, and a lost one is simply asked for again with epoch 0: not the change
-    of assignment a lost answer can hide."""
+    partitions) sent to a member already in the group (its heartbeat's epoch above 0). A joining
+    member's answer always carries them, and a lost one is simply asked for again with epoch 0:
+    not the change of assignment a lost answer can hide."""
     if answer.get(field) is None:
         return False
     return field != "assignment" or (request.get("member_epoch") or 0) > 0
+
+
 #: which connections a rule watches: clients' to brokers, or brokers' to each other (replication,
 #: transaction markers, partition verification: the local backend's ``proxy_messages_between_brokers``)
 LINKS = ("client", "inter-broker")
@@ -87,7 +89,8 @@ def validate_rule(body: dict[str, Any]) -> dict[str, Any]:
         if kind != "drop-response":
             raise ValueError("answer_carries (which answers to drop) is for kind = 'drop-response'")
         check_answer_field(answer_carries, apis)
-    rule = {"link": link, "answer_carries": answer_carries, "sources": [int(n) for n in sources], "id": str(body.get("id") or f"rule-{time.monotonic_ns()}"),
+    rule = {"link": link, "answer_carries": answer_carries, "sources": [int(n) for n in sources],
+            "id": str(body.get("id") or f"rule-{time.monotonic_ns()}"),
             "release_on": check_apis(release_on) if release_on else [],
             "kind": kind, "apis": apis,
             "nodes": [int(n) for n in body.get("nodes") or []], "client_prefix": str(body.get("client_prefix") or ""),

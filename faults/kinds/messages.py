@@ -90,8 +90,9 @@ class Hold(MessageParams):
 
 class DropResponse(MessageParams):
     answer_carries: str | None = Field(None, description=(
-        "drop only an answer that carries this (\"assignment\": a StreamsGroupHeartbeat answer with the tasks of a "
-        "member already in the group); the other exchanges pass, recorded, and do not count"))
+        "drop only an answer that carries this (\"assignment\": a StreamsGroupHeartbeat or ConsumerGroupHeartbeat "
+        "answer with the tasks or partitions of a member already in the group); the other exchanges pass, recorded, "
+        "and do not count"))
 
     @model_validator(mode="after")
     def _carried(self) -> "DropResponse":
