@@ -156,6 +156,22 @@ def _owned(r: Reader, read_id: Callable[[], str | None]) -> list[str] | None:
     return sorted(names)
 
 
+def _heartbeat_request_head(r: Reader) -> dict[str, Any]:
+    """What KIP-848's and KIP-1071's group heartbeats begin with: group, member, member epoch."""
+    return {"group_id": r.compact_string(), "member_id": r.compact_string(), "member_epoch": r.int32()}
+
+
+def _heartbeat_answer_head(r: Reader) -> dict[str, Any]:
+    """What both group heartbeats' answers begin with (after the header): error, member, epoch,
+    and the heartbeat interval (skipped)."""
+    r.int32()  # throttle
+    code = r.int16()
+    r.compact_string()  # error message
+    head = {"error": ERROR_NAMES.get(code, str(code)), "member_id": r.compact_string(), "member_epoch": r.int32()}
+    r.int32()  # heartbeat interval
+    return head
+
+
 def describe_request(frame: bytes, header: RequestHeader) -> dict[str, Any]:
     """What a transactional request says about its producer: transactional id, producer id and
     epoch, and what it does (commit or abort, group, partitions). Empty for other APIs; a body
@@ -237,7 +253,7 @@ def describe_request(frame: bytes, header: RequestHeader) -> dict[str, Any]:
             out.update(partition=first.get("partition"), leader_epoch=first.get("leader_epoch"))
             return out
         if header.api_key == API_KEYS["ConsumerGroupHeartbeat"]:
-            out = {"group_id": r.compact_string(), "member_id": r.compact_string(), "member_epoch": r.int32()}
+            out = _heartbeat_request_head(r)
             r.compact_string(), r.compact_string(), r.int32()  # instance id, rack id, rebalance timeout
             for _ in range(r.uvarint() - 1):  # subscribed topic names
                 r.compact_string()
@@ -246,7 +262,7 @@ def describe_request(frame: bytes, header: RequestHeader) -> dict[str, Any]:
             r.compact_string()  # server assignor
             return {**out, "owned_partitions": _owned(r, r.uuid)}
         if header.api_key == API_KEYS["StreamsGroupHeartbeat"]:
-            out = {"group_id": r.compact_string(), "member_id": r.compact_string(), "member_epoch": r.int32()}
+            out = _heartbeat_request_head(r)
             r.int32()  # endpoint information epoch
             r.compact_string(), r.compact_string(), r.int32()  # instance id, rack id, rebalance timeout
             if r.int8() >= 0:  # a topology: only a joining member sends one; its owned tasks are not read
@@ -342,22 +358,12 @@ def parse_response(frame: bytes, header: RequestHeader) -> dict[str, Any]:
                 r.tagged_fields()
             return _answer_of(errors)
         if header.api_key == API_KEYS["ConsumerGroupHeartbeat"]:
-            r.int32()  # throttle
-            code = r.int16()
-            r.compact_string()  # error message
-            answer = {"error": ERROR_NAMES.get(code, str(code)), "member_id": r.compact_string(),
-                      "member_epoch": r.int32()}
-            r.int32()  # heartbeat interval
+            answer = _heartbeat_answer_head(r)
             # null: unchanged since the last answer (a full request always gets it)
             answer["assignment"] = _owned(r, r.uuid) if r.int8() >= 0 else None
             return answer
         if header.api_key == API_KEYS["StreamsGroupHeartbeat"]:
-            r.int32()  # throttle
-            code = r.int16()
-            r.compact_string()  # error message
-            answer: dict[str, Any] = {"error": ERROR_NAMES.get(code, str(code)), "member_id": r.compact_string(),
-                                      "member_epoch": r.int32()}
-            r.int32()  # heartbeat interval
+            answer = _heartbeat_answer_head(r)
             if header.api_version == 0:
                 r.int32(), r.int32()  # acceptable recovery lag (int32 in v0), task offset interval
             else:

@@ -144,6 +144,20 @@ class Rule:
         limit, total = self.spec["count"], self.spec.get("total", 0)
         return not (limit and self.hits.get(client, 0) >= limit) and not (total and sum(self.hits.values()) >= total)
 
+    def judge_answer(self, head: "Pending", frame: bytes, delivered: bool) -> None:
+        """A conditional drop (``answer_carries``): the answer is dropped if it carries that field
+        and the limits allow; otherwise it passes (``passed``, and whether it reached the client:
+        an earlier drop on the connection leaves it deaf). Either way the exchange is an event."""
+        event = head.record
+        assert event is not None
+        client = head.header.client_id or ""
+        if answer_carries(self.spec["answer_carries"], event, parse_response(frame, head.header)) and self.may_drop(client):
+            self.hits[client] = self.hits.get(client, 0) + 1
+        else:
+            head.drop = False
+            event.update(action="passed", delivered=delivered)
+        self.events.append(event)
+
     def matches(self, route: Route, header: RequestHeader) -> bool:
         if self.released.is_set() or header.api_key not in self.api_keys:
             return False
@@ -326,7 +340,7 @@ class Connection:
                     self.deaf = True
                     self.cwriter.close()
             if head is not None and head.drop and head.rule is not None and head.rule.spec.get("answer_carries"):
-                self.proxy.judge_conditional_drop(head, frame, delivered=self.client_open and not self.deaf)
+                head.rule.judge_answer(head, frame, delivered=self.client_open and not self.deaf)
             if head is not None and head.record is not None and head.rule is not None:
                 head.record["answer"] = parse_response(frame, head.header)
                 head.record["answered_after_ms"] = round((time.time() - head.record["time"]) * 1000)
@@ -407,22 +421,6 @@ class MessageProxy:
                 held.cause = {"api": api, "node": conn.node, "correlation_id": header.correlation_id,
                               "at": time.time(), **answer}
                 held.arrived.set()
-
-    @staticmethod
-    def judge_conditional_drop(head: Pending, frame: bytes, delivered: bool) -> None:
-        """A ``drop-response`` rule with ``answer_carries``: the answer is dropped if it carries
-        that field and the rule's limits allow; otherwise it passes (``passed``, and whether it
-        reached the client: an earlier drop on the connection leaves it deaf). Either way the
-        exchange becomes one of the rule's events."""
-        rule, event = head.rule, head.record
-        assert rule is not None and event is not None
-        client = head.header.client_id or ""
-        if answer_carries(rule.spec["answer_carries"], event, parse_response(frame, head.header)) and rule.may_drop(client):
-            rule.hits[client] = rule.hits.get(client, 0) + 1
-        else:
-            head.drop = False
-            event.update(action="passed", delivered=delivered)
-        rule.events.append(event)
 
     def event(self, rule: Rule, conn: Connection, header: RequestHeader, frame: bytes, action: str,
               logged: bool = True) -> dict[str, Any]:
