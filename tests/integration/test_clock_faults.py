@@ -33,16 +33,19 @@ def one_broker(tmp_path_factory):
     cluster.stop()
 
 
+_USED: list = []  # the broker, once a test had it
+
+
 @pytest.fixture
 def clock_cluster(one_broker):
     """The module's broker, restarted before every test but its first: a clock that was ahead
     leaves the broker's connection stamps in the future, which cut it from its controller until the
     true clock reaches them (F9; in CI the next test's topic creation timed out while the broker
     was fenced), and a new JVM starts without them."""
-    if getattr(one_broker, "clock_moved", False):
+    if _USED:
         one_broker.nodes[0].restart()
         one_broker.wait_healthy(120)
-    one_broker.clock_moved = True
+    _USED.append(one_broker)
     return one_broker
 
 
