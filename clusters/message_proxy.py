@@ -144,14 +144,14 @@ class Rule:
         limit, total = self.spec["count"], self.spec.get("total", 0)
         return not (limit and self.hits.get(client, 0) >= limit) and not (total and sum(self.hits.values()) >= total)
 
-    def judge_answer(self, head: "Pending", frame: bytes, delivered: bool) -> None:
+    def judge_answer(self, head: "Pending", answer: dict[str, Any], delivered: bool) -> None:
         """A conditional drop (``answer_carries``): the answer is dropped if it carries that field
         and the limits allow; otherwise it passes (``passed``, and whether it reached the client:
         an earlier drop on the connection leaves it deaf). Either way the exchange is an event."""
         event = head.record
         assert event is not None
         client = head.header.client_id or ""
-        if answer_carries(self.spec["answer_carries"], event, parse_response(frame, head.header)) and self.may_drop(client):
+        if answer_carries(self.spec["answer_carries"], event, answer) and self.may_drop(client):
             self.hits[client] = self.hits.get(client, 0) + 1
         else:
             head.drop = False
@@ -339,17 +339,20 @@ class Connection:
                                     "api_version": head.header.api_version, "node": self.node})
                     self.deaf = True
                     self.cwriter.close()
+            # read once, for the rule's record, a conditional drop's judgement and the observers
+            answer = parse_response(frame, head.header) if head is not None and (
+                head.record is not None or head.observed) else {}
             if head is not None and head.drop and head.rule is not None and head.rule.spec.get("answer_carries"):
-                head.rule.judge_answer(head, frame, delivered=self.client_open and not self.deaf)
+                head.rule.judge_answer(head, answer, delivered=self.client_open and not self.deaf)
             if head is not None and head.record is not None and head.rule is not None:
-                head.record["answer"] = parse_response(frame, head.header)
+                head.record["answer"] = answer
                 head.record["answered_after_ms"] = round((time.time() - head.record["time"]) * 1000)
                 head.rule.unanswered -= 1
                 self.proxy.log(head.record)
             if head is not None and head.drop:
                 self.deaf = True
             for seen in head.observed if head is not None else ():
-                seen.update(answer=parse_response(frame, head.header), delivered=self.client_open and not self.deaf,
+                seen.update(answer=answer, delivered=self.client_open and not self.deaf,
                             answered_after_ms=round((time.time() - seen["time"]) * 1000))
                 self.proxy.log(seen)
             self.to_client(frame_bytes(frame))
