@@ -4,8 +4,10 @@
                                    [--engines spark,python] [--keep DIR]
 
 For each size it writes a synthetic, clean run directory in the on-disk format of a real run
-(topics as Parquet in both views, lineage JSON values, a client history with one send and one
-commit per transaction of 500 inputs, an encoded __transaction_state log, final offsets), then
+(topics as Parquet in both views, lineage JSON values, a client history with the seeder's
+acknowledgements and one send and one commit per transaction of 500 inputs, an encoded
+__transaction_state log whose records match those transactions, their offset commits in
+__consumer_offsets, final offsets: evidence as complete as a real run's), then
 checks it with each engine in a process of its own and prints wall time, records verified per
 second and peak memory. Both engines must say ``valid`` (a benchmark of a wrong answer is
 worthless), and the figures include everything a user waits for: Spark's session start (shown
@@ -38,10 +40,25 @@ WORKLOAD = {"input_topic": "bench-in", "output_topics": list(TOPICS), "outputs_p
 STATUS = {"Ongoing": 1, "PrepareCommit": 2, "CompleteCommit": 4}
 
 
-def _txn_record(txid: str, status: str, pid: int) -> tuple[bytes, bytes]:
+def _s16(text: str) -> bytes:
+    return struct.pack(">h", len(text)) + text.encode()
+
+
+def _txn_record(txid: str, status: str, pid: int, partitions: dict[str, list[int]], update_ms: int,
+                start_ms: int) -> tuple[bytes, bytes]:
     """A TransactionLogValue v0 record (the layout of Kafka's schema, written by hand)."""
-    key = struct.pack(">hh", 0, len(txid)) + txid.encode()
-    value = struct.pack(">hqhib", 0, pid, 0, 10000, STATUS[status]) + struct.pack(">i", 0) + struct.pack(">qq", 1, 1)
+    key = struct.pack(">h", 0) + _s16(txid)
+    parts = b"".join(_s16(t) + struct.pack(">i", len(ps)) + b"".join(struct.pack(">i", x) for x in ps)
+                     for t, ps in partitions.items())
+    value = (struct.pack(">hqhib", 0, pid, 0, 10000, STATUS[status]) + struct.pack(">i", len(partitions)) + parts
+             + struct.pack(">qq", update_ms, start_ms))
+    return key, value
+
+
+def _offset_record(partition: int, offset: int) -> tuple[bytes, bytes]:
+    """An OffsetCommitKey / OffsetCommitValue v1 record of the workload's group."""
+    key = struct.pack(">h", 1) + _s16(WORKLOAD["group_id"]) + _s16(WORKLOAD["input_topic"]) + struct.pack(">i", partition)
+    value = struct.pack(">hq", 1, offset) + _s16("") + struct.pack(">qq", 1, -1)
     return key, value
 
 
@@ -69,28 +86,46 @@ def write_run(run: Path, outputs: int) -> int:
     t = table(in_p, in_o, in_k, [b"{}"] * len(in_o))
     for view in ("committed", "raw"):
         pq.write_table(t, run / "topics" / f"bench-in.{view}.parquet")
-    # transactions: worker w<p> owns input partition p; BATCH inputs per transaction
-    lines, txn_log = [], []
+    # The evidence is complete, as a real run's (else the verdict is unknown): the seeder's
+    # acknowledgements, each transaction's coordinator records on the history's clock (its output
+    # partitions and the offsets topic), and each commit's offsets in __consumer_offsets.
+    # Transactions: worker w<p> owns input partition p; BATCH inputs per transaction.
+    lines, txn_log, offset_log = [], [], []
     now, op = 1000.0, 0
-    seqs: dict[int, int] = {}
+
+    def record(process: str, f: str, value: dict, txid: str, pid: int, at: float) -> None:
+        nonlocal op
+        for kind, t in (("invoke", at), ("ok", at + 0.0005)):
+            lines.append(json.dumps({"time": t, "process": process, "op": op, "type": kind, "f": f,
+                                     "value": value if kind == "invoke" else {}, "txid": txid, "pid": pid,
+                                     "epoch": 0}))
+        op += 1
+
+    seeded = [[f"in-{p}-{o}", p, o] for p, o in zip(in_p, in_o)]
+    record("seeder", "init", {}, "bench-seeder", 999, now)
+    record("seeder", "seed", {"count": len(seeded), "inputs": seeded}, "bench-seeder", 999, now + 0.001)
     for p in range(PARTITIONS):
+        process, txid, seq = f"w{p}.1", f"bench-w{p}", 0
+        record(process, "init", {}, txid, p, now + 0.002)
         for start in range(0, per_partition, BATCH):
-            seq = seqs[p] = seqs.get(p, 0) + 1
-            process, txid = f"w{p}.1", f"bench-w{p}"
-            batch = [[p, o] for o in range(start, min(start + BATCH, per_partition))]
-            for f, value in (("send", {"txn_seq": seq, "inputs": batch, "outputs": K * len(batch)}),
-                             ("commit", {"txn_seq": seq})):
-                for kind in ("invoke", "ok"):
-                    now += 0.001
-                    lines.append(json.dumps({"time": now, "process": process, "op": op, "type": kind, "f": f,
-                                             "value": value if kind == "invoke" else {}, "txid": txid, "pid": p,
-                                             "epoch": 0}))
-                op += 1
-            for status in ("Ongoing", "PrepareCommit", "CompleteCommit"):
-                txn_log.append(_txn_record(txid, status, p))
+            seq += 1
+            now += 0.01
+            end = min(start + BATCH, per_partition)
+            batch = [[p, o] for o in range(start, end)]
+            record(process, "send", {"txn_seq": seq, "inputs": batch, "outputs": K * len(batch)}, txid, p, now)
+            record(process, "commit", {"txn_seq": seq, "offsets": {str(p): end}}, txid, p, now + 0.007)
+            ongoing = int(now * 1000) + 1
+            parts = {**{t: [p] for t in TOPICS}, "__consumer_offsets": [0]}
+            for status, at in (("Ongoing", ongoing), ("PrepareCommit", ongoing + 7), ("CompleteCommit", ongoing + 8)):
+                txn_log.append(_txn_record(txid, status, p, {} if status == "CompleteCommit" else parts, at, ongoing))
+            offset_log.append(_offset_record(p, end))
     (run / "history.jsonl").write_text("\n".join(lines) + "\n")
     pq.write_table(table([0] * len(txn_log), list(range(len(txn_log))), [k for k, _ in txn_log], [v for _, v in txn_log]),
                    run / "topics" / "__transaction_state.raw.parquet")
+    offsets = table([0] * len(offset_log), list(range(len(offset_log))), [k for k, _ in offset_log],
+                    [v for _, v in offset_log])
+    for view in ("committed", "raw"):
+        pq.write_table(offsets, run / "topics" / f"__consumer_offsets.{view}.parquet")
     for slot, topic in enumerate(TOPICS):
         parts, offs, keys, values = [], [], [], []
         for p in range(PARTITIONS):
@@ -107,7 +142,8 @@ def write_run(run: Path, outputs: int) -> int:
     (run / "campaign.json").write_text(json.dumps({"workload": WORKLOAD}))
     (run / "final.json").write_text(json.dumps({
         "group_offsets": {str(p): per_partition for p in range(PARTITIONS)}, "drained": True,
-        "liveness": {"stable": True, "waited_s": 0.0, "pinned": {}}}))
+        "liveness": {"stable": True, "waited_s": 0.0, "pinned": {}},
+        "compaction": {"__consumer_offsets": {}, "__transaction_state": {}}}))
     return per_partition * PARTITIONS * K
 
 
