@@ -72,8 +72,8 @@ def spark(tmp_path_factory):
         # classes that C1 and C2 then compile, for a few rows: 8.5-9 JVM CPU seconds a check
         # instead of 20-21 (bench/spark_small_checks.py, docs/benchmarks.md). Not the job's
         # setting: at a default run's size, interpreting made its checks slower (55-66 s against
-        # 34-44 s). The tests that run the job itself (the default campaign, the differential)
-        # keep its settings, so generated code is still tested.
+        # 34-44 s). The tests that run the job itself (the default campaign, test_spark_driver_jvm,
+        # the workload tests that verify with Spark) keep its settings: generated code is tested.
         session = spark_session("local[2]", app="kchaos-tests", driver_memory="1g", jit="quick",
                                 extra_conf={"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false",
                                             "spark.sql.codegen.wholeStage": "false",
