@@ -23,7 +23,6 @@ import argparse
 import json
 import resource
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -31,41 +30,20 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 PARTITIONS = 6
 BATCH = 500
 K = 2
 TOPICS = ("bench-a", "bench-b")
 WORKLOAD = {"input_topic": "bench-in", "output_topics": list(TOPICS), "outputs_per_input": K,
             "delivery": "exactly-once", "group_id": "bench"}
-STATUS = {"Ongoing": 1, "PrepareCommit": 2, "CompleteCommit": 4}
-
-
-def _s16(text: str) -> bytes:
-    return struct.pack(">h", len(text)) + text.encode()
-
-
-def _txn_record(txid: str, status: str, pid: int, partitions: dict[str, list[int]], update_ms: int,
-                start_ms: int) -> tuple[bytes, bytes]:
-    """A TransactionLogValue v0 record (the layout of Kafka's schema, written by hand)."""
-    key = struct.pack(">h", 0) + _s16(txid)
-    parts = b"".join(_s16(t) + struct.pack(">i", len(ps)) + b"".join(struct.pack(">i", x) for x in ps)
-                     for t, ps in partitions.items())
-    value = (struct.pack(">hqhib", 0, pid, 0, 10000, STATUS[status]) + struct.pack(">i", len(partitions)) + parts
-             + struct.pack(">qq", update_ms, start_ms))
-    return key, value
-
-
-def _offset_record(partition: int, offset: int) -> tuple[bytes, bytes]:
-    """An OffsetCommitKey / OffsetCommitValue v1 record of the workload's group."""
-    key = struct.pack(">h", 1) + _s16(WORKLOAD["group_id"]) + _s16(WORKLOAD["input_topic"]) + struct.pack(">i", partition)
-    value = struct.pack(">hq", 1, offset) + _s16("") + struct.pack(">qq", 1, -1)
-    return key, value
-
-
 def write_run(run: Path, outputs: int) -> int:
     """Returns the number of output records written (``outputs`` rounded to whole partitions)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    # the record encoders the checker tests write their runs with, one definition of the layouts
+    from tests.unit.test_checkers import _offset_record, _txn_record
 
     (run / "topics").mkdir(parents=True)
     inputs = outputs // K
@@ -117,8 +95,9 @@ def write_run(run: Path, outputs: int) -> int:
             ongoing = int(now * 1000) + 1
             parts = {**{t: [p] for t in TOPICS}, "__consumer_offsets": [0]}
             for status, at in (("Ongoing", ongoing), ("PrepareCommit", ongoing + 7), ("CompleteCommit", ongoing + 8)):
-                txn_log.append(_txn_record(txid, status, p, {} if status == "CompleteCommit" else parts, at, ongoing))
-            offset_log.append(_offset_record(p, end))
+                txn_log.append(_txn_record(txid, status, pid=p, partitions={} if status == "CompleteCommit" else parts,
+                                           update_ms=at, start_ms=ongoing))
+            offset_log.append(_offset_record(WORKLOAD["group_id"], WORKLOAD["input_topic"], p, end))
     (run / "history.jsonl").write_text("\n".join(lines) + "\n")
     pq.write_table(table([0] * len(txn_log), list(range(len(txn_log))), [k for k, _ in txn_log], [v for _, v in txn_log]),
                    run / "topics" / "__transaction_state.raw.parquet")
