@@ -6,7 +6,22 @@ from __future__ import annotations
 
 import json
 
-from .test_workload import Harness, _events, _spec
+from .test_workload import Harness, _events, _spec, committed, wait_for_history
+
+
+def _run_until_both_commit(h: Harness) -> dict:
+    """Seed until the Java worker (w1) has committed a transaction, then no more inputs.
+
+    The Java worker's JVM starts seconds after the librdkafka one, which takes every partition
+    first; the group hands w1 its share only at w0's next heartbeat. How long that takes depends
+    on the machine's load (CI once saw the whole input processed before it), so the run waits on
+    w1's first commit, not on a seeding time long enough."""
+    try:
+        wait_for_history(h, "w1.*", committed, timeout_s=120)
+        h.workload.halt_seeding()
+        return h.finish()
+    finally:
+        h.workload.close()  # a wait that timed out leaves no worker running
 
 
 def test_java_client_pipeline_is_valid_and_speaks_tv2(cluster3, tmp_path):
@@ -32,10 +47,9 @@ def test_java_client_pipeline_is_valid_and_speaks_tv2(cluster3, tmp_path):
 
 
 def test_mixed_clients_share_one_group_and_are_valid(cluster3, tmp_path):
-    # seeded over 10 s: the Java worker's JVM starts after the librdkafka one, and at full speed the
-    # latter could process every input before the group gave the Java worker a partition
-    h = Harness(cluster3, tmp_path, _spec(client="mixed", records=1500, rate=150, workers=2, input_partitions=4))
-    results = h.finish()
+    # seeded at 150 a second, up to 80 s, and halted once both have committed
+    h = Harness(cluster3, tmp_path, _spec(client="mixed", records=12000, rate=150, workers=2, input_partitions=4))
+    results = _run_until_both_commit(h)
     assert results["verdict"] == "valid", json.dumps(results["checks"], indent=1)
     clients = {op["value"]["slot"]: op["value"]["client"] for op in _events(h.ops(), "worker-start")}
     assert clients == {"w0": "confluent", "w1": "java"}
@@ -49,9 +63,9 @@ def test_both_clients_join_on_the_consumer_protocol_when_asked(cluster3, tmp_pat
     classic defaults would still join, through the classic protocol, and be counted there."""
     import re
 
-    spec = _spec(client="mixed", group_protocol="consumer", records=1500, rate=150, workers=2, input_partitions=4)
+    spec = _spec(client="mixed", group_protocol="consumer", records=12000, rate=150, workers=2, input_partitions=4)
     h = Harness(cluster3, tmp_path, spec)
-    results = h.finish()
+    results = _run_until_both_commit(h)
     assert results["verdict"] == "valid", json.dumps(results["checks"], indent=1)
     committers = {op["process"].split(".")[0] for op in _events(h.ops(), "commit") if op["outcome"] == "ok"}
     assert committers == {"w0", "w1"}, committers
