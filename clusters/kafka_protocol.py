@@ -59,7 +59,13 @@ ERROR_CODES: dict[str, int] = {
     # KIP-932's, as the share coordinator answers a stale state write
     "FENCED_LEADER_EPOCH": 74, "INVALID_RECORD_STATE": 121, "FENCED_STATE_EPOCH": 124,
 }
-ERROR_NAMES: dict[int, str] = {0: "NONE", **{v: k for k, v in ERROR_CODES.items()}}
+#: error names only read in answers (a fault never answers with them): a share partition
+#: leader's answers to ShareFetch (Kafka's Errors enum, read from 4.4.0's jar)
+READ_ONLY_ERRORS: dict[str, int] = {
+    "UNKNOWN_TOPIC_OR_PARTITION": 3, "LEADER_NOT_AVAILABLE": 5, "UNKNOWN_TOPIC_ID": 100,
+    "SHARE_SESSION_NOT_FOUND": 122, "INVALID_SHARE_SESSION_EPOCH": 123, "SHARE_SESSION_LIMIT_REACHED": 133,
+}
+ERROR_NAMES: dict[int, str] = {0: "NONE", **{v: k for k, v in {**READ_ONLY_ERRORS, **ERROR_CODES}.items()}}
 
 #: APIs whose response the proxy can forge (the ``error`` fault): their responses carry one
 #: top-level error code. Per-partition responses (Produce, TxnOffsetCommit, AddPartitionsToTxn)
@@ -252,6 +258,32 @@ def describe_request(frame: bytes, header: RequestHeader) -> dict[str, Any]:
             first = out["writes"][0] if out["writes"] else {}
             out.update(partition=first.get("partition"), leader_epoch=first.get("leader_epoch"))
             return out
+        if header.api_key == API_KEYS["ShareFetch"]:  # share consumer -> share partition leader (flexible, v1+)
+            out = {"group_id": r.compact_string(), "member_id": r.compact_string(), "share_session_epoch": r.int32(),
+                   "max_wait_ms": r.int32()}
+            r.int32(), r.int32()  # min and max bytes
+            if v >= 1:
+                out["max_records"] = r.int32()
+                r.int32()  # batch size
+            if v >= 2:
+                r.int8(), r.int8()  # acquire mode, renew acknowledgement
+            fetch, acks = [], {}
+            for _ in range(r.uvarint() - 1):
+                topic_id = r.uuid()
+                for _ in range(r.uvarint() - 1):
+                    name = f"{topic_id}-{r.int32()}"
+                    if v == 0:
+                        r.int32()  # partition max bytes
+                    fetch.append(name)
+                    for _ in range(r.uvarint() - 1):  # acknowledgement batches piggybacked on the fetch
+                        first, last = r.int64(), r.int64()
+                        types = [r.int8() for _ in range(r.uvarint() - 1)]
+                        r.tagged_fields()
+                        acks.setdefault(name, []).append([first, last, types[0] if len(set(types)) == 1 else types])
+                    r.tagged_fields()
+                r.tagged_fields()
+            # every range is kept: the fetch's max records bounds them
+            return {**out, "partitions": fetch, "acknowledgements": acks}
         if header.api_key == API_KEYS["ConsumerGroupHeartbeat"]:
             out = _heartbeat_request_head(r)
             r.compact_string(), r.compact_string(), r.int32()  # instance id, rack id, rebalance timeout
@@ -318,6 +350,51 @@ def _answer_of(errors: dict[str, str]) -> dict[str, Any]:
     return {"error": failed[0] if failed else "NONE", "errors": errors}
 
 
+def _share_fetch_answer(r: Reader, version: int) -> dict[str, Any]:
+    """What a share partition leader gave a share consumer: per partition, its fetch and
+    acknowledgement errors, the leader it names, and the ranges of records it acquired for the
+    member (first, last, delivery count); the record bytes are skipped. An answer with no
+    acquired range and no error is a fetch that found nothing to give."""
+    r.int32()  # throttle
+    code = r.int16()
+    r.compact_string()  # error message
+    answer: dict[str, Any] = {"error": ERROR_NAMES.get(code, str(code))}
+    if version >= 1:
+        answer["lock_timeout_ms"] = r.int32()
+    partitions: dict[str, Any] = {}
+    for _ in range(r.uvarint() - 1):
+        topic_id = r.uuid()
+        for _ in range(r.uvarint() - 1):
+            name = f"{topic_id}-{r.int32()}"
+            fetch_error = r.int16()
+            r.compact_string()
+            ack_error = r.int16()
+            r.compact_string()
+            leader = [r.int32(), r.int32()]  # id, epoch
+            r.tagged_fields()
+            size = r.uvarint() - 1
+            if size > 0:
+                r._take(size)  # the records themselves: the workers' histories say what they were given
+            acquired = []
+            for _ in range(r.uvarint() - 1):
+                acquired.append([r.int64(), r.int64(), r.int16()])
+                r.tagged_fields()
+            r.tagged_fields()
+            part: dict[str, Any] = {"error": ERROR_NAMES.get(fetch_error, str(fetch_error)), "leader": leader,
+                                    "acquired": acquired,
+                                    "acquired_records": sum(last - first + 1 for first, last, _ in acquired)}
+            if ack_error:
+                part["ack_error"] = ERROR_NAMES.get(ack_error, str(ack_error))
+            partitions[name] = part
+        r.tagged_fields()
+    answer["partitions"] = partitions
+    answer["acquired_records"] = sum(p["acquired_records"] for p in partitions.values())
+    if answer["error"] == "NONE":
+        failed = sorted({p["error"] for p in partitions.values() if p["error"] != "NONE"})
+        answer["error"] = failed[0] if failed else "NONE"
+    return answer
+
+
 def parse_response(frame: bytes, header: RequestHeader) -> dict[str, Any]:
     """The broker's answer to a request, as far as the evidence needs it: the error code (for
     Produce the first partition's error and base offset, for InitProducerId the producer id and
@@ -357,6 +434,8 @@ def parse_response(frame: bytes, header: RequestHeader) -> dict[str, Any]:
                     errors[f"{topic_id}-{partition}"] = ERROR_NAMES.get(code, str(code))
                 r.tagged_fields()
             return _answer_of(errors)
+        if header.api_key == API_KEYS["ShareFetch"]:
+            return _share_fetch_answer(r, header.api_version)
         if header.api_key == API_KEYS["ConsumerGroupHeartbeat"]:
             answer = _heartbeat_answer_head(r)
             # null: unchanged since the last answer (a full request always gets it)

@@ -107,8 +107,9 @@ def _cluster3_session(tmp_path_factory):
     work = tmp_path_factory.mktemp("cluster3")
     # the message proxy sits on every client link of the shared cluster, so the tests that use
     # it for message faults cost no cluster of their own and every other test runs through it;
-    # it records every KIP-848 heartbeat, as a campaign's cluster.record_apis does
-    cluster = start_local(work, nodes=3, broker=FAST_ISR, proxy_messages=True, record_apis=("ConsumerGroupHeartbeat",))
+    # it records every KIP-848 heartbeat and share fetch, as a campaign's cluster.record_apis does
+    cluster = start_local(work, nodes=3, broker=FAST_ISR, proxy_messages=True,
+                          record_apis=("ConsumerGroupHeartbeat", "ShareFetch"))
     yield cluster
     cluster.stop()
     assert processes_with_marker(str(cluster.work_dir)) == [], "cluster3 leaked processes"

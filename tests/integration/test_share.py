@@ -40,7 +40,25 @@ def test_faultless_share_run_is_valid_and_at_least_once_then_injected_anomalies_
     assert configs["effective_delivery_count_limit"] >= 2
     acquirers = {op["process"] for op in h.ops() if op["f"] == "acquire"}
     assert len(acquirers) >= 2, acquirers
+    _share_fetches_recorded_what_the_workers_were_given(cluster3, h)
     _injected_anomalies_are_named(cluster3, h)
+
+
+def _share_fetches_recorded_what_the_workers_were_given(cluster3, h) -> None:
+    """The shared cluster records every ShareFetch and its answer (cluster.record_apis): each
+    record a worker says it acquired, at its delivery count, is in an acquired range of an answer
+    the proxy delivered to a share consumer of the group."""
+    from .test_message_faults import events_of
+
+    fetches = [e for e in events_of(cluster3, "kchaos-record")
+               if e["api"] == "ShareFetch" and e.get("group_id") == h.workload.spec.group_id]
+    answered = [e for e in fetches if e["delivered"] and e["answer"]]
+    assert answered and all("partitions" in e["answer"] for e in answered), fetches[:3]
+    given = {(int(name.rsplit("-", 1)[1]), offset, count) for e in answered
+             for name, part in e["answer"]["partitions"].items()
+             for first, last, count in part["acquired"] for offset in range(first, last + 1)}
+    acquired = {(p, o, d) for op in h.ops() if op["f"] == "acquire" for p, o, d in op["value"]["records"]}
+    assert acquired and not acquired - given, sorted(acquired - given)[:10]
 
 
 def test_worker_paused_past_the_record_lock_is_redelivered_and_explained(cluster3, tmp_path):

@@ -294,3 +294,77 @@ def test_recorded_apis_need_the_local_message_proxy_and_known_names():
         load_campaign(None, ['cluster.record_apis=["StreamsHeartbeat"]'])
     with pytest.raises(ValueError, match="record_apis needs the message proxy"):
         ClusterSpec(record_apis=("StreamsGroupHeartbeat",))
+
+
+TOPIC_ID = bytes(range(16, 32))
+
+
+def _share_fetch_request(version: int, acks: list[tuple[int, int, list[int]]]) -> bytes:
+    """A share consumer's fetch of partitions 0 and 2 of one topic, acknowledging ``acks`` on 0."""
+    w = Writer().int16(78).int16(version).int32(41).string("kchaos-w1").no_tagged_fields()
+    w.compact_string("kchaos-share").compact_string("m-1").int32(5).int32(500).int32(1).int32(1 << 20)
+    w.int32(500).int32(100)  # max records, batch size
+    if version >= 2:
+        w.int8(0).int8(0)
+    w.uvarint(2).raw(TOPIC_ID).uvarint(3)
+    for partition, batches in ((0, acks), (2, [])):
+        w.int32(partition).uvarint(len(batches) + 1)
+        for first, last, types in batches:
+            w.int64(first).int64(last).uvarint(len(types) + 1)
+            for t in types:
+                w.int8(t)
+            w.no_tagged_fields()
+        w.no_tagged_fields()
+    w.no_tagged_fields().uvarint(1)  # topics' tags, no forgotten topics
+    return w.no_tagged_fields().bytes()
+
+
+def _share_fetch_answer(version: int, partitions: list[tuple[int, int, int, bytes, list[tuple[int, int, int]]]]) -> bytes:
+    """(partition, fetch error, acknowledge error, record bytes, acquired ranges) per partition."""
+    w = Writer().int32(41).no_tagged_fields().int32(0).int16(0).compact_string(None)
+    if version >= 1:
+        w.int32(15000)
+    w.uvarint(2).raw(TOPIC_ID).uvarint(len(partitions) + 1)
+    for partition, error, ack_error, records, acquired in partitions:
+        w.int32(partition).int16(error).compact_string(None).int16(ack_error).compact_string(None)
+        w.int32(3).int32(2).no_tagged_fields()  # current leader: node 3, epoch 2
+        w.uvarint(len(records) + 1).raw(records).uvarint(len(acquired) + 1)
+        for first, last, count in acquired:
+            w.int64(first).int64(last).int16(count).no_tagged_fields()
+        w.no_tagged_fields()
+    w.no_tagged_fields().uvarint(1)  # no node endpoints
+    return w.no_tagged_fields().bytes()
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_share_fetch_names_its_partitions_and_the_acknowledgements_it_carries(version):
+    frame = _share_fetch_request(version, [(100, 104, [1]), (105, 106, [1, 2])])
+    header = parse_request_header(frame)
+    described = describe_request(frame, header)
+    topic = Reader(TOPIC_ID).uuid()
+    assert (described["member_id"], described["share_session_epoch"], described["max_records"]) == ("m-1", 5, 500)
+    assert described["partitions"] == [f"{topic}-0", f"{topic}-2"]
+    # one type for a range is kept as that type, mixed types as the list
+    assert described["acknowledgements"] == {f"{topic}-0": [[100, 104, 1], [105, 106, [1, 2]]]}
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_share_fetch_answer_names_what_was_acquired_and_what_failed(version):
+    header = parse_request_header(_share_fetch_request(version, []))
+    topic = Reader(TOPIC_ID).uuid()
+    answer = parse_response(_share_fetch_answer(version, [
+        (0, 0, 0, b"\x00" * 70, [(200, 209, 1), (215, 215, 3)]),  # the record bytes are skipped, not read
+        (2, 6, 121, b"", []),  # NOT_LEADER_OR_FOLLOWER, and an acknowledgement refused: INVALID_RECORD_STATE
+    ]), header)
+    assert answer["error"] == "NOT_LEADER_OR_FOLLOWER" and answer["lock_timeout_ms"] == 15000
+    assert answer["acquired_records"] == 11
+    assert answer["partitions"][f"{topic}-0"] == {"error": "NONE", "leader": [3, 2],
+                                                 "acquired": [[200, 209, 1], [215, 215, 3]], "acquired_records": 11}
+    assert answer["partitions"][f"{topic}-2"]["ack_error"] == "INVALID_RECORD_STATE"
+
+
+def test_an_empty_share_fetch_answer_is_a_fetch_that_found_nothing():
+    header = parse_request_header(_share_fetch_request(1, []))
+    answer = parse_response(_share_fetch_answer(1, [(0, 0, 0, b"", [])]), header)
+    assert answer["error"] == "NONE" and answer["acquired_records"] == 0
+    assert parse_response(_share_fetch_answer(1, [(0, 0, 0, b"", [])])[:-9], header) == {}  # cut short: unread
