@@ -275,15 +275,22 @@ def describe_request(frame: bytes, header: RequestHeader) -> dict[str, Any]:
                     if v == 0:
                         r.int32()  # partition max bytes
                     fetch.append(name)
-                    for _ in range(r.uvarint() - 1):  # acknowledgement batches piggybacked on the fetch
-                        first, last = r.int64(), r.int64()
-                        types = [r.int8() for _ in range(r.uvarint() - 1)]
-                        r.tagged_fields()
-                        acks.setdefault(name, []).append([first, last, types[0] if len(set(types)) == 1 else types])
+                    _acknowledgement_batches(r, name, acks)  # piggybacked on the fetch
                     r.tagged_fields()
                 r.tagged_fields()
-            # every range is kept: the fetch's max records bounds them
             return {**out, "partitions": fetch, "acknowledgements": acks}
+        if header.api_key == API_KEYS["ShareAcknowledge"]:  # share consumer -> share partition leader (v1+)
+            out = {"group_id": r.compact_string(), "member_id": r.compact_string(), "share_session_epoch": r.int32()}
+            if v >= 2:
+                r.int8()  # renew acknowledgement
+            acks = {}
+            for _ in range(r.uvarint() - 1):
+                topic_id = r.uuid()
+                for _ in range(r.uvarint() - 1):
+                    _acknowledgement_batches(r, f"{topic_id}-{r.int32()}", acks)
+                    r.tagged_fields()
+                r.tagged_fields()
+            return {**out, "acknowledgements": acks}
         if header.api_key == API_KEYS["ConsumerGroupHeartbeat"]:
             out = _heartbeat_request_head(r)
             r.compact_string(), r.compact_string(), r.int32()  # instance id, rack id, rebalance timeout
@@ -348,6 +355,44 @@ def _answer_of(errors: dict[str, str]) -> dict[str, Any]:
     """A per-partition answer: its first error by name (NONE if every partition took it), and each."""
     failed = sorted({e for e in errors.values() if e != "NONE"})
     return {"error": failed[0] if failed else "NONE", "errors": errors}
+
+
+def _acknowledgement_batches(r: Reader, partition: str, into: dict[str, list[Any]]) -> None:
+    """A share request's ``[]{first, last, []int8 types}`` for ``partition``, appended to
+    ``into[partition]`` as ``[first, last, type]`` (1 accept, 2 release, 3 reject, 0 gap), or
+    the list of types when they differ within the range. Every range is kept: the records a
+    member acquired bound them."""
+    for _ in range(r.uvarint() - 1):
+        first, last = r.int64(), r.int64()
+        types = [r.int8() for _ in range(r.uvarint() - 1)]
+        r.tagged_fields()
+        into.setdefault(partition, []).append([first, last, types[0] if len(set(types)) == 1 else types])
+
+
+def _share_acknowledge_answer(r: Reader, version: int) -> dict[str, Any]:
+    """Whether a share partition leader took a member's acknowledgements: the top-level error
+    (a share session it does not know, for one), and each partition's."""
+    r.int32()  # throttle
+    code = r.int16()
+    r.compact_string()
+    top = ERROR_NAMES.get(code, str(code))
+    if version >= 2:
+        r.int32()  # acquisition lock timeout
+    errors = {}
+    for _ in range(r.uvarint() - 1):
+        topic_id = r.uuid()
+        for _ in range(r.uvarint() - 1):
+            name, partition_code = f"{topic_id}-{r.int32()}", r.int16()
+            r.compact_string()
+            r.int32(), r.int32(), r.tagged_fields()  # current leader id, epoch
+            r.tagged_fields()
+            errors[name] = ERROR_NAMES.get(partition_code, str(partition_code))
+        r.tagged_fields()
+    answer = _answer_of(errors)
+    if top != "NONE":
+        answer["error"] = top
+    answer["top_error"] = top
+    return answer
 
 
 def _share_fetch_answer(r: Reader, version: int) -> dict[str, Any]:
@@ -436,6 +481,8 @@ def parse_response(frame: bytes, header: RequestHeader) -> dict[str, Any]:
             return _answer_of(errors)
         if header.api_key == API_KEYS["ShareFetch"]:
             return _share_fetch_answer(r, header.api_version)
+        if header.api_key == API_KEYS["ShareAcknowledge"]:
+            return _share_acknowledge_answer(r, header.api_version)
         if header.api_key == API_KEYS["ConsumerGroupHeartbeat"]:
             answer = _heartbeat_answer_head(r)
             # null: unchanged since the last answer (a full request always gets it)

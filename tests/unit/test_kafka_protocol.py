@@ -368,3 +368,41 @@ def test_an_empty_share_fetch_answer_is_a_fetch_that_found_nothing():
     answer = parse_response(_share_fetch_answer(1, [(0, 0, 0, b"", [])]), header)
     assert answer["error"] == "NONE" and answer["acquired_records"] == 0
     assert parse_response(_share_fetch_answer(1, [(0, 0, 0, b"", [])])[:-9], header) == {}  # cut short: unread
+
+
+def _share_acknowledge_request(version: int) -> bytes:
+    w = Writer().int16(79).int16(version).int32(43).string("kchaos-w1").no_tagged_fields()
+    w.compact_string("kchaos-share").compact_string("m-1").int32(6)
+    if version >= 2:
+        w.int8(0)
+    w.uvarint(2).raw(TOPIC_ID).uvarint(2).int32(0).uvarint(2)
+    w.int64(282).int64(284).uvarint(4).int8(1).int8(1).int8(1).no_tagged_fields()
+    return w.no_tagged_fields().no_tagged_fields().no_tagged_fields().bytes()
+
+
+def _share_acknowledge_answer(version: int, top: int, partition: int) -> bytes:
+    w = Writer().int32(43).no_tagged_fields().int32(0).int16(top).compact_string(None)
+    if version >= 2:
+        w.int32(15000)
+    w.uvarint(2).raw(TOPIC_ID).uvarint(2).int32(0).int16(partition).compact_string(None)
+    w.int32(1).int32(0).no_tagged_fields().no_tagged_fields().no_tagged_fields()
+    return w.uvarint(1).no_tagged_fields().bytes()
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_share_acknowledge_and_its_answer_read_back(version):
+    """What a member acknowledged, and whether the leader took it: a refused acknowledgement
+    (INVALID_RECORD_STATE: the record's lock expired and it went to another member) is told
+    apart from one the leader took, and a top-level error (an unknown share session) from both."""
+    frame = _share_acknowledge_request(version)
+    header = parse_request_header(frame)
+    topic = Reader(TOPIC_ID).uuid()
+    described = describe_request(frame, header)
+    assert (described["member_id"], described["share_session_epoch"]) == ("m-1", 6)
+    assert described["acknowledgements"] == {f"{topic}-0": [[282, 284, 1]]}
+    taken = parse_response(_share_acknowledge_answer(version, 0, 0), header)
+    assert taken == {"error": "NONE", "errors": {f"{topic}-0": "NONE"}, "top_error": "NONE"}
+    refused = parse_response(_share_acknowledge_answer(version, 0, 121), header)
+    assert refused["error"] == "INVALID_RECORD_STATE" and refused["top_error"] == "NONE"
+    lost = parse_response(_share_acknowledge_answer(version, 122, 0), header)
+    assert lost["error"] == "SHARE_SESSION_NOT_FOUND"

@@ -127,6 +127,20 @@ def test_redelivery_after_a_committed_accept(tmp_path):
     assert results["anomaly_types"] == ["share-redelivered-after-accept"], results["checks"]
 
 
+def test_an_accept_sent_after_the_record_was_delivered_again_is_stale_not_a_case(tmp_path):
+    """w0.1's lock on input 1 expired while it committed: w1.1 was given it (delivery 2) and
+    ACCEPTed it, and only then did w0.1 send its ACCEPT of delivery 1. Kafka answers that
+    acknowledgement without error (the record is below the start offset by then), so its answer
+    proves nothing; the note counts it (hunt-share-stale-write seed 8 on 4.4.0)."""
+    b = ShareRunBuilder()
+    b.ops.insert(4, ("acquire", "ok", {"records": [[0, 1, 2]]}, "w1.1", 0))
+    b.ops.insert(5, ("ack", "ok", {"acks": [[0, 1, "accept"]]}, "w1.1", 0))
+    results = _check(b.write(tmp_path / "r"))
+    check = results["checks"]["share-redelivered-after-accept"]
+    assert results["verdict"] == "valid" and check["verdict"] == "valid", results["checks"]
+    assert check["note"].startswith("1 ACCEPTs answered without error were sent after the record"), check
+
+
 def test_a_first_delivery_recorded_late_is_not_a_redelivery(tmp_path):
     """A worker stopped between the broker's answer and its bookkeeping records delivery 1 after
     another worker's delivery 2 was accepted: the delivery counts order them, not the clock."""
