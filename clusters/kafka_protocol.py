@@ -60,7 +60,7 @@ ERROR_CODES: dict[str, int] = {
     "FENCED_LEADER_EPOCH": 74, "INVALID_RECORD_STATE": 121, "FENCED_STATE_EPOCH": 124,
 }
 #: error names only read in answers (a fault never answers with them): a share partition
-#: leader's answers to ShareFetch (Kafka's Errors enum, read from 4.4.0's jar)
+#: leader's answers to ShareFetch and ShareAcknowledge (Kafka's Errors enum, read from 4.4.0's jar)
 READ_ONLY_ERRORS: dict[str, int] = {
     "UNKNOWN_TOPIC_OR_PARTITION": 3, "LEADER_NOT_AVAILABLE": 5, "UNKNOWN_TOPIC_ID": 100,
     "SHARE_SESSION_NOT_FOUND": 122, "INVALID_SHARE_SESSION_EPOCH": 123, "SHARE_SESSION_LIMIT_REACHED": 133,
