@@ -238,6 +238,12 @@ def _hit(partitions: "frozenset[int] | None", partition: int | None) -> bool:
     return partitions is None or partition is None or partition in partitions
 
 
+def stamped_in_skew(ct: CoordinatorTxn, skewed: Skew | None) -> bool:
+    """Whether ``ct``'s start was stamped by a clock a clock fault had moved: its partition's
+    coordinator in one of the ``skewed`` windows."""
+    return any(lo <= ct.start_ms <= hi and _hit(parts, ct.log_partition) for lo, hi, parts in skewed or ())
+
+
 def outside_skew(coordinator: list[CoordinatorTxn], clients: list[ClientTxn],
                  skewed: Skew | None) -> tuple[list[CoordinatorTxn], list[ClientTxn], dict[str, int]]:
     """What can be placed in time while brokers' clocks were moved on purpose (clock faults):
@@ -250,8 +256,7 @@ def outside_skew(coordinator: list[CoordinatorTxn], clients: list[ClientTxn],
     if not skewed:
         return coordinator, clients, {}
     partition_of = {ct.transactional_id: ct.log_partition for ct in coordinator if ct.log_partition >= 0}
-    kept_ct = [ct for ct in coordinator
-               if not any(lo <= ct.start_ms <= hi and _hit(parts, ct.log_partition) for lo, hi, parts in skewed)]
+    kept_ct = [ct for ct in coordinator if not stamped_in_skew(ct, skewed)]
 
     def overlaps(c: ClientTxn) -> bool:
         end = c.end_complete_ms if c.end_complete_ms is not None else float("inf")

@@ -10,18 +10,26 @@ from typing import Any
 
 from kchaos.verifier import evidence
 from kchaos.verifier.checks import NOTES, offset_commit_result, result, set_aside_note, split_result
-from kchaos.verifier.coordinator_log import CLOCK_EPS_MS, Skew, coordinator_aborted, judge, on_harness_clock
+from kchaos.verifier.coordinator_log import (CLOCK_EPS_MS, Skew, coordinator_aborted, judge, on_harness_clock,
+                                             stamped_in_skew)
 from kchaos.verifier.model import NotApplicable
 from kchaos.verifier.offsets_log import lost_offset_commit_cases, offsets_backwards_cases
 from kchaos.verifier.results import UNKNOWN, CheckResult
 
 
-def intact_from(data: Any, coordinator: list[Any]) -> dict[str, float]:
+def intact_from(data: Any, coordinator: list[Any], skewed: Skew | None = None) -> dict[str, float]:
     """Per transactional id of the run whose ``__transaction_state`` partition the cleaner compacted
-    (or may have: a cluster that does not say), the start (ms) of its oldest coordinator
-    transaction that begins at or past the cleaned point: from then on the id's records are all
-    as written (infinity: none is known to be). Ids on partitions nothing cleaned are left out:
-    judged whole. Another partition's compaction says nothing about this run's ids."""
+    (or may have: a cluster that does not say), the start (ms) of its first coordinator
+    transaction, in log order, that begins at or past the cleaned point: from then on the id's
+    records are all as written (infinity: none is known to be). Ids on partitions nothing cleaned
+    are left out: judged whole. Another partition's compaction says nothing about this run's ids.
+
+    Log order, not the earliest stamp: a clock fault's moved stamps are not in time order (a
+    coordinator set 60 s back stamped a later transaction before the run began, and the earliest
+    stamp then judged a compacted transaction as if its records had to be there: hunt-clock seed
+    6 on 4.4.0). Transactions stamped in a ``skewed`` window are passed over: the first one after
+    them, placed by an unmoved clock, began no earlier than the true boundary, so the set-aside
+    can only grow."""
     by_txid: dict[str, list[Any]] = defaultdict(list)
     for ct in coordinator:
         by_txid[ct.transactional_id].append(ct)
@@ -33,8 +41,9 @@ def intact_from(data: Any, coordinator: list[Any]) -> dict[str, float]:
         clean = evidence.clean_point(data.compaction, "__transaction_state", partition)
         if clean == 0:
             continue
-        kept = [ct.start_ms for ct in cts if clean is not None and ct.first_offset >= clean]
-        out[txid] = min(kept) if kept else float("inf")
+        kept = sorted((ct for ct in cts if clean is not None and ct.first_offset >= clean and
+                       not stamped_in_skew(ct, skewed)), key=lambda ct: ct.first_offset)
+        out[txid] = kept[0].start_ms if kept else float("inf")
     return out
 
 
@@ -71,8 +80,8 @@ def check_split_transactions(data: Any) -> CheckResult:
     the history; the coordinator's facts are kept on ``data`` for the results."""
     shift, tolerance, clock = evidence.broker_clock(data)
     coordinator = on_harness_clock(data.coordinator_transactions(), shift)
-    intact = intact_from(data, coordinator)
     skewed = clock_skew_windows(data.history)
+    intact = intact_from(data, coordinator, skewed)
     cases, data.coordinator_facts = judge(coordinator, data.history, data.late_requests(), intact,
                                           CLOCK_EPS_MS + tolerance, skewed)
     data.coordinator_facts["clock"] = {"shift_ms": shift, "tolerance_ms": tolerance, "how": clock}

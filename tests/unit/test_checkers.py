@@ -841,6 +841,30 @@ def test_coordinator_stamps_made_while_a_clock_fault_moved_the_clock_are_set_asi
     assert results["facts"]["coordinator"]["clock_skew_set_aside"]["coordinator_transactions"] == 2
 
 
+def test_the_compacted_boundary_is_read_in_log_order_past_stamps_a_clock_fault_moved():
+    """hunt-clock seed 6 on 4.4.0: the cleaner compacted the id's log partition up to offset 263,
+    and a coordinator set 60 s back stamped a later transaction before the run began. The
+    earliest stamp would say the log is intact from the run's start, and a compacted
+    transaction would be judged as missing. The boundary is the first transaction in log order
+    past the cleaned point whose stamp no clock fault moved."""
+    from types import SimpleNamespace
+
+    from kchaos.verifier.coordinator_log import CoordinatorTxn
+    from kchaos.verifier.driver_checks import intact_from
+
+    def ct(offset: int, start_ms: int) -> CoordinatorTxn:
+        return CoordinatorTxn("tx", 1, 0, start_ms, 60_000, 2, log_partition=1, first_offset=offset)
+
+    data = SimpleNamespace(history=SimpleNamespace(txn_ops={1: {"txid": "tx"}}), final={},
+                           compaction={"__transaction_state": {"1": 263}})
+    coordinator = [ct(262, 125_000), ct(267, 8 * 86_400_000), ct(280, 70_000), ct(300, 190_000)]
+    skewed = [(120_000, 180_000, frozenset({1})), (8 * 86_400_000 - 5_000, 8 * 86_400_000 + 60_000, frozenset({1})),
+              (60_000, 120_000, frozenset({1}))]
+    assert intact_from(data, coordinator, skewed) == {"tx": 190_000}  # 267 and 280 stamped by moved clocks
+    assert intact_from(data, coordinator[:2] + coordinator[3:]) == {"tx": 8 * 86_400_000}  # log order, not min
+    assert intact_from(data, [ct(262, 125_000)], skewed) == {"tx": float("inf")}  # nothing past the clean point
+
+
 def test_clock_skew_windows_span_the_offsets_a_fault_applied():
     from types import SimpleNamespace
 
