@@ -112,6 +112,9 @@ NOTES = {
     "split-transaction.all-clock-skewed": ("every client transaction ({n}) overlapped a clock fault's window: their "
                                            "coordinator stamps cannot be placed on the harness's clock, so nothing "
                                            "was judged"),
+    "set-aside.stale-accept": ("; set aside, as a stale acknowledgement's answer says nothing (Kafka answers one "
+                               "without error once the record is below the start offset): {n} ACCEPTs sent after the "
+                               "record had been delivered again"),
     "set-aside.unrecorded-compacted": ("{n} committed client transactions of {ids} began before the oldest record "
                                        "the log cleaner must have kept ({where})"),
 }

@@ -31,7 +31,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from kchaos.verifier.checks import result
+from kchaos.verifier.checks import NOTES, result
 from kchaos.share_state import (DONE_LABELS, SHARE_FINAL_STATES, apply_write, decode_share_state_record,
                                 persisted_label, share_partition_state)
 from kchaos.verifier.model import as_evidence
@@ -134,10 +134,11 @@ def check_redelivered_after_accept(ledger: ShareLedger) -> CheckResult:
     (acknowledged or archived since: 4.4.0's ``SharePartition.acknowledgeBatchRecords`` skips
     those offsets; librdkafka's mock broker copies that on purpose, confluentinc/librdkafka#5414,
     whose review cites Kafka's test ``testAcknowledgeBatchPostLsoMovement``), so its answer says
-    nothing about which delivery the group kept. It is not a case, and the note counts it. A worker records a
-    delivery only after the broker made it, so a later delivery recorded before the ACCEPT was
-    sent was made before it: a real case (the ACCEPT taken, then the record given out again)
-    always has its later delivery recorded after the ACCEPT was sent, and is never set aside."""
+    nothing about which delivery the group kept. It is not a case, and the note counts it. A
+    worker records a delivery only after the broker made it, so a later delivery recorded before
+    the ACCEPT was sent was made before it: a real case (the ACCEPT taken, then the record given
+    out again) always has its later delivery recorded after the ACCEPT was sent, and is never set
+    aside."""
     cases, stale = [], 0
     for pos, acks in sorted(ledger.acks.items()):
         acquisitions = ledger.acquisitions.get(pos, [])
@@ -158,13 +159,11 @@ def check_redelivered_after_accept(ledger: ShareLedger) -> CheckResult:
                                              f"{accepted} was ACCEPTed by {ack['process']} and the acknowledgement "
                                              "committed", **ledger.evidence(pos)})
                 break
-    note = (f"{stale} ACCEPTs answered without error were sent after the record had been delivered again "
-            "(a stale acknowledgement, which Kafka answers without error below the start offset): not cases"
-            if stale else None)
-    checked = result("share-redelivered-after-accept", cases)
-    if note:
-        checked.note = f"{checked.note}; {note}" if checked.note else note
-    return checked
+    found = result("share-redelivered-after-accept", cases)
+    if stale:
+        tail = NOTES["set-aside.stale-accept"].format(n=stale)
+        found.note = (found.note or "no ACCEPT was followed by a delivery") + tail
+    return found
 
 
 def check_delivery_limit(ledger: ShareLedger) -> CheckResult:
