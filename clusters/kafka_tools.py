@@ -6,14 +6,18 @@ Main classes move between releases (``DumpLogSegments`` moved to ``org.apache.ka
 
 from __future__ import annotations
 
+import importlib.resources
 import re
 import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kchaos.clusters.artifacts import JarSet, has_own_tools, require_java, resolve_kafka, resolve_kafka_tools
-from kchaos.errors import ClusterError
+from kchaos.clusters.java_build import compiled_classes
+from kchaos.errors import ClusterError, SetupError
 
 if TYPE_CHECKING:
     from kchaos.clusters.base import Cluster
@@ -155,32 +159,89 @@ def parse_tool_table(text: str) -> list[dict[str, str]]:
     return [dict(zip(header, (v.strip() for v in line.split(None, len(header) - 1)))) for line in lines[1:]]
 
 
+#: TransactionsCommand's invocations in one JVM (clusters/java/KchaosTransactionsBatch.java,
+#: package data): a JVM start costs about as much CPU as the query itself
+TRANSACTIONS_BATCH = "KchaosTransactionsBatch"
+_BATCH_SOURCE = Path(str(importlib.resources.files("kchaos.clusters").joinpath("java"))) / f"{TRANSACTIONS_BATCH}.java"
+_BATCH_UNSUPPORTED = 3  # the batch's exit code when these tools' command cannot be called in it
+
+
+def run_transactions_batch(argvs: list[list[str]], version: str, timeout_s: float = 120.0) -> tuple[list[ToolResult], str]:
+    """Each of ``argvs`` answered as ``run_tool("transactions", argv, version, check=False)``
+    would answer it, and how they were run. One JVM answers them all, concurrently, where it
+    can; an invocation it did not answer (no JDK to compile it, tools whose command it cannot
+    call, a JVM that died) runs in a JVM of its own, two at a time, as before. A batch that
+    timed out is not run again one by one: every invocation says it timed out."""
+    answered: list[ToolResult | None] = [None] * len(argvs)
+    how = "one JVM"
+    try:
+        answered = _transactions_batch(argvs, version, timeout_s)
+    except SetupError as exc:
+        how = f"one JVM per query: {exc.one_line()}"
+    except ClusterError as exc:
+        return [ToolResult(argv, -1, "", exc.one_line()) for argv in argvs], how
+    alone = [i for i, result in enumerate(answered) if result is None]
+    if alone and how == "one JVM":
+        how = f"one JVM, and one each for {len(alone)} it did not answer" if len(alone) < len(argvs) else \
+            "one JVM per query: these tools' TransactionsCommand cannot be called in a batch"
+
+    def run_alone(argv: list[str]) -> ToolResult:
+        try:
+            return run_tool("transactions", argv, version, timeout_s=90, check=False)
+        except ClusterError as exc:
+            return ToolResult(argv, -1, "", exc.one_line())
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for i, result in zip(alone, pool.map(run_alone, [argvs[i] for i in alone])):
+            answered[i] = result
+    return [r for r in answered if r is not None], how
+
+
+def transactions_batch_classes() -> Path:
+    """The batch compiled (once, into the cache); it names no Kafka class at compile time, so one
+    build serves every release's tools. A SetupError without a JDK."""
+    return compiled_classes(TRANSACTIONS_BATCH, [_BATCH_SOURCE], "", "", "kchaos' batch of KIP-664 queries",
+                            "a JDK's javac compiles it once; without one, each query starts its own JVM")
+
+
+def _transactions_batch(argvs: list[list[str]], version: str, timeout_s: float) -> list[ToolResult | None]:
+    jars, _ = tool_jars("transactions", version)
+    classes = transactions_batch_classes()
+    with tempfile.TemporaryDirectory(prefix="kchaos-transactions-") as out:
+        head = [require_java(), *_TOOL_JVM_OPTS, "-cp", f"{classes}:{jars.classpath}", TRANSACTIONS_BATCH, out]
+        argv = head + [word for args in argvs for word in ("--", *args)]
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as exc:
+            raise ClusterError(f"kafka tool transactions ({len(argvs)} queries in one JVM) timed out after "
+                               f"{timeout_s:.0f}s") from exc
+        if proc.returncode == _BATCH_UNSUPPORTED:
+            return [None] * len(argvs)
+        answered: list[ToolResult | None] = []
+        for i, args in enumerate(argvs):
+            exit_file = Path(out) / f"{i}.exit"
+            if not exit_file.exists():  # the JVM ended before this invocation did
+                answered.append(None)
+                continue
+            code, _, message = exit_file.read_text().partition("\n")
+            answered.append(ToolResult([*head, *args], int(code), (Path(out) / f"{i}.out").read_text(), message))
+        return answered
+
+
 def broker_transaction_state(cluster: "Cluster", broker_ids: list[int],
                              pinned: list[tuple[str, int]] | None = None) -> dict[str, Any]:
     """The brokers' own view of transactions after heal (KIP-664 admin APIs, through
     ``TransactionsCommand``): every transaction the coordinators know (``list``), per broker the
     transactions its partitions consider hanging (``find-hanging``) and, for partitions whose
     LSO stayed pinned, the producers the partition leader tracks (``describe-producers``)."""
-    from concurrent.futures import ThreadPoolExecutor
-
     args, version = tool_args(cluster)
     calls = {"list": [*args, "list"]}
     calls.update({f"find-hanging:{b}": [*args, "find-hanging", "--broker-id", str(b)] for b in broker_ids})
     calls.update({f"describe-producers:{t}-{p}": [*args, "describe-producers", "--topic", t, "--partition", str(p)]
                   for t, p in (pinned or [])[:10]})
-
-    def call(item: tuple[str, list[str]]) -> tuple[str, dict[str, Any]]:
-        name, argv = item
-        try:
-            result = run_tool("transactions", argv, version, timeout_s=90, check=False)
-        except ClusterError as exc:
-            return name, {"error": exc.one_line()}
-        if result.returncode != 0:
-            return name, {"error": java_error_summary(result.stdout + result.stderr)}
-        return name, {"rows": parse_tool_table(result.stdout)}
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        answers = dict(pool.map(call, calls.items()))
+    results, how = run_transactions_batch(list(calls.values()), version)
+    answers = {name: ({"rows": parse_tool_table(r.stdout)} if r.returncode == 0
+                      else {"error": java_error_summary(r.stdout + r.stderr)}) for name, r in zip(calls, results)}
     hanging_rows = [row | {"broker": name.split(":")[1]} for name, a in answers.items()
                     if name.startswith("find-hanging") for row in a.get("rows", [])]
     producers = {name.split(":", 1)[1]: a.get("rows", a.get("error")) for name, a in answers.items()
@@ -188,7 +249,8 @@ def broker_transaction_state(cluster: "Cluster", broker_ids: list[int],
     return {"transactions": answers["list"].get("rows"), "list_error": answers["list"].get("error"),
             "hanging": hanging_rows, "producers_of_pinned_partitions": producers,
             "hanging_errors": {name: a["error"] for name, a in answers.items()
-                               if "error" in a and name.startswith("find-hanging")}}
+                               if "error" in a and name.startswith("find-hanging")},
+            "queried_with": how}
 
 
 def abort_open_transactions(cluster: "Cluster", partitions: list[tuple[str, int]]) -> list[dict[str, Any]]:

@@ -11,19 +11,17 @@ own settings under ``kchaos.*``.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.resources
-import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kchaos.clusters.artifacts import MavenArtifact, resolve_jars, require_java, validate_kafka_version
+from kchaos.clusters.artifacts import MavenArtifact, require_java, resolve_jars, validate_kafka_version
 from kchaos.clusters.client_security import java_client_properties, properties_text
-from kchaos.errors import ConfigError, SetupError
-from kchaos.paths import cache_dir
+from kchaos.clusters.java_build import compiled_classes
+from kchaos.errors import ConfigError
 from kchaos.workloads.client_settings import JAVA_PRODUCER, java_value
 
 # Package data (kchaos.workloads: java/*.java): a wheel installs it as a plain file beside this module.
@@ -56,38 +54,13 @@ CTP_WORKER = Driver("KchaosCtpWorker", ("KchaosCtpWorker.java",), "kafka-clients
 STREAMS_APP = Driver("KchaosStreamsApp", ("KchaosCtpWorker.java", "KchaosStreamsApp.java"), "kafka-streams")
 
 
-def _require_javac() -> str:
-    javac = shutil.which("javac")
-    if javac is None:
-        raise SetupError("workload.client = 'java' or 'streams' needs a JDK (javac), not only a JRE",
-                         "install one, e.g. `apt-get install openjdk-17-jdk-headless`")
-    return javac
-
-
 def client_classpath(version: str, driver: Driver = CTP_WORKER) -> str:
     """The compiled driver and the jars of ``version`` it runs on, as one classpath; built once."""
     validate_kafka_version(version)
     jars = driver.jars(version)
-    sources = [SOURCES / name for name in driver.sources]
-    digest = hashlib.sha256(b"".join(s.read_bytes() for s in sources) + version.encode()).hexdigest()[:12]
-    classes = cache_dir() / "java" / f"{driver.main_class}-{version}-{digest}"
-    if not (classes / f"{driver.main_class}.class").exists():
-        require_java()
-        javac = _require_javac()
-        classes.parent.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=f".{driver.main_class}-", dir=classes.parent))
-        try:
-            proc = subprocess.run([javac, "-nowarn", "-cp", jars.classpath, "-d", str(work), *map(str, sources)],
-                                  capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise SetupError(f"the Java driver {driver.main_class} did not compile against {driver.artifact} "
-                                 f"{version}", "use a release the driver supports (4.0 or later)",
-                                 detail=(proc.stdout + proc.stderr)[-3000:])
-            if classes.exists():
-                shutil.rmtree(classes)
-            work.rename(classes)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+    classes = compiled_classes(driver.main_class, [SOURCES / name for name in driver.sources], jars.classpath, version,
+                               f"the Java driver {driver.main_class} (workload.client = 'java' or 'streams') against "
+                               f"{driver.artifact} {version}", "use a release the driver supports (4.0 or later)")
     return f"{classes}:{jars.classpath}"
 
 

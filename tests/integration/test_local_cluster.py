@@ -9,11 +9,14 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from kchaos.clusters.base import coordinator_partition
-from kchaos.clusters.kafka_tools import describe_features, describe_quorum_leader, run_tool
+from kchaos.clusters.kafka_tools import (broker_transaction_state, describe_features, describe_quorum_leader, java_error_summary,
+                                         parse_tool_table, run_tool, run_transactions_batch)
 from kchaos.clusters.processes import processes_with_marker
 from kchaos.clusters.clients import create_topic, quiet
 from kchaos.harness.smoke import run_smoke
 from kchaos.waiting import wait_until
+
+from tests.open_transaction import open_transaction
 
 from .conftest import start_local
 
@@ -136,6 +139,35 @@ def test_role_lookups_agree_with_the_brokers(cluster3):
     # Partition leader as listed by metadata is one of the replicas and in the ISR.
     leader = cluster3.leader(topic, 1)
     assert leader in cluster3.replicas(topic, 1) and leader in cluster3.isr(topic, 1)
+
+
+def test_transactions_queries_in_one_jvm_answer_as_each_in_its_own(cluster3):
+    """The KIP-664 queries kchaos asks after every run come from one JVM (clusters/java/): each
+    answers as TransactionsCommand alone does, a refused one included, and an open transaction
+    shows in both."""
+    producer, topic, txid = open_transaction(cluster3)
+    try:
+        server = ["--bootstrap-server", cluster3.bootstrap_servers]
+        argvs = [[*server, "list"], [*server, "describe-producers", "--topic", topic, "--partition", "0"],
+                 [*server, "describe", "--transactional-id", f"{txid}-never-used"],
+                 [*server, "find-hanging", "--broker-id", str(cluster3.leader(topic, 0))]]
+        batch, how = run_transactions_batch(argvs, cluster3.kafka_version)
+        alone = [run_tool("transactions", argv, cluster3.kafka_version, check=False) for argv in argvs]
+        assert how == "one JVM"
+        assert [r.returncode for r in batch] == [r.returncode for r in alone] == [0, 0, 1, 0], [r.stderr for r in batch]
+        assert java_error_summary(batch[2].stdout + batch[2].stderr) == java_error_summary(alone[2].stdout + alone[2].stderr)
+        assert "could not be found" in java_error_summary(batch[2].stdout + batch[2].stderr)
+        for mine, theirs in zip(batch, alone):
+            if mine.returncode == 0:
+                assert parse_tool_table(mine.stdout) == parse_tool_table(theirs.stdout) or mine.stdout == theirs.stdout
+        listed = {row["TransactionalId"]: row for row in parse_tool_table(batch[0].stdout)}
+        assert listed[txid]["TransactionState"] == "Ongoing"
+        assert [row["ProducerId"] for row in parse_tool_table(batch[1].stdout)] == [listed[txid]["ProducerId"]]
+        state = broker_transaction_state(cluster3, [1, 2, 3])
+        assert state["queried_with"] == "one JVM" and state["list_error"] is None and state["hanging_errors"] == {}
+        assert txid in {row["TransactionalId"] for row in state["transactions"]}
+    finally:
+        producer.abort_transaction(60)
 
 
 def test_share_coordinator_lookup_names_the_leader_that_holds_the_state(cluster3, tmp_path):
