@@ -13,10 +13,11 @@ from kchaos.clusters.reaper import start_reaper
 
 def pytest_collection_modifyitems(config, items):
     """The unit checker tests marked ``one_engine`` (a rule both engines share) are not collected
-    again for the Spark job (tests/unit/test_checkers.py says why)."""
+    again for the Spark job (tests/unit/test_checkers.py and tests/unit/test_share.py say why)."""
     keep, dropped = [], []
     for item in items:
-        spark_copy = item.nodeid.startswith("tests/integration/test_checkers_spark.py")
+        spark_copy = item.nodeid.startswith(("tests/integration/test_checkers_spark.py",
+                                             "tests/integration/test_share_checks_spark.py"))
         (dropped if spark_copy and item.get_closest_marker("one_engine") else keep).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)

@@ -62,7 +62,19 @@ def test_a_corruption_of_a_real_run_is_named_or_unknown(clean_run, tmp_path, cor
                                           results["required_not_checked"])
 
 
-@pytest.mark.parametrize("corrupt", CORRUPTIONS, ids=lambda f: f.__name__)
+#: the corruptions whose Spark copy runs in `make test`: one per source of real evidence the
+#: Spark job reads its own way (the input log and the seeder's aborted batches, the transaction
+#: log and the offsets log decoded by its executors, the observers' reads, a dump cut short, an
+#: empty internal topic). The others are judged by rules both engines share (verifier/evidence.py,
+#: verifier/verdict.py, the driver's checks in verifier/driver_checks.py) or, for fail_a_commit,
+#: by a Spark query a hand-made test names too (test_checkers_spark.py): their Spark copies, about
+#: 20 s each on a loaded CI machine, run in the long tier, their Python copies in `make test`
+SPARK_IN_MAKE_TEST = {"lose_acknowledged_input", "replace_input", "expose_aborted_input", "drop_offset_commit",
+                      "split_a_transaction", "replace_an_observed_record", "stop_a_dump_early", "empty_transaction_log"}
+
+
+@pytest.mark.parametrize("corrupt", [pytest.param(c, id=c.__name__, marks=() if c.__name__ in SPARK_IN_MAKE_TEST
+                                                  else pytest.mark.long) for c in CORRUPTIONS])
 def test_a_corruption_of_a_real_run_is_named_or_unknown_by_spark(clean_run, tmp_path, corrupt, spark):
     from kchaos.verifier.spark.checks import check_run_spark  # local: pyspark, only where a session exists
 

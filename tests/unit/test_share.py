@@ -13,7 +13,14 @@ import pytest
 from kchaos.share_state import ShareStateBatch, decode_share_state_record, share_partition_state
 from kchaos.workloads.share_worker import is_poison, seeded_fraction
 
-from .test_checkers import ENGINE, RunBuilder, _out, _write_topic, engine  # noqa: F401  (engine: autouse fixture)
+from .test_checkers import ENGINE, RunBuilder, _out, _write_topic, engine, one_engine  # noqa: F401  (engine: autouse fixture)
+
+# The share ledger is the driver's, one function for both engines (verifier/share_checks.py): the
+# Spark copies of these tests (tests/integration/test_share_checks_spark.py) add only that the
+# Spark job's own checks stand aside on a share run and that its results carry the ledger's. So a
+# test that varies a ledger rule's inputs is ``one_engine``; every share anomaly is still named by
+# the Spark job in one test (share-lost, share-stuck-acquired, share-redelivered-after-accept,
+# share-delivery-limit, share-state-regressed, share-ack-not-persisted, and the share duplicate).
 
 TOPIC_ID_BYTES = bytes(range(16))
 TOPIC_ID = base64.urlsafe_b64encode(TOPIC_ID_BYTES).decode().rstrip("=")
@@ -40,6 +47,7 @@ def share_update(start: int, batches: list[tuple[int, int, int, int]], snapshot:
     return out + b"\x01" + b"\x00" + b"\x04" + struct.pack(">i", 3)  # tag 0: deliveryCompleteCount 3
 
 
+@one_engine
 def test_decode_snapshot_and_update_and_replay():
     snap = decode_share_state_record(share_key(0), share_update(-1, [], snapshot=True))
     assert (snap.kind, snap.group, snap.topic_id, snap.partition, snap.state_epoch) == ("snapshot", "g", TOPIC_ID, 0, 1)
@@ -53,6 +61,7 @@ def test_decode_snapshot_and_update_and_replay():
     assert decode_share_state_record(struct.pack(">h", 5) + b"xx", b"") is None
 
 
+@one_engine
 def test_seeded_decisions_are_stable_and_spread():
     assert seeded_fraction(1, "a") == seeded_fraction(1, "a") != seeded_fraction(2, "a")
     share = sum(is_poison(7, f"in-{i}", 0.1) for i in range(2000)) / 2000
@@ -127,6 +136,7 @@ def test_redelivery_after_a_committed_accept(tmp_path):
     assert results["anomaly_types"] == ["share-redelivered-after-accept"], results["checks"]
 
 
+@one_engine
 def test_an_accept_sent_after_the_record_was_delivered_again_is_stale_not_a_case(tmp_path):
     """w0.1's lock on input 1 expired while it committed: w1.1 was given it (delivery 2) and
     ACCEPTed it, and only then did w0.1 send its ACCEPT of delivery 1. Kafka answers that
@@ -142,6 +152,7 @@ def test_an_accept_sent_after_the_record_was_delivered_again_is_stale_not_a_case
     assert check["note"].endswith("1 ACCEPTs sent after the record had been delivered again"), check
 
 
+@one_engine
 def test_a_first_delivery_recorded_late_is_not_a_redelivery(tmp_path):
     """A worker stopped between the broker's answer and its bookkeeping records delivery 1 after
     another worker's delivery 2 was accepted: the delivery counts order them, not the clock."""
@@ -180,6 +191,7 @@ def test_duplicate_outputs_allowed_only_with_a_redelivery(tmp_path):
     assert "explained by a redelivery" in results["checks"]["duplicate"]["note"]
 
 
+@one_engine
 def test_poison_records_rejected_are_fine_and_counted(tmp_path):
     b = ShareRunBuilder()
     b.workload_extra["share_poison_fraction"] = 0.5
@@ -207,6 +219,7 @@ def test_missing_poison_ground_truth_makes_the_share_checks_unknown(tmp_path):
 ACKED, AVAILABLE = 2, 0
 
 
+@one_engine
 def test_a_write_that_undoes_an_acknowledgement_is_named_even_when_covered_up(tmp_path):
     """Every write is judged, not only the replayed end state: input 1 acknowledged, made
     available again by a later write, then acknowledged once more (the end state is clean)."""
@@ -230,6 +243,7 @@ def test_a_write_from_an_older_leader_or_moving_the_start_back_is_named(tmp_path
     assert len(whys) == 2 and "epoch 2 after one of epoch 3" in whys[0] and "back from 2 to 1" in whys[1]
 
 
+@one_engine
 def test_a_new_state_epoch_starts_the_judgement_afresh(tmp_path):
     """A snapshot of a new state epoch (the group's offsets reset) may move the start back."""
     b = ShareRunBuilder()
@@ -254,6 +268,7 @@ def test_an_answered_acknowledgement_the_state_does_not_hold(tmp_path):
     assert [c["input"]["offset"] for c in cases] == [2, 3] and "never-delivered" in cases[0]["explanation"]
 
 
+@one_engine
 def test_state_writes_before_any_snapshot_are_not_judged(tmp_path):
     """The coordinator prunes the log below its latest snapshot: an update without its base
     cannot be judged. With nothing else, the check is unknown, not valid."""
@@ -265,6 +280,7 @@ def test_state_writes_before_any_snapshot_are_not_judged(tmp_path):
     assert results["verdict"] == "unknown"
 
 
+@one_engine
 def test_the_drain_counts_an_unanswered_acknowledgement_the_state_holds(tmp_path):
     """The drain's two sources: acknowledgements answered ok (the history), and for delivered
     inputs whose acknowledgement was never answered, the replayed persisted state."""
@@ -289,6 +305,7 @@ def test_the_drain_counts_an_unanswered_acknowledgement_the_state_holds(tmp_path
     assert positions_done({}, unanswered) == set()
 
 
+@one_engine
 def test_a_share_worker_records_what_its_polls_returned_instead_of_records(monkeypatch):
     """Deliveries that stall leave evidence: each distinct poll error once per interval, with
     how many repeats went unrecorded."""
@@ -313,6 +330,7 @@ def test_a_share_worker_records_what_its_polls_returned_instead_of_records(monke
                       ("poll-error", {"error": "SESSION_RESET", "repeats_not_recorded": 1}, "info")]
 
 
+@one_engine
 def test_an_offset_without_a_record_made_available_again_is_set_aside(tmp_path):
     """Kafka's share partition acquires the offsets of transaction markers too, and a write was
     seen taking one from archived back to available (Kafka 4.4.0, hunt-share's negative control):
