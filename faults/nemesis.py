@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 from kchaos.clusters.base import Capability
@@ -55,9 +56,12 @@ class Nemesis(ScheduledRunner[ScheduledFault]):
             reason = exc.one_line() if isinstance(exc, KchaosError) else repr(exc)
             self._heal(fault)
             # a fault that failed part way may still have acted: what it had resolved is kept
-            # (the verifier excuses an epoch-jump's fences by the id it names)
-            self.history.complete(op, f, "fail", {"index": sf.index, **({"resolved": fault.target} if fault.target else {})},
-                                  error=reason)
+            # (the verifier excuses an epoch-jump's fences by the id it names). An error kchaos did
+            # not word itself says where it was raised: a bare OSError alone named no cause
+            # (nemesis-all's disk-full on 4.2.1, docs/findings.md F7)
+            where = {} if isinstance(exc, KchaosError) else {"raised_at": raised_at(exc)}
+            self.history.complete(op, f, "fail", {"index": sf.index, **({"resolved": fault.target} if fault.target else {}),
+                                                  **where}, error=reason)
             self.executed.append({"index": sf.index, "kind": sf.kind, "outcome": "fail", "error": reason})
             self.on_event(f"fault {sf.index} {sf.kind}:{sf.target} could not be injected: {reason}")
             return
@@ -122,3 +126,9 @@ class Nemesis(ScheduledRunner[ScheduledFault]):
             self.history.complete(op, "heal", "fail", {"actions": actions, "under_replicated": urp}, error=reason)
             return {"healthy": False, "actions": actions, "under_replicated": urp, "error": reason,
                     "trace": traceback.format_exc(limit=2)}
+
+
+def raised_at(exc: BaseException, frames: int = 4) -> list[str]:
+    """The innermost ``frames`` of where ``exc`` was raised, as ``file:line function``."""
+    return [f"{Path(frame.filename).name}:{frame.lineno} {frame.name}"
+            for frame in traceback.extract_tb(exc.__traceback__)[-frames:]]

@@ -34,3 +34,5 @@ def test_a_fault_that_failed_part_way_keeps_what_it_resolved(tmp_path):
     assert len(failed) == 1 and "did not answer" in failed[0]["error"]
     assert failed[0]["value"]["resolved"]["detail"]["transactional_id"] in spec.transactional_ids("tx")
     assert nemesis.executed[0]["outcome"] == "fail"
+    # an error kchaos did not word itself says where it was raised, innermost frame last
+    assert failed[0]["value"]["raised_at"][-1] == f"test_nemesis_records.py:{_Unreachable.admin.__code__.co_firstlineno + 1} admin"
