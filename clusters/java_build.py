@@ -42,9 +42,13 @@ def compiled_classes(main_class: str, sources: list[Path], classpath: str, key: 
                                *map(str, sources)], capture_output=True, text=True)
         if proc.returncode != 0:
             raise SetupError(f"{what} did not compile", hint, detail=(proc.stdout + proc.stderr)[-3000:])
-        if classes.exists():
+        if classes.exists() and not (classes / f"{main_class}.class").exists():
             shutil.rmtree(classes)
-        work.rename(classes)
+        try:
+            work.rename(classes)
+        except OSError:  # another process built it meanwhile (two test workers, two runs): use theirs
+            if not (classes / f"{main_class}.class").exists():
+                raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return classes

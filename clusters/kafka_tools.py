@@ -175,15 +175,18 @@ def run_transactions_batch(argvs: list[list[str]], version: str, timeout_s: floa
     answered: list[ToolResult | None] = [None] * len(argvs)
     how = "one JVM"
     try:
-        answered = _transactions_batch(argvs, version, timeout_s)
-    except SetupError as exc:
-        how = f"one JVM per query: {exc.one_line()}"
+        answered, unanswered = _transactions_batch(argvs, version, timeout_s)
     except ClusterError as exc:
         return [ToolResult(argv, -1, "", exc.one_line()) for argv in argvs], how
+    except (SetupError, OSError) as exc:  # no JDK, or the batch could not be built: the queries still run
+        how = f"one JVM per query: {exc.one_line() if isinstance(exc, SetupError) else repr(exc)}"
+    else:
+        alone_count = sum(result is None for result in answered)
+        if alone_count == len(argvs):
+            how = f"one JVM per query: {unanswered}"
+        elif alone_count:
+            how = f"one JVM, and one each for the {alone_count} it did not answer ({unanswered})"
     alone = [i for i, result in enumerate(answered) if result is None]
-    if alone and how == "one JVM":
-        how = f"one JVM, and one each for {len(alone)} it did not answer" if len(alone) < len(argvs) else \
-            "one JVM per query: these tools' TransactionsCommand cannot be called in a batch"
 
     def run_alone(argv: list[str]) -> ToolResult:
         try:
@@ -204,7 +207,8 @@ def transactions_batch_classes() -> Path:
                             "a JDK's javac compiles it once; without one, each query starts its own JVM")
 
 
-def _transactions_batch(argvs: list[list[str]], version: str, timeout_s: float) -> list[ToolResult | None]:
+def _transactions_batch(argvs: list[list[str]], version: str, timeout_s: float) -> tuple[list[ToolResult | None], str]:
+    """Each invocation's answer from one JVM, None for one it did not answer, and why not."""
     jars, _ = tool_jars("transactions", version)
     classes = transactions_batch_classes()
     with tempfile.TemporaryDirectory(prefix="kchaos-transactions-") as out:
@@ -216,7 +220,7 @@ def _transactions_batch(argvs: list[list[str]], version: str, timeout_s: float) 
             raise ClusterError(f"kafka tool transactions ({len(argvs)} queries in one JVM) timed out after "
                                f"{timeout_s:.0f}s") from exc
         if proc.returncode == _BATCH_UNSUPPORTED:
-            return [None] * len(argvs)
+            return [None] * len(argvs), "these tools' TransactionsCommand cannot be called in a batch"
         answered: list[ToolResult | None] = []
         for i, args in enumerate(argvs):
             exit_file = Path(out) / f"{i}.exit"
@@ -225,7 +229,7 @@ def _transactions_batch(argvs: list[list[str]], version: str, timeout_s: float) 
                 continue
             code, _, message = exit_file.read_text().partition("\n")
             answered.append(ToolResult([*head, *args], int(code), (Path(out) / f"{i}.out").read_text(), message))
-        return answered
+        return answered, f"the batch's JVM ended with exit {proc.returncode}: {java_error_summary(proc.stderr)}"
 
 
 def broker_transaction_state(cluster: "Cluster", broker_ids: list[int],
