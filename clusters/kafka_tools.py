@@ -170,8 +170,9 @@ def run_transactions_batch(argvs: list[list[str]], version: str, timeout_s: floa
     """Each of ``argvs`` answered as ``run_tool("transactions", argv, version, check=False)``
     would answer it, and how they were run. One JVM answers them all, concurrently, where it
     can; an invocation it did not answer (no JDK to compile it, tools whose command it cannot
-    call, a JVM that died) runs in a JVM of its own, two at a time, as before. A batch that
-    timed out is not run again one by one: every invocation says it timed out."""
+    call, a JVM that died) runs in a JVM of its own, two at a time, as before. When the batch
+    times out, the queries it answered keep their answers and the others say they timed out:
+    they are not run again, as a cluster that did not answer in time would not now."""
     answered: list[ToolResult | None] = [None] * len(argvs)
     how = "one JVM"
     try:
@@ -214,21 +215,26 @@ def _transactions_batch(argvs: list[list[str]], version: str, timeout_s: float) 
     with tempfile.TemporaryDirectory(prefix="kchaos-transactions-") as out:
         head = [require_java(), *_TOOL_JVM_OPTS, "-cp", f"{classes}:{jars.classpath}", TRANSACTIONS_BATCH, out]
         argv = head + [word for args in argvs for word in ("--", *args)]
+        timed_out = None
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired as exc:
-            raise ClusterError(f"kafka tool transactions ({len(argvs)} queries in one JVM) timed out after "
-                               f"{timeout_s:.0f}s") from exc
-        if proc.returncode == _BATCH_UNSUPPORTED:
-            return [None] * len(argvs), "these tools' TransactionsCommand cannot be called in a batch"
+        except subprocess.TimeoutExpired:  # the queries that answered keep their answers
+            timed_out = f"kafka tool transactions timed out after {timeout_s:.0f}s (one JVM for {len(argvs)} queries)"
+        else:
+            if proc.returncode == _BATCH_UNSUPPORTED:
+                return [None] * len(argvs), "these tools' TransactionsCommand cannot be called in a batch"
         answered: list[ToolResult | None] = []
         for i, args in enumerate(argvs):
             exit_file = Path(out) / f"{i}.exit"
-            if not exit_file.exists():  # the JVM ended before this invocation did
+            code, _, message = exit_file.read_text().partition("\n") if exit_file.exists() else ("", "", "")
+            if code.lstrip("-").isdigit():  # written whole (a JVM killed while writing leaves less)
+                answered.append(ToolResult([*head, *args], int(code), (Path(out) / f"{i}.out").read_text(), message))
+            elif timed_out:
+                answered.append(ToolResult([*head, *args], -1, "", timed_out))
+            else:  # the JVM ended before this invocation did
                 answered.append(None)
-                continue
-            code, _, message = exit_file.read_text().partition("\n")
-            answered.append(ToolResult([*head, *args], int(code), (Path(out) / f"{i}.out").read_text(), message))
+        if timed_out:
+            return answered, timed_out
         return answered, f"the batch's JVM ended with exit {proc.returncode}: {java_error_summary(proc.stderr)}"
 
 

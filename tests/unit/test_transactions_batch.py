@@ -45,3 +45,26 @@ def test_a_batch_that_answered_everything_is_one_jvm(monkeypatch):
     monkeypatch.setattr(kafka_tools, "run_tool", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran alone")))
     results, how = run_transactions_batch(ARGVS, "4.4.0")
     assert how == "one JVM" and len(results) == 3
+
+
+def test_a_batch_that_timed_out_keeps_the_answers_it_had_and_runs_nothing_again(monkeypatch, tmp_path):
+    import subprocess
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    def run(argv, **kwargs):  # the JVM answered the first query, then hung until killed
+        out = Path(argv[argv.index(kafka_tools.TRANSACTIONS_BATCH) + 1])
+        (out / "0.out").write_text("TransactionalId\ntx-1\n")
+        (out / "0.exit").write_text("0\n")
+        (out / "1.exit").write_text("")  # killed while writing
+        raise subprocess.TimeoutExpired(argv, kwargs["timeout"])
+
+    monkeypatch.setattr(kafka_tools, "tool_jars", lambda tool, version: (SimpleNamespace(classpath="jars/*"), version))
+    monkeypatch.setattr(kafka_tools, "transactions_batch_classes", lambda: tmp_path)
+    monkeypatch.setattr(kafka_tools, "require_java", lambda: "java")
+    monkeypatch.setattr(kafka_tools.subprocess, "run", run)
+    monkeypatch.setattr(kafka_tools, "run_tool", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran alone")))
+    results, how = run_transactions_batch(ARGVS, "4.4.0", timeout_s=5)
+    assert how == "one JVM" and [r.returncode for r in results] == [0, -1, -1]
+    assert results[0].stdout == "TransactionalId\ntx-1\n"
+    assert results[1].stderr == results[2].stderr == "kafka tool transactions timed out after 5s (one JVM for 3 queries)"
