@@ -30,7 +30,7 @@ def compiled_classes(main_class: str, sources: list[Path], classpath: str, key: 
     compile, with ``hint``. Built beside its final place and renamed, so that a compile cut short
     never leaves a half-filled directory that looks built."""
     digest = hashlib.sha256(b"".join(s.read_bytes() for s in sources) + key.encode()).hexdigest()[:12]
-    classes = cache_dir() / "java" / f"{main_class}-{key}-{digest}" if key else cache_dir() / "java" / f"{main_class}-{digest}"
+    classes = cache_dir() / "java" / (f"{main_class}-{key}-{digest}" if key else f"{main_class}-{digest}")
     if (classes / f"{main_class}.class").exists():
         return classes
     require_java()
