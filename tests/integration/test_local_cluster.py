@@ -9,6 +9,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from kchaos.clusters.base import coordinator_partition
+from kchaos.clusters.clock_probe import measure_broker_clocks
 from kchaos.clusters.kafka_tools import (broker_transaction_state, describe_features, describe_quorum_leader, java_error_summary,
                                          parse_tool_table, run_tool, run_transactions_batch)
 from kchaos.clusters.processes import processes_with_marker
@@ -97,6 +98,7 @@ def test_pause_and_resume_a_broker(cluster3):
     create_topic(cluster3, topic, 1, 3)
     victim = cluster3.leader(topic, 0)
     node = cluster3.node(victim)
+    assert str(victim) in measure_broker_clocks(cluster3, samples=1)["brokers"]  # the probe topic exists
     node.pause()
     try:
         wait_until(lambda: node.is_paused, 5, 0.05, "node did not stop")
@@ -104,6 +106,12 @@ def test_pause_and_resume_a_broker(cluster3):
         # A paused leader stops heartbeating; the controller fences it and moves leadership.
         wait_until(lambda: cluster3.leader(topic, 0) not in (victim, -1), 90, 0.5,
                    "leadership did not move off the paused broker", retry_on=(Exception,))
+        # the clock probe says a fenced broker was not measured, and measures the others; at
+        # most one 15 s try for it (it once waited 15 s a try, 4 minutes after a hunt's run)
+        started = time.monotonic()
+        clocks = measure_broker_clocks(cluster3, samples=3)
+        assert time.monotonic() - started < 25 and clocks["not_measured"] == [victim], clocks
+        assert sorted(clocks["brokers"]) == sorted(str(n.node_id) for n in cluster3.brokers if n.node_id != victim), clocks
     finally:
         node.resume()
     assert node.info().state == "running"
