@@ -22,8 +22,8 @@ run: setup
 # The CI tier: unit tests (hand-made data, no JVM, proxy or browser) and the real-broker tests
 # that every check and fault kind needs; the 15 slowest are printed. Multi-minute scenarios are
 # marked `long` and run by `make test-long` (and, as campaigns, by `kchaos ci nightly`). Two
-# pytest workers: the tests on the shared 3-node cluster in one; in the other the Spark-only
-# tests, the tests that start their own clusters and the unit tests (tests/conftest.py).
+# pytest workers: the tests on the shared 3-node cluster and the unit tests in one; in the other
+# the Spark-only tests and the tests that start their own clusters (tests/conftest.py).
 test: setup
 	$(BIN)/kchaos setup --browser --clock
 	$(BIN)/python -m pytest -m "not long" -n 2 --dist loadgroup --durations=15 $(ARGS)

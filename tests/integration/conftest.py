@@ -11,13 +11,18 @@ from kchaos.clusters.local import LocalJvmCluster
 from kchaos.clusters.processes import processes_with_marker
 from kchaos.clusters.reaper import start_reaper
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects: the long mark below must be seen
 def pytest_collection_modifyitems(config, items):
     """The unit checker tests marked ``one_engine`` (a rule both engines share) are not collected
-    again for the Spark job (tests/unit/test_checkers.py and tests/unit/test_share.py say why)."""
+    again for the Spark job (tests/unit/test_checkers.py and tests/unit/test_share.py say why).
+    Those marked ``spark_long`` are, in the long tier: variants of a query that another Spark
+    copy in `make test` already runs."""
     keep, dropped = [], []
     for item in items:
         spark_copy = item.nodeid.startswith(("tests/integration/test_checkers_spark.py",
                                              "tests/integration/test_share_checks_spark.py"))
+        if spark_copy and item.get_closest_marker("spark_long"):
+            item.add_marker(pytest.mark.long)
         (dropped if spark_copy and item.get_closest_marker("one_engine") else keep).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)

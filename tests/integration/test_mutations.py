@@ -31,8 +31,8 @@ def _recheck(h, liveness_timeout_s: float | None = None, engine: str = "python")
     ``engine="spark"`` the Spark job re-reads the topics through Kafka and the Python checker
     must agree. The mutations here use the Python checker: the Spark engine names every anomaly
     on hand-made data (test_checkers_spark.py) and on a stored real run's corruptions
-    (test_corruptions.py), and reads real topics through Kafka in test_cli's end-to-end run and the
-    Spark workload tests; a Spark job costs ~20 s more a test here."""
+    (test_corruptions.py), and reads real topics through Kafka in test_cli's end-to-end run; a
+    Spark job costs ~20 s more a test here."""
     final = h.workload.final_reads(liveness_timeout_s)
     final["drained"] = True
     h.run.write_json("final.json", final)

@@ -24,10 +24,12 @@ def _share_spec(**overrides):
 
 
 def test_faultless_share_run_is_valid_and_at_least_once_then_injected_anomalies_are_named(cluster3, tmp_path):
-    h = Harness(cluster3, tmp_path, _share_spec(), engine="spark")
+    # The Python checker: the Spark job names every share anomaly on hand-made share runs
+    # (test_share_checks_spark.py), and reads real topics through Kafka in test_cli's end-to-end
+    # run; here it would cost about a minute for a ledger both engines run on the driver
+    h = Harness(cluster3, tmp_path, _share_spec())
     results = h.finish()
     assert results["verdict"] == "valid", json.dumps(results["checks"], indent=1)
-    assert results["cross_check"]["agrees"] is True
     share = results["facts"]["share"]
     assert share["mode"] == "at-least-once" and share["kip1289"]["client_supports"] is False
     assert "KIP-1289" in share["kip1289"]["why"] or "share.version" in share["kip1289"]["why"]
@@ -77,7 +79,7 @@ def test_worker_paused_past_the_record_lock_is_redelivered_and_explained(cluster
 
 def _recheck(h) -> dict:
     """Final reads again, then the Python reader: the share ledger is one definition both engines
-    run on the driver (verifier/share_checks.py); the Spark path was exercised by the run itself."""
+    run on the driver (verifier/share_checks.py)."""
     final = h.workload.final_reads(3)
     final["drained"] = True
     h.run.write_json("final.json", final)

@@ -113,20 +113,12 @@ def wait_in_flight(h: Harness, slot: str, f: str, timeout_s: float = 60, hold_s:
     raise AssertionError(f"{slot} never had {f!r} in flight within {timeout_s}s")
 
 
-def test_faultless_run_processes_every_input_and_is_valid(cluster3, tmp_path, monkeypatch):
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    monkeypatch.chdir(cwd)
-    h = Harness(cluster3, tmp_path, _spec(), engine="spark")
+def test_faultless_run_processes_every_input_and_is_valid(cluster3, tmp_path):
+    # The Python checker: the Spark job reading real topics through Kafka is test_cli's
+    # end-to-end run of the default campaign (a Spark job costs about a minute here)
+    h = Harness(cluster3, tmp_path, _spec())
     results = h.finish()
     assert results["verdict"] == "valid", json.dumps(results, indent=1)[:3000]
-    assert list(cwd.iterdir()) == []  # nothing left in the user's directory (Spark 4.0 makes "artifacts")
-    # the Spark job read every topic through Kafka, and the Python reader agrees with it
-    assert results["checker"] == "spark" and results["facts"]["topic_source"] == "spark-kafka-source"
-    assert results["cross_check"]["agrees"] is True
-    client_dump = {t["topic"] + "." + t["view"]: t["records"] for t in json.loads((h.run.path / "final.json").read_text())["topics"]}
-    ingested = json.loads((h.run.path / "topics-spark" / "ingest.json").read_text())["topics"]
-    assert {k: v["records"] for k, v in ingested.items()} == {k: client_dump[k] for k in ingested}
     facts = results["facts"]
     assert facts["inputs_committed"] == 2000
     assert facts["outputs_committed"] == 4000  # K=2 outputs per input, exactly once

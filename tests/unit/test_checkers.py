@@ -24,6 +24,9 @@ ENGINE = {}
 #: tests/integration/test_checkers_spark.py; these vary a shared rule's inputs, and the Spark job
 #: would run the same function on them (about 6 s a test there, for nothing new).
 one_engine = pytest.mark.one_engine
+#: a test whose Spark copy runs in the long tier only: a variant of a query (or of a rule fed the
+#: same way) that another Spark copy in `make test` already runs (tests/integration/conftest.py)
+spark_long = pytest.mark.spark_long
 
 
 def use_spark_engine(spark) -> None:
@@ -475,6 +478,7 @@ def test_a_begin_the_coordinator_abandoned_is_judged_from_the_state_before_it(tm
     assert (verdict, kinds) == ("invalid", ["invalid-txn-transition"]), results["checks"]
 
 
+@spark_long
 def test_an_epoch_bump_the_coordinator_abandoned_is_judged_from_the_state_before_it(tmp_path):
     """hunt-coordinator-crash seed 6 (Kafka 4.4.0, TV2): a timed-out transaction's abort bumped the
     epoch (PrepareAbort at 1); its append waited for followers while partitions moved, the
@@ -718,7 +722,8 @@ class IdentityRun(RunBuilder):
         return run
 
 
-@pytest.mark.parametrize("locator", sorted(IDENTITY_FORMS))
+# "value" reads its id the way "key" does (one column for the other): its Spark copy is long-tier
+@pytest.mark.parametrize("locator", [pytest.param(f, marks=spark_long) if f == "value" else f for f in sorted(IDENTITY_FORMS)])
 def test_identity_lineage_traces_outputs_by_their_input_id(tmp_path, locator):
     verdict, kinds, results = _anomalies(IdentityRun(locator=locator).write(tmp_path / "r"))
     assert (verdict, kinds) == ("valid", []), results["checks"]
@@ -807,6 +812,7 @@ def test_a_client_transaction_split_across_two_coordinator_transactions(tmp_path
     assert results["facts"]["coordinator"]["attributed"] == 2
 
 
+@spark_long
 def test_a_transaction_begun_again_after_an_append_the_coordinator_gave_up_on_is_one_transaction(tmp_path):
     """Kafka 4.0.0, a follower killed (hunt-epoch-rollover seed 2): the Ongoing of the first
     partition timed out waiting for replicas, the coordinator reset its memory to Empty, and the
@@ -972,6 +978,7 @@ def test_visible_outputs_of_a_transaction_the_coordinator_aborted_while_its_clie
     assert results["facts"]["coordinator"]["outcomes_the_client_did_not_know"] == {"unknown": {"coordinator abort": 1}}
 
 
+@spark_long
 def test_a_committed_transaction_the_coordinator_never_recorded(tmp_path):
     b = RunBuilder()
     _second_transaction(b)
