@@ -83,11 +83,14 @@ def fill(path: Path, leave_mb: float) -> dict[str, int]:
     before = usage(path)["free_bytes"]
     size = max(0, before - int(leave_mb * 1024 * 1024))
     filler = path / FILLER
-    with open(filler, "ab") as f:
+    # unbuffered: a buffered file keeps the tail of a write the full filesystem cut short and
+    # flushes it at close, outside the try below, raising ENOSPC from the fault (nemesis-all on
+    # 4.2.1: the broker appended a few KB after the free space was read, fallocate then refused)
+    with open(filler, "ab", buffering=0) as f:
         if size:
             try:
                 os.posix_fallocate(f.fileno(), f.tell(), size)
-            except OSError:  # a filesystem without fallocate: write it
+            except OSError:  # no room for all of it (the free space read is stale), or no fallocate: write it
                 chunk = b"\0" * (1 << 20)
                 left = size
                 try:

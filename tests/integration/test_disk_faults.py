@@ -71,3 +71,28 @@ def test_the_reaper_unmounts_a_small_disk_a_dead_harness_left_and_keeps_its_data
     assert done.returncode == 0
     assert small_disk.mounts_under(tmp_path) == []
     assert (data / "segment.log").read_bytes() == b"kept" and not (data / small_disk.FILLER).exists()
+
+
+def test_the_filler_takes_what_is_free_when_the_free_space_it_read_is_stale(tmp_path, monkeypatch):
+    """A broker appends between the filler's reading of the free space and its fallocate (a few
+    KB, not a whole page): fallocate refuses the stale size, and the writes that follow take what
+    is left. The fault must fill the disk, not fail with ENOSPC (nemesis-all seed 2 on 4.2.1)."""
+    data = tmp_path / "data"
+    small_disk.mount(data, 8)
+    try:
+        real = small_disk.usage
+        for over in (1000, 3000, 6000):  # the broker's append, in bytes
+            reads = []
+
+            def stale(path, over=over, reads=reads):
+                reads.append(path)
+                found = real(path)
+                return {**found, "free_bytes": found["free_bytes"] + over} if len(reads) == 1 else found
+
+            monkeypatch.setattr(small_disk, "usage", stale)
+            filled = small_disk.fill(data, 0)
+            assert filled["free_after_bytes"] == 0 and filled["filled_bytes"] > 7 * 1024 * 1024, (over, filled)
+            assert small_disk.free(data) == filled["filled_bytes"]
+    finally:
+        monkeypatch.undo()
+        small_disk.unmount(data, keep=False)
