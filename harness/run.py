@@ -277,9 +277,12 @@ def _measure_clocks(cluster: Any, run: RunDir, clocks: list[dict[str, Any]]) -> 
         clocks.append({"at": time.time(), "error": repr(exc)})
     run.write_json("clock.json", {"measurements": clocks})
     measured = clocks[-1].get("brokers") or {}
+    missed = clocks[-1].get("not_measured") or []
     say("broker clocks against this machine's: " + (", ".join(
         f"{b} {m['offset_ms']:+.0f} ms (within {m['bound_ms']:.0f})" for b, m in sorted(measured.items()))
-        or f"not measured ({clocks[-1].get('error', 'no answer')})"))
+        or f"not measured ({clocks[-1].get('error', 'no answer')})")
+        + (f"; not measured: {', '.join(str(b) for b in sorted(missed))} (no leader for its probe partition, "
+           "or no answer)" if measured and missed else ""))
     return clocks
 
 
