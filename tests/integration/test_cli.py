@@ -171,8 +171,9 @@ def test_run_default_campaign_end_to_end_then_analyze(tmp_path, browser):
     junit = tmp_path / "junit.xml"
     cwd = tmp_path / "cwd"  # the user's directory: nothing may be left in it (Spark 4.0 makes "artifacts")
     cwd.mkdir()
-    # about 150 s alone (a minute of it Spark's verification); 263 to 304 s beside the other
-    # worker's tests on two cores, where CI once stopped it at the 300 s the other calls get
+    # 2000 inputs: about 2.5 minutes for the run alone (a minute of it Spark's verification), 258 s
+    # for the whole test beside the other worker's tests (2026-11-28); 4000 took 263 to 357 s,
+    # and CI once stopped it at the 300 s the other calls get
     result = kchaos("run", "--out", str(out), "--seed", "1", "--duration", "12", "--junit", str(junit),
                     "--set", "workload.records=2000", "--set", "workload.rate=2000", "--set", "workload.max_batch=50",
                     timeout=600, cwd=cwd)
