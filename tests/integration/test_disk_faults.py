@@ -82,12 +82,11 @@ def test_the_filler_takes_what_is_free_when_the_free_space_it_read_is_stale(tmp_
     try:
         real = small_disk.usage
         for over in (1000, 3000, 6000):  # the broker's append, in bytes
-            reads = []
+            first = iter([over])  # only the filler's first reading is stale
 
-            def stale(path, over=over, reads=reads):
-                reads.append(path)
+            def stale(path, first=first):
                 found = real(path)
-                return {**found, "free_bytes": found["free_bytes"] + over} if len(reads) == 1 else found
+                return {**found, "free_bytes": found["free_bytes"] + next(first, 0)}
 
             monkeypatch.setattr(small_disk, "usage", stale)
             filled = small_disk.fill(data, 0)
