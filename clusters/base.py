@@ -116,6 +116,10 @@ class Node(abc.ABC):
     def info(self) -> NodeInfo: ...
 
 
+
+class _NotYetKnown(Exception):
+    """A broker answered that it does not know a topic yet."""
+
 class Cluster(abc.ABC):
     """A Kafka cluster under test."""
 
@@ -318,12 +322,24 @@ class Cluster(abc.ABC):
         """Share coordinator per partition of ``topic`` for share group ``group_id``."""
         return {p: self.share_coordinator(group_id, topic, p) for p in self.partition_metadata(topic)}
 
-    def topic_id(self, topic: str) -> str:
-        from confluent_kafka import TopicCollection
+    def topic_id(self, topic: str, timeout_s: float = 15.0) -> str:
+        """The topic's id. A topic just created may still be unknown to the broker asked (each
+        broker's metadata catches up on its own): that answer is retried, any other raised."""
+        from confluent_kafka import KafkaError, KafkaException, TopicCollection
 
-        futures = self.admin().describe_topics(TopicCollection([topic]), request_timeout=10)
-        desc = futures[topic].result()
-        return topic_id_string(desc.topic_id)
+        def describe() -> str:
+            try:
+                desc = self.admin().describe_topics(TopicCollection([topic]), request_timeout=10)[topic].result()
+            except KafkaException as exc:
+                if exc.args and getattr(exc.args[0], "code", lambda: None)() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise _NotYetKnown(str(exc)) from None
+                raise
+            return topic_id_string(desc.topic_id)
+
+        try:
+            return wait_until(describe, timeout_s, 0.25, f"no broker knew topic {topic}", retry_on=(_NotYetKnown,))
+        except WaitTimeout as exc:
+            raise ClusterError(str(exc)) from None
 
     def active_controller(self) -> int:
         """The KRaft quorum leader. Backends override with cheaper sources."""

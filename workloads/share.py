@@ -24,7 +24,6 @@ import struct
 import time
 from typing import Any
 
-from kchaos.clusters.base import topic_id_string
 from kchaos.clusters.kafka_tools import describe_features
 from kchaos.errors import ClusterError
 from kchaos.log import say
@@ -171,12 +170,8 @@ class ShareWorkload(CtpWorkload):
 
     # -- progress ----------------------------------------------------------------------------
     def input_topic_id(self) -> str:
-        from confluent_kafka import TopicCollection
-
         if getattr(self, "_topic_id", None) is None:
-            admin = self.cluster.admin()
-            desc = admin.describe_topics(TopicCollection([self.spec.input_topic]))[self.spec.input_topic].result(30)
-            self._topic_id = topic_id_string(desc.topic_id)
+            self._topic_id = self.cluster.topic_id(self.spec.input_topic, timeout_s=30)
         return self._topic_id
 
     def remaining_inputs(self) -> int | None:

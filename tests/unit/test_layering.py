@@ -9,6 +9,7 @@ wherever it sits), so a planted upward import or cycle fails here whatever the r
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,12 @@ def imports_of(path: Path, known: set[str]) -> list[Import]:
 
 
 def graph() -> tuple[dict[str, list[Import]], set[str]]:
+    return _graph_of(ROOT)
+
+
+@functools.lru_cache(maxsize=None)
+def _graph_of(root: Path) -> tuple[dict[str, list[Import]], set[str]]:
+    """Read once per tree: the real one is shared by the tests here, a planted copy has its own root."""
     files = project_files()
     known = {module_name(p) for p in files}
     return {module_name(p): imports_of(p, known) for p in files}, known

@@ -110,3 +110,52 @@ def test_a_failed_metadata_read_at_the_end_is_tried_again_and_named_only_if_ever
     assert run._registration_at_end(_Flaky({2}), time.monotonic()) is None  # the second read answers
     assert run._registration_at_end(_Flaky(set()), time.monotonic()) == \
         "the brokers' metadata could not be read: RuntimeError('metadata timed out')"
+
+
+class _Lagging(_Metadata):
+    """A topic the brokers asked first do not know yet (their metadata catches up on its own),
+    then one that does; ``error`` is what every describe answers instead, when set."""
+
+    def __init__(self, unknown_answers: int, error: int | None = None):
+        super().__init__({1, 2, 3}, [])
+        self.unknown_answers, self.error, self.describes = unknown_answers, error, 0
+
+    def admin(self):
+        from concurrent.futures import Future
+
+        from confluent_kafka import KafkaError, KafkaException
+
+        def describe_topics(topics, request_timeout):
+            self.describes += 1
+            answer = Future()
+            if self.error is not None:
+                answer.set_exception(KafkaException(KafkaError(self.error)))
+            elif self.describes <= self.unknown_answers:
+                answer.set_exception(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
+            else:
+                answer.set_result(SimpleNamespace(topic_id=SimpleNamespace(get_most_significant_bits=lambda: -1,
+                                                                           get_least_significant_bits=lambda: 1)))
+            return {name: answer for name in topics.topic_names}
+
+        return SimpleNamespace(describe_topics=describe_topics)
+
+
+def test_a_topic_id_is_asked_again_while_the_broker_asked_does_not_know_the_topic_yet():
+    lagging = _Lagging(unknown_answers=2)
+    assert lagging.topic_id("t") == "__________8AAAAAAAAAAQ" and lagging.describes == 3
+
+
+def test_a_topic_no_broker_learns_of_is_a_cluster_error_naming_it():
+    from confluent_kafka import KafkaError
+
+    with pytest.raises(ClusterError, match="no broker knew topic t within 1s"):
+        _Lagging(unknown_answers=0, error=KafkaError.UNKNOWN_TOPIC_OR_PART).topic_id("t", timeout_s=0.6)
+
+
+def test_any_other_answer_to_a_topic_id_is_raised_at_once():
+    from confluent_kafka import KafkaError, KafkaException
+
+    lagging = _Lagging(unknown_answers=0, error=KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    with pytest.raises(KafkaException, match="TOPIC_AUTHORIZATION_FAILED"):
+        lagging.topic_id("t")
+    assert lagging.describes == 1
