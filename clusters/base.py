@@ -116,9 +116,9 @@ class Node(abc.ABC):
     def info(self) -> NodeInfo: ...
 
 
-
 class _NotYetKnown(Exception):
     """A broker answered that it does not know a topic yet."""
+
 
 class Cluster(abc.ABC):
     """A Kafka cluster under test."""
