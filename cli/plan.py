@@ -35,7 +35,8 @@ def estimate(campaign: Campaign, schedule: list[ScheduledFault]) -> dict[str, fl
     (DRAIN_BACKLOG_S: the default run, seed 11, drained in 84 s), at most the drain bound."""
     faults_end = max((f.at_s + f.hold_s for f in schedule), default=0.0)
     workload = max(campaign.run.duration_s, faults_end)
-    seeding = campaign.workload.records / campaign.workload.rate
+    # unset records: inputs arrive for the whole workload phase, and stop with it
+    seeding = workload if campaign.workload.records is None else campaign.workload.records / campaign.workload.rate
     backlog = DRAIN_BACKLOG_S if schedule else 10.0
     drain = min(max(seeding - workload, 0.0) + backlog, campaign.workload.drain_timeout_s)
     steps = sum(1 for _ in campaign.steps) * 30.0
@@ -63,8 +64,11 @@ def render_plan(p: dict[str, Any]) -> str:
              f"seed      {p['seed']}" + (" (fresh: pass --seed to plan and run this one)" if p["fresh_seed"] else ""),
              f"cluster   Kafka {cl['kafka_version']}, {cl['nodes']} nodes, {cl['backend']} backend, transaction.version "
              f"{cl['transaction_version'] if cl['transaction_version'] is not None else 'release default'}",
-             f"workload  {wl['kind']} ({wl['client']} client, {wl['delivery']}): {wl['records']} inputs at {wl['rate']:g}/s, "
-             f"{wl['workers']} workers, {wl['input_partitions']} input partitions, at most {wl['max_batch']} per "
+             f"workload  {wl['kind']} ({wl['client']} client, {wl['delivery']}): "
+             + (f"{wl['records']} inputs at {wl['rate']:g}/s, " if wl["records"] is not None else
+                f"inputs at {wl['rate']:g}/s for the whole workload phase (about "
+                f"{round(wl['rate'] * est['workload'])}), ")
+             + f"{wl['workers']} workers, {wl['input_partitions']} input partitions, at most {wl['max_batch']} per "
              f"transaction, {wl['abort_fraction']:.0%} aborted on purpose",
              *([f"ageing    the workers' transactional ids before they start, to {wl['epochs_before_rollover']} bumps "
                 "before their producer ids must rotate (the next id twice as many, and so on)"]
@@ -84,6 +88,18 @@ def render_plan(p: dict[str, Any]) -> str:
     if p["schedule"]:
         lines.append(f"faults    {len(p['schedule'])} scheduled ({fa['order']} order"
                      + (f", packages {', '.join(fa['packages'])}" if fa["packages"] else "") + "):")
+        pacing, exposure = fa["pacing"], fa["exposure"]
+        if pacing["mode"] == "recovery":
+            lines.append(f"  paced by the work: each fault also waits (at most {pacing['max_wait_s']:g}s) until the "
+                         f"pipeline commits at {pacing['recovery_share']:.0%} of its rate before the previous fault; "
+                         "later faults slide by what it waited"
+                         + (f"; coordinator kills wait (at most {pacing['aim_wait_s']:g}s) for a commit or offset "
+                            "commit under way and take its coordinator" if pacing["aim"] else ""))
+        if exposure["committed"] or exposure["share"] is not None:
+            lines.append("  required exposure (else the verdict is unknown): committed transactions overlapping each "
+                         "kind's windows: " + ", ".join(f"{k} {n}" for k, n in sorted(exposure["committed"].items()))
+                         + (f"; {exposure['share']:.0%} of all committed transactions under one of them"
+                            if exposure["share"] is not None else ""))
         lines.append(f"  {'at':>8}  {'hold':>6}  {'kind':<22} {'target':<26} parameters")
         for f in p["schedule"]:
             params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in f["params"].items())

@@ -47,10 +47,31 @@ TARGETS = {
 }
 
 
+@dataclass(frozen=True)
+class Aim:
+    """Work in flight a fault is aimed at (faults/pacing.py): the operation under way, its process
+    and transactional id, and the node that coordinates it, resolved before the fault so that it
+    acts within milliseconds of seeing the operation."""
+
+    f: str
+    process: str
+    txid: str | None
+    txn_seq: int | None
+    node: int
+    invoked: float
+    seen: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"f": self.f, "process": self.process, "txid": self.txid, "txn_seq": self.txn_seq, "node": self.node,
+                "seen_after_ms": round((self.seen - self.invoked) * 1000, 1)}
+
+
 @dataclass
 class FaultContext:
     cluster: Cluster
     workload: FaultWorkload | None = None  # the pipeline: its topics, group, transactional ids, workers
+    #: the in-flight operation this fault is aimed at (pacing's aim), or None
+    aim: Aim | None = None
 
     def transactional_ids(self) -> list[str]:
         w = self.workload
@@ -78,13 +99,17 @@ def resolve_node_target(ctx: FaultContext, target: str, rng: random.Random,
         if not txids:
             raise ConfigError("target txn-coordinator needs a transactional workload")
         txid = rng.choice(txids)
+        if ctx.aim is not None and ctx.aim.txid in txids:
+            return {"nodes": [ctx.aim.node], "role": "transaction coordinator",
+                    "detail": {"transactional_id": ctx.aim.txid, "aimed_at": ctx.aim.to_json()}}
         return {"nodes": [cluster.transaction_coordinator(txid)], "role": "transaction coordinator",
                 "detail": {"transactional_id": txid}}
     if target == "group-coordinator":
         if w is None:
             raise ConfigError("target group-coordinator needs a workload")
-        return {"nodes": [cluster.group_coordinator(w.spec.group_id)], "role": "group coordinator",
-                "detail": {"group": w.spec.group_id}}
+        aimed = {"aimed_at": ctx.aim.to_json()} if ctx.aim is not None else {}
+        return {"nodes": [ctx.aim.node if ctx.aim is not None else cluster.group_coordinator(w.spec.group_id)],
+                "role": "group coordinator", "detail": {"group": w.spec.group_id, **aimed}}
     if target == "share-coordinator":
         if w is None or w.spec.kind != "share":
             raise ConfigError("target share-coordinator needs a share workload (workload.kind = 'share')")

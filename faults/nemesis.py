@@ -10,6 +10,7 @@ and worker back and waits for the cluster to be healthy (no under-replicated par
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import traceback
@@ -17,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.clusters.base import Capability
-from kchaos.faults.base import Fault, FaultContext
+from kchaos.faults.base import Aim, Fault, FaultContext
 from kchaos.faults.kinds import make_fault
+from kchaos.faults.pacing import Pacer
 from kchaos.faults.schedule import ScheduledFault
+from kchaos.faults.spec import PacingSpec
 from kchaos.faults.timeline import ScheduledRunner
 from kchaos.errors import KchaosError
 from kchaos.workloads.history import HistoryWriter
@@ -30,7 +33,7 @@ class Nemesis(ScheduledRunner[ScheduledFault]):
     the cluster lock for its whole inject-hold-heal, so it never lands inside a node upgrade."""
 
     def __init__(self, ctx: FaultContext, schedule: list[ScheduledFault], history: HistoryWriter,
-                 on_event: Any = None, cluster_lock: threading.Lock | None = None):
+                 on_event: Any = None, cluster_lock: threading.Lock | None = None, pacing: PacingSpec | None = None):
         super().__init__("nemesis", schedule, lambda sf: sf.at_s, cluster_lock)
         self.ctx = ctx
         self.schedule = schedule
@@ -39,13 +42,38 @@ class Nemesis(ScheduledRunner[ScheduledFault]):
         self.active: Fault | None = None
         self.executed: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+        work = ctx.workload.work if ctx.workload is not None else None
+        self.pacer = Pacer(pacing or PacingSpec(), work, history, self.stopping, self._coordinators)
+
+    def _coordinators(self, role: str) -> dict[str, int]:
+        """Who coordinates what a paced fault may aim at, looked up now: each transactional id's
+        transaction coordinator, or the group's coordinator (key ``group``)."""
+        cluster = self.ctx.cluster
+        if role == "txn-coordinator":
+            return {txid: cluster.transaction_coordinator(txid) for txid in self.ctx.transactional_ids()}
+        assert self.ctx.workload is not None
+        return {"group": cluster.group_coordinator(self.ctx.workload.spec.group_id)}
 
     def execute(self, index: int, sf: ScheduledFault) -> None:
+        # pacing waits outside the cluster lock: a planned step may act meanwhile
+        decision = self.pacer.wait_for_recovery(sf)
+        aim = self.pacer.aim(sf)
+        if decision or aim is not None:
+            self.shift_s += decision.get("waited_s") or 0.0  # the faults after this one keep their spacing
+            aimed = {"aimed_at": aim.to_json()} if isinstance(aim, Aim) else (aim or {})
+            self.history.event("pace", {"index": sf.index, "kind": sf.kind, "target": sf.target, **decision, **aimed},
+                               outcome="ok")
+            if decision.get("why") or decision.get("waited_s", 0) >= 1:
+                self.on_event(f"pacing fault {sf.index} {sf.kind}: waited {decision.get('waited_s', 0):g}s for the "
+                              f"pipeline ({decision.get('rate')} commits/s, baseline {decision.get('baseline')})"
+                              + (f"; {decision['why']}" if decision.get("why") else ""))
+        if self.stopping.is_set():
+            return
         with self.cluster_lock:
-            self._execute(sf)
+            self._execute(sf, aim if isinstance(aim, Aim) else None)
 
-    def _execute(self, sf: ScheduledFault) -> None:
-        fault = make_fault(sf, self.ctx)
+    def _execute(self, sf: ScheduledFault, aim: Aim | None = None) -> None:
+        fault = make_fault(sf, dataclasses.replace(self.ctx, aim=aim) if aim is not None else self.ctx)
         f = f"fault:{sf.kind}"
         op = self.history.invoke(f, {"index": sf.index, "kind": sf.kind, "target": sf.target, "hold_s": sf.hold_s})
         with self._lock:

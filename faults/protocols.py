@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Protocol
 
 from kchaos.workloads.spec import WorkloadSpec
+from kchaos.workloads.work_monitor import WorkMonitor
 
 
 class WorkerControl(Protocol):
@@ -17,7 +18,7 @@ class WorkerControl(Protocol):
 
     def suspend(self, slot_name: str) -> dict[str, Any]: ...
 
-    def zombie(self, slot_name: str) -> dict[str, Any]: ...
+    def zombie(self, slot_name: str, pause_s: float | None = None) -> dict[str, Any]: ...
 
     def takeover(self, slot_name: str) -> dict[str, Any]: ...
 
@@ -33,3 +34,5 @@ class FaultWorkload(Protocol):
     spec: WorkloadSpec
     txid_prefix: str
     pool: WorkerControl | None
+    #: the workers' progress as they record it (None before they start): what pacing reads
+    work: WorkMonitor | None

@@ -56,7 +56,7 @@ def generate_schedule(spec: FaultsSpec, run_duration_s: float, seed: int) -> lis
             break
         schedule.append(ScheduledFault(len(schedule), round(t, 3), entry.kind, entry.resolved_target, hold,
                                        rng.randrange(2**31), dict(entry.params)))
-        t += spec.interval_s
+        t += spec.interval_s if spec.gap_s is None else hold + spec.gap_s
     return schedule
 
 

@@ -78,6 +78,56 @@ class FaultEntry(BaseModel):
         return self.target or KINDS[self.kind].targets[0]
 
 
+class ExposureSpec(BaseModel):
+    """``[faults.exposure]``: the work a campaign's faults must hit for its run to speak for them
+    (verifier/exposure.py measures it in every run). A committed transaction is exposed to a fault
+    kind when its life (from its first send to its commit) overlaps a window of that kind (from the
+    fault's injection to its heal). Below a requirement the verdict is unknown, naming the kind and
+    the figure: a fault that hit nothing tested nothing."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    committed: dict[str, int] = Field(
+        default_factory=dict, description="per fault kind: at least this many committed transactions overlapping its "
+                                          "windows (counted once each)")
+    share: float | None = Field(
+        None, ge=0, le=1, description="at least this share of the run's committed transactions overlapping a window of "
+                                      "one of the kinds in `committed`")
+    stall_s: float = Field(10.0, gt=0, description="a stall: no commit for longer than this while the workload runs "
+                                                   "(reported with what each worker was doing)")
+
+    @field_validator("committed")
+    @classmethod
+    def _kinds(cls, value: dict[str, int]) -> dict[str, int]:
+        for kind, count in value.items():
+            if kind not in KINDS:
+                raise ValueError(f"exposure: unknown fault kind {kind!r}; accepted: {', '.join(sorted(KINDS))}")
+            if count < 0:
+                raise ValueError(f"exposure: {kind} = {count}: a count of 0 or more")
+        return value
+
+    @property
+    def required(self) -> bool:
+        return bool(self.committed) or self.share is not None
+
+
+class PacingSpec(BaseModel):
+    """``[faults.pacing]``: when a fault may start besides its scheduled time. ``schedule``: at its
+    time (a fault still waits for the one before it to heal). ``recovery``: also not before the
+    pipeline commits again at ``recovery_share`` of its rate before the previous fault, measured over
+    ``window_s``, waiting at most ``max_wait_s`` (then it starts anyway, and says so); the schedule
+    slides by what it waited, so faults keep their spacing. ``aim``: a fault aimed at a transactional
+    id's coordinator waits (at most ``aim_wait_s``) for a commit of one of the ids to be under way,
+    and takes that id's coordinator. Every decision is an event in the harness's history."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    mode: Literal["schedule", "recovery"] = "schedule"
+    recovery_share: float = Field(0.5, gt=0, le=1)
+    window_s: float = Field(5.0, gt=0, le=120)
+    max_wait_s: float = Field(30.0, ge=0, le=600)
+    aim: bool = False
+    aim_wait_s: float = Field(3.0, ge=0, le=60)
+
+
 class FaultsSpec(BaseModel):
     """A fault mix: every ``interval_s`` (from ``start_after_s`` until ``run.duration_s`` minus the
     hold) one entry is drawn by weight and held for ``duration_s``, then healed."""
@@ -91,12 +141,17 @@ class FaultsSpec(BaseModel):
     mix: tuple[FaultEntry, ...] = ()
     start_after_s: float = Field(5.0, ge=0)
     interval_s: float = Field(10.0, gt=0, description="time from one fault's start to the next one's")
+    gap_s: float | None = Field(
+        None, ge=0, description="when set (instead of interval_s): time from one fault's heal to the next one's "
+                                "start, so faults of different holds keep the same healthy gap between them")
     duration_s: float = Field(5.0, gt=0, description="default hold of a fault before it is healed")
     heal_timeout_s: float = Field(120.0, gt=0, description="after the final heal: bound for the cluster to be healthy")
     recover_hanging: bool = Field(
         False, description="at the final reads, abort the transactions that still pin a partition's last stable offset "
                            "(KIP-664's TransactionsCommand abort) and require the partition to move on; the hang is "
                            "still a case")
+    exposure: ExposureSpec = Field(default_factory=ExposureSpec)
+    pacing: PacingSpec = Field(default_factory=PacingSpec)
     coverage: dict[str, int] | None = Field(
         None, description="the faults a run must execute, per kind (at least this many each); below it the verdict is "
                           "unknown, naming the kinds that fell short. None (the default): every kind the schedule "
@@ -122,6 +177,8 @@ class FaultsSpec(BaseModel):
 
     @model_validator(mode="after")
     def _hold_fits(self) -> "FaultsSpec":
+        if self.gap_s is not None:
+            return self  # each fault starts after the one before it healed
         for entry in self.entries():
             hold = entry.duration_s or self.duration_s
             if hold >= self.interval_s:

@@ -24,6 +24,8 @@ class ScheduledRunner(Generic[T]):
         self.cluster_lock = cluster_lock if cluster_lock is not None else threading.Lock()
         self.stopping = threading.Event()
         self.started_at: float | None = None
+        #: how far the items after the current one slide (a paced fault waited for the work)
+        self.shift_s = 0.0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
@@ -36,7 +38,7 @@ class ScheduledRunner(Generic[T]):
     def _run(self) -> None:
         assert self.started_at is not None
         for index, item in enumerate(self.items):
-            delay = self.started_at + self._at_s(item) - time.monotonic()
+            delay = self.started_at + self._at_s(item) + self.shift_s - time.monotonic()
             if delay > 0 and self.stopping.wait(delay):
                 return
             if self.stopping.is_set():

@@ -126,7 +126,8 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         stop.__enter__()
         workload.start()
         if schedule:
-            nemesis = Nemesis(FaultContext(cluster, workload), schedule, history, on_event=say, cluster_lock=cluster_lock)
+            nemesis = Nemesis(FaultContext(cluster, workload), schedule, history, on_event=say, cluster_lock=cluster_lock,
+                              pacing=campaign.faults.pacing)
             nemesis.start()
             run.set_status("faults")
             say(f"fault schedule: {len(schedule)} faults ({', '.join(sorted({f.kind for f in schedule}))})")
@@ -135,7 +136,13 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
             stepper.start()
             say(f"planned steps: {'; '.join(f'{s.at_s:.0f}s {s.describe()}' for s in campaign.steps)}")
         _wait_with_progress(workload, campaign.run.duration_s, campaign.run.progress_interval_s,
-                            "faults" if schedule else "steady", nemesis, stepper, stop)
+                            "faults" if schedule else "steady", nemesis, stepper, stop,
+                            pacing_slack_s=pacing_slack_s(campaign, schedule))
+        if campaign.workload.records is None and not stop.requested:
+            # inputs followed the workload phase; the drain waits for what was seeded
+            workload.halt_seeding()
+            history.event("seeding-stopped", {"reason": "the workload phase ended", "seeded": workload.snapshot()["seeded"]},
+                          outcome="ok")
         if stop.requested:
             history.event("interrupted", stop.requested, outcome="info")
             if nemesis is not None:
@@ -335,11 +342,20 @@ def render_report(run: RunDir) -> None:
         say(f"the report could not be rendered ({exc!r}); try `kchaos report {run.path}`")
 
 
+def pacing_slack_s(campaign: Campaign, schedule: list | None) -> float:
+    """How much longer than twice its duration a run may wait for its schedule when its faults are
+    paced by the work: each fault may wait for the pipeline's recovery, then for a commit to aim at."""
+    pacing = campaign.faults.pacing
+    if pacing.mode != "recovery" or not schedule:
+        return 0.0
+    return len(schedule) * (pacing.max_wait_s + (pacing.aim_wait_s if pacing.aim else 0.0))
+
+
 def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, phase: str, nemesis: Any = None,
-                        stepper: Any = None, stop: GracefulStop | None = None) -> None:
-    """Wait ``duration_s``, and on until every scheduled fault ran (at most twice as long) and
-    every planned step is done (at most 2 x duration + 15 min), showing live progress
-    (harness/progress.py)."""
+                        stepper: Any = None, stop: GracefulStop | None = None, pacing_slack_s: float = 0.0) -> None:
+    """Wait ``duration_s``, and on until every scheduled fault ran (at most twice as long, plus what
+    paced faults may wait: ``pacing_slack_s``) and every planned step is done (at most 2 x duration
+    + 15 min), showing live progress (harness/progress.py)."""
     progress = Progress(interval_s)
     started = time.monotonic()
     try:
@@ -350,7 +366,7 @@ def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, pha
             elapsed = now - started
             if stop is not None and stop.requested:
                 return
-            if (elapsed >= duration_s and (schedule_done or elapsed >= 2 * duration_s)
+            if (elapsed >= duration_s and (schedule_done or elapsed >= 2 * duration_s + pacing_slack_s)
                     and (steps_done or elapsed >= 2 * duration_s + 900)):
                 return
             if progress.due():

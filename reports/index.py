@@ -19,6 +19,7 @@ from kchaos.files import atomic_write
 from kchaos.reports.plots import Plot, Series, render_svg
 from kchaos.reports.run_report import template_environment
 from kchaos.verifier.campaign import load_recorded
+from kchaos.verifier.exposure import summary_line
 from kchaos.verifier.outcome import load_outcome
 
 
@@ -51,6 +52,7 @@ def run_row(run: Path, root: Path) -> dict[str, Any]:
         "settings": settings,
         "inputs_per_s": totals.get("inputs_per_s"), "outputs": (results.get("facts") or {}).get("outputs_committed"),
         "faults": (results.get("facts") or {}).get("faults"), "expected": _json(run / "expect.json", {}).get("verdict"),
+        "exposure": summary_line((results.get("facts") or {}).get("exposure")) if results.get("verdict") else None,
         "started": run.name[:16],
     }
 

@@ -89,7 +89,9 @@ def write_junit(outcomes: list[JudgedRun], path: Path, suite: str) -> Path:
             element.text = "\n".join(detail)
         out = ET.SubElement(case, "system-out")
         replay = o.outcome.replay if o.outcome is not None else None
-        out.text = f"run directory: {o.run_dir}\nreport: {o.run_dir}/report.html\nreplay: {replay}\n"
+        exposure = o.outcome.exposure if o.outcome is not None else None
+        out.text = (f"run directory: {o.run_dir}\nreport: {o.run_dir}/report.html\nreplay: {replay}\n"
+                    + (f"{exposure}\n" if exposure else ""))
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_target(path) as tmp:
         ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True)

@@ -22,6 +22,7 @@ from kchaos.reports.plots import Band, Phase, Plot, Series, render_svg
 from kchaos.text import by_version, cells, durations, human, properties
 from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.model import case_time_and_slots
+from kchaos.verifier.exposure import summary_line
 from kchaos.verifier.outcome import load_outcome
 from kchaos.workloads.history import pair_operations, read_lines
 
@@ -262,6 +263,10 @@ def gather(run: Path) -> dict[str, Any]:
         "verdict": outcome.judgement if outcome else ("incomplete" if not status.get("complete") else "unknown"),
         "required_not_checked": outcome.required_not_checked if outcome else {},
         "fault_coverage": outcome.fault_coverage if outcome else None,
+        # what each fault overlapped of the work (verifier/exposure.py), by the schedule's index
+        "exposure": facts.get("exposure"),
+        "exposure_of": {f["index"]: f for f in (facts.get("exposure") or {}).get("faults") or []},
+        "exposure_line": summary_line(facts.get("exposure")) if facts.get("exposure") else None,
         "replay": _json(run / "replay.json", {}), "seed": (run / "seed").read_text().strip() if (run / "seed").exists() else None,
         "environment": _json(run / "environment.json", {}), "cluster_info": cluster_info,
         "plots": _plots(metrics, bands + _step_bands(ops, start, end), phases), "phases": phases, "faults": bands, "totals": metrics.get("totals") or {},

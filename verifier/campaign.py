@@ -69,6 +69,19 @@ class Campaign(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
+    def _share_inputs(cls, data: Any) -> Any:
+        """A share workload draws its poison inputs from the input count before the run: without
+        ``workload.records`` it seeds what its rate brings over ``run.duration_s``."""
+        workload = data.get("workload") if isinstance(data, dict) else None
+        if isinstance(workload, dict) and workload.get("kind") == "share" and workload.get("records") is None:
+            run = data.get("run") if isinstance(data.get("run"), dict) else {}
+            rate = float(workload.get("rate", WorkloadSpec.model_fields["rate"].default))
+            duration = float(run.get("duration_s", RunSettings.model_fields["duration_s"].default))
+            data = {**data, "workload": {**workload, "records": max(1, round(rate * duration))}}
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
     def _message_proxy(cls, data: Any) -> Any:
         """Message faults need the message proxy on the client path (and, for those with link =
         'inter-broker', on the links between brokers): turn it on unless the campaign says

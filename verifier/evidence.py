@@ -19,6 +19,7 @@ from typing import Any
 
 from kchaos.clusters.base import coordinator_partition
 from kchaos.clusters.clock_probe import shift_and_tolerance
+from kchaos.verifier import exposure
 from kchaos.verifier.model import NotApplicable
 from kchaos.clusters.compaction import cleaned_offsets
 
@@ -192,7 +193,28 @@ def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
                                    f"{n['attempted']})" for kind, n in sorted(coverage["short"].items()))
                        + (f" ({'; '.join(errors[:3])})" if errors else "")
                        + ": the run says nothing about them"))
+
+    required = data.campaign.faults.exposure
+    if required.required and coverage["planned"] and not final.get("interrupted"):
+        if not history.has_history:
+            out.append(Gap("the campaign requires its faults to hit work, but the pipeline recorded no client history: "
+                           "what they overlapped cannot be measured"))
+        else:
+            short = exposure.shortfall(run_exposure(data), required, history)
+            if short:
+                out.append(Gap("the faults hit less work than the campaign requires ([faults.exposure]): "
+                               + "; ".join(short) + ": the run says little about those faults"))
     return out
+
+
+def run_exposure(data: Any) -> dict[str, Any]:
+    """The run's fault exposure (verifier/exposure.py), measured once per engine run object."""
+    cached = getattr(data, "_exposure", None)
+    if cached is None:
+        cached = exposure.exposure(data.history, data.campaign.faults.exposure.stall_s,
+                                   drained=bool(data.final.get("drained", True)))
+        data._exposure = cached
+    return cached
 
 
 def failed_observers(summary: dict[str, Any] | None) -> str | None:
@@ -240,7 +262,8 @@ def white_box_facts(data: Any) -> dict[str, Any]:
             "coordinator": data.coordinator_facts,
             "producer_ids": data.producer_id_facts,
             "compaction": data.compaction,
-            "fault_coverage": fault_coverage(Path(data.run), data.history.faults, data.campaign.faults.coverage)}
+            "fault_coverage": fault_coverage(Path(data.run), data.history.faults, data.campaign.faults.coverage),
+            "exposure": run_exposure(data) if data.history.has_history else None}
 
 
 def broker_clock(data: Any) -> tuple[float, float, str]:

@@ -161,10 +161,16 @@ class HistoryIndex:
         self.input_ops: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
         #: each process's last recorded moment (an invocation or a completion): after it, it did nothing
         self.process_last: dict[str, float] = {}
+        #: each transaction's life: its first operation's invocation, its last operation's last moment
+        self.txn_life: dict[tuple[str, int], tuple[float, float]] = {}
         for op in ops:
             last = max(t for t in (op["invoke_time"], op["complete_time"]) if t is not None)
             if last > self.process_last.get(op["process"], float("-inf")):
                 self.process_last[op["process"]] = last
+            txn = op["value"].get("txn_seq")
+            if txn is not None and op["process"] != "harness":
+                began, ended = self.txn_life.get((op["process"], txn), (op["invoke_time"], last))
+                self.txn_life[(op["process"], txn)] = (min(began, op["invoke_time"]), max(ended, last))
             if op["f"] in ("fatal", "fenced", "exit-unknown"):
                 self.process_exits[op["process"]].append(op["invoke_time"])
             seq = op["value"].get("txn_seq")
@@ -193,8 +199,12 @@ class HistoryIndex:
     def faults_at(self, t: float | None) -> list[dict[str, Any]]:
         if t is None:
             return []
+        return self.faults_during(t, t)
+
+    def faults_during(self, start: float, end: float) -> list[dict[str, Any]]:
+        """The faults whose window (invoke to heal) overlaps [start, end]."""
         return [{"fault": f["f"], "value": f["value"]} for f in self.faults
-                if f["invoke_time"] <= t <= (f["complete_time"] or float("inf"))]
+                if f["invoke_time"] <= end and start <= (f["complete_time"] or float("inf"))]
 
     def txn_evidence(self, key: tuple[str, int]) -> dict[str, Any]:
         op = self.txn_ops.get(key)
@@ -203,7 +213,8 @@ class HistoryIndex:
             ev.update({"txid": op.get("txid"), "producer_id": op.get("pid"), "epoch": op.get("epoch"),
                        "history_op": {"process": op["process"], "op": op["op"], "f": op["f"],
                                       "invoke_time": op["invoke_time"], "outcome": op["outcome"]},
-                       "faults_active": self.faults_at(op["invoke_time"])})
+                       # over the transaction's whole life: the kill that hit its commit counts
+                       "faults_active": self.faults_during(*self.txn_life.get(key, (op["invoke_time"],) * 2))})
         return ev
 
     def zombie_inputs(self) -> tuple[dict[str, list[dict[str, Any]]], dict[tuple[str, int], dict[str, Any]]]:

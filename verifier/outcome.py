@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.errors import VERDICT_EXIT, ConfigError
+from kchaos.verifier.exposure import summary_line
 from kchaos.verifier.model import read_json
 from kchaos.verifier.verify import RESULTS_FILE
 
@@ -37,6 +38,8 @@ class Outcome:
     required_not_checked: dict[str, str] = field(default_factory=dict)
     #: per fault kind: planned, attempted, executed, required, and the kinds that fell short
     fault_coverage: dict[str, Any] | None = None
+    #: one line: the work the faults hit (verifier/exposure.py), for the nightly, JUnit and the index
+    exposure: str | None = None
     interrupted: bool = False
     replay: str | None = None
 
@@ -68,6 +71,7 @@ def outcome_of(run_dir: Path, results: dict[str, Any], certification: dict[str, 
                    not_checked=dict(results.get("not_checked") or {}),
                    required_not_checked=dict(results.get("required_not_checked") or {}),
                    fault_coverage=(results.get("facts") or {}).get("fault_coverage"),
+                   exposure=summary_line(exposure) if (exposure := (results.get("facts") or {}).get("exposure")) else None,
                    interrupted=bool(results.get("interrupted")), replay=replay)
 
 

@@ -24,6 +24,7 @@ from kchaos.text import by_version, counts
 from kchaos.rundir import RunDir
 from kchaos.verifier.campaign import Campaign
 from kchaos.verifier.certify import certify
+from kchaos.verifier.exposure import summary_line
 from kchaos.verifier.spec import VerifierSpec
 from kchaos.verifier.model import read_json, run_seed
 from kchaos.verifier.outcome import CERTIFICATION_FILE, Outcome, outcome_of
@@ -58,7 +59,8 @@ def kchaos_version() -> str:
 
 
 def run_block(run: RunDir, campaign: Campaign, ops: list[dict[str, Any]] | None, exit_code: int,
-              checker: str, fault_coverage: dict[str, Any] | None = None) -> dict[str, Any]:
+              checker: str, fault_coverage: dict[str, Any] | None = None,
+              exposure: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a CI system needs about the run, in results.json itself (no other file to join)."""
     cluster = read_json(run.path / "cluster.json", {}) or {}
     environment = read_json(run.path / "environment.json", {}) or {}
@@ -73,7 +75,18 @@ def run_block(run: RunDir, campaign: Campaign, ops: list[dict[str, Any]] | None,
             "kafka_tools_version": cluster.get("admin_tools_version") or cluster.get("kafka_version"),
             "backend": campaign.cluster.backend, "clients": [clients[c] for c in wanted if c in clients],
             "started": min(times, default=None), "ended": max(times, default=None), "verified": time.time(),
-            "checker": checker, "exit_code": exit_code, "faults": fault_coverage}
+            "checker": checker, "exit_code": exit_code, "faults": fault_coverage,
+            "exposure": _exposure_block(exposure)}
+
+
+def _exposure_block(measured: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The run block's exposure: per fault kind the committed transactions its windows overlapped,
+    the share of all committed transactions under a fault, the stalls, and the one line."""
+    if not measured:
+        return None
+    return {"committed_by_kind": {k: v["committed"] for k, v in sorted(measured["kinds"].items())},
+            "committed": measured["committed"], "share_overlapping": measured["share_overlapping"],
+            "stalls": (measured.get("stalls") or {}).get("count", 0), "summary": summary_line(measured)}
 
 
 def _keep_previous(run: RunDir) -> list[str]:
@@ -115,6 +128,8 @@ def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
     for name, reason in results.get("not_checked", {}).items():
         required = name in results.get("required_not_checked", {})
         say(f"not checked{' (required: the verdict cannot be valid)' if required else ''}: {name} ({reason})")
+    if facts.get("exposure"):
+        say(summary_line(facts["exposure"]))
     short = (facts.get("fault_coverage") or {}).get("short") or {}
     if short:
         say("fault coverage short of what the campaign requires: "
@@ -124,7 +139,8 @@ def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
     if cert is not None:
         code, status["certification"] = cert["exit_code"], cert["overall"]
     written = write_results(run.path, checked, extra={"run": run_block(run, campaign, ops, code, checked.checker,
-                                                                         facts.get("fault_coverage"))})
+                                                                         facts.get("fault_coverage"),
+                                                                         facts.get("exposure"))})
     if cert is not None:
         run.write_json(CERTIFICATION_FILE, cert)
         say(f"certification: {cert['overall'].upper()} ({cert['committed_transactions']} committed transactions over "

@@ -20,6 +20,7 @@ from kchaos.workloads.observer import Observers
 from kchaos.workloads.pool import WorkerPool
 from kchaos.workloads.seeder import Seeder
 from kchaos.workloads.spec import ObserverSpec, WorkloadSpec
+from kchaos.workloads.work_monitor import WorkMonitor
 
 
 #: how often the drain says how far it is
@@ -45,6 +46,8 @@ class CtpWorkload:
         self.seeder: Seeder | None = None
         self.pool: WorkerPool | None = None
         self.observers: Observers | None = None
+        #: the workers' progress as their histories record it (faults/pacing.py reads it)
+        self.work: WorkMonitor | None = None
         self._offset_reader: Any = None
 
     @property
@@ -87,6 +90,7 @@ class CtpWorkload:
                       **{t: self.spec.output_partitions for t in self.spec.output_topics}}
             self.observers = Observers(self.observer_spec, self.client, topics, self.run.path / "observers")
             self.observers.start()  # first, so they see the topics from their first record
+        self.work = WorkMonitor(history_dir)
         self.seeder.start()
         self.pool.start()
 
@@ -140,7 +144,10 @@ class CtpWorkload:
         for p, last in self.seeder.last_committed_offset.items():
             if committed.get(p, 0) <= last:
                 behind += 1
-        return behind + (0 if self.seeder.halted else self.spec.records - self.seeder.committed)
+        if self.seeder.halted:
+            return behind
+        # seeding follows the run (records unset): what is yet to come is unknown until it is halted
+        return None if self.spec.records is None else behind + self.spec.records - self.seeder.committed
 
     def processed_inputs(self) -> int | None:
         """For progress: the sum of the group's committed offsets (input records behind them,

@@ -16,7 +16,9 @@ SIGTERM asks for a graceful stop: the current transaction finishes, then exit 0.
 
 Negative controls (``delivery`` != exactly-once) produce, flush and then commit offsets with
 the consumer, outside any transaction; ``at-least-once-no-idempotence`` also turns the
-producer's idempotence off.
+producer's idempotence off. ``after_failed_transaction = "carry-on"`` keeps the transactions but
+does not rewind after one it had to abort because something failed: only a fault that fails a
+transaction shows it.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ import random
 import re
 import signal
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -42,6 +46,20 @@ from kchaos.workloads.lineage import Lineage
 from kchaos.workloads.spec import WorkloadSpec
 
 EXIT_STOPPED, EXIT_FENCED, EXIT_FATAL, EXIT_UNKNOWN = 0, 10, 11, 12
+#: the timeout each transactional call is given (seconds): longer than Kafka takes to move a dead
+#: broker's partitions and coordinators (its broker.session.timeout.ms, 12 s on kchaos' clusters,
+#: 9 s by default, and an election), so a fault that heals is ridden out rather than failed
+CALL_TIMEOUT_S = 30.0
+#: send_offsets_to_transaction's own: it also outlasts a failover (measured here: 12.5 s after a
+#: group coordinator's kill), and it is the call librdkafka lets hang (below), so it is kept short
+SEND_OFFSETS_TIMEOUT_S = 20.0
+#: librdkafka's transactional calls can block past their own timeout: send_offsets_to_transaction
+#: never checks it for its coordinator requests (confluentinc/librdkafka#5456) and hangs for good
+#: once the group coordinator's broker left the metadata (#5511); seen here when a partition fenced
+#: the group coordinator. A production application guards them as a liveness probe would: past
+#: its timeout and this grace, the worker records it and exits (unknown outcome); the harness
+#: restarts it from the committed offsets
+WATCHDOG_GRACE_S = 5.0
 FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH,
                 KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
 _PID_RE = re.compile(r"PID\{Id:(\d+),Epoch:(\d+)\}")
@@ -129,6 +147,33 @@ class Worker:
         self.rewinds = 0
         #: assignment changes seen (on_assign, on_revoke): a poll that spans one discards its inputs
         self.rebalances = 0
+        #: the transactional call under way: (name, since, timeout), for the watchdog
+        self._blocked: tuple[str, float, float] | None = None
+        threading.Thread(target=self._watch, name="watchdog", daemon=True).start()
+
+    # -- watchdog --------------------------------------------------------------------------
+    @contextmanager
+    def _call(self, name: str, timeout_s: float) -> Iterator[None]:
+        """A blocking librdkafka call, watched: see WATCHDOG_GRACE_S."""
+        self._blocked = (name, time.monotonic(), timeout_s)
+        try:
+            yield
+        finally:
+            self._blocked = None
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(1.0)
+            blocked = self._blocked
+            if blocked is None:
+                continue
+            name, since, timeout_s = blocked
+            waited = time.monotonic() - since
+            if waited > timeout_s + WATCHDOG_GRACE_S:
+                self.history.event("exit-unknown", {"reason": f"watchdog: {name} blocked {waited:.0f}s past its "
+                                                              f"{timeout_s:.0f}s timeout", "watchdog": name},
+                                   **self._fields(self.current_txid))
+                exit_process(EXIT_UNKNOWN)
 
     # -- clients ---------------------------------------------------------------------------
     def _fields(self, txid: str | None) -> dict[str, Any]:
@@ -158,7 +203,8 @@ class Worker:
         if txid is not None:
             op = self.history.invoke("init", {}, **self._fields(txid))
             try:
-                producer.init_transactions(60)
+                with self._call("init_transactions", 60):
+                    producer.init_transactions(60)
             except KafkaException as exc:
                 self.history.complete(op, "init", "fail", error=str(exc), **self._fields(txid))
                 raise Fatal(f"init_transactions failed: {exc}") from None
@@ -383,7 +429,9 @@ class Worker:
             while True:
                 attempts += 1
                 try:
-                    producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30)
+                    with self._call("send_offsets_to_transaction", SEND_OFFSETS_TIMEOUT_S):
+                        producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(),
+                                                             SEND_OFFSETS_TIMEOUT_S)
                     break
                 except KafkaException as exc:
                     err = _error(exc)
@@ -398,7 +446,8 @@ class Worker:
                     raise
             self.history.complete(op, "send_offsets", "ok", {"attempts": attempts}, **self._fields(txid))
             if self.rng.random() < self.spec.abort_fraction:
-                producer.flush(30)  # the aborted outputs must reach the log: the raw view shows them
+                with self._call("flush", CALL_TIMEOUT_S):
+                    producer.flush(CALL_TIMEOUT_S)  # the aborted outputs must reach the log: the raw view shows them
                 self._abort(producer, txid, seq, "intentional")
                 return
             self._commit(producer, txid, seq, offsets_json)
@@ -434,7 +483,8 @@ class Worker:
         while True:
             attempts += 1
             try:
-                producer.commit_transaction(30)
+                with self._call("commit_transaction", CALL_TIMEOUT_S):
+                    producer.commit_transaction(CALL_TIMEOUT_S)
                 producer.poll(0)
                 self.history.complete(op, "commit", "ok", {"attempts": attempts}, **self._fields(txid))
                 return
@@ -457,7 +507,8 @@ class Worker:
     def _abort(self, producer: Producer, txid: str, seq: int, reason: str) -> None:
         op = self.history.invoke("abort", {"txn_seq": seq, "reason": reason}, **self._fields(txid))
         try:
-            producer.abort_transaction(30)
+            with self._call("abort_transaction", CALL_TIMEOUT_S):
+                producer.abort_transaction(CALL_TIMEOUT_S)
         except KafkaException as exc:
             err = _error(exc)
             self.history.complete(op, "abort", "info", error=str(exc), **self._fields(txid))
@@ -465,6 +516,11 @@ class Worker:
                 raise Fenced(str(exc)) from None
             raise Fatal(f"abort failed: {exc}") from None
         self.history.complete(op, "abort", "ok", **self._fields(txid))
+        if reason != "intentional" and self.spec.after_failed_transaction == "carry-on":
+            # the negative control: the failed batch's inputs are skipped, never processed again
+            self.history.event("carry-on", {"txn_seq": seq, "reason": reason}, outcome="ok", worker=self.worker,
+                               incarnation=self.incarnation)
+            return
         self._rewind()
 
     def _rewind(self) -> None:

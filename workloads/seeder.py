@@ -24,10 +24,11 @@ SEED_BATCH = 50
 
 
 class Seeder:
-    def __init__(self, client: dict[str, Any], topic: str, records: int, rate: float, seed: int,
+    def __init__(self, client: dict[str, Any], topic: str, records: int | None, rate: float, seed: int,
                  history_path: Path, txid: str, abort_fraction: float = 0.05, mark_aborted: bool = False):
         self.client = client
         self.topic = topic
+        #: None: seed at ``rate`` until halted (the run's workload phase ends)
         self.records = records
         self.rate = rate
         self.seed = seed
@@ -64,7 +65,7 @@ class Seeder:
 
     @property
     def done(self) -> bool:
-        return self.committed >= self.records
+        return self.records is not None and self.committed >= self.records
 
     def wait(self, timeout_s: float) -> bool:
         self._thread.join(timeout=timeout_s)
@@ -89,8 +90,9 @@ class Seeder:
         producer = self._new_producer()
         started = time.monotonic()
         next_index = 0
-        while next_index < self.records and not self._stop.is_set():
-            end = min(self.records, next_index + SEED_BATCH)
+        limit = self.records if self.records is not None else float("inf")
+        while next_index < limit and not self._stop.is_set():
+            end = int(min(limit, next_index + SEED_BATCH))
             # pace: the batch may start once `next_index` records' worth of time has passed
             due = started + next_index / self.rate
             delay = due - time.monotonic()

@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from kchaos.clusters.kafka_tools import describe_features
-from kchaos.errors import ClusterError
+from kchaos.errors import ClusterError, ConfigError
 from kchaos.log import say
 from kchaos.share_state import SHARE_STATE_TOPIC, decode_share_state_record, positions_done, share_partition_state
 from kchaos.waiting import WaitTimeout, wait_until
@@ -116,6 +116,8 @@ class ShareWorkload(CtpWorkload):
             self.share_facts["kip1289"]["why"] += " (but kchaos' share worker cannot stage acknowledgements yet)"
         self.run.write_json("share_group.json", self.share_facts)
         self.history.event("share-setup", self.share_facts, outcome="ok")
+        if self.spec.records is None:  # a campaign fills it (verifier/campaign.py); a spec built by hand must
+            raise ConfigError("a share workload needs workload.records: its poison inputs are drawn before the run")
         self.run.write_json(POISON_FILE, poison_inputs(self.seed, self.spec.records, self.spec.share_poison_fraction))
 
     def _configure_group(self) -> dict[str, Any]:

@@ -38,7 +38,10 @@ class WorkloadSpec(BaseModel):
     output_topics: tuple[str, ...] = ("kchaos-invoices", "kchaos-shipments")
     input_partitions: int = Field(6, ge=1, le=1000)
     output_partitions: int = Field(3, ge=1, le=1000)
-    records: int = Field(20_000, ge=1, le=100_000_000, description="input records seeded during the run")
+    records: int | None = Field(
+        None, ge=1, le=100_000_000,
+        description="input records seeded during the run; unset: inputs keep arriving at `rate` for the whole workload "
+                    "phase (the faults included), and the seeder stops when it ends")
     rate: float = Field(1000.0, gt=0, description="input records per second written by the seeder")
     workers: int = Field(3, ge=1, le=64, description="worker processes")
     outputs_per_input: int = Field(2, ge=1, le=16, description="K: output records per input, slot j goes to output topic j % T")
@@ -48,6 +51,12 @@ class WorkloadSpec(BaseModel):
     seed_abort_fraction: float = Field(
         0.05, ge=0.0, le=0.9,
         description="share of the seeder's input transactions aborted on purpose (data only read_uncommitted sees)")
+    after_failed_transaction: Literal["rewind", "carry-on"] = Field(
+        "rewind", description="what a worker does after a transaction it had to abort because something failed (a "
+                              "send_offsets or commit error, a timeout): rewind to the committed offsets, as a correct "
+                              "application must. carry-on is a negative control: it goes on with the next inputs, so "
+                              "the failed batch is lost; only a fault that makes a transaction fail shows it, so a "
+                              "campaign that claims to test faults must catch it (confluent client)")
     transactional_id_strategy: Literal["per-worker", "per-partition"] = "per-worker"
     delivery: Delivery = "exactly-once"
     isolation: Literal["read_committed", "read_uncommitted"] = "read_committed"
@@ -143,6 +152,10 @@ class WorkloadSpec(BaseModel):
             raise ValueError(f"client = {self.client!r}: the Java driver runs the exactly-once consume-transform-produce "
                              "pipeline with per-worker transactional ids (kind = 'ctp', delivery = 'exactly-once', "
                              "transactional_id_strategy = 'per-worker', no external_command)")
+        if self.after_failed_transaction != "rewind" and (self.client != "confluent" or self.kind != "ctp"
+                                                          or not self.transactional or self.external_command):
+            raise ValueError("after_failed_transaction = 'carry-on' is a negative control of kchaos' own librdkafka "
+                             "worker: client = 'confluent', kind = 'ctp', delivery = 'exactly-once', no external_command")
         if self.client != "confluent":
             parts = self.java_client_version.split(".")
             if len(parts) != 3 or not all(x.isdigit() for x in parts) or int(parts[0]) < 4:
@@ -216,4 +229,4 @@ class WorkloadSpec(BaseModel):
     @property
     def is_negative_control(self) -> bool:
         return (self.delivery != "exactly-once" or self.isolation != "read_committed"
-                or self.share_ack_order != "after-commit")
+                or self.share_ack_order != "after-commit" or self.after_failed_transaction != "rewind")

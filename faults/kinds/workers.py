@@ -5,9 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from kchaos.errors import ConfigError
 from kchaos.faults.base import Fault
-from kchaos.faults.kinds import FaultKind, register
+from kchaos.faults.kinds import FaultKind, NoParams, register
+
+
+class ZombieParams(NoParams):
+    pause_s: float | None = Field(None, gt=0, le=600, description=(
+        "how long the worker stays paused before its replacement starts (None: the workload's transaction timeout "
+        "plus 5 s, so the coordinator times its transaction out first); past the session timeout, the group moves "
+        "its partitions meanwhile"))
 
 
 class ClientFault(Fault):
@@ -24,7 +33,7 @@ class ClientFault(Fault):
         elif kind == "worker-pause":
             detail = pool.suspend(slot)
         elif kind == "zombie":
-            detail = pool.zombie(slot)
+            detail = pool.zombie(slot, pause_s=self.params.pause_s if self.params is not None else None)
         else:
             detail = pool.takeover(slot)
         self.target = {"nodes": [], "role": f"worker {slot}", "detail": detail}
@@ -41,8 +50,8 @@ class ClientFault(Fault):
 register(
     FaultKind("worker-crash", "SIGKILL a workload worker; the harness restarts it", None, ("random-worker",), ClientFault),
     FaultKind("worker-pause", "SIGSTOP a worker for the fault's duration", None, ("random-worker",), ClientFault),
-    FaultKind("zombie", "pause a worker past the transaction timeout, replace it, resume it", None, ("random-worker",),
-              ClientFault),
+    FaultKind("zombie", "pause a worker (past the transaction timeout by default), replace it, resume it", None,
+              ("random-worker",), ClientFault, ZombieParams),
     FaultKind("txid-takeover", "start a second worker with the same transactional.id", None, ("random-worker",),
               ClientFault),
 )

@@ -1577,6 +1577,25 @@ def test_fault_coverage_below_what_the_campaign_requires_is_unknown(tmp_path):
     assert verdict == "unknown" and any("kill 1 of 2" in e for e in results["errors"]), results["errors"]
 
 
+def test_faults_that_hit_less_work_than_the_campaign_requires_make_the_run_unknown(tmp_path):
+    """The campaign requires one committed transaction under a kill ([faults.exposure]). A kill
+    injected while the run's one transaction was under way (between its send and its commit)
+    meets it: valid, and the exposure is in the facts. The same kill before the transaction
+    began hit nothing: unknown, naming the kind and the figure. In both engines."""
+    for name, at, expected in (("hit", 2, "valid"), ("missed", 1, "unknown")):
+        b = RunBuilder()
+        b.schedule = _scheduled(["kill"])
+        b.faults = {"exposure": {"committed": {"kill": 1}}}
+        b.ops.insert(at, ("fault:kill", "ok", {"index": 0, "kind": "kill", "target": "txn-coordinator"}, "harness", 0,
+                          None))
+        verdict, _, results = _anomalies(b.write(tmp_path / name))
+        assert verdict == expected, (name, results["errors"])
+        assert results["facts"]["exposure"]["kinds"]["kill"]["committed"] == (1 if name == "hit" else 0)
+        if expected == "unknown":
+            assert any("kill: 0 committed transactions overlapped its 1 windows, 1 required" in e
+                       for e in results["errors"]), results["errors"]
+
+
 @one_engine
 def test_on_an_external_cluster_the_coordinators_clock_is_measured_shifted_and_widened(tmp_path):
     """The brokers' clocks run 4 s ahead of the harness's. Unmeasured, a coordinator transaction

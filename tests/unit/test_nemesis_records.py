@@ -24,7 +24,7 @@ class _Unreachable:
 
 def test_a_fault_that_failed_part_way_keeps_what_it_resolved(tmp_path):
     spec = WorkloadSpec()
-    ctx = FaultContext(_Unreachable(), SimpleNamespace(spec=spec, txid_prefix="tx"))
+    ctx = FaultContext(_Unreachable(), SimpleNamespace(spec=spec, txid_prefix="tx", work=None))
     history = HistoryWriter(tmp_path / "harness.jsonl", "harness")
     nemesis = Nemesis(ctx, [], history, cluster_lock=threading.Lock())
     nemesis.execute(0, ScheduledFault(0, 0.0, "epoch-jump", "random-worker", 5.0, 1, {}))
