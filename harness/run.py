@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import os
 import platform
 import random
 import re
@@ -179,6 +180,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         final = workload.final_reads(recover_hanging=campaign.faults.enabled and campaign.faults.recover_hanging)
         _measure_clocks(cluster, run, clocks)
         final["drained"] = drained
+        final["load_average"] = load_average()
         final["heal"] = {k: v for k, v in heal.items() if k != "trace"}
         if nemesis is not None and heal.get("healthy"):
             final["heal"]["at_end"] = _registration_at_end(cluster, healed_at + _fence_deadline_s(campaign))
@@ -331,7 +333,13 @@ def environment() -> dict[str, Any]:
         info["pyspark"] = importlib.metadata.version("pyspark")
     except importlib.metadata.PackageNotFoundError:
         info["pyspark"] = None
+    info["load_average"] = load_average()  # every figure of a run is read beside its load
     return info
+
+
+def load_average() -> list[float]:
+    """The machine's 1, 5 and 15 minute load averages, now."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def render_report(run: RunDir) -> None:

@@ -55,6 +55,11 @@ WORKER_CLIENT_PREFIX = "kchaos-w"
 SEEDER_CLIENT_ID = "kchaos-seeder"
 
 
+def group_instance_id(spec: Any, worker: str) -> str | None:
+    """KIP-345's static member id of a worker slot's consumer (``<group>-w<slot>``), or None."""
+    return f"{spec.group_id}-{worker}" if spec.static_membership else None
+
+
 def classic_consumer_defaults(spec: Any) -> dict[str, Any]:
     """Consumer defaults under the classic group protocol (both clients), below the campaign's.
     A heartbeat every second notices a lost coordinator quickly. ``max.poll.interval.ms`` is
@@ -88,6 +93,7 @@ OWNED_CONSUMER: dict[str, str] = {
     "group.id": "use workload.group_id",
     "client.id": "kchaos names each worker's clients (kchaos-w<slot>-consumer): message faults aim at them by it",
     "group.protocol": "use workload.group_protocol",
+    "group.instance.id": "use workload.static_membership (kchaos names each worker slot's member)",
     "isolation.level": "use workload.isolation",
     "enable.auto.commit": "offsets are committed in the transaction (or by the negative control)",
     "auto.offset.reset": "the pipeline must start from the earliest input",

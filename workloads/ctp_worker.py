@@ -40,7 +40,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from kchaos.clusters.client_security import resolve_env_refs
 from kchaos.workloads.client_settings import (BATCH_GATHER_S, classic_consumer_defaults, client_id,
-                                              confluent_producer_conf)
+                                              confluent_producer_conf, group_instance_id)
 from kchaos.workloads.history import HistoryWriter
 from kchaos.workloads.lineage import Lineage
 from kchaos.workloads.spec import WorkloadSpec
@@ -52,16 +52,18 @@ EXIT_STOPPED, EXIT_FENCED, EXIT_FATAL, EXIT_UNKNOWN = 0, 10, 11, 12
 CALL_TIMEOUT_S = 30.0
 #: send_offsets_to_transaction's own: it also outlasts a failover (measured here: 12.5 s after a
 #: group coordinator's kill), and it is the call librdkafka lets hang (below), so it is kept short
-SEND_OFFSETS_TIMEOUT_S = 20.0
+SEND_OFFSETS_TIMEOUT_S = 15.0
 #: librdkafka's transactional calls can block past their own timeout: send_offsets_to_transaction
 #: never checks it for its coordinator requests (confluentinc/librdkafka#5456) and hangs for good
 #: once the group coordinator's broker left the metadata (#5511); seen here when a partition fenced
 #: the group coordinator. A production application guards them as a liveness probe would: past
 #: its timeout and this grace, the worker records it and exits (unknown outcome); the harness
 #: restarts it from the committed offsets
-WATCHDOG_GRACE_S = 5.0
+WATCHDOG_GRACE_S = 3.0
 FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH,
-                KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+                KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                # static membership: the slot's next process took the member over (KIP-345)
+                KafkaError.FENCED_INSTANCE_ID}
 _PID_RE = re.compile(r"PID\{Id:(\d+),Epoch:(\d+)\}")
 
 
@@ -225,6 +227,9 @@ class Worker:
             conf["session.timeout.ms"] = spec.session_timeout_ms
         else:
             conf["group.protocol"] = "consumer"
+        instance = group_instance_id(spec, self.worker)
+        if instance is not None:
+            conf["group.instance.id"] = instance
         return Consumer(conf)
 
     def _partition_txid(self, partition: int) -> str:

@@ -81,6 +81,9 @@ def worker_properties(config: dict[str, Any]) -> str:
              "kchaos.transaction.timeout.ms": str(spec["transaction_timeout_ms"]),
              "kchaos.session.timeout.ms": str(spec["session_timeout_ms"]), "kchaos.isolation": spec["isolation"],
              "kchaos.group.id": spec["group_id"],
+             # KIP-345 (workload.static_membership): empty for a dynamic member
+             "kchaos.group.instance.id": f"{spec['group_id']}-{config['worker']}" if spec.get("static_membership")
+             else "",
              "kchaos.group.protocol": spec.get("group_protocol") or "classic",
              **campaign_properties(spec)}
     if spec["client"] == "streams":

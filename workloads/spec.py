@@ -66,6 +66,12 @@ class WorkloadSpec(BaseModel):
                                "KIP-1071's streams rebalance protocol (Kafka 4.2+)")
     transaction_timeout_ms: int = Field(20_000, ge=1000, le=900_000)
     session_timeout_ms: int = Field(15_000, ge=3000, le=300_000)
+    static_membership: bool = Field(
+        False, description="KIP-345: each worker slot's consumer joins with group.instance.id <group>-<slot>, kept "
+                            "across its restarts, so a restarted or replaced worker takes its slot's partitions back "
+                            "without a rebalance, and the process it replaced is fenced (FENCED_INSTANCE_ID); with a "
+                            "session timeout longer than a coordinator's failover, the members also outlive a group "
+                            "coordinator's move (kchaos' own workers: confluent, java, mixed)")
     restart_backoff_s: float = Field(1.0, ge=0, le=60)
     drain_timeout_s: float = Field(180.0, gt=0, description="after faults heal: how long to wait for every input to be processed")
     share_release_fraction: float = Field(
@@ -152,6 +158,9 @@ class WorkloadSpec(BaseModel):
             raise ValueError(f"client = {self.client!r}: the Java driver runs the exactly-once consume-transform-produce "
                              "pipeline with per-worker transactional ids (kind = 'ctp', delivery = 'exactly-once', "
                              "transactional_id_strategy = 'per-worker', no external_command)")
+        if self.static_membership and (self.client == "streams" or self.external_command):
+            raise ValueError("static_membership names kchaos' own workers' consumers (group.instance.id per worker "
+                             "slot): client confluent, java or mixed, no external_command")
         if self.after_failed_transaction != "rewind" and (self.client != "confluent" or self.kind != "ctp"
                                                           or not self.transactional or self.external_command):
             raise ValueError("after_failed_transaction = 'carry-on' is a negative control of kchaos' own librdkafka "

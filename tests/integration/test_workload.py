@@ -9,6 +9,10 @@ from collections import Counter
 
 import pytest
 
+from kchaos.faults.base import FaultContext
+from kchaos.faults.nemesis import Nemesis
+from kchaos.faults.schedule import ScheduledFault, write_schedule
+from kchaos.faults.spec import PacingSpec
 from kchaos.rundir import RunDir
 from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.outcome import Outcome
@@ -152,6 +156,36 @@ def test_worker_crash_and_pause_are_recorded_and_recovered(cluster3, tmp_path):
     assert any(op["value"]["slot"] == "w0" and op["value"]["incarnation"] == 2 for op in _events(ops, "worker-restart"))
     # the killed incarnation may have died mid-operation: such an operation has no completion
     assert results["facts"]["inputs_committed"] == 3000 and results["facts"]["outputs_committed"] == 6000
+
+
+def test_a_paced_fault_starts_on_a_working_pipeline_and_the_work_it_hit_is_measured(cluster3, tmp_path):
+    """A latency fault paced by the work (faults.pacing, mode "recovery"): it starts once the
+    pipeline commits, its pace decision is in the history, and the verifier measures what it
+    overlapped (facts.exposure). A campaign that requires more than it hit makes the run unknown,
+    naming the kind and the figure; one it meets stays valid."""
+    h = Harness(cluster3, tmp_path, _spec(records=3000, rate=300))
+    schedule = [ScheduledFault(0, 0.5, "latency", "all-clients", 3.0, 1, {"latency_ms": 100.0, "jitter_ms": 0.0})]
+    write_schedule(h.run.path / "schedule.json", schedule, 7)
+    nemesis = Nemesis(FaultContext(cluster3, h.workload), schedule, h.history,
+                      pacing=PacingSpec(mode="recovery", window_s=1.0, max_wait_s=30))
+    nemesis.start()
+    try:
+        wait_until(lambda: len(nemesis.executed) == 1, 90, 0.2, "the paced fault never ran")
+    finally:
+        nemesis.stop()
+    results = h.finish()
+    assert results["verdict"] == "valid", json.dumps(results, indent=1)[:3000]
+    (pace,) = _events(h.ops(), "pace")
+    assert pace["value"]["recovered"] is True and pace["value"]["rate"] > 0, pace
+    latency = results["facts"]["exposure"]["kinds"]["latency"]
+    assert latency["faults"] == 1 and latency["committed"] > 0 and latency["requests"]["commit"] > 0, latency
+    campaign = h.run.read_json("campaign.json")
+    for needed, verdict in ((latency["committed"], "valid"), (latency["committed"] + 1, "unknown")):
+        h.run.write_json("campaign.json", {**campaign, "faults": {"exposure": {"committed": {"latency": needed}}}})
+        judged = h.verify()
+        assert judged.verdict == verdict, judged.errors
+    assert any(f"latency: {latency['committed']} committed transactions overlapped its 1 windows, "
+               f"{latency['committed'] + 1} required" in e for e in judged.errors), judged.errors
 
 
 def test_zombie_past_the_transaction_timeout_is_fenced(cluster3, tmp_path):

@@ -335,6 +335,8 @@ public final class KchaosCtpWorker {
         p.putAll(campaignProps(conf, "consumer"));
         p.put("client.id", "kchaos-" + worker + "-consumer");
         p.put("group.id", conf.getProperty("kchaos.group.id"));
+        String instance = conf.getProperty("kchaos.group.instance.id", "");
+        if (!instance.isEmpty()) p.put("group.instance.id", instance);  // KIP-345 static membership
         p.put("enable.auto.commit", "false");
         p.put("auto.offset.reset", "earliest");
         p.put("isolation.level", conf.getProperty("kchaos.isolation"));
