@@ -91,7 +91,7 @@ def render_plan(p: dict[str, Any]) -> str:
         pacing, exposure = fa["pacing"], fa["exposure"]
         if pacing["mode"] == "recovery":
             lines.append(f"  paced by the work: each fault also waits (at most {pacing['max_wait_s']:g}s) until the "
-                         f"pipeline commits at {pacing['recovery_share']:.0%} of its rate before the previous fault; "
+                         f"pipeline commits at {pacing['recovery_share']:.0%} of its best rate before an earlier fault; "
                          "later faults slide by what it waited"
                          + (f"; coordinator kills wait (at most {pacing['aim_wait_s']:g}s) for a commit or offset "
                             "commit under way and take its coordinator" if pacing["aim"] else ""))

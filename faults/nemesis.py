@@ -43,7 +43,7 @@ class Nemesis(ScheduledRunner[ScheduledFault]):
         self.executed: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         work = ctx.workload.work if ctx.workload is not None else None
-        self.pacer = Pacer(pacing or PacingSpec(), work, history, self.stopping, self._coordinators)
+        self.pacer = Pacer(pacing or PacingSpec(), work, self.stopping, self._coordinators)
 
     def _coordinators(self, role: str) -> dict[str, int]:
         """Who coordinates what a paced fault may aim at, looked up now: each transactional id's

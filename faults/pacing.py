@@ -17,7 +17,6 @@ from typing import Any, Callable
 from kchaos.faults.base import Aim
 from kchaos.faults.schedule import ScheduledFault
 from kchaos.faults.spec import PacingSpec
-from kchaos.workloads.history import HistoryWriter
 from kchaos.workloads.work_monitor import WorkMonitor
 
 #: how often the pacer reads the workers' histories while it waits for recovery / for a commit to aim at
@@ -31,17 +30,17 @@ AIMED_AT = {"txn-coordinator": "commit", "group-coordinator": "send_offsets"}
 
 
 class Pacer:
-    """Decides when each fault starts (and what in-flight work it is aimed at)."""
+    """Decides when each fault starts (and what in-flight work it is aimed at); the nemesis records
+    each decision."""
 
-    def __init__(self, spec: PacingSpec, work: WorkMonitor | None, history: HistoryWriter, stopping: threading.Event,
+    def __init__(self, spec: PacingSpec, work: WorkMonitor | None, stopping: threading.Event,
                  coordinators: Callable[[str], dict[str, int]] | None = None):
         self.spec = spec
         self.work = work
-        self.history = history
         self.stopping = stopping
         #: role -> {transactional id or group: node now}: for aiming (None: no aiming possible)
         self.coordinators = coordinators
-        #: commits per second before the last fault that started on a recovered pipeline
+        #: the best commit rate measured before a fault that started on a recovered pipeline
         self.baseline: float | None = None
 
     def _rate(self, now: float) -> float:
@@ -70,8 +69,10 @@ class Pacer:
                             "baseline": None if self.baseline is None else round(self.baseline, 1),
                             "share": self.spec.recovery_share, "window_s": self.spec.window_s}
                 if recovered:
-                    # this fault starts on a working pipeline: its rate is the next fault's yardstick
-                    self.baseline = max(rate, wanted)
+                    # the yardstick is the best rate seen before a fault that started on a working
+                    # pipeline: a slower one would let the next fault start on a pipeline that has
+                    # not recovered, and the yardstick would sink fault by fault
+                    self.baseline = max(rate, self.baseline or 0.0)
                 elif not self.stopping.is_set():
                     decision["why"] = f"not recovered within {self.spec.max_wait_s:g}s: the fault starts anyway"
                 return decision

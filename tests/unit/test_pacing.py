@@ -12,7 +12,6 @@ from kchaos.faults.base import Aim
 from kchaos.faults.pacing import Pacer
 from kchaos.faults.schedule import ScheduledFault
 from kchaos.faults.spec import PacingSpec
-from kchaos.workloads.history import HistoryWriter
 from kchaos.workloads.work_monitor import WorkMonitor
 
 
@@ -48,9 +47,7 @@ def test_the_monitor_reads_whole_lines_only_and_keeps_what_is_under_way(tmp_path
 
 def _pacer(tmp_path: Path, **spec) -> Pacer:
     """A pacer over the histories in ``tmp_path``; the coordinators: tx-w0's is node 2, the group's 3."""
-    history = HistoryWriter(tmp_path / "harness.jsonl", "harness")
-    return Pacer(PacingSpec(**spec), WorkMonitor(tmp_path), history, threading.Event(),
-                 lambda role: {"tx-w0": 2, "group": 3})
+    return Pacer(PacingSpec(**spec), WorkMonitor(tmp_path), threading.Event(), lambda role: {"tx-w0": 2, "group": 3})
 
 
 FAULT = ScheduledFault(0, 5.0, "kill", "txn-coordinator", 4.0, 1, {})
