@@ -43,6 +43,8 @@ def engine():
     yield "python"
     ENGINE.clear()
 
+#: what a run records of its brokers at its end (harness/run.py): one broker, registered
+BROKERS_AT_END = {"at": 200.0, "expected": [1], "registered": [1], "leaderless": [], "after_heal_s": 5.0}
 WORKLOAD = {"input_topic": "in", "output_topics": ["a", "b"], "outputs_per_input": 2, "delivery": "exactly-once",
             "group_id": "g"}
 STATUS = {"Empty": 0, "Ongoing": 1, "PrepareCommit": 2, "PrepareAbort": 3, "CompleteCommit": 4, "CompleteAbort": 5,
@@ -273,6 +275,7 @@ class RunBuilder:
                                                        if self.observers else {}),
                                                     "liveness": self.liveness,
                                                     "compaction": {"__consumer_offsets": {}, "__transaction_state": {}},
+                                                    "brokers_at_end": BROKERS_AT_END,
                                                     **self.final_extra}))
         lines = self._lines()
         # (txid, status, epoch[, producer id]): the id's own producer id unless one is given
