@@ -123,14 +123,16 @@ def run_nightly(matrix_path: Path, out_root: Path, extra_fresh: int = 0) -> int:
             write_release_table(rows, night / "releases.md", f"{matrix.name}: releases")
         interrupted = outcome.interrupted  # a graceful stop (Ctrl-C) ends the night
         outcomes.append(outcome)
-        say(f"{name}: {outcome.verdict} (expected {entry.expect})")
+        say(f"{name}: {outcome.verdict} (expected {entry.expect})"
+            + (f"; {outcome.guarantees}" if outcome.guarantees else ""))
         write_junit(outcomes, night / "junit.xml", f"kchaos.{matrix.name}")  # after every run: partial is usable
         if interrupted:
             say("the run was interrupted by a signal: no further runs tonight")
             break
     code = exit_code(outcomes)
     (night / "summary.json").write_text(json.dumps({"exit_code": code, "runs": [
-        {"name": o.name, "verdict": o.verdict, "expected": o.expected, "run_dir": o.run_dir, "errors": o.errors}
+        {"name": o.name, "verdict": o.verdict, "expected": o.expected, "run_dir": o.run_dir, "errors": o.errors,
+         "guarantees": o.guarantees}
         for o in outcomes], "releases": rows}, indent=2))
     say(f"junit: {night / 'junit.xml'}; index: {render_index(out_root)}; exit {code}")
     return code
