@@ -169,7 +169,7 @@ def check_stalled_pipeline(data: Any) -> CheckResult:
         raise NotApplicable("the run was interrupted and its drain cut short: the campaign's bound was not waited out")
     if final["drained"]:
         took = (f" ({drain['ended'] - drain['started']:.0f} s of at most {drain['timeout_s']:.0f} s)"
-                if drain.get("started") and drain.get("ended") else "")
+                if drain["recorded"] and drain.get("started") else "")
         return CheckResult("stalled-pipeline", VALID, note=NOTES["stalled-pipeline.drained"].format(
             took=took, rates=_rates_note(data)))
     stalled = liveness.stalled_partitions(data)

@@ -70,13 +70,20 @@ def drain_of(data: Any) -> dict[str, Any]:
     """The drain's record (``final.json`` ``progress.drain``: started, ended, timeout_s, drained),
     completed from the history's phase marks for a run recorded before it kept one."""
     drain = dict(((data.final.get("progress") or {}).get("drain")) or {})
-    if "ended" not in drain:
+    drain["recorded"] = "ended" in drain
+    if not drain["recorded"]:  # the phase marks: the final reads' begins after the workers' stop
         marks = {(op.get("value") or {}).get("phase"): op["invoke_time"] for op in data.history.ops
                  if op["f"] == "phase" and op["process"] == "harness"}
         if marks.get("drain") is not None:
             drain.setdefault("started", marks["drain"])
-        if marks.get("final-reads") is not None:
-            drain.setdefault("ended", marks["final-reads"])
+        # the drain ended where the pool's stop began: its first stopped (or terminated) worker
+        # after the drain's mark; the final reads' mark comes only after every worker stopped
+        stops = [op["invoke_time"] for op in data.history.ops if op["f"] == "worker-exit"
+                 and (op.get("value") or {}).get("meaning") in ("stopped", "terminated")
+                 and marks.get("drain") is not None and op["invoke_time"] >= marks["drain"]]
+        ends = [t for t in (min(stops, default=None), marks.get("final-reads")) if t is not None]
+        if ends:
+            drain.setdefault("ended", min(ends) - 0.001)
     drain.setdefault("timeout_s", data.workload.drain_timeout_s)
     return drain
 
