@@ -88,9 +88,10 @@ EXPLANATIONS = {
     "unseen": ("{count} committed records of {topic}-{partition} (@{first} to @{last}) were read by no observer, "
                "though every observer reached the end of the partition"),
     # liveness (verifier/liveness.py): what the run did not do after the final heal, within its bound
-    "stalled-pipeline": ("{what} of {topic}/{p} (offsets {first} to {last}) were never processed: the group's "
-                         "committed offset there stayed at {offset}{still}, through the drain's {bound:.0f} s after "
-                         "the final heal"),
+    "stalled-pipeline": ("{what} of {topic}/{p} (offsets {first} to {last}) were never processed: {progress}, "
+                         "through the drain's {bound:.0f} s after the final heal"),
+    "stalled-pipeline.stayed": "the group's committed offset there stayed at {offset}{still}",
+    "stalled-pipeline.never": "the group never committed an offset there",
     "unprocessed-assignment.not-run": ("{topic}/{p}: the group coordinator assigns it to {member} ({group_state} "
                                        "group), but that instance holds {holds}{state}: nobody processes it"),
     "unprocessed-assignment.unassigned": ("{topic}/{p}: the group coordinator assigns it to no member of the "

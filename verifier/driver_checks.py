@@ -187,8 +187,9 @@ def check_stalled_pipeline(data: Any) -> CheckResult:
         what = f"{s.unprocessed} committed inputs" if s.unprocessed is not None else "the committed inputs"
         cases.append({
             "explanation": explain("stalled-pipeline", what=what, topic=topic, p=s.partition, first=s.first,
-                                   last=s.last, offset="none" if s.group_offset is None else s.group_offset,
-                                   still=still, bound=drain["timeout_s"]),
+                                   last=s.last, bound=drain["timeout_s"], progress=(
+                                       explain("stalled-pipeline.never") if s.group_offset is None else
+                                       explain("stalled-pipeline.stayed", offset=s.group_offset, still=still))),
             "input": {"topic": topic, "partition": s.partition, "group_offset": s.group_offset,
                       "unprocessed": s.unprocessed, "first_unprocessed": s.first, "last_committed": s.last},
             # when its progress stopped: the report shows the brokers' log lines around it
