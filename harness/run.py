@@ -175,7 +175,9 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         final["heal"] = {k: v for k, v in heal.items() if k != "trace"}
         if nemesis is not None and heal.get("healthy"):
             final["heal"]["at_end"] = _registration_at_end(cluster, healed_at + _fence_deadline_s(campaign))
-        final["brokers_at_end"] = _brokers_at_end(cluster, workload.user_topics, healed_at)
+        # read again after the registration watch: a broker fenced since the final reads shows
+        final["brokers_at_end"] = {**workload.brokers_at_end(),
+                                   "after_heal_s": round(time.monotonic() - healed_at, 1) if healed_at else None}
         if stop.requested:
             final["interrupted"] = stop.requested
         run.write_json("final.json", final)
@@ -263,23 +265,6 @@ def _registration_at_end(cluster: Any, not_before: float) -> str | None:
         if now >= give_up:
             return f"the brokers' metadata could not be read: {failed!r}"
         time.sleep(min(1.0, max(0.1, not_before - now)))
-
-
-def _brokers_at_end(cluster: Any, topics: list[str], healed_at: float) -> dict[str, Any]:
-    """The brokers' registration and the run's partitions' leaders at the run's end, for the
-    liveness check broker-not-rejoined (verifier/liveness.py): which brokers the cluster has,
-    which its metadata lists (a fenced or stopped broker is not listed), and the partitions of
-    ``topics`` with no leader. One metadata read, recorded with its error when it fails."""
-    record: dict[str, Any] = {"at": round(time.time(), 3), "expected": sorted(n.node_id for n in cluster.brokers),
-                              "after_heal_s": round(time.monotonic() - healed_at, 1) if healed_at else None}
-    try:
-        metadata = cluster.admin().list_topics(timeout=10)
-    except Exception as exc:
-        return {**record, "error": " ".join(repr(exc).split())[:300]}
-    leaderless = [f"{name}-{p}" for name in topics for p, part in sorted((metadata.topics.get(name).partitions
-                                                                        if metadata.topics.get(name) else {}).items())
-                  if part.leader < 0]
-    return {**record, "registered": sorted(metadata.brokers), "leaderless": leaderless}
 
 
 def _measure_clocks(cluster: Any, run: RunDir, clocks: list[dict[str, Any]]) -> list[dict[str, Any]]:

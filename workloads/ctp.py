@@ -137,6 +137,20 @@ class CtpWorkload:
             view = {"error": " ".join(str(exc).split())[:500]}
         return {"at": round(at, 3), **view}
 
+    def brokers_at_end(self) -> dict[str, Any]:
+        """The brokers' registration and the run's partitions' leaders now, for the liveness check
+        broker-not-rejoined (verifier/liveness.py): the brokers the cluster has, those its
+        metadata lists (a fenced or stopped broker is not listed), and the partitions of the
+        run's topics with no leader. One metadata read, recorded with its error when it fails."""
+        record: dict[str, Any] = {"at": round(time.time(), 3), "expected": sorted(n.node_id for n in self.cluster.brokers)}
+        try:
+            metadata = self.cluster.admin().list_topics(timeout=10)
+        except Exception as exc:
+            return {**record, "error": " ".join(repr(exc).split())[:300]}
+        leaderless = [f"{name}-{p}" for name in self.user_topics if metadata.topics.get(name) is not None
+                      for p, part in sorted(metadata.topics[name].partitions.items()) if part.leader < 0]
+        return {**record, "registered": sorted(metadata.brokers), "leaderless": leaderless}
+
     def _describe_consumer_group(self) -> dict[str, Any]:
         group = self.cluster.admin().describe_consumer_groups([self.spec.group_id])[self.spec.group_id].result(15)
         members = [{"member_id": m.member_id, "client_id": m.client_id,
@@ -317,6 +331,7 @@ class CtpWorkload:
                                "samples": [[round(t, 3), {str(p): o for p, o in sorted(offsets.items())}]
                                            for t, offsets in self.progress_samples]}
         summary["group"] = {"protocol": self.spec.group_protocol, "views": self.group_views}
+        summary["brokers_at_end"] = self.brokers_at_end()  # the harness reads it again after its registration watch
         summary["worker_restarts"] = self.pool.restarts if self.pool else 0
         # whether the log cleaner removed internal records the verifier reads (offset commits)
         try:
