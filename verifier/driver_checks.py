@@ -195,7 +195,8 @@ def check_stalled_pipeline(data: Any) -> CheckResult:
             # when its progress stopped: the report shows the brokers' log lines around it
             **({"observed_at": moved} if moved is not None else {}),
             "progress": [{"time": t, "committed_offset": o} for t, o in liveness.partition_progress(data, s.partition)],
-            "held_by": [m.view() for m in members if s.partition in m.holds],
+            "held_by": [{**m.view(), "errors_in_drain": liveness.last_errors(data, m.process, drain.get("started"))}
+                        for m in members if s.partition in m.holds],
             "assigned_by_coordinator": [{"client_id": m.get("client_id"), "member_id": m.get("member_id")}
                                         for m in (view or {}).get("members") or []
                                         if s.partition in (m.get("partitions") or [])] if view else None,

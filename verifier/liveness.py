@@ -185,6 +185,26 @@ def members_at(data: Any, at: float) -> list[Member]:
     return [m for _, m in sorted(members.items()) if m.exited is None]
 
 
+#: the distinct errors of a member's failed operations kept in a case, its last ones
+LAST_ERRORS = 3
+
+
+def last_errors(data: Any, process: str, since: float | None) -> list[dict[str, Any]]:
+    """What a member was told when its operations failed from ``since`` on (the drain): its last
+    LAST_ERRORS distinct errors, each with its operation and when it was last seen. A member that
+    holds its partitions but cannot end a transaction (F8: CONCURRENT_TRANSACTIONS) says why here."""
+    seen: dict[str, dict[str, Any]] = {}
+    for op in data.history.ops:
+        if op["process"] != process or op.get("outcome") not in ("fail", "info") or not op.get("error"):
+            continue
+        if since is not None and (op["invoke_time"] or 0) < since:
+            continue
+        text = " ".join(str(op["error"]).split())[:300]
+        seen.pop(text, None)  # re-inserted last: the order is when each was last seen
+        seen[text] = {"f": op["f"], "error": text, "at": op["invoke_time"]}
+    return list(seen.values())[-LAST_ERRORS:]
+
+
 def slot_of_client(client_id: str | None) -> str | None:
     """The worker slot a member's client id names (``kchaos-w2-consumer``,
     ``kchaos-w2-StreamThread-1-consumer``): workloads/client_settings.py's naming."""
