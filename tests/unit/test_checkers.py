@@ -585,6 +585,7 @@ def test_hanging_transaction_when_the_lso_stays_pinned(tmp_path):
     b.txn_states = [("tx-w0", "Empty", 0), ("tx-w0", "Ongoing", 0)]
     verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
     assert (verdict, kinds) == ("invalid", ["hanging-transaction"])
+    assert (results["safety"], results["liveness"]) == ("valid", "invalid")  # a hang is a liveness failure
     case = results["anomalies"]["hanging-transaction"][0]
     assert case["lso"] == 3 and case["open_transactions"][0]["transactional_id"] == "tx-w0"
 
