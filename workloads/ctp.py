@@ -15,6 +15,7 @@ from kchaos.rundir import RunDir
 from kchaos.waiting import WaitTimeout, wait_until
 from kchaos.workloads.dump import dump_all, stable_offsets
 from kchaos.workloads.epoch_ageing import EXHAUSTED_EPOCH, age_transactional_ids, staggered_targets
+from kchaos.workloads.group_view import describe_consumer_group
 from kchaos.workloads.history import HistoryWriter
 from kchaos.workloads.observer import Observers
 from kchaos.workloads.pool import WorkerPool
@@ -152,13 +153,8 @@ class CtpWorkload:
         return {**record, "registered": sorted(metadata.brokers), "leaderless": leaderless}
 
     def _describe_consumer_group(self) -> dict[str, Any]:
-        group = self.cluster.admin().describe_consumer_groups([self.spec.group_id])[self.spec.group_id].result(15)
-        members = [{"member_id": m.member_id, "client_id": m.client_id,
-                    "partitions": sorted(tp.partition for tp in (m.assignment.topic_partitions if m.assignment else [])
-                                         if tp.topic == self.spec.input_topic)}
-                   for m in group.members]
-        state = getattr(group.state, "name", str(group.state))
-        return {"state": state, "members": sorted(members, key=lambda m: m["client_id"] or "")}
+        # in a process of its own: librdkafka's admin group calls can abort the harness (group_view.py)
+        return describe_consumer_group(self.client, self.spec.group_id, self.spec.input_topic)
 
     def _final_group_offsets(self, timeout_s: float = 60.0) -> dict[int, int]:
         """The group's committed offsets for the final reads, through a coordinator that may be
