@@ -98,8 +98,10 @@ EXPLANATIONS = {
                                           "{group_state} group ({members} members), so nobody processes it"),
     "unprocessed-assignment.unowned": ("{topic}/{p}: no running instance holds it at the drain's end ({instances}), "
                                        "so nobody processes it"),
-    "broker-not-rejoined": ("broker {broker} was not registered at the run's end ({when}), though the final heal "
-                            "found every broker: fenced by the controller or stopped, it leads and serves nothing"),
+    "broker-not-rejoined": ("broker {broker} was not registered {when}: fenced by the controller or stopped, it "
+                            "leads and serves nothing"),
+    "broker-not-rejoined.at-end": "at the run's end ({when}), though the final heal found every broker",
+    "broker-not-rejoined.heal-gave-up": "when the final heal gave up waiting for it",
     "broker-not-rejoined.leaderless": "{partition} had no leader at the run's end ({when})",
 }
 

@@ -282,7 +282,9 @@ def check_brokers_rejoined(data: Any) -> CheckResult:
     state = liveness.brokers_at_end(data)
     when = (f"{state.after_heal_s:.0f} s after the final heal" if state.after_heal_s is not None
             else "after the final heal")
-    cases = [{"explanation": explain("broker-not-rejoined", broker=b, when=when), "broker": b, "source": state.source,
+    said = (explain("broker-not-rejoined.heal-gave-up") if state.source == liveness.HEAL_GAVE_UP
+            else explain("broker-not-rejoined.at-end", when=when))
+    cases = [{"explanation": explain("broker-not-rejoined", broker=b, when=said), "broker": b, "source": state.source,
               **({"observed_at": state.at} if state.at else {}), "heal": data.final.get("heal"),
               "brokers_at_end": data.final.get("brokers_at_end")}
              for b in state.missing]

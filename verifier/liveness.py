@@ -237,6 +237,10 @@ def heartbeats_of(data: Any, slot: str) -> list[dict[str, Any]]:
 
 # -- brokers --------------------------------------------------------------------------------------
 
+#: where a run recorded before brokers_at_end and heal.at_end names its missing brokers
+HEAL_GAVE_UP = "the final heal, which timed out"
+
+
 @dataclass(frozen=True)
 class BrokerState:
     """The cluster's brokers at the run's end: the ones missing from its metadata, the run's
@@ -257,14 +261,15 @@ def brokers_at_end(data: Any) -> BrokerState:
     record = final.get("brokers_at_end") or {}
     heal = final.get("heal") or {}
     watched = _named_brokers(heal.get("at_end")) if "at_end" in heal else None
-    if not heal.get("healthy", True):
-        watched = _named_brokers(heal.get("error"))
     if record and "error" not in record:
         missing = sorted(set(record.get("expected") or []) - set(record.get("registered") or []) | set(watched or []))
         return BrokerState(tuple(missing), tuple(record.get("leaderless") or []), "the brokers' metadata at the "
                            "run's end", record.get("at"), record.get("after_heal_s"))
     if watched is not None:
         return BrokerState(tuple(watched), (), "the heal's watch of registration", None, None)
+    gave_up = _named_brokers(heal.get("error")) if not heal.get("healthy", True) else []
+    if gave_up:  # a run recorded before either: the brokers its final heal waited for in vain
+        return BrokerState(tuple(gave_up), (), HEAL_GAVE_UP, None, None)
     why = (f"the brokers' metadata could not be read at the run's end ({record['error']})" if record.get("error")
            else "the run recorded no broker registration at its end (final.json has neither brokers_at_end nor "
                 "heal.at_end: recorded before kchaos kept them)")

@@ -178,3 +178,14 @@ def test_the_two_reads_must_agree_except_an_internal_topic_that_grew(tmp_path):
     assert reads_disagree(tmp_path, final) == [
         "__transaction_state.raw: 10 records through Spark's Kafka source, 11 in the client dump",
         "kchaos-invoices.raw: 41 records through Spark's Kafka source, 40 in the client dump"]
+
+
+def test_a_heal_that_gave_up_on_a_broker_names_it_in_a_run_recorded_before_the_watch(tmp_path):
+    run = RunBuilder().write(tmp_path / "r")
+    _final(run, heal={"healthy": False, "error": "cluster did not become healthy: brokers [3] not registered"},
+           brokers_at_end=None)
+    results = verify_run(run, PYTHON)
+    assert (results.verdict, results.liveness, results.liveness_errors) == ("invalid", "invalid", [])
+    assert results.anomalies["broker-not-rejoined"][0]["explanation"] == (
+        "broker 3 was not registered when the final heal gave up waiting for it: fenced by the controller or "
+        "stopped, it leads and serves nothing")
