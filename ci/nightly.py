@@ -124,6 +124,7 @@ def run_nightly(matrix_path: Path, out_root: Path, extra_fresh: int = 0) -> int:
         interrupted = outcome.interrupted  # a graceful stop (Ctrl-C) ends the night
         outcomes.append(outcome)
         say(f"{name}: {outcome.verdict} (expected {entry.expect})"
+            + (f"; {outcome.guarantees}" if outcome.guarantees else "")
             + (f"; {outcome.outcome.exposure}" if outcome.outcome is not None and outcome.outcome.exposure else ""))
         write_junit(outcomes, night / "junit.xml", f"kchaos.{matrix.name}")  # after every run: partial is usable
         if interrupted:
@@ -132,7 +133,7 @@ def run_nightly(matrix_path: Path, out_root: Path, extra_fresh: int = 0) -> int:
     code = exit_code(outcomes)
     (night / "summary.json").write_text(json.dumps({"exit_code": code, "runs": [
         {"name": o.name, "verdict": o.verdict, "expected": o.expected, "run_dir": o.run_dir, "errors": o.errors,
-         "exposure": o.outcome.exposure if o.outcome is not None else None}
+         "guarantees": o.guarantees, "exposure": o.outcome.exposure if o.outcome is not None else None}
         for o in outcomes], "releases": rows}, indent=2))
     say(f"junit: {night / 'junit.xml'}; index: {render_index(out_root)}; exit {code}")
     return code

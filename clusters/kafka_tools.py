@@ -40,6 +40,7 @@ def tool_main_class(tool: str, version: str) -> str:
         "configs": "kafka.admin.ConfigCommand" if v < (4, 2, 0) else "org.apache.kafka.tools.ConfigCommand",
         "dump-log": "org.apache.kafka.tools.DumpLogSegments" if v >= (4, 3, 0) else "kafka.tools.DumpLogSegments",
         "producer-perf": "org.apache.kafka.tools.ProducerPerformance",
+        "streams-groups": "org.apache.kafka.tools.streams.StreamsGroupCommand",
     }
     if tool not in classes:
         raise ValueError(f"unknown tool {tool!r}; known: {', '.join(classes)}")
@@ -291,3 +292,58 @@ def abort_open_transactions(cluster: "Cluster", partitions: list[tuple[str, int]
                         **({"error": java_error_summary(aborted.stdout + aborted.stderr)}
                            if aborted.returncode != 0 else {})})
     return out
+
+
+#: a streams group's states as StreamsGroupCommand prints them
+_STREAMS_GROUP_STATE = re.compile(r"\b(Empty|NotReady|Not_Ready|Assigning|Reconciling|Stable|Dead)\b", re.I)
+
+
+def describe_streams_group(cluster: "Cluster", group: str, input_topic: str) -> dict[str, Any]:
+    """A KIP-1071 streams group as its coordinator sees it (``StreamsGroupCommand --describe``):
+    its state, and per member its client id, epochs and the input partitions of the active tasks
+    the coordinator assigns it (a one-subtopology topology reading ``input_topic``: task
+    ``0_p`` reads partition ``p``). The tool's own text is kept beside the parse (``text``)."""
+    args, version = tool_args(cluster)
+    state = run_tool("streams-groups", [*args, "--describe", "--state", "--group", group], version,
+                     timeout_s=60, check=True).stdout
+    members = run_tool("streams-groups", [*args, "--describe", "--members", "--verbose", "--group", group], version,
+                       timeout_s=60, check=True).stdout
+    found = _STREAMS_GROUP_STATE.search("\n".join(state.splitlines()[1:]))
+    return {"state": found.group(1) if found else None, "members": parse_streams_members(members),
+            "text": (state + members)[-4000:], "input_topic": input_topic}
+
+
+def parse_streams_members(text: str) -> list[dict[str, Any]]:
+    """The member rows of ``StreamsGroupCommand --describe --members --verbose``: columns cut at
+    the header's positions (the tool pads them), the assignment column parsed for the active
+    tasks (``ACTIVE: 0:[0,5];``, not ``TARGET-ACTIVE``) and the target ones."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    header_at = next((i for i, line in enumerate(lines) if "MEMBER" in line.split()), None)
+    if header_at is None:
+        return []
+    header = lines[header_at]
+    starts = [m.start() for m in re.finditer(r"\S+(?: \(\S+\))?", header)]
+    names = [header[a:b].strip() for a, b in zip(starts, [*starts[1:], None])]
+    out = []
+    for line in lines[header_at + 1:]:
+        if line.split()[0:1] == header.split()[0:1]:
+            continue  # a second header
+        cells = {n: line[a:b].strip() if b is not None else line[a:].strip()
+                 for n, a, b in zip(names, starts, [*starts[1:], None])}
+        rest = line[starts[names.index("ASSIGNMENTS")]:] if "ASSIGNMENTS" in names else line
+        out.append({"member_id": cells.get("MEMBER"), "client_id": cells.get("CLIENT-ID"),
+                    "member_epoch": cells.get("MEMBER-EPOCH"), "target_assignment_epoch":
+                    cells.get("TARGET-ASSIGNMENT-EPOCH"),
+                    "partitions": _task_partitions(rest, "ACTIVE"),
+                    "target_partitions": _task_partitions(rest, "TARGET-ACTIVE")})
+    return out
+
+
+def _task_partitions(text: str, kind: str) -> list[int] | None:
+    """The partitions of the tasks listed after ``kind:`` (``0:[0,5]; 1:[2];``), or None when the
+    column does not say."""
+    match = re.search(r"(?<![-\w])" + re.escape(kind) + r":\s*((?:\d+:\[[\d,\s]*\];?\s*)*)", text)
+    if match is None:
+        return None
+    return sorted({int(p) for _, parts in re.findall(r"(\d+):\[([\d,\s]*)\]", match.group(1))
+                   for p in parts.replace(" ", "").split(",") if p})

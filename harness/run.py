@@ -184,6 +184,9 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         final["heal"] = {k: v for k, v in heal.items() if k != "trace"}
         if nemesis is not None and heal.get("healthy"):
             final["heal"]["at_end"] = _registration_at_end(cluster, healed_at + _fence_deadline_s(campaign))
+        # read again after the registration watch: a broker fenced since the final reads shows
+        final["brokers_at_end"] = {**workload.brokers_at_end(),
+                                   "after_heal_s": round(time.monotonic() - healed_at, 1) if healed_at else None}
         if stop.requested:
             final["interrupted"] = stop.requested
         run.write_json("final.json", final)

@@ -3,7 +3,8 @@
 A run whose verdict is what its matrix entry expects passes (``valid`` by default; a negative
 control expects ``invalid``). Otherwise: an unexpected ``invalid`` (or a negative control that
 came out ``valid``) is a ``<failure>`` carrying the anomaly summary; ``unknown`` and harness
-errors are ``<error>``. ``ci/junit.xsd`` is the schema the tests validate against.
+errors are ``<error>``. The message says which guarantee failed (``invalid (safety valid,
+liveness invalid): stalled-pipeline (6 cases), ...``), and system-out gives both verdicts. ``ci/junit.xsd`` is the schema the tests validate against.
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ class JudgedRun:
         return self.outcome is not None and self.outcome.interrupted
 
     @property
+    def guarantees(self) -> str:
+        """``safety valid, liveness invalid``; "" without an outcome that keeps them apart."""
+        return self.outcome.guarantees if self.outcome is not None else ""
+
+    @property
     def anomalies(self) -> dict[str, list[dict[str, Any]]]:
         return self.outcome.anomalies if self.outcome is not None else {}
 
@@ -89,9 +95,11 @@ def write_junit(outcomes: list[JudgedRun], path: Path, suite: str) -> Path:
             element.text = "\n".join(detail)
         out = ET.SubElement(case, "system-out")
         replay = o.outcome.replay if o.outcome is not None else None
-        exposure = o.outcome.exposure if o.outcome is not None else None
-        out.text = (f"run directory: {o.run_dir}\nreport: {o.run_dir}/report.html\nreplay: {replay}\n"
-                    + (f"{exposure}\n" if exposure else ""))
+        out.text = f"run directory: {o.run_dir}\nreport: {o.run_dir}/report.html\nreplay: {replay}\n"
+        if o.outcome is not None and o.outcome.guarantees:  # which guarantee failed (the message says it too)
+            out.text += f"{o.outcome.guarantees}\n"
+        if o.outcome is not None and o.outcome.exposure:  # what the faults hit
+            out.text += f"{o.outcome.exposure}\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_target(path) as tmp:
         ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True)

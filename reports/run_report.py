@@ -2,7 +2,8 @@
 
     kchaos report RUN_DIR       # (re-)render; `kchaos run` renders it after verifying
 
-Sections: verdict banner; what was tested and how to replay it; timelines with every fault drawn
+Sections: verdict banner with the safety and liveness verdicts and what went wrong (each
+anomaly's first case, liveness first); what was tested and how to replay it; timelines with every fault drawn
 as a band; one section per anomaly type with each case's evidence and the broker log lines
 around it; transactions; LSO lag after heal; the facts behind a valid verdict. A run that never
 finished is rendered too, saying so (its results are not claimed).
@@ -24,6 +25,7 @@ from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.model import case_time_and_slots
 from kchaos.verifier.exposure import summary_line
 from kchaos.verifier.outcome import load_outcome
+from kchaos.verifier.results import LIVENESS_CHECKS
 from kchaos.workloads.history import pair_operations, read_lines
 
 LOG_WINDOW_S = 2.0
@@ -253,6 +255,11 @@ def gather(run: Path) -> dict[str, Any]:
                              "excerpts": excerpts})
         count = (results or {}).get("checks", {}).get(name, {}).get("note", "")
         anomalies.append({"name": name, "cases": rendered, "count": count})
+    # the first screen: each anomaly's first case, the liveness ones first (what stopped, then what broke)
+    headline = [{"name": a["name"], "family": "liveness" if a["name"] in LIVENESS_CHECKS else "safety",
+                 "count": a["count"], "first": a["cases"][0]["explanation"] if a["cases"] else "",
+                 "more": len(a["cases"]) - 1}
+                for a in sorted(anomalies, key=lambda a: (a["name"] not in LIVENESS_CHECKS, a["name"]))]
     stable = _json(run / "topics" / "stable_offsets.json", {})
     lso_lag = [{"partition": f"{topic}-{p}", "high": v["high"], "lso": v["lso"], "lag": v["high"] - v["lso"]}
                for topic, parts in sorted(stable.items()) for p, v in sorted(parts.items(), key=lambda kv: int(kv[0]))]
@@ -270,7 +277,8 @@ def gather(run: Path) -> dict[str, Any]:
         "replay": _json(run / "replay.json", {}), "seed": (run / "seed").read_text().strip() if (run / "seed").exists() else None,
         "environment": _json(run / "environment.json", {}), "cluster_info": cluster_info,
         "plots": _plots(metrics, bands + _step_bands(ops, start, end), phases), "phases": phases, "faults": bands, "totals": metrics.get("totals") or {},
-        "anomalies": anomalies, "facts": facts, "lso_lag": lso_lag,
+        "anomalies": anomalies, "headline": headline, "liveness_checks": LIVENESS_CHECKS, "facts": facts,
+        "lso_lag": lso_lag,
         "broker_transactions": final.get("broker_transactions") or {},
         "observers": _observers(run, final, start, bands, phases),
         "recovery": final.get("recovery"),

@@ -8,6 +8,7 @@ could not see (issue: "trust only what can be checked"):
 * the client's word against the brokers': a commit the client saw fail that took effect, a
   transaction split across two coordinator transactions, an offset commit lost or moved back;
 * what readers got during the run: a record an observer read, rewritten in the final log;
+* liveness after the final heal: a broker fenced at the end, a partition's inputs never processed;
 * missing evidence: the group's offsets unreadable, an empty transaction log, a worker's history
   gone, a dump that stopped early, a faulted run that injected nothing, the observers' reads gone;
 * partial evidence that must not hide an anomaly or pass for complete (issue 42): a lost offset
@@ -383,12 +384,51 @@ def plan_a_fault_kind_never_tried(run: Path) -> Expectation:
     return "unknown", "partition 0 of 1 (planned 1, attempted 0)"
 
 
+# -- liveness: what the run did after the final heal -------------------------------------------
+
+def fence_a_broker_at_the_end(run: Path) -> Expectation:
+    """F9's end state: the brokers' metadata at the run's end without one of them."""
+    final = _final(run)
+    record = final["brokers_at_end"]
+    record["registered"] = [b for b in record["registered"] if b != record["expected"][0]]
+    _write_final(run, final)
+    return "anomaly", "broker-not-rejoined", f"broker {record['expected'][0]} was not registered at the run's end"
+
+
+def stall_a_partition(run: Path) -> Expectation:
+    """Two more inputs the seeder committed on one input partition, acknowledged, that the
+    pipeline never processed, and the drain's bound ran out: its workers held the partition."""
+    topic = _campaign(run)["input_topic"]
+    rows = _rows(run, topic, "committed")
+    partition = rows[0]["partition"]
+    end = max(r["offset"] for r in _rows(run, topic, "raw") if r["partition"] == partition) + 2  # past a marker
+    added = [{**rows[0], "offset": end + i, "key": f"in-stalled-{i}".encode()} for i in range(2)]
+    for view in ("committed", "raw"):
+        _write(run, topic, view, _rows(run, topic, view) + added)
+    lines = _history(run)
+    t = lines[-1]["time"]
+    inputs = [[r["key"].decode(), partition, r["offset"]] for r in added]
+    lines += [{"time": t, "process": "seeder", "op": 10**6, "type": "invoke", "f": "seed",
+               "value": {"first": 10**6, "last": 10**6 + 1, "abort": False}},
+              {"time": t + 0.1, "process": "seeder", "op": 10**6, "type": "ok", "f": "seed",
+               "value": {"count": 2, "inputs": inputs}}]
+    _write_history(run, lines)
+    final = _final(run)
+    final["drained"] = False
+    for dump in final["topics"]:
+        if dump["topic"] == topic:
+            dump["records"] = (dump.get("records") or 0) + 2
+            dump.setdefault("end_offsets", {})[str(partition)] = end + 2
+    _write_final(run, final)
+    return "anomaly", "stalled-pipeline", f"2 committed inputs of {topic}/{partition} (offsets {end} to {end + 1})"
+
+
 #: every corruption, each checked on its own copy of a clean run
 ANOMALIES: tuple[Callable[[Path], Expectation], ...] = (
     lose_acknowledged_input, replace_input, expose_aborted_input, fail_a_commit, drop_offset_commit, move_offset_back,
     split_a_transaction, replace_an_observed_record, drop_offset_commit_beside_another_groups_compaction,
     drop_offset_commit_beside_another_apps_open_transaction, lose_an_input_with_the_seeders_history_cut_short,
-    unrecord_a_commit_beside_another_partitions_compaction)
+    unrecord_a_commit_beside_another_partitions_compaction, fence_a_broker_at_the_end, stall_a_partition)
 GAPS: tuple[Callable[[Path], Expectation], ...] = (
     unreadable_group_offsets, empty_transaction_log, drop_a_workers_history, stop_a_dump_early, inject_nothing,
     lose_the_observations, fail_the_observer_mid_run, plan_a_fault_kind_never_tried)

@@ -444,7 +444,9 @@ class World:
         (run / "campaign.json").write_text(json.dumps({"workload": self.workload}))
         (run / "final.json").write_text(json.dumps({"group_offsets": {str(p): o for p, o in self.final_offsets.items()},
                                                     "drained": True, "liveness": self.liveness,
-                                                    "compaction": {"__consumer_offsets": {}, "__transaction_state": {}}}))
+                                                    "compaction": {"__consumer_offsets": {}, "__transaction_state": {}},
+                                                    "brokers_at_end": {"at": 0.0, "expected": [1], "registered": [1],
+                                                                       "leaderless": []}}))
         log = []
         for i, (txid, status, epoch, pid, parts, update_ms, start_ms) in enumerate(self.txn_log):
             key, value = _txn_record(txid, status or "Empty", epoch, max(pid, 0), parts, update_ms, start_ms)

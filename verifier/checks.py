@@ -16,7 +16,7 @@ from typing import Any, Callable
 from kchaos.verifier import evidence
 from kchaos.verifier.engine import Engine
 from kchaos.verifier.model import MAX_CASES, ORDER_PROMISED_DELIVERY, NotApplicable
-from kchaos.verifier.results import INVALID, UNKNOWN, VALID, CheckResult
+from kchaos.verifier.results import INVALID, LIVENESS_CHECKS, UNKNOWN, VALID, CheckResult
 
 #: One template per kind of case; ``explain(kind, **fields)`` fills it. Both engines call it
 #: with the same fields, so a case reads the same whichever engine found it.
@@ -87,6 +87,22 @@ EXPLANATIONS = {
                           "its reads of the partition went back"),
     "unseen": ("{count} committed records of {topic}-{partition} (@{first} to @{last}) were read by no observer, "
                "though every observer reached the end of the partition"),
+    # liveness (verifier/liveness.py): what the run did not do after the final heal, within its bound
+    "stalled-pipeline": ("{what} of {topic}/{p} (offsets {first} to {last}) were never processed: {progress}, "
+                         "through the drain's {bound:.0f} s after the final heal"),
+    "stalled-pipeline.stayed": "the group's committed offset there stayed at {offset}{still}",
+    "stalled-pipeline.never": "the group never committed an offset there",
+    "unprocessed-assignment.not-run": ("{topic}/{p}: the group coordinator assigns it to {member} ({group_state} "
+                                       "group), but that instance holds {holds}{state}: nobody processes it"),
+    "unprocessed-assignment.unassigned": ("{topic}/{p}: the group coordinator assigns it to no member of the "
+                                          "{group_state} group ({members} members), so nobody processes it"),
+    "unprocessed-assignment.unowned": ("{topic}/{p}: no running instance holds it at the drain's end ({instances}), "
+                                       "so nobody processes it"),
+    "broker-not-rejoined": ("broker {broker} was not registered {when}: fenced by the controller or stopped, it "
+                            "leads and serves nothing"),
+    "broker-not-rejoined.at-end": "at the run's end ({when}), though the final heal found every broker",
+    "broker-not-rejoined.heal-gave-up": "when the final heal gave up waiting for it",
+    "broker-not-rejoined.leaderless": "{partition} had no leader at the run's end ({when})",
 }
 
 #: Notes on a check's result that are not cases.
@@ -115,6 +131,15 @@ NOTES = {
     "set-aside.stale-accept": ("; set aside, as a stale acknowledgement's answer says nothing (Kafka answers one "
                                "without error once the record is below the start offset): {n} ACCEPTs sent after the "
                                "record had been delivered again"),
+    "stalled-pipeline.drained": "every committed input was processed within the drain's bound{took}{rates}",
+    "stalled-pipeline.caught-up": ("the drain's {bound:.0f} s ran out, but by the final reads every committed input "
+                                   "was processed{rates}"),
+    "unprocessed-assignment.none-left": "every committed input was processed: no partition was left to nobody",
+    "unprocessed-assignment.members-only": ("; the group coordinator's view was not recorded ({why}): judged on the "
+                                            "members' own account"),
+    "unprocessed-assignment.held": ("{n} unprocessed partitions are held by a running instance by both accounts "
+                                    "(see stalled-pipeline)"),
+    "broker-not-rejoined.ok": "every broker registered and every partition of the run's topics led at the run's end ({source})",
     "set-aside.unrecorded-compacted": ("{n} committed client transactions of {ids} began before the oldest record "
                                        "the log cleaner must have kept ({where})"),
 }
@@ -227,11 +252,21 @@ CHECKS: tuple[CheckDef, ...] = (
     CheckDef("unseen", Engine.unseen,
              "a committed record no observer read, though the observers reached the end of its partition",
              (_NEEDS_OBSERVATIONS, Requirement("observers-caught-up", None, "{observers_behind}"))),
+    # liveness: after the final heal, within the drain's bound (verifier/liveness.py)
+    CheckDef("stalled-pipeline", Engine.stalled_pipeline,
+             "committed inputs the pipeline had not processed when the drain's bound after the final heal ran out"),
+    CheckDef("unprocessed-assignment", Engine.unprocessed_assignments,
+             "an input partition (a task's) with inputs left that the group coordinator assigns to a member that "
+             "does not hold it, or to nobody, or that no running instance holds"),
+    CheckDef("broker-not-rejoined", Engine.brokers_rejoined,
+             "a broker not registered (fenced or stopped) at the run's end, or a partition of the run's topics "
+             "without a leader"),
 )
 #: the read-side checks (observers): what readers got during the run, not only the end state
 OBSERVATION_CHECKS = tuple(c.anomaly for c in CHECKS if _NEEDS_OBSERVATIONS in c.requires)
 
 CHECK_NAMES = tuple(c.anomaly for c in CHECKS)
+assert set(LIVENESS_CHECKS) <= set(CHECK_NAMES), "every liveness check is registered"
 #: the checks that need the client history (without one they would speak for an external app)
 HISTORY_CHECKS = tuple(c.anomaly for c in CHECKS if any(r.needs == "history" for r in c.requires))
 #: the checks that read the coordinator's log, the offsets log, and neither (the user topics)
@@ -259,7 +294,7 @@ def detection_kind(anomaly_types: list[str] | tuple[str, ...]) -> str | None:
 
 CHECK_GROUPS = evidence.CheckGroups(
     history=HISTORY_CHECKS, transaction_log=_TXN_LOG_CHECKS, offsets_log=_OFFSETS_LOG_CHECKS,
-    user_topics=tuple(n for n in CHECK_NAMES if n not in (*_TXN_LOG_CHECKS, *_OFFSETS_LOG_CHECKS, "hanging-transaction")),
+    user_topics=tuple(n for n in CHECK_NAMES if n not in (*_TXN_LOG_CHECKS, *_OFFSETS_LOG_CHECKS, *LIVENESS_CHECKS)),
     observations=OBSERVATION_CHECKS)
 
 #: What a share-group run does not check (its share ledger, verifier/share_checks.py, does instead)
@@ -270,6 +305,9 @@ NOT_FOR_SHARE = {
     "nonmonotonic": "share groups do not promise order",
     "lost-offset-commit": "a share group commits no consumer offsets (acknowledgements instead: the share ledger)",
     "offsets-backwards": "a share group has no committed offsets",
+    "stalled-pipeline": "a share group has no committed offsets: its drain waits for every input's acknowledgement "
+                        "(share-lost, share-stuck-acquired)",
+    "unprocessed-assignment": "a share group assigns no partitions to one member",
 }
 
 #: What identity lineage (an unmodified app: outputs carry only their input's id) cannot check,

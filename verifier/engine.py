@@ -87,3 +87,13 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     def unseen(self, data: Any) -> CheckResult: ...
+
+    # liveness: what the run did after the final heal (verifier/liveness.py, driver_checks.py)
+    @abc.abstractmethod
+    def stalled_pipeline(self, data: Any) -> CheckResult: ...
+
+    @abc.abstractmethod
+    def unprocessed_assignments(self, data: Any) -> CheckResult: ...
+
+    @abc.abstractmethod
+    def brokers_rejoined(self, data: Any) -> CheckResult: ...

@@ -119,7 +119,7 @@ def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
     if not share and (final.get("group_offsets") is None or final.get("group_offsets_error")):
         out.append(Gap(f"the group's final offsets could not be read ({final.get('group_offsets_error') or 'absent'}): "
                        "which inputs the group moved past is unknown",
-                       ("lost-input", "offsets-ahead", "offsets-behind")))
+                       ("lost-input", "offsets-ahead", "offsets-behind", "stalled-pipeline", "unprocessed-assignment")))
 
     for dump in final.get("topics") or []:
         stopped = dump.get("incomplete_partitions") or []
@@ -139,7 +139,11 @@ def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
         out.append(Gap(f"{topic} could not be read: {why}. What it records is unknown to this run", blinds))
 
     own = records_history(workload)
-    if own and not history.has_history:
+    sent = any(op["f"] == "send" for op in history.ops)
+    if own and history.has_history and not sent and (data.outputs_committed_count or 0) > 0:
+        out.append(Gap(f"kchaos' own workers recorded no transaction, although {data.outputs_committed_count} committed "
+                       "outputs exist: their history is partial", groups.history))
+    elif own and not history.has_history:
         out.append(Gap("kchaos' own workers recorded no client history (history.jsonl missing or without their "
                        "operations): what the clients did is unknown", groups.history))
     elif own and data.output_processes is not None:

@@ -146,7 +146,10 @@ class HistoryIndex:
         self.faults = [op for op in ops if op["f"].startswith("fault:")]
         setup = next((op for op in ops if op["f"] == "setup"), None)
         self.txid_prefix = (setup or {}).get("value", {}).get("txid_prefix")
-        self.has_history = any(op["f"] == "send" for op in ops)
+        # the pipeline's own account: its transactions, or (a pipeline that processed nothing,
+        # F10) the operations and events its processes recorded; the harness's and the seeder's
+        # say nothing about the pipeline, and an external app records none
+        self.has_history = any(op["f"] == "send" or worker_slot(op["process"]) for op in ops)
         #: the input seeder's transactional ids: its commits are not the pipeline's progress
         self.seeder_txids = {op["txid"] for op in ops if op["process"] == "seeder" and op.get("txid")}
         self.txn_ops: dict[tuple[str, int], dict[str, Any]] = {}

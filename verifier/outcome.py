@@ -16,6 +16,7 @@ from typing import Any
 from kchaos.errors import VERDICT_EXIT, ConfigError
 from kchaos.verifier.exposure import summary_line
 from kchaos.verifier.model import read_json
+from kchaos.verifier.results import LIVENESS_CHECKS
 from kchaos.verifier.verify import RESULTS_FILE
 
 CERTIFICATION_FILE = "certification.json"
@@ -42,6 +43,10 @@ class Outcome:
     exposure: str | None = None
     interrupted: bool = False
     replay: str | None = None
+    #: the safety and the liveness guarantees' verdicts (results.json ``safety``, ``liveness``;
+    #: None for results written before they were kept apart)
+    safety: str | None = None
+    liveness: str | None = None
 
     @property
     def judgement(self) -> str:
@@ -53,13 +58,23 @@ class Outcome:
     def exit_code(self) -> int:
         return VERDICT_EXIT[self.judgement]
 
+    @property
+    def guarantees(self) -> str:
+        """Which guarantee failed or could not be judged: ``safety invalid, liveness valid``; ""
+        for results written before the two were kept apart."""
+        if self.safety is None or self.liveness is None:
+            return ""
+        return f"safety {self.safety}, liveness {self.liveness}"
+
     def summary(self) -> str:
         """One line: the judgement and why."""
+        which = f" ({self.guarantees})" if self.guarantees and self.judgement != "valid" else ""
         if self.judgement == "invalid":
-            why = ", ".join(f"{k} ({len(v)} cases)" for k, v in sorted(self.anomalies.items()))
-            return "invalid: " + (why or f"certification {self.certification}")
+            why = ", ".join(f"{k} ({len(v)} cases)" for k, v in sorted(
+                self.anomalies.items(), key=lambda kv: (kv[0] not in LIVENESS_CHECKS, kv[0])))
+            return f"invalid{which}: " + (why or f"certification {self.certification}")
         reasons = [*self.errors, *(f"{k} not checked: {v}" for k, v in self.required_not_checked.items())]
-        return f"{self.judgement}" + (": " + "; ".join(reasons) if reasons else "")
+        return f"{self.judgement}{which}" + (": " + "; ".join(reasons) if reasons else "")
 
 
 def outcome_of(run_dir: Path, results: dict[str, Any], certification: dict[str, Any] | None,
@@ -72,7 +87,8 @@ def outcome_of(run_dir: Path, results: dict[str, Any], certification: dict[str, 
                    required_not_checked=dict(results.get("required_not_checked") or {}),
                    fault_coverage=(results.get("facts") or {}).get("fault_coverage"),
                    exposure=summary_line(exposure) if (exposure := (results.get("facts") or {}).get("exposure")) else None,
-                   interrupted=bool(results.get("interrupted")), replay=replay)
+                   interrupted=bool(results.get("interrupted")), replay=replay,
+                   safety=results.get("safety"), liveness=results.get("liveness"))
 
 
 def load_outcome(run_dir: Path) -> Outcome:

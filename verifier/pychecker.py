@@ -723,3 +723,6 @@ class PythonEngine(Engine):
     poll_skips = staticmethod(check_poll_skips)
     nonmonotonic_polls = staticmethod(check_nonmonotonic_polls)
     unseen = staticmethod(check_unseen)
+    stalled_pipeline = staticmethod(driver_checks.check_stalled_pipeline)
+    unprocessed_assignments = staticmethod(driver_checks.check_unprocessed_assignments)
+    brokers_rejoined = staticmethod(driver_checks.check_brokers_rejoined)

@@ -20,7 +20,14 @@ ANOMALY_TYPES = (
     # share-group (KIP-932) ledger, verifier/share_checks.py
     "share-lost", "share-redelivered-after-accept", "share-delivery-limit", "share-stuck-acquired",
     "share-state-regressed", "share-ack-not-persisted",
+    # liveness, verifier/liveness.py
+    "stalled-pipeline", "unprocessed-assignment", "broker-not-rejoined",
 )
+
+
+#: the liveness guarantees' checks (verifier/liveness.py, verifier/checks.py): what the run did
+#: after the final heal, judged apart from safety; results.json gives ``safety`` and ``liveness``
+LIVENESS_CHECKS = ("stalled-pipeline", "unprocessed-assignment", "broker-not-rejoined", "hanging-transaction")
 
 
 def merge_verdicts(*verdicts: str) -> str:
@@ -55,6 +62,9 @@ class Results:
     checks: list[CheckResult] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    #: what keeps the liveness verdict (only) from valid: the drain or the cluster's health at the
+    #: run's end where no liveness check could say why (verifier/verify.py apply_run_conditions)
+    liveness_errors: list[str] = field(default_factory=list)
     not_checked: dict[str, str] = field(default_factory=dict)
     #: the checks the run's workload claims (checks.claimed_checks): one of them not checked
     #: makes the verdict ``unknown``
@@ -70,12 +80,28 @@ class Results:
         """The claimed checks that could not be made, and why: each keeps the verdict from ``valid``."""
         return {name: self.not_checked[name] for name in self.required if name in self.not_checked}
 
-    @property
-    def verdict(self) -> str:
-        verdicts = [c.verdict for c in self.checks]
-        if self.errors or self.required_not_checked:
+    def _family_verdict(self, liveness: bool) -> str:
+        verdicts = [c.verdict for c in self.checks if (c.name in LIVENESS_CHECKS) == liveness]
+        errors = self.liveness_errors if liveness else self.errors
+        if errors or any((name in LIVENESS_CHECKS) == liveness for name in self.required_not_checked):
             verdicts.append(UNKNOWN)
         return merge_verdicts(*verdicts) if verdicts else UNKNOWN
+
+    @property
+    def safety(self) -> str:
+        """The safety guarantees' verdict: every check but the liveness ones, and the errors."""
+        return self._family_verdict(liveness=False)
+
+    @property
+    def liveness(self) -> str:
+        """The liveness guarantees' verdict: LIVENESS_CHECKS and the liveness errors."""
+        return self._family_verdict(liveness=True)
+
+    @property
+    def verdict(self) -> str:
+        """The run's verdict: invalid when either guarantee failed, else unknown when either
+        could not be judged, else valid."""
+        return merge_verdicts(self.safety, self.liveness)
 
     @property
     def anomalies(self) -> dict[str, list[dict[str, Any]]]:
@@ -85,6 +111,8 @@ class Results:
         anomalies = self.anomalies
         out = {
             "verdict": self.verdict,
+            "safety": self.safety,
+            "liveness": self.liveness,
             "checker": self.checker,
             "anomaly_types": sorted(anomalies),
             "anomalies": anomalies,
@@ -93,7 +121,8 @@ class Results:
             "required": self.required,
             "required_not_checked": self.required_not_checked,
             "facts": self.facts,
-            "errors": self.errors,
+            "errors": [*self.errors, *self.liveness_errors],
+            "liveness_errors": self.liveness_errors,
         }
         if self.cross_check is not None:
             out["cross_check"] = self.cross_check
@@ -112,6 +141,8 @@ class Results:
         checks = [CheckResult(name, c["verdict"], list(anomalies.get(name, [])) if c["verdict"] == INVALID else [],
                               note=c.get("note"), digest=c.get("digest"))
                   for name, c in (data.get("checks") or {}).items()]
+        liveness_errors = list(data.get("liveness_errors") or [])
         return cls(checker=data.get("checker", "unknown"), checks=checks, facts=dict(data.get("facts") or {}),
-                   errors=list(data.get("errors") or []), not_checked=dict(data.get("not_checked") or {}),
+                   errors=[e for e in data.get("errors") or [] if e not in liveness_errors],
+                   liveness_errors=liveness_errors, not_checked=dict(data.get("not_checked") or {}),
                    required=list(data.get("required") or []), cross_check=data.get("cross_check"), interruption=data.get("interruption"), spark=data.get("spark"))

@@ -121,8 +121,8 @@ def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
     results = checked.to_json()
     code = VERDICT_EXIT[results["verdict"]]
     facts = results.get("facts", {})
-    say(f"verdict: {results['verdict'].upper()}"
-        + (f" ({', '.join(results['anomaly_types'])})" if results["anomaly_types"] else "")
+    say(f"verdict: {results['verdict'].upper()} (safety {results['safety']}, liveness {results['liveness']})"
+        + (f": {', '.join(results['anomaly_types'])}" if results["anomaly_types"] else "")
         + f"; inputs {facts.get('inputs_committed')}, committed outputs {facts.get('outputs_committed')}, "
           f"transactions: {counts(facts.get('transactions'))}")
     for name, reason in results.get("not_checked", {}).items():
@@ -134,7 +134,8 @@ def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
     if short:
         say("fault coverage short of what the campaign requires: "
             + ", ".join(f"{k} executed {n['executed']} of {n['required']}" for k, n in sorted(short.items())))
-    status: dict[str, Any] = {"verdict": results["verdict"]}
+    status: dict[str, Any] = {"verdict": results["verdict"], "safety": results["safety"],
+                              "liveness": results["liveness"]}
     cert = certify(run.path, campaign, results, ops) if campaign.steps else None
     if cert is not None:
         code, status["certification"] = cert["exit_code"], cert["overall"]

@@ -22,7 +22,7 @@ from kchaos.rundir import RunDir
 from kchaos.verifier.checks import case_keys
 from kchaos.verifier.model import MAX_CASES, read_json
 from kchaos.verifier.pychecker import check_run, check_unfinished_run
-from kchaos.verifier.results import Results
+from kchaos.verifier.results import INVALID, UNKNOWN, Results
 from kchaos.verifier.spec import VerifierSpec
 from kchaos.waiting import gone_within
 
@@ -122,16 +122,22 @@ def reads_disagree(run: Path, final: dict[str, Any]) -> list[str]:
 
 def apply_run_conditions(results: Results, final: dict[str, Any]) -> None:
     """What the run's end says about the verdict, from ``final.json``: a drain that timed out
-    (not every input was processed before the final reads), an unhealthy final heal, a graceful
-    stop (what ran was healed, drained within bounds, read and checked)."""
-    if final and not final.get("drained", True):
-        results.errors.append("the drain timed out: not every input was processed before the final reads")
+    (not every input was processed before the final reads), an unhealthy final heal, a broker
+    missing at the end, a graceful stop (what ran was healed, drained within bounds, read and
+    checked). The first three concern liveness: where a liveness check judged them
+    (stalled-pipeline, broker-not-rejoined) the check's verdict says it, with its cases;
+    otherwise each is a liveness error, which keeps the liveness verdict from valid."""
+    judged = {c.name for c in results.checks if c.verdict != UNKNOWN}
+    if final and not final.get("drained", True) and "stalled-pipeline" not in judged:
+        results.liveness_errors.append("the drain timed out: not every input was processed before the final reads")
     heal = final.get("heal") or {}
     if heal and not heal.get("healthy", True):
-        results.errors.append(f"the cluster was not healthy after the final heal: {heal.get('error')}")
-    elif heal.get("at_end"):
-        results.errors.append(f"the cluster was not healthy at the end of the run, though it was at the final heal: "
-                              f"{heal['at_end']}")
+        named = any(c.name == "broker-not-rejoined" and c.verdict == INVALID for c in results.checks)
+        if not (named and "not registered" in str(heal.get("error"))):
+            results.liveness_errors.append(f"the cluster was not healthy after the final heal: {heal.get('error')}")
+    elif heal.get("at_end") and "broker-not-rejoined" not in judged:
+        results.liveness_errors.append(f"the cluster was not healthy at the end of the run, though it was at the final "
+                                       f"heal: {heal['at_end']}")
     if final.get("interrupted"):
         results.interruption = {**final["interrupted"], "final_reads": True}
 

@@ -8,13 +8,14 @@ from typing import Any, Callable
 
 from kchaos.clusters.base import Cluster, Role
 from kchaos.clusters.clients import create_topic
-from kchaos.clusters.kafka_tools import abort_open_transactions, broker_transaction_state
+from kchaos.clusters.kafka_tools import abort_open_transactions, broker_transaction_state, describe_streams_group
 from kchaos.errors import ClusterError
 from kchaos.log import say
 from kchaos.rundir import RunDir
 from kchaos.waiting import WaitTimeout, wait_until
 from kchaos.workloads.dump import dump_all, stable_offsets
 from kchaos.workloads.epoch_ageing import EXHAUSTED_EPOCH, age_transactional_ids, staggered_targets
+from kchaos.workloads.group_view import describe_consumer_group
 from kchaos.workloads.history import HistoryWriter
 from kchaos.workloads.observer import Observers
 from kchaos.workloads.pool import WorkerPool
@@ -25,6 +26,9 @@ from kchaos.workloads.work_monitor import WorkMonitor
 
 #: how often the drain says how far it is
 DRAIN_PROGRESS_S = 15.0
+#: the group's committed offsets are kept as a sample at most this often (lag over time, for the
+#: liveness checks: final.json ``progress``)
+PROGRESS_SAMPLE_S = 2.0
 
 
 class _DrainCancelled(Exception):
@@ -49,6 +53,12 @@ class CtpWorkload:
         #: the workers' progress as their histories record it (faults/pacing.py reads it)
         self.work: WorkMonitor | None = None
         self._offset_reader: Any = None
+        #: (time, {partition: committed offset}) every PROGRESS_SAMPLE_S at most, as read
+        self.progress_samples: list[tuple[float, dict[int, int]]] = []
+        #: the group coordinator's view of the group, when the drain began and when it ended
+        self.group_views: dict[str, Any] = {}
+        #: when the drain began and ended, and its bound (the liveness checks' recovery bound)
+        self.drain_record: dict[str, Any] = {}
 
     @property
     def user_topics(self) -> list[str]:
@@ -109,7 +119,46 @@ class CtpWorkload:
                                             "enable.auto.commit": False})
         parts = [TopicPartition(self.spec.input_topic, p) for p in range(self.spec.input_partitions)]
         result = self._offset_reader.committed(parts, timeout=10)
-        return {tp.partition: tp.offset for tp in result if tp.offset >= 0}
+        offsets = {tp.partition: tp.offset for tp in result if tp.offset >= 0}
+        now = time.time()
+        if not self.progress_samples or now - self.progress_samples[-1][0] >= PROGRESS_SAMPLE_S:
+            self.progress_samples.append((now, dict(offsets)))
+        return offsets
+
+    def describe_group(self) -> dict[str, Any]:
+        """The group coordinator's view of the pipeline's group: its state and each member with
+        what the coordinator assigns it (the input partitions of its active tasks for a Kafka
+        Streams group on KIP-1071's protocol). Recorded, never raised: a view that cannot be
+        read says why."""
+        at = time.time()
+        if self.spec.kind == "share":  # no consumer group (the share ledger judges its progress)
+            return {"at": round(at, 3), "error": "a share group: not described"}
+        try:
+            if self.spec.client == "streams" and self.spec.group_protocol == "streams":
+                view = describe_streams_group(self.cluster, self.spec.group_id, self.spec.input_topic)
+            else:
+                view = self._describe_consumer_group()
+        except Exception as exc:
+            view = {"error": " ".join(str(exc).split())[:500]}
+        return {"at": round(at, 3), **view}
+
+    def brokers_at_end(self) -> dict[str, Any]:
+        """The brokers' registration and the run's partitions' leaders now, for the liveness check
+        broker-not-rejoined (verifier/liveness.py): the brokers the cluster has, those its
+        metadata lists (a fenced or stopped broker is not listed), and the partitions of the
+        run's topics with no leader. One metadata read, recorded with its error when it fails."""
+        record: dict[str, Any] = {"at": round(time.time(), 3), "expected": sorted(n.node_id for n in self.cluster.brokers)}
+        try:
+            metadata = self.cluster.admin().list_topics(timeout=10)
+        except Exception as exc:
+            return {**record, "error": " ".join(repr(exc).split())[:300]}
+        leaderless = [f"{name}-{p}" for name in self.user_topics if metadata.topics.get(name) is not None
+                      for p, part in sorted(metadata.topics[name].partitions.items()) if part.leader < 0]
+        return {**record, "registered": sorted(metadata.brokers), "leaderless": leaderless}
+
+    def _describe_consumer_group(self) -> dict[str, Any]:
+        # in a process of its own: librdkafka's admin group calls can abort the harness (group_view.py)
+        return describe_consumer_group(self.client, self.spec.group_id, self.spec.input_topic)
 
     def _final_group_offsets(self, timeout_s: float = 60.0) -> dict[int, int]:
         """The group's committed offsets for the final reads, through a coordinator that may be
@@ -170,6 +219,8 @@ class CtpWorkload:
         assert self.seeder is not None
         seeder = self.seeder
         started = time.monotonic()
+        self.drain_record = {"started": round(time.time(), 3), "timeout_s": timeout_s}
+        self.group_views["drain_start"] = self.describe_group()
         said = {"at": started, "processed": self.processed_inputs()}
 
         def drained() -> bool:
@@ -191,9 +242,15 @@ class CtpWorkload:
             return (seeder.done or seeder.halted) and left == 0
 
         try:
-            return wait_until(drained, timeout_s, 1.0, "inputs not all processed")
+            done = wait_until(drained, timeout_s, 1.0, "inputs not all processed")
         except (WaitTimeout, _DrainCancelled):
-            return False
+            done = False
+        # the workers are still up: what the coordinator then assigns to whom, beside what each
+        # member says it holds (the history), is the evidence of an assignment nobody processes
+        self.drain_record.update(ended=round(time.time(), 3), drained=done)
+        self.group_views["drain_end"] = self.describe_group()
+        self.processed_inputs()  # a last sample of the group's offsets, at the drain's end
+        return done
 
     def stop(self) -> None:
         if self.pool is not None:
@@ -271,6 +328,13 @@ class CtpWorkload:
         assert self.seeder is not None
         summary["seeder"] = {"committed": self.seeder.committed, "aborted_batches": self.seeder.aborted_batches,
                              "last_committed_offset": {str(p): o for p, o in self.seeder.last_committed_offset.items()}}
+        # what the liveness checks read (verifier/liveness.py): the group's committed offsets over
+        # the run, the drain's bound, and the group coordinator's view of who owns what
+        summary["progress"] = {"sample_s": PROGRESS_SAMPLE_S, "drain": self.drain_record,
+                               "samples": [[round(t, 3), {str(p): o for p, o in sorted(offsets.items())}]
+                                           for t, offsets in self.progress_samples]}
+        summary["group"] = {"protocol": self.spec.group_protocol, "views": self.group_views}
+        summary["brokers_at_end"] = self.brokers_at_end()  # the harness reads it again after its registration watch
         summary["worker_restarts"] = self.pool.restarts if self.pool else 0
         # whether the log cleaner removed internal records the verifier reads (offset commits)
         try:

@@ -43,6 +43,8 @@ def engine():
     yield "python"
     ENGINE.clear()
 
+#: what a run records of its brokers at its end (harness/run.py): one broker, registered
+BROKERS_AT_END = {"at": 200.0, "expected": [1], "registered": [1], "leaderless": [], "after_heal_s": 5.0}
 WORKLOAD = {"input_topic": "in", "output_topics": ["a", "b"], "outputs_per_input": 2, "delivery": "exactly-once",
             "group_id": "g"}
 STATUS = {"Empty": 0, "Ongoing": 1, "PrepareCommit": 2, "PrepareAbort": 3, "CompleteCommit": 4, "CompleteAbort": 5,
@@ -273,6 +275,7 @@ class RunBuilder:
                                                        if self.observers else {}),
                                                     "liveness": self.liveness,
                                                     "compaction": {"__consumer_offsets": {}, "__transaction_state": {}},
+                                                    "brokers_at_end": BROKERS_AT_END,
                                                     **self.final_extra}))
         lines = self._lines()
         # (txid, status, epoch[, producer id]): the id's own producer id unless one is given
@@ -582,6 +585,7 @@ def test_hanging_transaction_when_the_lso_stays_pinned(tmp_path):
     b.txn_states = [("tx-w0", "Empty", 0), ("tx-w0", "Ongoing", 0)]
     verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
     assert (verdict, kinds) == ("invalid", ["hanging-transaction"])
+    assert (results["safety"], results["liveness"]) == ("valid", "invalid")  # a hang is a liveness failure
     case = results["anomalies"]["hanging-transaction"][0]
     assert case["lso"] == 3 and case["open_transactions"][0]["transactional_id"] == "tx-w0"
 
@@ -1630,3 +1634,88 @@ def test_the_clock_shift_is_the_median_offset_and_the_tolerance_covers_every_bro
     shift, tolerance = shift_and_tolerance([start, end])
     assert shift == -8.0 and tolerance == 39.0  # broker 3, 38 ms from the shift, within 1
     assert shift_and_tolerance([{"error": "timed out"}]) is None
+
+
+# -- liveness (verifier/liveness.py): what the run did after the final heal ----------------------
+
+def _stalled(client: str = "streams", holds: list[int] | None = None, view: dict | None = None) -> RunBuilder:
+    """Inputs 0-3 processed; inputs 4 and 5, committed by the seeder after them, never: the
+    drain's bound ran out with the group's offset at 4. w0.1 (``client``) is the one instance;
+    it says it holds ``holds`` at the end; ``view``: the group coordinator's, at the drain's end."""
+    b = RunBuilder()
+    b.inputs += [(0, 4), (0, 5)]
+    start = ("worker-start", "ok", {"slot": "w0", "incarnation": 1, "client": client}, "harness", 0, None)
+    b.ops = [start, *b.ops, ("assign", "ok", {"partitions": holds or []})]
+    if client == "streams":
+        b.ops.append(("streams-state", "ok", {"from": "REBALANCING", "to": "RUNNING"}))
+    b.final_extra = {"drained": False,
+                     "progress": {"sample_s": 2.0, "drain": {"started": 150.0, "ended": 270.0, "timeout_s": 120.0,
+                                                             "drained": False},
+                                  "samples": [[100.0, {}], [110.0, {"0": 4}], [200.0, {"0": 4}], [270.0, {"0": 4}]]},
+                     "group": {"protocol": "streams", "views": {"drain_end": view} if view else {}}}
+    return b
+
+
+def test_an_assignment_the_coordinator_holds_and_its_instance_never_runs_is_named(tmp_path):
+    """F10's shape: the instance is RUNNING with no task while the group coordinator, STABLE,
+    assigns it the input partition; its inputs are never processed. Two liveness anomalies,
+    with the group's view, the member's own and the partition's progress; safety holds."""
+    view = {"at": 270.0, "state": "Stable",
+            "members": [{"member_id": "m-0", "client_id": "kchaos-w0-StreamThread-1-consumer", "partitions": [0]}]}
+    verdict, kinds, results = _anomalies(_stalled(view=view).write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["stalled-pipeline", "unprocessed-assignment"])
+    assert (results["safety"], results["liveness"]) == ("valid", "invalid")
+    stalled = results["anomalies"]["stalled-pipeline"][0]
+    assert stalled["explanation"] == ("2 committed inputs of in/0 (offsets 4 to 5) were never processed: the group's "
+                                      "committed offset there stayed at 4 from 160 s before the drain's end, through "
+                                      "the drain's 120 s after the final heal")
+    assert [p["committed_offset"] for p in stalled["progress"]] == [None, 4, 4, 4]
+    case = results["anomalies"]["unprocessed-assignment"][0]
+    assert case["explanation"] == ("in/0: the group coordinator assigns it to kchaos-w0-StreamThread-1-consumer (Stable "
+                                   "group), but that instance holds [] and is RUNNING: nobody processes it")
+    assert case["instances"][0]["process"] == "w0.1" and case["group_view"]["state"] == "Stable"
+    assert "drain timed out" not in " ".join(results["errors"])
+
+
+@one_engine
+def test_a_partition_no_running_instance_holds_is_named_without_the_coordinators_view(tmp_path):
+    """A run recorded before the group's view was kept (or whose describe failed): the members'
+    own account alone, and the note says so."""
+    verdict, kinds, results = _anomalies(_stalled().write(tmp_path / "r"))
+    assert kinds == ["stalled-pipeline", "unprocessed-assignment"]
+    case = results["anomalies"]["unprocessed-assignment"][0]
+    assert case["explanation"] == ("in/0: no running instance holds it at the drain's end (w0.1 holds [] (RUNNING)), so "
+                                   "nobody processes it")
+    assert "judged on the members' own account" in results["checks"]["unprocessed-assignment"]["note"]
+
+
+@one_engine
+def test_a_partition_held_by_a_stuck_owner_is_a_stalled_pipeline_only(tmp_path):
+    """F8's shape: the owner holds the partition by both accounts but cannot end a transaction:
+    the pipeline stalled, no assignment is wrong."""
+    view = {"at": 270.0, "state": "Stable",
+            "members": [{"member_id": "m-0", "client_id": "kchaos-w0-consumer", "partitions": [0]}]}
+    verdict, kinds, results = _anomalies(_stalled("confluent", holds=[0], view=view).write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["stalled-pipeline"])
+    assert results["checks"]["unprocessed-assignment"]["verdict"] == "valid"
+    assert results["anomalies"]["stalled-pipeline"][0]["held_by"][0]["process"] == "w0.1"
+
+
+@one_engine
+def test_a_drain_that_finished_or_caught_up_by_the_final_reads_is_live(tmp_path):
+    b = _stalled()
+    b.final_offsets = {"0": 6}  # moved past inputs 4 and 5 by the final reads (unprocessed: offsets-ahead, safety's)
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (kinds, results["safety"], results["liveness"]) == (["offsets-ahead"], "invalid", "valid")
+    assert "ran out, but by the final reads" in results["checks"]["stalled-pipeline"]["note"]
+
+
+def test_a_broker_fenced_at_the_end_is_named(tmp_path):
+    """F9's shape: every safety check valid, a broker missing from the metadata at the end."""
+    b = RunBuilder()
+    b.final_extra = {"brokers_at_end": {"at": 300.0, "expected": [1, 2], "registered": [1], "leaderless": [],
+                                        "after_heal_s": 40.0}}
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds, results["safety"], results["liveness"]) == ("invalid", ["broker-not-rejoined"], "valid",
+                                                                        "invalid")
+    assert results["anomalies"]["broker-not-rejoined"][0]["broker"] == 2

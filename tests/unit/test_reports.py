@@ -197,3 +197,20 @@ def test_plot_marks_phases_and_leaves_names_that_do_not_fit_to_the_tooltip():
     assert svg.count('<g class="phase">') == 2
     assert ">id ageing</text>" in svg  # 150 s of a 300 s axis has room for its name
     assert ">final reads</text>" not in svg and "<title>final reads (150s-151s)</title>" in svg
+
+
+def test_a_liveness_failure_is_said_on_the_first_screen(tmp_path):
+    """F10's shape: the banner gives both verdicts, and before anything else the page says what
+    went wrong, the liveness anomalies first, each by its first case."""
+    from .test_checkers import _stalled
+
+    view = {"at": 270.0, "state": "Stable",
+            "members": [{"member_id": "m-0", "client_id": "kchaos-w0-StreamThread-1-consumer", "partitions": [0]}]}
+    run = _finish(_stalled(view=view).write(tmp_path / "r"))
+    html = render_run_report(run).read_text()
+    first_screen = html[:html.index("<h2>What was tested</h2>")]
+    assert "liveness <span class=\"pill invalid\">invalid</span>" in first_screen
+    assert "What went wrong" in first_screen
+    assert first_screen.index("stalled-pipeline") < first_screen.index("unprocessed-assignment")
+    assert ("in/0: the group coordinator assigns it to kchaos-w0-StreamThread-1-consumer (Stable group), but that "
+            "instance holds [] and is RUNNING: nobody processes it") in first_screen

@@ -36,31 +36,55 @@ def test_results_round_trip_through_their_file_form(tmp_path):
     assert again.verdict == "invalid" and data["interrupted"] is True
 
 
-def test_a_timed_out_drain_or_an_unhealthy_heal_makes_valid_unknown_but_keeps_invalid(tmp_path):
+def test_a_timed_out_drain_is_judged_by_the_liveness_checks_and_unknown_only_where_they_cannot(tmp_path):
+    """The drain's bound ran out: stalled-pipeline judges the final reads. Every input processed
+    by then: valid. Where the group's offsets could not be read, nothing can say why: the
+    liveness verdict is unknown with the drain's reason, and the safety verdict is the checks'."""
     clean = RunBuilder().write(tmp_path / "clean")
     _final(clean, drained=False)
     results = verify_run(clean, PYTHON)
-    assert results.verdict == "unknown" and any("drain timed out" in e for e in results.errors)
+    assert (results.verdict, results.safety, results.liveness) == ("valid", "valid", "valid")
+    assert "by the final reads every committed input was processed" in {c.name: c for c in results.checks}[
+        "stalled-pipeline"].note
+    _final(clean, group_offsets=None, group_offsets_error="KafkaException(_TIMED_OUT)")
+    results = verify_run(clean, PYTHON)
+    assert results.liveness == "unknown" and results.liveness_errors == [
+        "the drain timed out: not every input was processed before the final reads"]
+    assert any("drain timed out" in e for e in results.to_json()["errors"])
 
     b = RunBuilder()
     b.committed["a"].append(_out(0, 2, 0))
     dirty = b.write(tmp_path / "dirty")
     _final(dirty, heal={"healthy": False, "error": "node 2 did not come back"})
     results = verify_run(dirty, PYTHON)
-    assert results.verdict == "invalid" and any("node 2 did not come back" in e for e in results.errors)
+    assert results.verdict == "invalid" and any("node 2 did not come back" in e for e in results.to_json()["errors"])
+    assert (results.safety, results.liveness) == ("invalid", "unknown")
 
 
-def test_a_broker_unregistered_after_a_healthy_heal_makes_valid_unknown(tmp_path):
+def test_a_broker_unregistered_after_a_healthy_heal_is_a_liveness_failure(tmp_path):
     """The heal's check can pass before the controller fences a broker whose heartbeats stopped
-    (docs/findings.md F9); the run's end says so, and a VALID is not claimed over it."""
+    (docs/findings.md F9): broker-not-rejoined names it, from the heal's watch of registration
+    (a run recorded before brokers_at_end) or from the brokers' metadata at the end."""
     run = RunBuilder().write(tmp_path / "r")
-    _final(run, heal={"healthy": True, "faults": 4, "at_end": "brokers [2] not registered"})
+    _final(run, heal={"healthy": True, "faults": 4, "at_end": "brokers [2] not registered"}, brokers_at_end=None)
     results = verify_run(run, PYTHON)
-    assert results.verdict == "unknown"
-    assert results.errors == ["the cluster was not healthy at the end of the run, though it was at the final heal: "
-                              "brokers [2] not registered"]
+    assert (results.verdict, results.safety, results.liveness) == ("invalid", "valid", "invalid")
+    assert results.errors == [] and results.liveness_errors == []
+    assert [c["broker"] for c in results.anomalies["broker-not-rejoined"]] == [2]
     _final(run, heal={"healthy": True, "faults": 4, "at_end": None})
     assert verify_run(run, PYTHON).verdict == "valid"
+    _final(run, heal={"healthy": True, "faults": 4, "at_end": None},
+           brokers_at_end={"at": 300.0, "expected": [1, 2, 3], "registered": [1, 3], "leaderless": ["in-0"],
+                           "after_heal_s": 41.0})
+    results = verify_run(run, PYTHON)
+    assert sorted(c["explanation"] for c in results.anomalies["broker-not-rejoined"]) == [
+        "broker 2 was not registered at the run's end (41 s after the final heal), though the final heal found every "
+        "broker: fenced by the controller or stopped, it leads and serves nothing",
+        "in-0 had no leader at the run's end (41 s after the final heal)"]
+    # a run that recorded neither: not checked, never passed
+    _final(run, heal=None, brokers_at_end=None)
+    results = verify_run(run, PYTHON)
+    assert "broker-not-rejoined" in results.not_checked and results.liveness == "unknown"
 
 
 def test_a_graceful_stop_is_recorded_and_a_run_without_final_reads_is_never_passed(tmp_path):
@@ -154,3 +178,14 @@ def test_the_two_reads_must_agree_except_an_internal_topic_that_grew(tmp_path):
     assert reads_disagree(tmp_path, final) == [
         "__transaction_state.raw: 10 records through Spark's Kafka source, 11 in the client dump",
         "kchaos-invoices.raw: 41 records through Spark's Kafka source, 40 in the client dump"]
+
+
+def test_a_heal_that_gave_up_on_a_broker_names_it_in_a_run_recorded_before_the_watch(tmp_path):
+    run = RunBuilder().write(tmp_path / "r")
+    _final(run, heal={"healthy": False, "error": "cluster did not become healthy: brokers [3] not registered"},
+           brokers_at_end=None)
+    results = verify_run(run, PYTHON)
+    assert (results.verdict, results.liveness, results.liveness_errors) == ("invalid", "invalid", [])
+    assert results.anomalies["broker-not-rejoined"][0]["explanation"] == (
+        "broker 3 was not registered when the final heal gave up waiting for it: fenced by the controller or "
+        "stopped, it leads and serves nothing")

@@ -645,3 +645,6 @@ class SparkEngine(Engine):
     poll_skips = staticmethod(spark_observations.poll_skips)
     nonmonotonic_polls = staticmethod(spark_observations.nonmonotonic_polls)
     unseen = staticmethod(spark_observations.unseen)
+    stalled_pipeline = staticmethod(driver_checks.check_stalled_pipeline)
+    unprocessed_assignments = staticmethod(driver_checks.check_unprocessed_assignments)
+    brokers_rejoined = staticmethod(driver_checks.check_brokers_rejoined)

@@ -1,0 +1,282 @@
+"""What the liveness checks read, and their cases: one definition for both engines.
+
+A workload claims more than safety: after the final heal, within the drain's bound (the
+campaign's ``workload.drain_timeout_s``, the recovery bound), the pipeline resumes and processes
+every committed input; every partition or task is held by a member that processes it; every
+broker is registered and unfenced and every partition of the run's topics has a leader; no
+transaction stays open or prepared (``hanging-transaction``, model.hanging_cases). This module
+reads what the run recorded for that at its final reads (``final.json``: ``group_offsets``,
+``seeder``, ``drained``, ``progress``, ``group``, ``brokers_at_end``, ``heal``) and the members'
+own account in the history (``assign``/``revoke``, ``streams-state``, ``worker-start``/``-exit``),
+and returns each check's cases. The checks themselves are in verifier/driver_checks.py (both
+engines run them on the driver, over the same files), their explanations in verifier/checks.py.
+
+Record first, check later: a run recorded before a record existed has its check ``not_checked``
+with the reason (``NotApplicable``), never a pass.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from kchaos.verifier.late_requests import read_message_events
+from kchaos.verifier.model import NotApplicable, worker_slot
+
+#: at most this many (time, committed offset) points of one partition's progress in a case
+LAG_POINTS = 24
+#: the heartbeat exchanges of one member kept in a case: every one that was not passed as sent,
+#: and the last ones
+LAST_HEARTBEATS = 4
+_HEARTBEAT_APIS = ("StreamsGroupHeartbeat", "ConsumerGroupHeartbeat")
+
+
+@dataclass(frozen=True)
+class Stalled:
+    """One input partition whose committed inputs the group had not processed at the final reads."""
+
+    partition: int
+    group_offset: int | None  #: the group's committed offset there (None: none committed)
+    unprocessed: int | None  #: committed inputs at or past it (None: only the last one's offset is known)
+    first: int  #: the first unprocessed input's offset
+    last: int  #: the last committed input's offset
+
+
+def stalled_partitions(data: Any) -> list[Stalled]:
+    """The input partitions with committed inputs at or past the group's committed offset in the
+    final reads: from the seeder's acknowledged positions (each input counted), else from the
+    seeder's last committed offset per partition (``final.json`` ``seeder``)."""
+    final = data.final
+    offsets = {int(p): int(o) for p, o in (final.get("group_offsets") or {}).items()}
+    by_partition: dict[int, list[int]] = {}
+    for (p, o) in data.acknowledged.committed:
+        by_partition.setdefault(int(p), []).append(int(o))
+    out = []
+    if by_partition:
+        for p, positions in sorted(by_partition.items()):
+            left = sorted(o for o in positions if o >= offsets.get(p, 0))
+            if left:
+                out.append(Stalled(p, offsets.get(p), len(left), left[0], max(positions)))
+        return out
+    for p, last in sorted(((int(p), int(o)) for p, o in ((final.get("seeder") or {}).get("last_committed_offset")
+                                                          or {}).items())):
+        if offsets.get(p, 0) <= last:
+            out.append(Stalled(p, offsets.get(p), None, offsets.get(p, 0), last))
+    return out
+
+
+def drain_of(data: Any) -> dict[str, Any]:
+    """The drain's record (``final.json`` ``progress.drain``: started, ended, timeout_s, drained),
+    completed from the history's phase marks for a run recorded before it kept one."""
+    drain = dict(((data.final.get("progress") or {}).get("drain")) or {})
+    drain["recorded"] = "ended" in drain
+    if not drain["recorded"]:  # the phase marks: the final reads' begins after the workers' stop
+        marks = {(op.get("value") or {}).get("phase"): op["invoke_time"] for op in data.history.ops
+                 if op["f"] == "phase" and op["process"] == "harness"}
+        if marks.get("drain") is not None:
+            drain.setdefault("started", marks["drain"])
+        # the drain ended where the pool's stop began: its first stopped (or terminated) worker
+        # after the drain's mark; the final reads' mark comes only after every worker stopped
+        stops = [op["invoke_time"] for op in data.history.ops if op["f"] == "worker-exit"
+                 and (op.get("value") or {}).get("meaning") in ("stopped", "terminated")
+                 and marks.get("drain") is not None and op["invoke_time"] >= marks["drain"]]
+        ends = [t for t in (min(stops, default=None), marks.get("final-reads")) if t is not None]
+        if ends:
+            drain.setdefault("ended", min(ends) - 0.001)
+    drain.setdefault("timeout_s", data.workload.drain_timeout_s)
+    return drain
+
+
+def partition_progress(data: Any, partition: int) -> list[list[Any]]:
+    """(time, the group's committed offset) of one input partition over the run, from the samples
+    the workload kept (``final.json`` ``progress.samples``), thinned to LAG_POINTS evenly; [] for
+    a run that kept none."""
+    samples = (data.final.get("progress") or {}).get("samples") or []
+    points = [[t, offsets.get(str(partition))] for t, offsets in samples]
+    if len(points) <= LAG_POINTS:
+        return points
+    step = (len(points) - 1) / (LAG_POINTS - 1)
+    return [points[round(i * step)] for i in range(LAG_POINTS)]
+
+
+def last_moved(data: Any, partition: int) -> float | None:
+    """When the group's committed offset of ``partition`` last changed in the samples (its first
+    sample when it never did); None without samples."""
+    samples = (data.final.get("progress") or {}).get("samples") or []
+    moved, before = None, object()
+    for t, offsets in samples:
+        now = offsets.get(str(partition))
+        if now != before:
+            moved, before = t, now
+    return moved
+
+
+def rates(data: Any) -> tuple[float | None, float | None]:
+    """Inputs processed per second (the sum of the group's committed offsets, markers included,
+    so slightly high) before the first fault, and from the drain's start to its end: the
+    pre-fault rate a resumed pipeline returns towards. None where the samples do not say."""
+    samples = (data.final.get("progress") or {}).get("samples") or []
+    if len(samples) < 2:
+        return None, None
+    first_fault = min((op["invoke_time"] for op in data.history.faults), default=None)
+    drain = drain_of(data)
+
+    def rate(lo: float, hi: float) -> float | None:
+        inside = [(t, sum(o.values())) for t, o in samples if lo <= t <= hi]
+        if len(inside) < 2 or inside[-1][0] - inside[0][0] < 1.0:
+            return None
+        return round((inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0]), 1)
+
+    before = rate(samples[0][0], first_fault) if first_fault is not None else None
+    after = rate(drain["started"], drain.get("ended", samples[-1][0])) if drain.get("started") else None
+    return before, after
+
+
+# -- the members' own view (the history) --------------------------------------------------------
+
+@dataclass
+class Member:
+    """One pipeline process as its own history tells it: what it holds, its Streams state."""
+
+    process: str
+    client: str | None
+    started: float
+    exited: float | None = None
+    holds: set[int] = field(default_factory=set)
+    held_since: float | None = None
+    state: str | None = None
+    state_since: float | None = None
+
+    def view(self) -> dict[str, Any]:
+        return {"process": self.process, "client": self.client, "holds": sorted(self.holds),
+                "held_since": self.held_since, **({"state": self.state, "state_since": self.state_since}
+                                                   if self.state else {})}
+
+
+def members_at(data: Any, at: float) -> list[Member]:
+    """The pipeline's processes alive at ``at`` (started, not exited), each with the input
+    partitions it says it holds then (``assign`` and ``revoke`` events; a Kafka Streams
+    instance's ``assign`` names all its tasks' partitions) and its last Streams state."""
+    members: dict[str, Member] = {}
+    for op in data.history.ops:
+        t = op["invoke_time"]
+        if t is None or t > at:
+            continue
+        value = op.get("value") or {}
+        if op["f"] == "worker-start":
+            name = f"{value.get('slot')}.{value.get('incarnation')}"
+            members[name] = Member(name, value.get("client"), t)
+        elif op["f"] == "worker-exit":
+            gone = members.get(f"{value.get('slot')}.{value.get('incarnation')}")
+            if gone is not None:
+                gone.exited = t
+        elif op["f"] in ("assign", "revoke", "streams-state") and op["process"] in members:
+            m = members[op["process"]]
+            if op["f"] == "streams-state":
+                m.state, m.state_since = value.get("to"), t
+            elif op["f"] == "revoke":
+                m.holds -= set(value.get("partitions") or [])
+                m.held_since = t
+            else:  # Streams names every task it runs; a consumer's callback names what it gains
+                parts = set(value.get("partitions") or [])
+                m.holds = parts if m.client == "streams" else m.holds | parts
+                m.held_since = t
+    return [m for _, m in sorted(members.items()) if m.exited is None]
+
+
+#: the distinct errors of a member's failed operations kept in a case, its last ones
+LAST_ERRORS = 3
+
+
+def last_errors(data: Any, process: str, since: float | None) -> list[dict[str, Any]]:
+    """What a member was told when its operations failed from ``since`` on (the drain): its last
+    LAST_ERRORS distinct errors, each with its operation and when it was last seen. A member that
+    holds its partitions but cannot end a transaction (F8: CONCURRENT_TRANSACTIONS) says why here."""
+    seen: dict[str, dict[str, Any]] = {}
+    for op in data.history.ops:
+        if op["process"] != process or op.get("outcome") not in ("fail", "info") or not op.get("error"):
+            continue
+        if since is not None and (op["invoke_time"] or 0) < since:
+            continue
+        text = " ".join(str(op["error"]).split())[:300]
+        seen.pop(text, None)  # re-inserted last: the order is when each was last seen
+        seen[text] = {"f": op["f"], "error": text, "at": op["invoke_time"]}
+    return list(seen.values())[-LAST_ERRORS:]
+
+
+def slot_of_client(client_id: str | None) -> str | None:
+    """The worker slot a member's client id names (``kchaos-w2-consumer``,
+    ``kchaos-w2-StreamThread-1-consumer``): workloads/client_settings.py's naming."""
+    found = re.match(r"kchaos-(w\d+)(?:-|$)", client_id or "")
+    return found.group(1) if found else None
+
+
+def group_view(data: Any, moment: str = "drain_end") -> dict[str, Any] | None:
+    """The group coordinator's view recorded at ``moment`` (``final.json`` ``group.views``), or
+    None when the run did not record one or could not read it."""
+    view = ((data.final.get("group") or {}).get("views") or {}).get(moment)
+    return view if view and "error" not in view else None
+
+
+def heartbeats_of(data: Any, slot: str) -> list[dict[str, Any]]:
+    """The heartbeat exchanges of one member the message proxy recorded (it records them where a
+    message fault watches the group's heartbeats): each one not passed as sent, and the last."""
+    events = [e for e in read_message_events(data.run) if e.get("api") in _HEARTBEAT_APIS
+              and slot_of_client(e.get("client_id")) == slot]
+    kept = [e for e in events if e.get("action") != "passed"] + events[-LAST_HEARTBEATS:]
+    out = []
+    for e in sorted({id(e): e for e in kept}.values(), key=lambda e: e["time"]):
+        answer = e.get("answer") or {}
+        out.append({"time": e["time"], "action": e.get("action"), "member_epoch": e.get("member_epoch"),
+                    "owned": e.get("owned_active_tasks", e.get("owned_partitions")),
+                    "answer_epoch": answer.get("member_epoch"), "answer_assignment": answer.get("assignment"),
+                    "answer_error": answer.get("error_code", answer.get("error"))})
+    return out
+
+
+# -- brokers --------------------------------------------------------------------------------------
+
+#: where a run recorded before brokers_at_end and heal.at_end names its missing brokers
+HEAL_GAVE_UP = "the final heal, which timed out"
+
+
+@dataclass(frozen=True)
+class BrokerState:
+    """The cluster's brokers at the run's end: the ones missing from its metadata, the run's
+    partitions without a leader, and where that was read."""
+
+    missing: tuple[int, ...]
+    leaderless: tuple[str, ...]
+    source: str
+    at: float | None
+    after_heal_s: float | None
+
+
+def brokers_at_end(data: Any) -> BrokerState:
+    """From ``final.json`` ``brokers_at_end`` (one metadata read at the end), else from the heal's
+    watch of registration (``heal.at_end``, recorded since F9; a heal that timed out with brokers
+    not registered says so in its error). NotApplicable when the run recorded neither."""
+    final = data.final
+    record = final.get("brokers_at_end") or {}
+    heal = final.get("heal") or {}
+    watched = _named_brokers(heal.get("at_end")) if "at_end" in heal else None
+    if record and "error" not in record:
+        missing = sorted(set(record.get("expected") or []) - set(record.get("registered") or []) | set(watched or []))
+        return BrokerState(tuple(missing), tuple(record.get("leaderless") or []), "the brokers' metadata at the "
+                           "run's end", record.get("at"), record.get("after_heal_s"))
+    if watched is not None:
+        return BrokerState(tuple(watched), (), "the heal's watch of registration", None, None)
+    gave_up = _named_brokers(heal.get("error")) if not heal.get("healthy", True) else []
+    if gave_up:  # a run recorded before either: the brokers its final heal waited for in vain
+        return BrokerState(tuple(gave_up), (), HEAL_GAVE_UP, None, None)
+    why = (f"the brokers' metadata could not be read at the run's end ({record['error']})" if record.get("error")
+           else "the run recorded no broker registration at its end (final.json has neither brokers_at_end nor "
+                "heal.at_end: recorded before kchaos kept them)")
+    raise NotApplicable(why)
+
+
+def _named_brokers(text: str | None) -> list[int]:
+    """The broker ids of ``brokers [2, 3] not registered`` (the heal's and the watch's wording)."""
+    found = re.search(r"brokers \[([\d,\s]*)\] not registered", text or "")
+    return sorted(int(b) for b in found.group(1).replace(" ", "").split(",") if b) if found else []
