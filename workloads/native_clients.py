@@ -61,6 +61,8 @@ class NativeClient:
     consumer_properties: frozenset[str]
     deliveries: tuple[str, ...] = ("exactly-once", "at-least-once", "at-least-once-no-idempotence")
     group_protocols: tuple[str, ...] = ("classic",)
+    #: per-partition: a producer per input partition, "<prefix>-<input topic>-<p>" (sarama's example)
+    txid_strategies: tuple[str, ...] = ("per-worker",)
 
 
 CLIENTS: dict[str, NativeClient] = {c.name: c for c in (
@@ -68,7 +70,8 @@ CLIENTS: dict[str, NativeClient] = {c.name: c for c in (
                  _COMMON_PRODUCER | {"delivery.timeout.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"},
                  group_protocols=("classic", "consumer")),
     NativeClient("sarama", "IBM/sarama 1.61.1", "go", "sarama",
-                 _COMMON_PRODUCER, _COMMON_CONSUMER | {"fetch.max.wait.ms"}),
+                 _COMMON_PRODUCER, _COMMON_CONSUMER | {"fetch.max.wait.ms"},
+                 txid_strategies=("per-worker", "per-partition")),
     NativeClient("aiokafka", "aiokafka 0.14.0", "python", "aiokafka_worker.py",
                  _COMMON_PRODUCER | {"delivery.timeout.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"}),
     NativeClient("kafka-python", "kafka-python 3.0.12", "python", "kafka_python_worker.py",

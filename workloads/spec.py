@@ -143,10 +143,11 @@ class WorkloadSpec(BaseModel):
             raise ValueError("group_protocol = 'streams' is Kafka Streams' rebalance protocol (KIP-1071): it needs "
                              "client = 'streams'")
         elif self.client in CLIENTS:
-            if self.kind != "ctp" or self.transactional_id_strategy != "per-worker" or self.external_command:
+            if self.kind != "ctp" or self.external_command or (self.transactional_id_strategy
+                                                               not in CLIENTS[self.client].txid_strategies):
                 raise ValueError(f"client = {self.client!r} runs kchaos' worker on that client: the consume-transform-"
-                                 "produce pipeline with per-worker transactional ids (kind = 'ctp', "
-                                 "transactional_id_strategy = 'per-worker', no external_command)")
+                                 "produce pipeline (kind = 'ctp', no external_command) with transactional_id_strategy "
+                                 f"{' or '.join(repr(s) for s in CLIENTS[self.client].txid_strategies)}")
             check_native_workload(self.client, self.delivery, self.group_protocol, dict(self.producer),
                                   dict(self.consumer))
             if self.client_properties:

@@ -40,6 +40,7 @@ type Workload struct {
 	GroupID              string   `json:"group_id"`
 	GroupProtocol        string   `json:"group_protocol"`
 	Delivery             string   `json:"delivery"`
+	Strategy             string   `json:"transactional_id_strategy"`
 }
 
 // Config is the worker's JSON config, as workloads/pool.py writes it, plus the client properties

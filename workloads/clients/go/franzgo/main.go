@@ -259,7 +259,9 @@ func inputs(recs []*kgo.Record) [][2]int64 {
 	return out
 }
 
-func (w *worker) produce(recs []*kgo.Record, seq int, promise func(*kgo.Record, error)) int {
+// produce writes every output; promise gives each its own completion callback (a FirstErrPromise
+// counts one per call).
+func (w *worker) produce(recs []*kgo.Record, seq int, promise func() func(*kgo.Record, error)) int {
 	wl := w.cfg.Workload
 	n := 0
 	for _, r := range recs {
@@ -268,9 +270,9 @@ func (w *worker) produce(recs []*kgo.Record, seq int, promise func(*kgo.Record, 
 				w.cfg.Worker, w.cfg.Incarnation, w.txid, seq)
 			out := &kgo.Record{Topic: wl.OutputTopics[j%len(wl.OutputTopics)], Key: r.Key, Value: value}
 			if w.sess != nil {
-				w.sess.Produce(context.Background(), out, promise)
+				w.sess.Produce(context.Background(), out, promise())
 			} else {
-				w.cl.Produce(context.Background(), out, promise)
+				w.cl.Produce(context.Background(), out, promise())
 			}
 			n++
 		}
@@ -303,7 +305,7 @@ func (w *worker) transaction(recs []*kgo.Record) {
 	}
 	op := w.h.Invoke("send", common.V{"txn_seq": seq, "inputs": inputs(recs)}, w.fields())
 	e := kgo.AbortingFirstErrPromise(w.cl)
-	n := w.produce(recs, seq, e.Promise())
+	n := w.produce(recs, seq, e.Promise)
 	w.h.Complete(op, "send", "ok", common.V{"outputs": n}, w.fields(), nil)
 	if d := w.cfg.Workload.ProcessDelayMs; d > 0 {
 		time.Sleep(common.Ms(d))
@@ -368,12 +370,14 @@ func (w *worker) atLeastOnce(recs []*kgo.Record) {
 	op := w.h.Invoke("send", common.V{"txn_seq": seq, "inputs": inputs(recs)}, w.fields())
 	var mu sync.Mutex
 	var first error
-	n := w.produce(recs, seq, func(_ *kgo.Record, err error) {
-		mu.Lock()
-		if err != nil && first == nil {
-			first = err
+	n := w.produce(recs, seq, func() func(*kgo.Record, error) {
+		return func(_ *kgo.Record, err error) {
+			mu.Lock()
+			if err != nil && first == nil {
+				first = err
+			}
+			mu.Unlock()
 		}
-		mu.Unlock()
 	})
 	if d := w.cfg.Workload.ProcessDelayMs; d > 0 {
 		time.Sleep(common.Ms(d))
