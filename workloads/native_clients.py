@@ -44,8 +44,9 @@ Toolchain = Literal["go", "node", "python"]
 #: retry backoff that removes the per-transaction CONCURRENT_TRANSACTIONS floor)
 NATIVE_PRODUCER_DEFAULTS: dict[str, str | int | float | bool] = {"acks": "all", "linger.ms": 5, "retry.backoff.ms": 10}
 
-#: the campaign property names every worker maps onto its client (Kafka's names)
-_COMMON_PRODUCER = frozenset({"acks", "linger.ms", "retry.backoff.ms", "request.timeout.ms"})
+#: the campaign property names every worker maps onto its client (Kafka's names; acks is always
+#: all, as idempotence demands, so a campaign cannot set it)
+_COMMON_PRODUCER = frozenset({"retry.backoff.ms", "request.timeout.ms"})
 _COMMON_CONSUMER = frozenset({"max.poll.interval.ms"})
 
 
@@ -67,15 +68,15 @@ class NativeClient:
 
 CLIENTS: dict[str, NativeClient] = {c.name: c for c in (
     NativeClient("franz-go", "franz-go 1.22.3", "go", "franzgo",
-                 _COMMON_PRODUCER | {"delivery.timeout.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"},
+                 _COMMON_PRODUCER | {"linger.ms", "delivery.timeout.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"},
                  group_protocols=("classic", "consumer")),
     NativeClient("sarama", "IBM/sarama 1.61.1", "go", "sarama",
-                 _COMMON_PRODUCER, _COMMON_CONSUMER | {"fetch.max.wait.ms"},
+                 _COMMON_PRODUCER | {"linger.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"},
                  txid_strategies=("per-worker", "per-partition")),
     NativeClient("aiokafka", "aiokafka 0.14.0", "python", "aiokafka_worker.py",
-                 _COMMON_PRODUCER | {"delivery.timeout.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"}),
+                 _COMMON_PRODUCER | {"linger.ms", "delivery.timeout.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"}),
     NativeClient("kafka-python", "kafka-python 3.0.12", "python", "kafka_python_worker.py",
-                 _COMMON_PRODUCER | {"delivery.timeout.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"}),
+                 _COMMON_PRODUCER | {"linger.ms", "delivery.timeout.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"}),
     NativeClient("kafkajs", "kafkajs 2.2.4", "node", "worker.js",
                  _COMMON_PRODUCER, _COMMON_CONSUMER | {"fetch.max.wait.ms"}),
 )}
