@@ -125,13 +125,14 @@ const die = async e => {
   await finish(ex.code)
 }
 
-const outputsOf = (batchTopic, msgs, seq) => {
+// eachBatch's messages carry no topic or partition: the batch does
+const outputsOf = (batchTopic, partition, msgs, seq) => {
   const byTopic = new Map()
   for (const m of msgs) {
     const inId = m.key ? m.key.toString() : ''
     for (let j = 0; j < wl.outputs_per_input; j++) {
       const topic = wl.output_topics[j % wl.output_topics.length]
-      const value = JSON.stringify({ in_id: inId, in_topic: batchTopic, in_partition: m.partition,
+      const value = JSON.stringify({ in_id: inId, in_topic: batchTopic, in_partition: partition,
         in_offset: Number(m.offset), slot: j, slots: wl.outputs_per_input, worker: config.worker,
         incarnation: config.incarnation, txid, txn_seq: seq })
       if (!byTopic.has(topic)) byTopic.set(topic, [])
@@ -159,7 +160,7 @@ const transaction = async (topic, partition, msgs) => {
     return false
   }
   try {
-    const outs = outputsOf(topic, msgs, seq)
+    const outs = outputsOf(topic, partition, msgs, seq)
     await txn.sendBatch({ topicMessages: outs })
     complete(op, 'send', 'ok', { outputs: count(outs) }, fields())
     if (wl.process_delay_ms > 0) await sleep(wl.process_delay_ms)
@@ -214,7 +215,7 @@ const atLeastOnce = async (topic, partition, msgs) => {
   const seq = ++txnSeq
   const last = msgs[msgs.length - 1]
   let op = invoke('send', { txn_seq: seq, inputs: msgs.map(m => [partition, Number(m.offset)]) }, fields())
-  const outs = outputsOf(topic, msgs, seq)
+  const outs = outputsOf(topic, partition, msgs, seq)
   try {
     await producer.sendBatch({ topicMessages: outs, acks: -1 })
   } catch (e) {
