@@ -6,6 +6,7 @@ long tier (docs/clients.md)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -30,3 +31,37 @@ def test_client_worker_pipeline_is_valid(cluster3, tmp_path, client):
     assert all(op.get("pid") is not None and op.get("epoch") is not None for op in commits), commits[:3]
     inits = [op for op in _events(ops, "init") if op["outcome"] == "ok"]
     assert inits and all(op["txid"] for op in inits)
+
+
+def _campaign_run(tmp_path, campaign: str, client: str, seed: int):
+    from kchaos.clusters.processes import processes_with_marker
+    from kchaos.harness.campaign import load_campaign
+    from kchaos.harness.run import execute_run
+
+    run, outcome = execute_run(load_campaign(Path(campaign), [f"workload.client={client}", f"run.seed={seed}"]),
+                               tmp_path / "runs")
+    assert processes_with_marker(str(run.path)) == []
+    return run, json.loads((run.path / "results.json").read_text())
+
+
+@pytest.mark.cluster
+@pytest.mark.long  # one campaign per client (about 4 minutes each)
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_client_worker_at_least_once_is_caught(tmp_path, client):
+    """The negative control on every client: crashes and pauses between the writes and the offset
+    commit duplicate inputs, and the verifier says so."""
+    _, results = _campaign_run(tmp_path, "client-at-least-once", client, 11)
+    assert results["verdict"] == "invalid" and "duplicate" in results["anomalies"], results["anomalies"].keys()
+
+
+@pytest.mark.cluster
+@pytest.mark.long  # one campaign per client (about 4 minutes each)
+@pytest.mark.parametrize("client", ["franz-go", "kafka-python"])
+def test_a_kip447_client_fences_its_zombies(tmp_path, client):
+    """A replaced worker resumed past the transaction timeout is fenced (exit 10), and a member
+    paused past its session is refused by its generation: the run stays valid."""
+    run, results = _campaign_run(tmp_path, "client-zombie", client, 1)
+    assert results["verdict"] == "valid", json.dumps(results["checks"], indent=1)
+    exits = [json.loads(line)["value"] for line in (run.path / "history.jsonl").open()
+             if '"f":"worker-exit"' in line and '"type":"info"' in line]
+    assert any(e["meaning"] == "fenced" and not e["current"] for e in exits), exits
