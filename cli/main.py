@@ -47,6 +47,7 @@ from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.spark.env import SPARK_VERSION, kafka_source_jars
 from kchaos.verifier.verdict import judge_run
 from kchaos.workloads.java_client import client_classpath
+from kchaos.workloads.native_clients import build_all as build_client_workers
 from kchaos.workloads.spec import WorkloadSpec
 
 
@@ -75,6 +76,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
         print(f"java workload client (kafka-clients {version}): {client_classpath(version).split(':')[0]}")
     else:
         print("java workload client: skipped (no javac: workload.client = 'java' needs a JDK)")
+    if not args.no_clients:  # the workers on other clients (workload.client = franz-go, sarama, ...)
+        build_client_workers()
     if not args.no_spark:
         print(f"spark {SPARK_VERSION} kafka source: {len(kafka_source_jars())} jars")
     if args.browser:
@@ -312,6 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kafka-version", action="append", help="a release to resolve (repeatable; default 4.2.1)")
     p.add_argument("--browser", action="store_true", help="also install Chromium + ChromeDriver (report tests)")
     p.add_argument("--no-spark", action="store_true", help="skip resolving the Spark Kafka source jars")
+    p.add_argument("--no-clients", action="store_true",
+                   help="skip building the workers on other clients (franz-go, sarama, aiokafka, kafka-python, kafkajs)")
     p.add_argument("--docker", action="store_true",
                    help="also install the Docker engine (Debian's docker.io, as root) and build kchaos' Kafka image")
     p.add_argument("--clock", action="store_true",

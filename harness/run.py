@@ -47,6 +47,7 @@ from kchaos.workloads import make_workload
 from kchaos.workloads.ctp import CtpWorkload
 from kchaos.workloads.history import HistoryWriter, merge_history
 from kchaos.workloads.java_client import CTP_WORKER, STREAMS_APP, check_java_properties, client_classpath
+from kchaos.workloads.native_clients import CLIENTS, worker_program
 
 #: after a graceful stop, how long the drain may take at most (the user wants out soon)
 INTERRUPTED_DRAIN_S = 60.0
@@ -95,7 +96,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
                                    "note": "replays the same config, seed and fault schedule; timing is not reproduced exactly"})
     # The schedule is written before anything runs (record first).
     write_schedule(run.path / "schedule.json", schedule, seed)
-    run.write_json("environment.json", environment())
+    run.write_json("environment.json", environment(campaign.workload.client))
     run.set_status("setup")
     say(f"run directory {run.path} (seed {seed})")
     history = HistoryWriter(run.path / "history" / "harness.jsonl", "harness")
@@ -316,7 +317,9 @@ def prepare_artifacts(campaign: Campaign) -> None:
     if campaign.cluster.backend == "docker":
         DockerCluster.preflight(campaign.cluster)
         resolve_kafka(campaign.cluster.kafka_version)  # kchaos' image is built from these jars
-    if campaign.workload.client != "confluent":
+    if campaign.workload.client in CLIENTS:
+        worker_program(campaign.workload.client)  # built from its registry into the cache
+    elif campaign.workload.client != "confluent":
         client_classpath(campaign.workload.java_client_version, CTP_WORKER)  # --check-config runs on it
         if campaign.workload.client == "streams":
             client_classpath(campaign.workload.java_client_version, STREAMS_APP)
@@ -327,11 +330,13 @@ def prepare_artifacts(campaign: Campaign) -> None:
             resolve_kafka(step.version)
 
 
-def environment() -> dict[str, Any]:
+def environment(workers_client: str = "confluent") -> dict[str, Any]:
     """What the run was made with (shown in the report's "what was tested")."""
     info: dict[str, Any] = {"python": platform.python_version(), "machine": platform.machine(),
                             "client": f"confluent-kafka {importlib.metadata.version('confluent-kafka')} "
                                       f"(librdkafka {confluent_kafka.libversion()[0]})"}
+    if workers_client in CLIENTS:  # the workers' own client (the seeder and the reads stay librdkafka's)
+        info["workers_client"] = CLIENTS[workers_client].library
     try:
         info["pyspark"] = importlib.metadata.version("pyspark")
     except importlib.metadata.PackageNotFoundError:

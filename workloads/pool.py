@@ -31,6 +31,7 @@ from kchaos.errors import ConfigError
 from kchaos.waiting import WaitTimeout, gone_within, wait_until
 from kchaos.workloads.history import HistoryWriter
 from kchaos.workloads.java_client import CTP_WORKER, STREAMS_APP, client_classpath, java_argv, worker_properties
+from kchaos.workloads.native_clients import CLIENTS, native_argv
 from kchaos.workloads.spec import WorkloadSpec
 
 EXIT_NAMES = {0: "stopped", 10: "fenced", 11: "fatal", 12: "unknown-outcome", -9: "killed", -15: "terminated"}
@@ -79,6 +80,8 @@ class WorkerPool:
             props = config_path.with_suffix(".properties")
             props.write_text(worker_properties(config))
             return java_argv(client_classpath(self.spec.java_client_version, driver), props, driver)
+        if client in CLIENTS:  # a worker on another client (built before the cluster started)
+            return native_argv(client, config_path, config)
         module = "kchaos.workloads.share_worker" if self.spec.kind == "share" else "kchaos.workloads.ctp_worker"
         return [sys.executable, "-m", module, str(config_path)]
 

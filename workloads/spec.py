@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from kchaos.clusters.artifacts import MavenArtifact, resolve_jars
 from kchaos.workloads.client_settings import refuse_owned
 from kchaos.workloads.lineage import IdLocator
+from kchaos.workloads.native_clients import CLIENTS, check_native_workload
 
 Delivery = Literal["exactly-once", "at-least-once", "at-least-once-no-idempotence"]
 
@@ -86,11 +87,14 @@ class WorkloadSpec(BaseModel):
         "after-commit", description="share: when a worker ACCEPTs what it processed. before-commit is a negative "
                                     "control: records are acknowledged before their outputs' transaction commits, so "
                                     "a failed commit or a crash loses them (share-lost); it must be caught")
-    client: Literal["confluent", "java", "mixed", "streams"] = Field(
+    client: Literal["confluent", "java", "mixed", "streams", "franz-go", "sarama", "aiokafka", "kafka-python",
+                    "kafkajs"] = Field(
         "confluent",
         description="confluent: librdkafka (classic transaction protocol); java: kafka-clients (KIP-890 TV2 when the "
                     "cluster has it); mixed: odd worker slots java, even ones confluent, in one group; streams: a Kafka "
-                    "Streams application per worker (processing.guarantee from delivery, see docs/workload.md)")
+                    "Streams application per worker (processing.guarantee from delivery, see docs/workload.md); "
+                    "franz-go, sarama, aiokafka, kafka-python, kafkajs: kchaos' worker on that client, following its "
+                    "documented exactly-once pattern (docs/clients.md)")
     streams_threads: int = Field(1, ge=1, le=16, description="streams: num.stream.threads of each application instance")
     streams_commit_interval_ms: int | None = Field(
         None, ge=10, le=600_000,
@@ -153,19 +157,30 @@ class WorkloadSpec(BaseModel):
         elif self.group_protocol == "streams":
             raise ValueError("group_protocol = 'streams' is Kafka Streams' rebalance protocol (KIP-1071): it needs "
                              "client = 'streams'")
-        elif self.client != "confluent" and (self.kind != "ctp" or self.delivery != "exactly-once"
+        elif self.client in CLIENTS:
+            if self.kind != "ctp" or self.external_command or (self.transactional_id_strategy
+                                                               not in CLIENTS[self.client].txid_strategies):
+                raise ValueError(f"client = {self.client!r} runs kchaos' worker on that client: the consume-transform-"
+                                 "produce pipeline (kind = 'ctp', no external_command) with transactional_id_strategy "
+                                 f"{' or '.join(repr(s) for s in CLIENTS[self.client].txid_strategies)}")
+            check_native_workload(self.client, self.delivery, self.group_protocol, dict(self.producer),
+                                  dict(self.consumer))
+            if self.client_properties:
+                raise ValueError(f"client = {self.client!r}: client_properties are per confluent / java worker; set "
+                                 "workload.producer / workload.consumer")
+        elif self.client in ("java", "mixed") and (self.kind != "ctp" or self.delivery != "exactly-once"
                                              or self.transactional_id_strategy != "per-worker" or self.external_command):
             raise ValueError(f"client = {self.client!r}: the Java driver runs the exactly-once consume-transform-produce "
                              "pipeline with per-worker transactional ids (kind = 'ctp', delivery = 'exactly-once', "
                              "transactional_id_strategy = 'per-worker', no external_command)")
-        if self.static_membership and (self.client == "streams" or self.external_command):
+        if self.static_membership and (self.client not in ("confluent", "java", "mixed") or self.external_command):
             raise ValueError("static_membership names kchaos' own workers' consumers (group.instance.id per worker "
                              "slot): client confluent, java or mixed, no external_command")
         if self.after_failed_transaction != "rewind" and (self.client != "confluent" or self.kind != "ctp"
                                                           or not self.transactional or self.external_command):
             raise ValueError("after_failed_transaction = 'carry-on' is a negative control of kchaos' own librdkafka "
                              "worker: client = 'confluent', kind = 'ctp', delivery = 'exactly-once', no external_command")
-        if self.client != "confluent":
+        if self.client in ("java", "mixed", "streams"):
             parts = self.java_client_version.split(".")
             if len(parts) != 3 or not all(x.isdigit() for x in parts) or int(parts[0]) < 4:
                 raise ValueError(f"java_client_version {self.java_client_version!r}: a kafka-clients release "
@@ -220,7 +235,8 @@ class WorkloadSpec(BaseModel):
         return {**self.consumer, **(self.client_properties.get(client) or {}).get("consumer", {})}  # type: ignore[call-overload]
 
     def client_of(self, slot: int) -> str:
-        """Which client worker slot ``w<slot>`` runs: ``confluent``, ``java`` or ``streams``."""
+        """Which client worker slot ``w<slot>`` runs: ``confluent``, ``java``, ``streams`` or a client of
+        native_clients.CLIENTS."""
         if self.client == "mixed":
             return "java" if slot % 2 == 1 else "confluent"
         return self.client

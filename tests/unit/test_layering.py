@@ -33,10 +33,15 @@ def layer_of(module: str) -> str:
     return parts[1] if len(parts) > 1 and parts[1] in RANK else "kchaos"
 
 
+#: the client workers' sources: standalone programs run in their own interpreter (the Python ones in
+#: a virtualenv of their own, workloads/native_clients.py), not modules of the project
+STANDALONE = ROOT / "workloads" / "clients"
+
+
 def project_files() -> list[Path]:
     files = [p for p in (ROOT / "kchaos").glob("*.py")]
     for layer in LAYERS[1:]:
-        files += sorted((ROOT / layer).rglob("*.py"))
+        files += sorted(p for p in (ROOT / layer).rglob("*.py") if not p.is_relative_to(STANDALONE))
     return sorted(files)
 
 

@@ -1,0 +1,238 @@
+"""kchaos' workers on other Kafka clients: franz-go and IBM/sarama (Go), aiokafka and
+kafka-python (Python), KafkaJS (Node). Each is a small standalone program in its client's
+language (``workloads/clients/``, package data), following that client's documented exactly-once
+pattern, and records the same history as ``workloads/ctp_worker.py`` (docs/clients.md).
+
+kchaos builds each once per (sources, pinned versions) into its cache, from the registries, the
+way it builds Toxiproxy: ``go build`` of one module (both Go workers) through the Go module proxy,
+``npm ci`` of a pinned lock file, a virtualenv of its own with the two Python clients pinned (they
+are not the project's dependencies: a worker runs in its own interpreter). A build is made beside
+its final place and renamed, under a lock, so a build cut short never looks built.
+
+A worker gets the pool's JSON config with one more key, ``properties``: the producer and consumer
+properties kchaos resolved for it (its defaults, then the campaign's ``[workload.producer]`` /
+``[workload.consumer]``), in Kafka's property names; each worker maps the names it supports
+(``NativeClient.producer_properties``) onto its client's own options. Any other name is refused
+when the campaign loads.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.resources
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from kchaos.errors import SetupError
+from kchaos.paths import cache_dir
+
+#: the workers' sources, installed by a wheel as plain files beside this module
+SOURCES = Path(str(importlib.resources.files("kchaos.workloads").joinpath("clients")))
+
+Toolchain = Literal["go", "node", "python"]
+
+#: kchaos' producer defaults for every client worker, as for the librdkafka and Java workers
+#: (client_settings.CONFLUENT_PRODUCER says why: acks=all for idempotence, a 5 ms linger, a 10 ms
+#: retry backoff that removes the per-transaction CONCURRENT_TRANSACTIONS floor)
+NATIVE_PRODUCER_DEFAULTS: dict[str, str | int | float | bool] = {"acks": "all", "linger.ms": 5, "retry.backoff.ms": 10}
+
+#: the campaign property names every worker maps onto its client (Kafka's names; acks is always
+#: all, as idempotence demands, so a campaign cannot set it)
+_COMMON_PRODUCER = frozenset({"retry.backoff.ms", "request.timeout.ms"})
+_COMMON_CONSUMER = frozenset({"max.poll.interval.ms"})
+
+
+@dataclass(frozen=True)
+class NativeClient:
+    """One client's worker: what it is built from and what it can express."""
+
+    name: str                 #: workload.client
+    library: str              #: the client library and its pinned release, as the report names it
+    toolchain: Toolchain
+    entry: str                #: go: the package directory; node and python: the script
+    producer_properties: frozenset[str]
+    consumer_properties: frozenset[str]
+    deliveries: tuple[str, ...] = ("exactly-once", "at-least-once", "at-least-once-no-idempotence")
+    group_protocols: tuple[str, ...] = ("classic",)
+    #: per-partition: a producer per input partition, "<prefix>-<input topic>-<p>" (sarama's example)
+    txid_strategies: tuple[str, ...] = ("per-worker",)
+
+
+CLIENTS: dict[str, NativeClient] = {c.name: c for c in (
+    NativeClient("franz-go", "franz-go 1.22.3", "go", "franzgo",
+                 _COMMON_PRODUCER | {"linger.ms", "delivery.timeout.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"},
+                 group_protocols=("classic", "consumer")),
+    NativeClient("sarama", "IBM/sarama 1.61.1", "go", "sarama",
+                 _COMMON_PRODUCER | {"linger.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"},
+                 txid_strategies=("per-worker", "per-partition")),
+    NativeClient("aiokafka", "aiokafka 0.14.0", "python", "aiokafka_worker.py",
+                 _COMMON_PRODUCER | {"linger.ms", "delivery.timeout.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"}),
+    NativeClient("kafka-python", "kafka-python 3.0.12", "python", "kafka_python_worker.py",
+                 _COMMON_PRODUCER | {"linger.ms", "delivery.timeout.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"}),
+    NativeClient("kafkajs", "kafkajs 2.2.4", "node", "worker.js",
+                 _COMMON_PRODUCER, _COMMON_CONSUMER | {"fetch.max.wait.ms"}),
+)}
+
+#: the pinned Python clients of the Python workers' own virtualenv
+PYTHON_REQUIREMENTS = ("aiokafka==0.14.0", "kafka-python==3.0.12")
+
+
+def check_native_workload(client: str, delivery: str, group_protocol: str, producer: dict[str, Any],
+                          consumer: dict[str, Any]) -> None:
+    """What a client's worker cannot do is a load error (ValueError, as the spec's validators raise)."""
+    native = CLIENTS[client]
+    if delivery not in native.deliveries:
+        raise ValueError(f"client = {client!r} cannot run delivery = {delivery!r} (it runs "
+                         f"{', '.join(native.deliveries)}; docs/clients.md)")
+    if group_protocol not in native.group_protocols:
+        raise ValueError(f"client = {client!r}: {native.library} does not speak group_protocol = {group_protocol!r} "
+                         f"(it speaks {', '.join(native.group_protocols)}; docs/clients.md)")
+    for table, given, known in (("producer", producer, native.producer_properties),
+                                ("consumer", consumer, native.consumer_properties)):
+        for name in sorted(given):
+            if name not in known:
+                raise ValueError(f"workload.{table}.{name}: the {client} worker does not map this property onto "
+                                 f"{native.library} (it maps {', '.join(sorted(known))}; docs/clients.md)")
+
+
+def worker_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The pool's worker config with the resolved client properties (Kafka's names, as strings)."""
+    spec = config["workload"]
+    producer = {**NATIVE_PRODUCER_DEFAULTS, **(spec.get("producer") or {})}
+    consumer = dict(spec.get("consumer") or {})
+    as_text = {True: "true", False: "false"}
+    return {**config, "properties": {
+        "producer": {k: as_text.get(v, str(v)) if isinstance(v, bool) else str(v) for k, v in producer.items()},
+        "consumer": {k: as_text.get(v, str(v)) if isinstance(v, bool) else str(v) for k, v in consumer.items()}}}
+
+
+def native_argv(client: str, config_path: Path, config: dict[str, Any]) -> list[str]:
+    """Write the worker's config beside the pool's and return the command that runs it."""
+    path = config_path.with_suffix(".native.json")
+    path.write_text(json.dumps(worker_config(config), indent=2))
+    return [*worker_program(client), str(path)]
+
+
+def worker_program(client: str) -> list[str]:
+    """The command (without its config argument) that runs ``client``'s worker; built once."""
+    native = CLIENTS[client]
+    if native.toolchain == "go":
+        return [str(_go_build() / "bin" / native.entry)]
+    if native.toolchain == "node":
+        return [_require("node", "KafkaJS's worker runs on Node.js 18+", "apt-get install nodejs npm"),
+                str(_node_build() / native.entry)]
+    home = _python_build()
+    return [str(home / "venv" / "bin" / "python"), str(home / native.entry)]
+
+
+def build_all(say: Any = print) -> None:
+    """Every worker whose toolchain is on this machine (``kchaos setup``); the others are named."""
+    for toolchain, tool, build in (("go", "go", _go_build), ("node", "npm", _node_build),
+                                   ("python", None, _python_build)):
+        names = ", ".join(c.name for c in CLIENTS.values() if c.toolchain == toolchain)
+        if tool is not None and _which(tool) is None:
+            say(f"client workers ({names}): skipped ({tool} not found)")
+            continue
+        say(f"client workers ({names}): {build()}")
+
+
+# -- builds ------------------------------------------------------------------------------------
+def _which(tool: str) -> str | None:
+    found = shutil.which(tool)
+    if found is None and tool == "go" and os.path.exists("/usr/local/go/bin/go"):
+        return "/usr/local/go/bin/go"
+    return found
+
+
+def _require(tool: str, why: str, hint: str) -> str:
+    found = _which(tool)
+    if found is None:
+        raise SetupError(f"{tool} was not found: {why}", hint)
+    return found
+
+
+def _digest(folder: Path, extra: str = "") -> str:
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    h = hashlib.sha256(extra.encode())
+    for p in files:
+        h.update(str(p.relative_to(folder)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def _built(kind: str, source: Path, marker: str, build: Any, extra: str = "") -> Path:
+    """``<cache>/clients/<kind>-<digest>``, made by ``build(work_dir)`` once: built in a temporary
+    directory beside it and renamed, under a lock (two runs or test workers at once)."""
+    target = cache_dir() / "clients" / f"{kind}-{_digest(source, extra)}"
+    if (target / marker).exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{kind}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / marker).exists():
+            return target
+        work = Path(tempfile.mkdtemp(prefix=f".{kind}-", dir=target.parent))
+        try:
+            shutil.copytree(source, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+            build(work)
+            if target.exists():
+                shutil.rmtree(target)
+            work.rename(target)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return target
+
+
+def _run(argv: list[str], cwd: Path, what: str, hint: str, env: dict[str, str] | None = None,
+         timeout: float = 900) -> None:
+    try:
+        proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SetupError(f"{what} took longer than {timeout:g}s", hint) from None
+    if proc.returncode != 0:
+        raise SetupError(f"{what} failed", hint, detail=(proc.stdout + proc.stderr)[-3000:])
+
+
+def _go_build() -> Path:
+    go = _require("go", "kchaos builds its franz-go and sarama workers with `go build`",
+                  "install Go 1.26+ (https://go.dev/doc/install)")
+
+    def build(work: Path) -> None:
+        env = dict(os.environ, GOFLAGS="-mod=readonly -buildvcs=false", CGO_ENABLED="0")
+        (work / "bin").mkdir()
+        _run([go, "build", "-trimpath", "-o", str(work / "bin"), "./..."], work,
+             "building the Go workers (franz-go, sarama)", "check that the Go module proxy is reachable (GOPROXY) "
+             "and Go is 1.26 or later", env=env)
+        (work / "bin" / ".complete").write_text("")
+
+    return _built("go", SOURCES / "go", "bin/.complete", build)
+
+
+def _node_build() -> Path:
+    npm = _require("npm", "kchaos installs KafkaJS with npm", "apt-get install nodejs npm")
+
+    def build(work: Path) -> None:
+        _run([npm, "ci", "--omit=dev", "--no-audit", "--no-fund", "--ignore-scripts"], work,
+             "npm ci of the KafkaJS worker", "check that the npm registry is reachable")
+
+    return _built("node", SOURCES / "node", "node_modules/kafkajs/package.json", build)
+
+
+def _python_build() -> Path:
+    def build(work: Path) -> None:
+        _run([sys.executable, "-m", "venv", str(work / "venv")], work, "making the Python workers' virtualenv",
+             "install Python's venv module (apt-get install python3-venv)")
+        _run([str(work / "venv" / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+              *PYTHON_REQUIREMENTS], work, f"pip install {' '.join(PYTHON_REQUIREMENTS)}",
+             "check that PyPI is reachable")
+        (work / "requirements.installed").write_text("\n".join(PYTHON_REQUIREMENTS) + "\n")
+
+    return _built("python", SOURCES / "python", "requirements.installed", build,
+                  extra=" ".join((sys.version, *PYTHON_REQUIREMENTS)))
