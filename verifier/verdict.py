@@ -31,6 +31,7 @@ from kchaos.verifier.outcome import CERTIFICATION_FILE, Outcome, outcome_of
 from kchaos.verifier.verify import RESULTS_FILE, verify_run, write_results
 from kchaos.workloads.history import pair_operations, read_lines
 from kchaos.workloads.metrics import compute_metrics
+from kchaos.workloads.native_clients import CLIENTS as NATIVE_CLIENTS
 
 
 
@@ -67,7 +68,8 @@ def run_block(run: RunDir, campaign: Campaign, ops: list[dict[str, Any]] | None,
     times = [t for op in ops or [] for t in (op["invoke_time"], op["complete_time"]) if t is not None]
     clients = {"confluent": environment.get("client") or "confluent-kafka (librdkafka)",
                "java": f"kafka-clients {campaign.workload.java_client_version}",
-               "streams": f"kafka-streams {campaign.workload.java_client_version}"}
+               "streams": f"kafka-streams {campaign.workload.java_client_version}",
+               **{name: native.library for name, native in NATIVE_CLIENTS.items()}}
     wanted = {"mixed": ("confluent", "java")}.get(campaign.workload.client, (campaign.workload.client,))
     return {"schema_version": RESULTS_SCHEMA_VERSION, "kchaos_version": kchaos_version(), "run_id": run.path.name,
             "campaign": campaign.name, "seed": run_seed(run.path, campaign),
