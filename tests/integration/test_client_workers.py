@@ -16,14 +16,33 @@ from .test_workload import Harness, _events, _spec
 #: commit after an abort but does not rewind the claim, so with intentional aborts its inputs are
 #: skipped (docs/clients.md): its faultless proof runs without them.
 CLIENTS = {"franz-go": {}, "kafkajs": {}, "aiokafka": {}, "kafka-python": {}, "sarama": {"abort_fraction": 0.0}}
+#: the Kafka error KafkaJS 2.2.4's sendBatch retries whole, writing again the records of the partitions
+#: whose write had succeeded, inside the same transaction (docs/clients.md, "KafkaJS duplicates")
+CONCURRENT_TRANSACTIONS = "another concurrent operation on the same transaction was ongoing"
+
+
+def _kafkajs_duplicates_are_its_retries(h: Harness, results: dict) -> None:
+    """KafkaJS 2.2.4 on a faultless cluster: the only anomaly it may show is duplicate, each case
+    written twice by one transaction (the same transactional id and transaction), after a
+    CONCURRENT_TRANSACTIONS answer its worker logged."""
+    assert set(results["anomalies"]) <= {"duplicate"}, results["anomalies"].keys()
+    cases = results["anomalies"].get("duplicate", [])
+    for case in cases:
+        assert len({(r["txid"], r["txn_seq"]) for r in case["records"]}) == 1, case
+    if cases:
+        logs = "".join(p.read_text(errors="replace") for p in (h.run.path / "workers").glob("w*.log"))
+        assert CONCURRENT_TRANSACTIONS in logs
 
 
 @pytest.mark.parametrize("client", sorted(CLIENTS))
 def test_client_worker_pipeline_is_valid(cluster3, tmp_path, client):
     h = Harness(cluster3, tmp_path, _spec(client=client, records=300, workers=2, **CLIENTS[client]))
     results = h.finish()
-    assert results["verdict"] == "valid", json.dumps(results["checks"], indent=1)
-    assert results["facts"]["outputs_committed"] == 600
+    if client == "kafkajs":
+        _kafkajs_duplicates_are_its_retries(h, results)
+    else:
+        assert results["verdict"] == "valid", json.dumps(results["checks"], indent=1)
+        assert results["facts"]["outputs_committed"] == 600
     ops = h.ops()
     commits = [op for op in _events(ops, "commit") if op["outcome"] == "ok"]
     assert commits and all(op.get("client") == client for op in commits)
