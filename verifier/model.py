@@ -187,6 +187,10 @@ class HistoryIndex:
             elif op["f"] == "commit_offsets":
                 self.txn_outcome[key] = "offsets-" + (op["outcome"] or "unknown")
 
+    def commit_requested(self, key: tuple[str, int]) -> float | None:
+        """When the client of a transaction first asked to commit it (None: it never did)."""
+        return next((op["invoke_time"] for op in self.txn_ends.get(key, ()) if op["f"] == "commit"), None)
+
     def committed_transactions(self) -> int:
         return sum(1 for o in self.txn_outcome.values() if o in ("committed", "offsets-ok"))
 
