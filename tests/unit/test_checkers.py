@@ -896,6 +896,7 @@ def test_coordinator_stamps_made_while_a_clock_fault_moved_the_clock_are_set_asi
     assert results["facts"]["coordinator"]["clock_skew_set_aside"]["coordinator_transactions"] == 2
 
 
+@one_engine
 def test_what_the_cleaner_may_have_removed_ends_at_the_ids_last_record_below_its_point():
     """The log cleaner removes a record only for a later one of the same key below its own point:
     what of a transactional id may be gone is what its last record below the cleaner's point was
@@ -984,6 +985,7 @@ def test_clock_skew_windows_span_the_offsets_a_fault_applied():
     assert aside == {"coordinator_transactions": 1, "client_transactions": 1}
 
 
+@one_engine
 @pytest.mark.parametrize("jumped, bumped", [(True, True), ("failed part way", True), (False, True), (True, False)])
 def test_an_abort_by_the_epoch_jump_faults_init_is_a_fence_not_a_split(tmp_path, jumped, bumped):
     """The epoch-jump fault's InitProducerId meets the id's open transaction: the coordinator
@@ -1049,7 +1051,8 @@ def test_visible_outputs_of_a_transaction_the_coordinator_aborted_while_its_clie
     ([("PrepareAbort", 41), ("CompleteAbort", 42)], "aborted it"),
     # a PrepareCommit the coordinator abandoned (its append timed out) is excused in the log's
     # shape (invalid-txn-transition), never when the client was told the commit succeeded
-    ([("PrepareCommit", 41), ("PrepareAbort", 43), ("CompleteAbort", 44)], "prepared to commit it, then aborted it")])
+    pytest.param([("PrepareCommit", 41), ("PrepareAbort", 43), ("CompleteAbort", 44)],
+                 "prepared to commit it, then aborted it", marks=spark_long)])
 def test_a_commit_the_client_saw_succeed_that_the_coordinators_log_aborted(tmp_path, records, what):
     """The client saw transaction 1 commit and its outputs are visible, but the coordinator's own
     log ended it with an abort: the client's word, the data and the brokers' record disagree."""
@@ -1083,7 +1086,7 @@ def test_a_commit_its_client_never_asked_for(tmp_path):
         results["anomalies"]["lost-write"][0]["explanation"]
 
 
-@pytest.mark.parametrize("visible", [True, False])
+@pytest.mark.parametrize("visible", [True, pytest.param(False, marks=spark_long)])
 def test_visible_outputs_of_an_end_the_client_never_learned_that_the_coordinator_never_recorded(tmp_path, visible):
     """The client's process was killed inside its commit (no answer): whatever the coordinator did
     is in its log. Here its log holds no transaction of it at all, yet its outputs are visible: a
@@ -1252,6 +1255,7 @@ def test_a_client_transaction_without_a_recorded_end_closes_at_its_process_last_
     assert results["facts"]["coordinator"]["attributed"] == 1 and results["facts"]["coordinator"]["with_partitions"] == 2
 
 
+@one_engine
 @pytest.mark.parametrize("zombie", ["aborting", "aborting at the fenced epoch", "aborting as another producer",
                                     "none"])
 def test_a_zombie_resumed_inside_its_abort_fences_its_successor_it_does_not_split_it(tmp_path, zombie):
@@ -1329,7 +1333,8 @@ def test_offset_commits_the_cleaner_may_have_replaced_are_set_aside_the_rest_jud
     assert (verdict, kinds) == ("invalid", ["lost-offset-commit"]), results["checks"]
 
 
-@pytest.mark.parametrize("cleaned_to, set_aside", [(5, 2), (4, 1), (3, 0), (None, 0)])
+@pytest.mark.parametrize("cleaned_to, set_aside", [(5, 2), (4, 1), pytest.param(3, 0, marks=spark_long),
+                                                    pytest.param(None, 0, marks=spark_long)])
 def test_a_commit_the_log_lacks_is_set_aside_only_where_a_later_record_of_its_id_lies_below_the_cleaners_point(
         tmp_path, cleaned_to, set_aside):
     """Transaction 2 of w0.1 committed and the coordinator's log holds no record of it; then w0.2
@@ -1360,6 +1365,7 @@ def test_a_commit_the_log_lacks_is_set_aside_only_where_a_later_record_of_its_id
             "the client saw transaction 2 of w0.1 (tx-w0) commit, but the coordinator's log holds no transaction of it"}
 
 
+@spark_long
 def test_the_last_transaction_of_an_id_is_never_set_aside_as_compacted(tmp_path):
     """A transaction the coordinator's log lacks that no record of its id follows (the id's last)
     could not have been removed by the cleaner, however far it cleaned: w0.1's transaction 2, with
@@ -1394,6 +1400,7 @@ def test_another_groups_compaction_does_not_hide_a_lost_offset_commit(tmp_path):
         assert (verdict, kinds) == ("invalid", ["lost-offset-commit"]), (name, results["checks"])
 
 
+@one_engine
 def test_offset_commits_behind_a_pinned_offsets_partition_are_set_aside_where_the_raw_view_holds_them(tmp_path):
     """A transaction left open in the group's __consumer_offsets partition stops its committed view
     at the open transaction's first record (1 of 3 here); a commit with no later one in the view may
@@ -1421,6 +1428,7 @@ def test_offset_commits_behind_a_pinned_offsets_partition_are_set_aside_where_th
     assert (verdict, kinds) == ("invalid", ["lost-offset-commit"]), results["checks"]
 
 
+@one_engine
 def test_an_offset_commit_lost_past_the_cleaners_point_is_a_case(tmp_path):
     """The cleaner removes a commit only for a later one of its input partition below its own
     point. Transaction 1's commit (0 -> 4) is missing; the commit after it, transaction 2's
