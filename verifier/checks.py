@@ -119,9 +119,9 @@ NOTES = {
                             "of the same partition that lies below that point too"),
     "set-aside.past the committed view": ("{n} past the end of {log}'s committed view ({view} of {end}: a "
                                           "transaction left open pins it), where its raw view holds them"),
-    "set-aside.past the committed view, unread": ("{n} with no later commit, while a transaction left open pins "
-                                                  "{log}'s committed view ({view} of {end}) and its raw view was not "
-                                                  "read"),
+    "lost-offset-commit.unplaced": ("not judged: {n} with no later commit, while a transaction left open pins "
+                                    "{log}'s committed view ({view} of {end}) and its raw view, which would show them "
+                                    "past its end, was not read"),
     "set-aside.clock-skewed": ("; set aside, as clock faults had moved a broker's clock while they ran (their "
                                "coordinator stamps cannot be placed on the harness's clock): {n} client transactions, "
                                "{m} coordinator transactions"),
@@ -490,9 +490,11 @@ def set_aside_note(parts: list[str]) -> str:
 
 
 def offset_commit_result(cases: list[dict[str, Any]], checked: int, committed: int,
-                         set_aside: list[str] | None = None) -> CheckResult:
+                         set_aside: list[str] | None = None, unplaced: str | None = None) -> CheckResult:
     """lost-offset-commit from offsets_log: unknown when the client recorded no offsets to look
-    for; ``set_aside``: the explained counts of commits it could not judge, said in its note."""
+    for; ``set_aside``: the explained counts of commits it could not judge, said in its note;
+    ``unplaced``: commits nothing could place (past a pinned view whose raw view was not read),
+    which leave it unknown unless it found a case."""
     if committed and not checked:
         return CheckResult("lost-offset-commit", UNKNOWN, note=NOTES["lost-offset-commit.recorded-nothing"].format(
             n=committed))
@@ -500,6 +502,10 @@ def offset_commit_result(cases: list[dict[str, Any]], checked: int, committed: i
     tail = set_aside_note(set_aside or [])
     if tail:
         found.note = (found.note or f"{checked} committed transactions' offset commits judged") + tail
+    if unplaced:
+        found.note = (found.note or f"{checked} committed transactions' offset commits judged") + "; " + unplaced
+        if found.verdict == VALID:
+            found.verdict = UNKNOWN
     return found
 
 

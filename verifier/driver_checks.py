@@ -164,10 +164,10 @@ def check_lost_offset_commits(data: Any) -> CheckResult:
     if set_aside.get("past the committed view"):
         parts.append(NOTES["set-aside.past the committed view"].format(n=set_aside["past the committed view"], log=log,
                                                                        view=cut[0], end=cut[1]))
-    if set_aside.get("past the committed view, unread"):
-        parts.append(NOTES["set-aside.past the committed view, unread"].format(
-            n=set_aside["past the committed view, unread"], log=log, view=cut[0], end=cut[1]))
-    return offset_commit_result(cases, checked, data.history.committed_transactions(), parts)
+    unplaced = set_aside.get("past the committed view, unread")
+    return offset_commit_result(cases, checked, data.history.committed_transactions(), parts,
+                                NOTES["lost-offset-commit.unplaced"].format(n=unplaced, log=log, view=cut[0], end=cut[1])
+                                if unplaced else None)
 
 
 def raw_offset_commits(data: Any) -> list[dict[str, Any]] | None:

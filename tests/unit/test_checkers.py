@@ -1426,6 +1426,14 @@ def test_offset_commits_behind_a_pinned_offsets_partition_are_set_aside_where_th
     b.offset_commits, b.raw_only_offset_commits = [(0, 5)], []  # transaction 1's commit is gone from before the end
     verdict, kinds, results = _anomalies(b.write(tmp_path / "r3"))
     assert (verdict, kinds) == ("invalid", ["lost-offset-commit"]), results["checks"]
+    # without the raw view nothing places transaction 2's commit: not judged, so never valid
+    b.offset_commits, b.raw_only_offset_commits = [(0, 4)], [(0, 2), (0, 5)]
+    run = b.write(tmp_path / "r4")
+    (run / "topics" / "__consumer_offsets.raw.parquet").unlink()
+    verdict, kinds, results = _anomalies(run)
+    check = results["checks"]["lost-offset-commit"]
+    assert (verdict, check["verdict"]) == ("unknown", "unknown") and "its raw view, which would show them" in \
+        check["note"], results["checks"]
 
 
 @one_engine
