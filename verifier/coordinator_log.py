@@ -214,6 +214,11 @@ class ClientTxn:
     gave_up_ms: float | None = None
     #: when it first asked to commit (None: it never did; nothing else commits a transaction)
     commit_invoke_ms: float | None = None
+    #: until when a request of its process could still reach the coordinator (its last recorded
+    #: moment and a request's timeout), and when its process was told it was fenced (its own
+    #: requests are refused from then on)
+    acted_until_ms: float | None = None
+    fenced_ms: float | None = None
 
 
 def client_transactions(history: Any) -> list[ClientTxn]:
@@ -231,11 +236,16 @@ def client_transactions(history: Any) -> list[ClientTxn]:
         # of it happened later (left open, it would own every later coordinator transaction of its id)
         ended = (last["complete_time"] or last["invoke_time"]) if last else history.process_last.get(key[0])
         commit = history.commit_requested(key)
+        last_moment = history.process_last.get(key[0])
+        fenced = next((op["invoke_time"] for op in history.fenced_ops.get(key[0], [])
+                       if op["invoke_time"] >= send["invoke_time"]), None)
         out.append(ClientTxn(key[0], key[1], send["txid"], send.get("epoch"), send["invoke_time"] * 1000,
                              first["f"] if first else None, first["invoke_time"] * 1000 if first else None,
                              ended * 1000 if ended is not None else None,
                              history.txn_outcome.get(key, "unknown"), min(failed) * 1000 if failed else None,
-                             commit * 1000 if commit is not None else None))
+                             commit * 1000 if commit is not None else None,
+                             last_moment * 1000 + STOPPED_REQUEST_GRACE_MS if last_moment is not None else None,
+                             fenced * 1000 if fenced is not None else None))
     return out
 
 
@@ -387,8 +397,9 @@ def _ended_early(ct: CoordinatorTxn, c: ClientTxn, inits: dict[str, list[dict[st
     """How ``ct`` was prepared before its client ``c`` let it go, by a request not its own, or
     None: ``early``, a commit before the client asked to end it or to commit it (nothing else
     commits: a commit prepared again after an abandoned abort counts too), or an abort before the
-    client asked to end it or gave it up, that the coordinator did not start itself;
-    ``never-asked``, a commit after the client asked only to abort."""
+    client asked to end it, that the coordinator did not start itself, and that its client did not
+    send after giving it up (while its process could still act, and before it was told it was
+    fenced); ``never-asked``, a commit after the client asked only to abort."""
     if ct.prepare_ms is None:
         return None
     asked = c.end_invoke_ms if c.end_invoke_ms is not None else float("inf")
@@ -398,10 +409,15 @@ def _ended_early(ct: CoordinatorTxn, c: ClientTxn, inits: dict[str, list[dict[st
             return "early"
         if c.commit_invoke_ms is None:
             return "never-asked"
-    if ct.prepared == "commit":
-        return None
-    let_go = min(asked, c.gave_up_ms if c.gave_up_ms is not None else float("inf"))
-    if ct.prepare_ms < let_go - eps and _coordinator_initiated(ct, inits, c.process, eps) is None:
+    if ct.prepared == "commit" or ct.prepare_ms >= asked - eps:
+        return None  # an abort after its client asked to end it: its own request, or the answer to it
+    # an abort after the client gave the transaction up (a closing producer aborts what is open) is
+    # its own request only while its process could still send one, and not once it was told it was
+    # fenced (the coordinator refuses its requests then); otherwise it is the coordinator's own
+    own = (c.gave_up_ms is not None and ct.prepare_ms >= c.gave_up_ms - eps
+           and (c.acted_until_ms is None or ct.prepare_ms <= c.acted_until_ms + eps)
+           and (c.fenced_ms is None or ct.prepare_ms < c.fenced_ms - eps))
+    if not own and _coordinator_initiated(ct, inits, c.process, eps) is None:
         return "early"
     return None
 

@@ -158,6 +158,8 @@ class HistoryIndex:
         self.txn_failed: dict[tuple[str, int], float] = {}
         #: when each process gave up for good (fatal, fenced, exit-unknown), in history order
         self.process_exits: dict[str, list[float]] = defaultdict(list)
+        #: each process's ``fenced`` events (it was told another producer had taken its id over)
+        self.fenced_ops: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.input_ops: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
         #: each process's last recorded moment (an invocation or a completion): after it, it did nothing
         self.process_last: dict[str, float] = {}
@@ -167,6 +169,8 @@ class HistoryIndex:
                 self.process_last[op["process"]] = last
             if op["f"] in ("fatal", "fenced", "exit-unknown"):
                 self.process_exits[op["process"]].append(op["invoke_time"])
+            if op["f"] == "fenced":
+                self.fenced_ops[op["process"]].append(op)
             seq = op["value"].get("txn_seq")
             if seq is None:
                 continue

@@ -163,6 +163,7 @@ class RunBuilder:
         self.cluster: dict = {}  # the campaign's [cluster] table (default: local)
         self.broker_clock_ms = 0  # the coordinator's clock ahead of the history's
         self.client_tv = 0  # the coordinator's records: 0, the classic protocol (v0); 2, KIP-890's TV2 (v1)
+        self.txn_timeout_ms = 10000  # the transaction timeout its coordinator records
         self.clock: dict | None = None  # clock.json (an external cluster's measured clocks)
         self.offset_commits: list[tuple[int, int]] | None = None  # None: one per commit op, from the history
         #: offset commits in the raw view of __consumer_offsets only, after the committed ones (past a
@@ -250,7 +251,7 @@ class RunBuilder:
                     open_ = open_ and not status.startswith("Complete")
                     records.append((ms + after, _txn_record(txid, status, epoch if ep is None else ep, partitions=parts,
                                                             update_ms=ms + after, start_ms=start,
-                                                            client_tv=self.client_tv)))
+                                                            timeout_ms=self.txn_timeout_ms, client_tv=self.client_tv)))
         return [kv for _, kv in sorted(records, key=lambda r: r[0])]
 
     def observed(self, run: Path) -> list[tuple]:
@@ -1195,6 +1196,27 @@ def test_aborts_the_coordinator_starts_itself_are_not_split_transactions(tmp_pat
                                   ("CompleteAbort", {}, 36, None)]
     verdict, kinds, results = _anomalies(b.write(tmp_path / "r2"))
     assert (verdict, kinds) == ("valid", []), results["checks"]
+
+
+@one_engine
+@pytest.mark.parametrize("exit, after_s, split", [("fatal", 1, False), ("fatal", 45, True), ("fenced", 1, True)])
+def test_an_abort_after_its_client_gave_up_is_its_own_only_while_it_could_send_one(tmp_path, exit, after_s, split):
+    """w0.1 gave transaction 2 up (its send_offsets failed) and its process stopped (fatal): a
+    closing producer aborts what is open, so an abort after that is its own request, but only
+    while a request of its could still arrive (its last moment and a request's timeout: 30 s).
+    Told it was fenced, its requests are refused: an abort after that is the coordinator's own
+    (a fence bumps the epoch; a timeout is a timeout) or another request's. The transaction
+    timeout here is 5 minutes, so neither abort timed out."""
+    b = RunBuilder()
+    b.txn_timeout_ms = 300_000
+    _second_transaction(b, end="abort")
+    both = {**OUTPUTS, **OFFSETS}
+    b.ops[-2] = ("send_offsets", "fail", {"txn_seq": 2, "offsets": {"0": 5}})
+    b.ops[-1] = (exit, "info", {"reason": "error state"})
+    b.coordinator[("w0.1", 2)] = [("Ongoing", both, 1, None), ("PrepareAbort", both, after_s * 1000, None),
+                                  ("CompleteAbort", {}, after_s * 1000 + 1, None)]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert ("split-transaction" in kinds) == split, results["checks"]
 
 
 def test_an_init_retried_across_a_transaction_is_its_fence_not_a_split():
