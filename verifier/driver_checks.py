@@ -137,9 +137,9 @@ def check_split_transactions(data: Any) -> CheckResult:
 
 def _bound_text(bound: dict[str, Any]) -> str:
     clean = "an unknown offset" if bound["clean"] is None else f"offset {bound['clean']}"
-    when = ("a time no unmoved clock bounds" if bound["before_ms"] == float("inf")
-            else f"{bound['before_ms']:.0f} ms")
-    return f"its last record below {clean} is offset {bound['offset']}, written by {when}"
+    when = ("at a time no unmoved clock bounds" if bound["before_ms"] == float("inf")
+            else f"by {bound['before_ms']:.0f} ms on the harness's clock")
+    return f"its last record below {clean} is offset {bound['offset']}, written {when}"
 
 
 def check_lost_offset_commits(data: Any) -> CheckResult:
