@@ -36,6 +36,8 @@ EXPLANATIONS = {
                                    "fail"),
     "aborted-read.coordinator-abort": ("committed output of transaction {seq} of {process}, whose end its client "
                                        "never learned and which the coordinator's log shows aborted"),
+    "aborted-read.client-committed": ("committed output of transaction {seq} of {process}, which its client saw "
+                                      "commit but the coordinator's log shows aborted"),
     "aborted-read.seeder-input": ("input {in_id} at {topic}/{p}@{o}, which the seeder's transaction aborted, is "
                                   "visible to read_committed readers"),
     "lost-acknowledged-input": "input {in_id}, which the seeder's committed transaction wrote {where}, is {what}",
@@ -51,10 +53,19 @@ EXPLANATIONS = {
                                                 "({committed}) sent before it began"),
     "split-transaction.unrecorded": ("the client saw transaction {seq} of {process} ({txid}) commit, but the "
                                      "coordinator's log holds no transaction of it"),
+    "split-transaction.unrecorded-visible": ("outputs of transaction {seq} of {process} ({txid}) are visible, though "
+                                             "its client {seen} and the coordinator's log holds no transaction of "
+                                             "it"),
+    "split-transaction.never-asked": ("transaction {seq} of {process} ({txid}): the coordinator prepared to commit "
+                                      "it, which its client never asked for"),
+    "split-transaction.outcome": ("the client saw transaction {seq} of {process} ({txid}) commit, but the "
+                                  "coordinator's log {what}"),
     "lost-offset-commit": ("transaction {seq} of {process} committed, but its offset commit ({topic} {commits}) is "
                            "not in the group's committed offsets log"),
     "offsets-backwards": "the group's committed offset of {topic}/{p} moved back from {before} to {after}",
     "lost-write": "the client saw transaction {seq} of {process} commit, but only {seen} of its {expected} outputs are visible",
+    "lost-write.coordinator-commit": ("the coordinator's log shows transaction {seq} of {process} committed (its "
+                                      "client {seen}), but only {seen_outputs} of its {expected} outputs are visible"),
     "offsets-behind": ("committed output for input {p}@{o}, at or past the group's committed offset {final}: a restart "
                        "would process it again"),
     "invalid-txn-transition.state": ("{txid}: {from_status} -> {to_status} is not a transition the transaction "
@@ -79,6 +90,8 @@ EXPLANATIONS = {
                                        "final log holds no record at that offset: it was truncated after it was read"),
     "observed-aborted-read": ("observer {observer} read {topic}-{partition}@{offset} (poll {poll}) {isolation}, a "
                               "record the final log holds only in its uncommitted view: an aborted transaction's"),
+    "observed-aborted-read.before-commit": ("observer {observer} read {topic}-{partition}@{offset} (poll {poll}), an "
+                                            "output of transaction {seq} of {process}, {when}"),
     "poll-skip": ("observer {observer} read {topic}-{partition}@{offset} (poll {poll}) right after @{previous}, "
                   "skipping {skipped} committed records from @{first_skipped}"),
     "poll-skip.start": ("observer {observer} began {topic}-{partition} at @{offset} (poll {poll}), skipping "
@@ -118,10 +131,13 @@ NOTES = {
                                             "nothing to look for"),
     "observer-window": "judged on the reads made before the failure only: {failed}",
     "set-aside": "; set aside, as the log may rightly no longer hold them: {why}",
-    "set-aside.compacted": ("{n} below where the log cleaner compacted {log} ({clean}), with a later commit of the "
-                            "same partition"),
+    "set-aside.compacted": ("{n} below where the log cleaner compacted {log} ({clean}), each followed by a commit "
+                            "of the same partition that lies below that point too"),
     "set-aside.past the committed view": ("{n} past the end of {log}'s committed view ({view} of {end}: a "
-                                          "transaction left open pins it)"),
+                                          "transaction left open pins it), where its raw view holds them"),
+    "lost-offset-commit.unplaced": ("not judged: {n} with no later commit, while a transaction left open pins "
+                                    "{log}'s committed view ({view} of {end}) and its raw view, which would show them "
+                                    "past its end, was not read"),
     "set-aside.clock-skewed": ("; set aside, as clock faults had moved a broker's clock while they ran (their "
                                "coordinator stamps cannot be placed on the harness's clock): {n} client transactions, "
                                "{m} coordinator transactions"),
@@ -140,13 +156,30 @@ NOTES = {
     "unprocessed-assignment.held": ("{n} unprocessed partitions are held by a running instance by both accounts "
                                     "(see stalled-pipeline)"),
     "broker-not-rejoined.ok": "every broker registered and every partition of the run's topics led at the run's end ({source})",
-    "set-aside.unrecorded-compacted": ("{n} committed client transactions of {ids} began before the oldest record "
-                                       "the log cleaner must have kept ({where})"),
+    "set-aside.unrecorded-compacted": ("{n} client transactions of {ids} that the log holds no record of, each "
+                                       "followed by a record of its id below where the log cleaner compacted its "
+                                       "partition ({where})"),
 }
 
 
 def explain(kind: str, **fields: Any) -> str:
     return EXPLANATIONS[kind].format(**fields)
+
+
+def lost_write_text(key: tuple[str, int], seen: int, expected: int, outcome: str) -> str:
+    """A lost-write case's explanation: the client saw the commit (``outcome`` committed), or the
+    coordinator's log shows it while the client saw otherwise."""
+    if outcome == "committed":
+        return explain("lost-write", seq=key[1], process=key[0], seen=seen, expected=expected)
+    return explain("lost-write.coordinator-commit", seq=key[1], process=key[0], seen_outputs=seen, expected=expected,
+                   seen={"commit-failed": "saw the commit fail", "aborted": "aborted it"}.get(outcome,
+                                                                                             "never learned the end"))
+
+
+def before_commit_text(observed_at: float, commit_requested: float) -> str:
+    """When an observer read an output, against its transaction's commit request (seconds, one
+    clock): the ``when`` of an observed-aborted-read.before-commit case."""
+    return f"{round((commit_requested - observed_at) * 1000)} ms before its client asked to commit it"
 
 
 @dataclass(frozen=True)
@@ -186,11 +219,12 @@ CHECKS: tuple[CheckDef, ...] = (
     CheckDef("torn-transaction", Engine.torn_transactions,
              "some but not all outputs of one input, or of one transaction, are visible"),
     CheckDef("aborted-read", Engine.aborted_reads,
-             "a visible output of a transaction the client aborted or saw fail to commit, or whose end the client "
-             "never learned and the coordinator's log shows aborted, or derived from an aborted input; or an input "
-             "the seeder aborted, visible"),
+             "a visible output of a transaction the client aborted or saw fail to commit, or that the coordinator's "
+             "log shows aborted (its client never learned the end, or saw it commit), or derived from an aborted "
+             "input; or an input the seeder aborted, visible"),
     CheckDef("lost-write", Engine.lost_writes,
-             "a transaction the client saw commit with fewer visible outputs than it wrote",
+             "a transaction the client saw commit, or the coordinator's log shows committed, with fewer visible outputs "
+             "than it wrote",
              (Requirement("transactional", None, "not transactional: checked as lost-input/torn-transaction"),
               Requirement("history", None, f"{_NO_HISTORY}: nothing says which transactions the client saw commit"),
               Requirement("client-commits", None, "the history records no transaction the client saw commit: "
@@ -199,7 +233,8 @@ CHECKS: tuple[CheckDef, ...] = (
              "a visible output of an input at or past the group's final committed offset"),
     CheckDef("split-transaction", Engine.split_transactions,
              "a client transaction carried by two coordinator transactions, or ended by a request that was not its "
-             "own (the coordinator's log against the client history)",
+             "own, or ended otherwise than its client saw, or missing from the coordinator's log though it committed "
+             "or its outputs are visible (the coordinator's log against the client history)",
              (Requirement("transactional", None, "not transactional: there is no coordinator transaction to match"),
               Requirement("history", None, f"{_NO_HISTORY}: nothing says which client transaction each coordinator "
                                            "transaction carried"),
@@ -241,7 +276,8 @@ CHECKS: tuple[CheckDef, ...] = (
              "an observer read a record at an offset that the final log holds with another record, or not at all",
              (_NEEDS_OBSERVATIONS,)),
     CheckDef("observed-aborted-read", Engine.observed_aborted_reads,
-             "an observer read, during the run, a record of a transaction that aborted",
+             "an observer read, during the run, a record of a transaction that aborted, or an output before its "
+             "client asked to commit it",
              (_NEEDS_OBSERVATIONS,)),
     CheckDef("poll-skip", Engine.poll_skips,
              "an observer's successive reads of a partition skipped a committed record",
@@ -492,9 +528,11 @@ def set_aside_note(parts: list[str]) -> str:
 
 
 def offset_commit_result(cases: list[dict[str, Any]], checked: int, committed: int,
-                         set_aside: list[str] | None = None) -> CheckResult:
+                         set_aside: list[str] | None = None, unplaced: str | None = None) -> CheckResult:
     """lost-offset-commit from offsets_log: unknown when the client recorded no offsets to look
-    for; ``set_aside``: the explained counts of commits it could not judge, said in its note."""
+    for; ``set_aside``: the explained counts of commits it could not judge, said in its note;
+    ``unplaced``: commits nothing could place (past a pinned view whose raw view was not read),
+    which leave it unknown unless it found a case."""
     if committed and not checked:
         return CheckResult("lost-offset-commit", UNKNOWN, note=NOTES["lost-offset-commit.recorded-nothing"].format(
             n=committed))
@@ -502,6 +540,10 @@ def offset_commit_result(cases: list[dict[str, Any]], checked: int, committed: i
     tail = set_aside_note(set_aside or [])
     if tail:
         found.note = (found.note or f"{checked} committed transactions' offset commits judged") + tail
+    if unplaced:
+        found.note = (found.note or f"{checked} committed transactions' offset commits judged") + "; " + unplaced
+        if found.verdict == VALID:
+            found.verdict = UNKNOWN
     return found
 
 

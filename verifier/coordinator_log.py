@@ -36,7 +36,7 @@ import bisect
 import json
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from kchaos.verifier.checks import explain
 
@@ -57,7 +57,7 @@ OPEN = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
 COORDINATOR_TXN_SCHEMA = ("transactional_id STRING, producer_id BIGINT, epoch INT, start_ms BIGINT, timeout_ms INT, "
                           "client_tv INT, partitions STRING, prepared STRING, prepare_ms BIGINT, prepare_epoch INT, "
                           "completed STRING, complete_ms BIGINT, fenced BOOLEAN, log_partition INT, first_offset BIGINT, "
-                          "records STRING")
+                          "records STRING, reprepared STRING, reprepare_ms BIGINT, reprepare_epoch INT")
 
 
 @dataclass
@@ -82,12 +82,18 @@ class CoordinatorTxn:
     first_offset: int = -1
     #: its records as evidence: [offset, status, epoch, last_update_ms], at most EVIDENCE_RECORDS
     records: list[list[Any]] = field(default_factory=list)
+    #: a Prepare* of the other kind after ``prepared`` (a PrepareAbort after a PrepareCommit whose
+    #: append the coordinator abandoned), when it was written and at which epoch
+    reprepared: str | None = None
+    reprepare_ms: int | None = None
+    reprepare_epoch: int | None = None
 
     def row(self) -> tuple[Any, ...]:
         """As a row of COORDINATOR_TXN_SCHEMA (lists as JSON)."""
         return (self.transactional_id, self.producer_id, self.epoch, self.start_ms, self.timeout_ms, self.client_tv,
                 json.dumps(self.partitions), self.prepared, self.prepare_ms, self.prepare_epoch, self.completed,
-                self.complete_ms, self.fenced, self.log_partition, self.first_offset, json.dumps(self.records))
+                self.complete_ms, self.fenced, self.log_partition, self.first_offset, json.dumps(self.records),
+                self.reprepared, self.reprepare_ms, self.reprepare_epoch)
 
     @classmethod
     def from_row(cls, row: Any) -> "CoordinatorTxn":
@@ -98,6 +104,11 @@ class CoordinatorTxn:
 
     def outcome(self) -> str:
         return self.completed or (f"prepared-{self.prepared}" if self.prepared else "open")
+
+    def decision(self) -> str:
+        """What the coordinator decided: its Complete*, else its last Prepare* (a Prepare* is the
+        point of no return), else ``open``."""
+        return self.completed or self.reprepared or self.prepared or "open"
 
     def evidence(self) -> dict[str, Any]:
         out = asdict(self)
@@ -172,6 +183,11 @@ def coordinator_transactions(records: Iterable[dict[str, Any]]) -> list[Coordina
             elif status in ("PrepareCommit", "PrepareAbort") and current.prepared is None:
                 current.prepared = "commit" if status == "PrepareCommit" else "abort"
                 current.prepare_ms, current.prepare_epoch = r["last_update_ms"], r["producer_epoch"]
+            elif status in ("PrepareCommit", "PrepareAbort") and current.reprepared is None:
+                kind = "commit" if status == "PrepareCommit" else "abort"
+                if kind != current.prepared:
+                    current.reprepared, current.reprepare_ms, current.reprepare_epoch = (
+                        kind, r["last_update_ms"], r["producer_epoch"])
             elif status in ("CompleteCommit", "CompleteAbort"):
                 current.completed = "commit" if status == "CompleteCommit" else "abort"
                 current.complete_ms = r["last_update_ms"]
@@ -196,6 +212,13 @@ class ClientTxn:
     #: when the client gave the transaction up without asking to end it: an operation of it
     #: failed or ended unknown, or the process exited (a closing producer aborts what is open)
     gave_up_ms: float | None = None
+    #: when it first asked to commit (None: it never did; nothing else commits a transaction)
+    commit_invoke_ms: float | None = None
+    #: until when a request of its process could still reach the coordinator (its last recorded
+    #: moment and a request's timeout), and when its process was told it was fenced (its own
+    #: requests are refused from then on)
+    acted_until_ms: float | None = None
+    fenced_ms: float | None = None
 
 
 def client_transactions(history: Any) -> list[ClientTxn]:
@@ -212,10 +235,17 @@ def client_transactions(history: Any) -> list[ClientTxn]:
         # a transaction with no recorded end closes at its process's last recorded moment: nothing
         # of it happened later (left open, it would own every later coordinator transaction of its id)
         ended = (last["complete_time"] or last["invoke_time"]) if last else history.process_last.get(key[0])
+        commit = history.commit_requested(key)
+        last_moment = history.process_last.get(key[0])
+        fenced = next((op["invoke_time"] for op in history.fenced_ops.get(key[0], [])
+                       if op["invoke_time"] >= send["invoke_time"]), None)
         out.append(ClientTxn(key[0], key[1], send["txid"], send.get("epoch"), send["invoke_time"] * 1000,
                              first["f"] if first else None, first["invoke_time"] * 1000 if first else None,
                              ended * 1000 if ended is not None else None,
-                             history.txn_outcome.get(key, "unknown"), min(failed) * 1000 if failed else None))
+                             history.txn_outcome.get(key, "unknown"), min(failed) * 1000 if failed else None,
+                             commit * 1000 if commit is not None else None,
+                             last_moment * 1000 + STOPPED_REQUEST_GRACE_MS if last_moment is not None else None,
+                             fenced * 1000 if fenced is not None else None))
     return out
 
 
@@ -238,10 +268,16 @@ def _hit(partitions: "frozenset[int] | None", partition: int | None) -> bool:
     return partitions is None or partition is None or partition in partitions
 
 
+def in_skew(ms: float, partition: int | None, skewed: Skew | None) -> bool:
+    """Whether a stamp ``ms`` (harness clock) of a ``__transaction_state`` partition's coordinator
+    falls in one of the ``skewed`` windows of that partition: a clock fault may have moved it."""
+    return any(lo <= ms <= hi and _hit(parts, partition) for lo, hi, parts in skewed or ())
+
+
 def stamped_in_skew(ct: CoordinatorTxn, skewed: Skew | None) -> bool:
     """Whether ``ct``'s start was stamped by a clock a clock fault had moved: its partition's
     coordinator in one of the ``skewed`` windows."""
-    return any(lo <= ct.start_ms <= hi and _hit(parts, ct.log_partition) for lo, hi, parts in skewed or ())
+    return in_skew(ct.start_ms, ct.log_partition, skewed)
 
 
 def outside_skew(coordinator: list[CoordinatorTxn], clients: list[ClientTxn],
@@ -300,6 +336,19 @@ def attribute(coordinator: list[CoordinatorTxn], clients: list[ClientTxn],
     return owner
 
 
+def _fence_bumped(ct: CoordinatorTxn) -> bool:
+    """Whether ``ct``'s abort is at an epoch a fence could have written: a fence bumps the epoch
+    before it aborts (``prepareFenceProducerEpoch``: a PrepareEpochFence, then the PrepareAbort at
+    the bumped epoch), so an abort at the transaction's own epoch is a request at that epoch, never
+    a fence by another producer."""
+    return ct.fenced or (ct.prepare_epoch is not None and ct.prepare_epoch > ct.epoch)
+
+
+#: an epoch from which the coordinator moves an id to a new producer id (KIP-890's rotation): a
+#: zombie holding the previous producer id at such an epoch is still taken for its id's producer
+EXHAUSTED_EPOCH = 32766
+
+
 def _coordinator_initiated(ct: CoordinatorTxn, inits: dict[str, list[dict[str, Any]]],
                            owner: str | None = None, eps: float = CLOCK_EPS_MS) -> str | None:
     """Why the coordinator aborted ``ct`` on its own, or None: it fenced the producer (a
@@ -308,7 +357,14 @@ def _coordinator_initiated(ct: CoordinatorTxn, inits: dict[str, list[dict[str, A
     other instances' ``abort`` operations: a zombie that resumes inside an abort after an abortable
     error asks for a new epoch (librdkafka, KIP-360: InitProducerId with its old epoch), and the
     coordinator aborts whatever is open on the id before it fences that instance; ``owner``'s own
-    aborts are not a fence of its own transaction."""
+    aborts are not a fence of its own transaction.
+
+    Another process's init or abort excuses the abort only as the coordinator could have acted on
+    it: with the epoch bumped (:func:`_fence_bumped`; an abort at the transaction's own epoch
+    cannot come from a fenced older producer), while that request could still arrive (one that
+    never completed: until its process's last moment and a request's timeout), and, for a
+    zombie's KIP-360 request, from the producer id the transaction runs under (the coordinator
+    answers another one PRODUCER_FENCED without touching the transaction)."""
     if ct.prepared != "abort" or ct.prepare_ms is None:
         return None
     if ct.fenced:
@@ -317,8 +373,13 @@ def _coordinator_initiated(ct: CoordinatorTxn, inits: dict[str, list[dict[str, A
         return "fenced (epoch bumped)"
     if ct.prepare_ms - ct.start_ms >= ct.timeout_ms - TIMEOUT_SLACK_MS:
         return "timed out"
+    if not _fence_bumped(ct):
+        return None
     for op in inits.get(ct.transactional_id, []):
         if op.get("f") == "abort" and op["process"] == owner:
+            continue
+        if (op.get("f") == "abort" and op.get("pid") is not None and op["pid"] != ct.producer_id
+                and (op.get("epoch") or 0) < EXHAUSTED_EPOCH):
             continue
         # the init was under way while the transaction was open: its InitProducerId may have been
         # sent before the transaction began and retried (CONCURRENT_TRANSACTIONS while the last
@@ -332,17 +393,33 @@ def _coordinator_initiated(ct: CoordinatorTxn, inits: dict[str, list[dict[str, A
 
 
 def _ended_early(ct: CoordinatorTxn, c: ClientTxn, inits: dict[str, list[dict[str, Any]]],
-                 eps: float = CLOCK_EPS_MS) -> bool:
-    """Whether ``ct`` was prepared before its client ``c`` let it go, by a request not its own: a
-    commit before the client asked to commit (nothing else commits), or an abort before the client
-    asked to end it or gave it up, that the coordinator did not start itself."""
+                 eps: float = CLOCK_EPS_MS) -> str | None:
+    """How ``ct`` was prepared before its client ``c`` let it go, by a request not its own, or
+    None: ``early``, a commit before the client asked to end it or to commit it (nothing else
+    commits: a commit prepared again after an abandoned abort counts too), or an abort before the
+    client asked to end it, that the coordinator did not start itself, and that its client did not
+    send after giving it up (while its process could still act, and before it was told it was
+    fenced); ``never-asked``, a commit after the client asked only to abort."""
     if ct.prepare_ms is None:
-        return False
+        return None
     asked = c.end_invoke_ms if c.end_invoke_ms is not None else float("inf")
-    if ct.prepared == "commit":
-        return ct.prepare_ms < asked - eps
-    let_go = min(asked, c.gave_up_ms if c.gave_up_ms is not None else float("inf"))
-    return ct.prepare_ms < let_go - eps and _coordinator_initiated(ct, inits, c.process, eps) is None
+    commit_ms = ct.prepare_ms if ct.prepared == "commit" else ct.reprepare_ms if ct.reprepared == "commit" else None
+    if commit_ms is not None:
+        if commit_ms < min(asked, c.commit_invoke_ms if c.commit_invoke_ms is not None else float("inf")) - eps:
+            return "early"
+        if c.commit_invoke_ms is None:
+            return "never-asked"
+    if ct.prepared == "commit" or ct.prepare_ms >= asked - eps:
+        return None  # an abort after its client asked to end it: its own request, or the answer to it
+    # an abort after the client gave the transaction up (a closing producer aborts what is open) is
+    # its own request only while its process could still send one, and not once it was told it was
+    # fenced (the coordinator refuses its requests then); otherwise it is the coordinator's own
+    own = (c.gave_up_ms is not None and ct.prepare_ms >= c.gave_up_ms - eps
+           and (c.acted_until_ms is None or ct.prepare_ms <= c.acted_until_ms + eps)
+           and (c.fenced_ms is None or ct.prepare_ms < c.fenced_ms - eps))
+    if not own and _coordinator_initiated(ct, inits, c.process, eps) is None:
+        return "early"
+    return None
 
 
 def _partition_text(partitions: list[str]) -> str:
@@ -361,48 +438,99 @@ def _wrote_something(history: Any, key: tuple[str, int]) -> bool:
 def resolution(clients: list[ClientTxn], held: dict[tuple[str, int], list[CoordinatorTxn]]) -> dict[tuple[str, int], str]:
     """What the coordinator did with each client transaction whose outcome its client did not
     know or saw fail: ``coordinator commit``, ``coordinator abort``, ``coordinator open``,
-    ``split`` (its coordinator transactions ended differently) or ``unresolved`` (none held it)."""
+    ``split`` (its coordinator transactions ended differently) or ``unresolved`` (none held it).
+    A transaction left prepared is what its Prepare* decided (CoordinatorTxn.decision)."""
     out = {}
     for c in clients:
         if c.outcome in ("committed", "aborted"):
             continue
-        outcomes = {ct.completed or "open" for ct in held.get((c.process, c.seq), [])}
+        outcomes = {ct.decision() for ct in held.get((c.process, c.seq), [])}
         out[(c.process, c.seq)] = ("unresolved" if not outcomes else "split" if len(outcomes) > 1
                                    else f"coordinator {outcomes.pop()}")
     return out
 
 
-def coordinator_aborted(coordinator: list[CoordinatorTxn], history: Any,
-                        eps: float = CLOCK_EPS_MS, skewed: Skew | None = None) -> set[tuple[str, int]]:
-    """The client transactions whose end the client never learned (not a failed commit: that is
-    its own case) and which the coordinator's log shows aborted: their outputs must not be visible.
-    ``coordinator`` on the harness's clock, within ``eps`` ms (as for :func:`judge`)."""
-    coordinator, clients, _ = outside_skew(coordinator, client_transactions(history), skewed)
-    owner = attribute(coordinator, clients, eps)
+def _held(coordinator: list[CoordinatorTxn], owner: dict[int, ClientTxn]) -> dict[tuple[str, int], list[CoordinatorTxn]]:
+    """Per client transaction, the coordinator transactions holding partitions attributed to it."""
     held: dict[tuple[str, int], list[CoordinatorTxn]] = defaultdict(list)
     for i, c in owner.items():
         if coordinator[i].partitions:
             held[(c.process, c.seq)].append(coordinator[i])
-    outcome = {(c.process, c.seq): c.outcome for c in clients}
-    return {key for key, what in resolution(clients, held).items()
-            if what == "coordinator abort" and outcome[key] != "commit-failed"}
+    return held
+
+
+#: what the coordinator's decision says of a client transaction's outputs, by what its client saw
+#: (aborted-read's kinds of case; ``aborted`` and ``commit-failed`` outputs are cases of their own)
+ABORTED_BY_THE_COORDINATOR = {"unknown": "aborted-read.coordinator-abort", "committed": "aborted-read.client-committed"}
+
+
+def coordinator_decisions(coordinator: list[CoordinatorTxn], history: Any, eps: float = CLOCK_EPS_MS,
+                          skewed: Skew | None = None) -> dict[tuple[str, int], tuple[str, str]]:
+    """Per client transaction its coordinator transactions decided alike: (what its client saw,
+    the coordinator's decision: ``commit``, ``abort`` or ``open``). A client transaction none
+    holds, or one split between decisions (split-transaction's case), is left out. ``coordinator``
+    on the harness's clock, within ``eps`` ms (as for :func:`judge`)."""
+    coordinator, clients, _ = outside_skew(coordinator, client_transactions(history), skewed)
+    held = _held(coordinator, attribute(coordinator, clients, eps))
+    out = {}
+    for c in clients:
+        decided = {ct.decision() for ct in held.get((c.process, c.seq), [])}
+        if len(decided) == 1:
+            out[(c.process, c.seq)] = (c.outcome, decided.pop())
+    return out
+
+
+def coordinator_aborted(coordinator: list[CoordinatorTxn], history: Any,
+                        eps: float = CLOCK_EPS_MS, skewed: Skew | None = None) -> dict[tuple[str, int], str]:
+    """The client transactions the coordinator's log shows aborted whose outputs no other case
+    names (their client never learned the end, or saw it commit), each with the kind of
+    aborted-read its visible outputs are (ABORTED_BY_THE_COORDINATOR)."""
+    return {key: ABORTED_BY_THE_COORDINATOR[seen]
+            for key, (seen, decided) in coordinator_decisions(coordinator, history, eps, skewed).items()
+            if decided == "abort" and seen in ABORTED_BY_THE_COORDINATOR}
+
+
+def coordinator_committed(coordinator: list[CoordinatorTxn], history: Any,
+                          eps: float = CLOCK_EPS_MS, skewed: Skew | None = None) -> set[tuple[str, int]]:
+    """The client transactions the coordinator's log shows committed though their client did not
+    see them commit (it never learned the end, saw the commit fail, or aborted): their outputs
+    must all be visible (lost-write's coordinator kind; the client-committed ones are its own)."""
+    return {key for key, (seen, decided) in coordinator_decisions(coordinator, history, eps, skewed).items()
+            if decided == "commit" and seen in ("unknown", "commit-failed", "aborted")}
+
+
+def superseded(c: ClientTxn, before: dict[str, float], eps: float = CLOCK_EPS_MS) -> bool:
+    """Whether the log cleaner could have removed every record of client transaction ``c``: its
+    id's partition was compacted and, below the cleaner's point, holds a record of the id written
+    after ``c`` asked to end (``before``: :func:`driver_checks.superseded_before`). The cleaner
+    removes a record only for a later one of the same key below its point, so a transaction
+    that record does not follow (the id's last, or one past the point) is never excused."""
+    asked = c.end_invoke_ms if c.end_invoke_ms is not None else c.start_ms
+    return c.txid in before and asked <= before[c.txid] + eps
 
 
 def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, Any]] | None = None,
-          intact_from: dict[str, float] | None = None,
-          eps: float = CLOCK_EPS_MS, skewed: Skew | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+          superseded_before: dict[str, float] | None = None,
+          eps: float = CLOCK_EPS_MS, skewed: Skew | None = None,
+          visible: Callable[[set[tuple[str, int]]], set[tuple[str, int]]] | None = None,
+          ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The ``split-transaction`` cases and the facts of the coordinator's view.
 
     A client transaction is a case when (a) two or more coordinator transactions holding
     partitions started in its window (split), or (b) its coordinator transaction was prepared
     before the client asked to end it, and not by the coordinator itself (a fence, a timeout):
-    another request ended it. (b) is also found by the message proxy's record when there is one
-    (``late``: verifier/late_requests.py rows): a request sent before this client transaction
-    began that ended it. And (c) a transaction the client saw commit that no coordinator
-    transaction carried, where the log must still hold it: ``intact_from`` maps a transactional
-    id whose log partition the cleaner compacted (or may have) to the time (ms) from which its
-    records are all as written; its client transactions that began earlier are set aside and
-    counted (``unrecorded_set_aside``), not judged. An id it does not name is judged whole.
+    another request ended it; or it was prepared to commit though its client never asked to.
+    (b) is also found by the message proxy's record when there is one (``late``:
+    verifier/late_requests.py rows): a request sent before this client transaction began that
+    ended it. (c) The client saw it commit and the coordinator decided otherwise (it aborted it,
+    also after preparing to commit, or never prepared it). (d) No coordinator transaction carried
+    it, where the log must still hold it: a transaction the client saw commit, or one whose
+    outputs are visible (``visible``: of these client transactions, those with a committed
+    output) though its client never learned the end or saw it fail. ``superseded_before`` maps a
+    transactional id whose log partition the cleaner compacted (or may have) to the time (ms)
+    its last record below the cleaner's point was written (:func:`superseded`); the client
+    transactions that record may have superseded are set aside and counted
+    (``unrecorded_set_aside``), not judged. An id it does not name is judged whole.
     ``coordinator`` is on the harness's clock (:func:`on_harness_clock`), within ``eps`` ms;
     ``skewed``: windows in which clock faults moved the brokers' clocks (:func:`outside_skew`,
     counted in ``clock_skew_set_aside``).
@@ -428,10 +556,7 @@ def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, 
             if txid:
                 inits[txid].append({**op, "f": "init", "process": "the epoch-jump fault",
                                     "acted_until_ms": acted_until(op)})
-    held: dict[tuple[str, int], list[CoordinatorTxn]] = defaultdict(list)
-    for i, c in owner.items():
-        if coordinator[i].partitions:
-            held[(c.process, c.seq)].append(coordinator[i])
+    held = _held(coordinator, owner)
     by_key = {(c.process, c.seq): c for c in clients}
     by_prepare = {(ct.transactional_id, r[0]): ct for ct in coordinator for r in ct.records
                   if r[1] in ("PrepareCommit", "PrepareAbort")}
@@ -450,41 +575,56 @@ def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, 
     for key, cts in sorted(held.items()):
         c = by_key[key]
         cts.sort(key=lambda ct: (ct.start_ms, ct.first_offset))
-        early = [ct for ct in cts if _ended_early(ct, c, inits, eps)]
+        early = [(ct, how) for ct in cts for how in (_ended_early(ct, c, inits, eps),) if how]
         late_row = ended_by.get(key)
+        decided = {ct.decision() for ct in cts}
         if len(cts) >= 2:
             parts = "; ".join(f"{_partition_text(ct.partitions)} {ct.outcome()}" for ct in cts)
             text = explain("split-transaction.split", seq=c.seq, process=c.process, txid=c.txid, n=len(cts), parts=parts)
+        elif early and early[0][1] == "never-asked":
+            text = explain("split-transaction.never-asked", seq=c.seq, process=c.process, txid=c.txid)
         elif early:
-            ct = early[0]
+            ct = early[0][0]
             asked = f"asked to {c.end_f}" if c.end_f else "ended it"
             text = explain("split-transaction.ended-early", seq=c.seq, process=c.process, txid=c.txid,
                            prepared=ct.prepared, asked=asked)
+        elif c.outcome == "committed" and decided != {"commit"}:
+            what = ("prepared to commit it, then aborted it" if any(ct.prepared == "commit" for ct in cts)
+                    and "abort" in decided else "aborted it" if "abort" in decided else "never prepared it to commit")
+            text = explain("split-transaction.outcome", seq=c.seq, process=c.process, txid=c.txid, what=what)
         elif late_row is not None:
             text = explain("split-transaction.ended-by-late-request", seq=c.seq, process=c.process, txid=c.txid,
                            api=late_row.get("api"), committed="commit" if late_row.get("committed") else "abort")
         else:
             continue
         cases.append({"explanation": text, "transactions": [history.txn_evidence(key)],
-                      "client_transaction": {"process": c.process, "txn_seq": c.seq, "txid": c.txid, "epoch": c.epoch,
-                                             "began_ms": round(c.start_ms), "ended": c.end_f,
-                                             "end_invoked_ms": None if c.end_invoke_ms is None else round(c.end_invoke_ms),
-                                             "outcome": c.outcome},
+                      "client_transaction": _client_evidence(c),
                       "coordinator_transactions": [ct.evidence() for ct in cts],
                       **({"late_request": late_row} if late_row is not None else {})})
 
-    unrecorded = [c for c in clients if c.outcome == "committed" and (c.process, c.seq) not in held
-                  and _wrote_something(history, (c.process, c.seq))]
-    intact_from = intact_from or {}
-    kept = {id(c) for c in unrecorded if c.start_ms >= intact_from.get(c.txid, float("-inf"))}
-    judged = [c for c in unrecorded if id(c) in kept]
-    set_aside = [c for c in unrecorded if id(c) not in kept]
+    # what the log does not hold: a commit the client saw, or visible outputs of an end it did not
+    unheld = [c for c in clients if (c.process, c.seq) not in held]
+    unrecorded = [c for c in unheld if c.outcome == "committed" and _wrote_something(history, (c.process, c.seq))]
+    doubtful = [c for c in unheld if c.outcome in ("unknown", "commit-failed")]
+    shown = visible({(c.process, c.seq) for c in doubtful}) if visible is not None and doubtful else set()
+    unrecorded_visible = [c for c in doubtful if (c.process, c.seq) in shown]
+    before = superseded_before or {}
+    set_aside = [c for c in unrecorded + unrecorded_visible if superseded(c, before, eps)]
+    aside = {id(c) for c in set_aside}
     if held:
-        for c in judged:
-            cases.append({"explanation": explain("split-transaction.unrecorded", seq=c.seq, process=c.process,
-                                                 txid=c.txid),
+        for c in unrecorded:
+            if id(c) not in aside:
+                cases.append({"explanation": explain("split-transaction.unrecorded", seq=c.seq, process=c.process,
+                                                     txid=c.txid),
+                              "transactions": [history.txn_evidence((c.process, c.seq))],
+                              "client_transaction": _client_evidence(c), "coordinator_transactions": []})
+    for c in unrecorded_visible if held else []:
+        if id(c) not in aside:
+            cases.append({"explanation": explain("split-transaction.unrecorded-visible", seq=c.seq, process=c.process,
+                                                 txid=c.txid, seen="saw the commit fail" if c.outcome == "commit-failed"
+                                                 else "never learned its end"),
                           "transactions": [history.txn_evidence((c.process, c.seq))],
-                          "coordinator_transactions": []})
+                          "client_transaction": _client_evidence(c), "coordinator_transactions": []})
 
     resolved: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for (process, seq), what in resolution(clients, held).items():
@@ -493,10 +633,17 @@ def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, 
              "with_partitions": sum(1 for ct in coordinator if ct.partitions),
              "attributed": sum(1 for i in owner if coordinator[i].partitions),
              "client_transactions": len(clients),
-             "client_transactions_without_coordinator_record": sum(1 for c in clients if (c.process, c.seq) not in held),
+             "client_transactions_without_coordinator_record": len(unheld),
              "committed_without_coordinator_record": len(unrecorded),
+             "unresolved_with_visible_outputs": len(unrecorded_visible),
              "unrecorded_set_aside": dict(sorted(Counter(c.txid for c in set_aside).items())),
              "clock_skew_set_aside": skew_aside,
              "matched_nothing": bool(not held and any(c.outcome == "committed" for c in clients)),
              "outcomes_the_client_did_not_know": {k: dict(v) for k, v in sorted(resolved.items())}}
     return cases, facts
+
+
+def _client_evidence(c: ClientTxn) -> dict[str, Any]:
+    return {"process": c.process, "txn_seq": c.seq, "txid": c.txid, "epoch": c.epoch, "began_ms": round(c.start_ms),
+            "ended": c.end_f, "end_invoked_ms": None if c.end_invoke_ms is None else round(c.end_invoke_ms),
+            "outcome": c.outcome}

@@ -6,7 +6,8 @@ guarantee could not be judged at all, the gap is *fatal*: an error on the result
 the verdict ``unknown`` unless a check found the run ``invalid`` (verifier/results.py). Each
 rule is one definition for both engines, over what every engine's run object has: ``run``,
 ``workload``, ``final``, ``history``, ``txn_log_records``, ``acknowledged``,
-``foreign_committed``, ``output_processes``, ``compaction`` and ``observer_summary``.
+``foreign_committed``, ``output_processes``, ``unrecorded_output_transactions``, ``compaction`` and
+``observer_summary``.
 """
 
 from __future__ import annotations
@@ -153,6 +154,15 @@ def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
             out.append(Gap(f"committed outputs name {len(silent)} process(es) with no history "
                            f"({', '.join(silent[:5])}{', ...' if len(silent) > 5 else ''}): their transactions are not "
                            "known"))
+        # a worker writes a transaction's "send" before its first output, each line one write(2)
+        # that a killed process leaves whole: an output of a transaction its history lacks means
+        # the history has a hole, and what that transaction did is not known
+        holes = {p: seqs for p, seqs in (data.unrecorded_output_transactions or {}).items() if p in recorded}
+        if holes:
+            named = "; ".join(f"{p}: {_ranges(seqs)}" for p, seqs in sorted(holes.items())[:5])
+            out.append(Gap(f"committed outputs name {sum(map(len, holes.values()))} transaction(s) that the history "
+                           f"of their process does not hold ({named}{'; ...' if len(holes) > 5 else ''}): the history "
+                           "has a gap, so what those transactions did is not known"))
 
     seeded = any(op["process"] == "seeder" for op in history.ops)
     if not seeded and (data.inputs_committed_count or 0) > 0:
@@ -219,6 +229,18 @@ def run_exposure(data: Any) -> dict[str, Any]:
                                    drained=bool(data.final.get("drained", True)))
         data._exposure = cached
     return cached
+
+
+def _ranges(numbers: list[int]) -> str:
+    """``[1, 2, 3, 7]`` as ``1-3, 7`` (at most 4 ranges, then how many more)."""
+    spans: list[list[int]] = []
+    for n in sorted(numbers):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    text = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in spans[:4])
+    return text + (f" and {len(spans) - 4} more ranges" if len(spans) > 4 else "")
 
 
 def failed_observers(summary: dict[str, Any] | None) -> str | None:

@@ -161,6 +161,8 @@ class HistoryIndex:
         self.txn_failed: dict[tuple[str, int], float] = {}
         #: when each process gave up for good (fatal, fenced, exit-unknown), in history order
         self.process_exits: dict[str, list[float]] = defaultdict(list)
+        #: each process's ``fenced`` events (it was told another producer had taken its id over)
+        self.fenced_ops: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.input_ops: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
         #: each process's last recorded moment (an invocation or a completion): after it, it did nothing
         self.process_last: dict[str, float] = {}
@@ -176,6 +178,8 @@ class HistoryIndex:
                 self.txn_life[(op["process"], txn)] = (min(began, op["invoke_time"]), max(ended, last))
             if op["f"] in ("fatal", "fenced", "exit-unknown"):
                 self.process_exits[op["process"]].append(op["invoke_time"])
+            if op["f"] == "fenced":
+                self.fenced_ops[op["process"]].append(op)
             seq = op["value"].get("txn_seq")
             if seq is None:
                 continue
@@ -195,6 +199,10 @@ class HistoryIndex:
                     self.txn_outcome[key] = "aborted"
             elif op["f"] == "commit_offsets":
                 self.txn_outcome[key] = "offsets-" + (op["outcome"] or "unknown")
+
+    def commit_requested(self, key: tuple[str, int]) -> float | None:
+        """When the client of a transaction first asked to commit it (None: it never did)."""
+        return next((op["invoke_time"] for op in self.txn_ends.get(key, ()) if op["f"] == "commit"), None)
 
     def committed_transactions(self) -> int:
         return sum(1 for o in self.txn_outcome.values() if o in ("committed", "offsets-ok"))

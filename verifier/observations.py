@@ -18,7 +18,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from kchaos.verifier.checks import explain, result
+from kchaos.verifier.checks import before_commit_text, explain, result
+from kchaos.verifier.coordinator_log import CLOCK_EPS_MS
 from kchaos.verifier.results import CheckResult
 
 OBSERVATIONS = Path("observers") / "observations.parquet"
@@ -92,12 +93,61 @@ def inconsistent_offsets(observed: ObservedRun, faults_at: Any) -> CheckResult:
     return result("inconsistent-offsets", cases)
 
 
-def observed_aborted_reads(observed: ObservedRun, faults_at: Any) -> CheckResult:
+def observed_aborted_reads(observed: ObservedRun, faults_at: Any, early: list[dict[str, Any]] | None = None) -> CheckResult:
+    """Reads of a record the final log holds only in its uncommitted view; then ``early``: reads
+    of an output before its transaction's commit was requested (:func:`before_commit_case`)."""
     cases = [_case(observed, "observed-aborted-read", row, faults_at, isolation=observed.isolation)
              for row in observed.rows
              if (key := (row["topic"], row["partition"], row["offset"])) in observed.raw_crc
              and key not in observed.committed_keys]
-    return result("observed-aborted-read", cases)
+    return result("observed-aborted-read", cases + (early or []))
+
+
+#: the history's invoke times and the observers' read times are one machine's clock (seconds)
+READ_EPS_S = CLOCK_EPS_MS / 1000
+
+
+def judges_reads_before_commit(workload: Any, history: Any) -> bool:
+    """Whether a read can be held against its transaction's commit request: an exactly-once
+    pipeline whose outputs name their transaction (full lineage), with a client history."""
+    return workload.delivery == "exactly-once" and workload.lineage == "full" and bool(history.has_history)
+
+
+def read_before_commit(observed_at: float, commit_requested: float | None) -> bool:
+    """A read_committed reader gets a record only once its transaction's markers are written,
+    which follows the coordinator's PrepareCommit, which follows the client's EndTxn: a read
+    stamped (after it returned) before the client asked to commit is a read of data not yet
+    committed. ``commit_requested``: the first commit operation's invoke time, written before the
+    call. A transaction whose client never asked to commit has no committed output in a sound
+    run, and the end state names one (aborted-read, split-transaction): not judged here."""
+    return commit_requested is not None and observed_at < commit_requested - READ_EPS_S
+
+
+def before_commit_case(row: Any, txn: tuple[str, int], commit_requested: float | None, faults: list[dict[str, Any]],
+                       transaction: dict[str, Any]) -> dict[str, Any]:
+    """An observed-aborted-read case: an output read before its transaction's commit was
+    requested (both engines build it from the same fields)."""
+    fields = {k: row[k] for k in ("observer", "topic", "partition", "offset", "poll")}
+    return {"explanation": explain("observed-aborted-read.before-commit", **fields, seq=txn[1], process=txn[0],
+                                   when=before_commit_text(row["time"], commit_requested)),
+            "observation": {**fields, "observed_at": row["time"], "crc": row["crc"]},
+            "commit_requested": commit_requested, "transactions": [transaction], "faults_active": faults}
+
+
+def reads_before_commit(observed: ObservedRun, owner: dict[Key, tuple[str, int]], history: Any,
+                        faults_at: Any) -> list[dict[str, Any]]:
+    """Reads of a committed output (the record read, by its CRC) before its transaction's commit
+    was requested; ``owner``: the observed committed outputs' transactions the history holds."""
+    cases = []
+    for row in observed.rows:
+        key = (row["topic"], row["partition"], row["offset"])
+        txn = owner.get(key)
+        if txn is None or observed.raw_crc.get(key) != row["crc"]:
+            continue
+        commit = history.commit_requested(txn)
+        if read_before_commit(row["time"], commit):
+            cases.append(before_commit_case(row, txn, commit, faults_at(row["time"]), history.txn_evidence(txn)))
+    return cases
 
 
 def _walks(observed: ObservedRun) -> dict[tuple[int, str, int], list[dict[str, Any]]]:

@@ -43,18 +43,27 @@ def committed_offsets_of(history: Any) -> dict[tuple[str, int], dict[int, int]]:
 
 
 def lost_offset_commit_cases(history: Any, offset_log: list[dict[str, Any]], topic: str, clean: int | None = 0,
-                             cut: bool = False) -> tuple[list[dict[str, Any]], int, dict[str, int]]:
+                             cut: bool = False, past_view: set[tuple[int, int]] | None = None,
+                             ) -> tuple[list[dict[str, Any]], int, dict[str, int]]:
     """A transaction the client saw commit whose offset commit is not in the committed offsets
     log: its outputs may be visible, but a restart would not know its inputs were processed.
 
-    Only what the log must still hold is judged. ``clean``: the offset up to which the log
-    cleaner compacted the group's partition (0: nothing; None: unknown, so anywhere). A commit
-    with a later one of the same input partition in the log may have been replaced below that
-    point, unless the commit before it already lies at or past it (it was written after). ``cut``:
-    the partition's committed view stops before its log ends (a transaction left open pins it):
-    a commit with no later one in the view may lie past that end. Such commits are set aside and
-    counted, never judged. Returns the cases, how many committed transactions had offsets to look
-    for, and the set-aside counts by reason."""
+    Only what the log may rightly no longer hold is set aside, each as the world could make it:
+
+    - ``clean``: the offset up to which the log cleaner compacted the group's partition (its own
+      checkpoint; 0: nothing; None: unknown, so anywhere). The cleaner removes a commit only for a
+      later record of the same key (the group, topic and input partition) below that point, so a
+      missing commit is set aside only when the first commit of its input partition after it lies
+      below the point. The last commit of a partition, and one whose next commit lies at or past
+      the point, were never removable.
+    - ``cut``: the partition's committed view stops before its log ends (a transaction left open
+      pins it). A commit with no later one in the view may lie past that end: set aside only where
+      the raw view holds it there (``past_view``: the (input partition, offset) commits the raw
+      view holds at or past the committed view's end); None: the raw view was not read, and such
+      commits are set aside as unread, said apart.
+
+    Set-aside commits are counted, never judged. Returns the cases, how many committed
+    transactions had offsets to look for, and the set-aside counts by reason."""
     present: set[tuple[int, int]] = {(c["partition"], c["offset"]) for c in offset_log}
     by_partition: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for c in offset_log:
@@ -69,12 +78,12 @@ def lost_offset_commit_cases(history: Any, offset_log: list[dict[str, Any]], top
         for p, o in sorted(offsets.items()):
             if (p, o) in present:
                 continue
-            commits = by_partition.get(p, [])
-            before = [c for c in commits if c["offset"] < o]
-            later = any(c["offset"] > o for c in commits)
-            if later and (clean is None or not before or before[-1]["log_offset"] < clean) and clean != 0:
+            later = [c["log_offset"] for c in by_partition.get(p, []) if c["offset"] > o]
+            if later and clean != 0 and (clean is None or min(later) < clean):
                 set_aside["compacted"] += 1
-            elif not later and cut:
+            elif not later and cut and past_view is None:
+                set_aside["past the committed view, unread"] += 1
+            elif not later and cut and (p, o) in past_view:
                 set_aside["past the committed view"] += 1
             else:
                 missing.append((p, o))

@@ -25,7 +25,7 @@ from typing import Any, Iterator
 from kchaos.verifier import evidence
 from kchaos.verifier.acknowledged import acknowledged_inputs, seeder_count_cases
 from kchaos.verifier.campaign import load_recorded
-from kchaos.verifier.checks import CHECK_NAMES, explain, progress_result, result, run_checks
+from kchaos.verifier.checks import CHECK_NAMES, explain, lost_write_text, progress_result, result, run_checks
 from kchaos.verifier.coordinator_log import (CoordinatorTxn, coordinator_records,
                                              coordinator_transactions)
 from kchaos.verifier.decoders import decode_transaction_record
@@ -186,9 +186,53 @@ class RunData:
             self._coordinator_txns = coordinator_transactions(coordinator_records(self.txn_log or []))
         return self._coordinator_txns
 
-    def coordinator_aborted(self) -> set[tuple[str, int]]:
-        """Client transactions of unknown outcome that the coordinator's log shows aborted."""
-        return driver_checks.coordinator_aborted_keys(self) if self.txn_log else set()
+    def coordinator_aborted(self) -> dict[tuple[str, int], str]:
+        """Client transactions the coordinator's log shows aborted, with the kind of aborted read
+        their visible outputs are (driver_checks.coordinator_aborted_kinds)."""
+        return driver_checks.coordinator_aborted_kinds(self) if self.txn_log else {}
+
+    def coordinator_committed(self) -> set[tuple[str, int]]:
+        """Client transactions the coordinator's log shows committed that their client did not see commit."""
+        return driver_checks.coordinator_committed_keys(self) if self.txn_log else set()
+
+    def visible_transactions(self, keys: set[tuple[str, int]]) -> set[tuple[str, int]]:
+        """Of these client transactions, those with a committed output."""
+        return {k for k in (self.txn_key(o) for o in self.outputs_committed) if k in keys} if keys else set()
+
+    def latest_txn_records_below(self, bounds: dict[int | None, int | None],
+                                 txids: set[str]) -> dict[str, dict[str, Any]]:
+        """Per transactional id of ``txids``, its ``__transaction_state`` record with the highest
+        offset below its partition's bound in ``bounds`` (a bound None: none; the key None: every
+        partition not named; a partition not named otherwise: nothing read): partition, offset,
+        status (a tombstone's: None) and last_update_ms."""
+        out: dict[str, dict[str, Any]] = {}
+        for r in self.txn_log or []:
+            e, partition = r["entry"], r["partition"]
+            if (partition not in bounds and None not in bounds) or e.transactional_id not in txids:
+                continue
+            bound = bounds[partition] if partition in bounds else bounds[None]
+            if bound is not None and r["offset"] >= bound:
+                continue
+            known = out.get(e.transactional_id)
+            if known is None or r["offset"] > known["offset"]:
+                out[e.transactional_id] = {"partition": partition, "offset": r["offset"],
+                                           "status": e.status if e.producer_id is not None else None,
+                                           "last_update_ms": e.last_update_ms if e.producer_id is not None else None}
+        return out
+
+    @property
+    def unrecorded_output_transactions(self) -> dict[str, list[int]] | None:
+        """Per process, the transactions its committed outputs name that its history holds no
+        ``send`` of (full lineage; None for identity lineage, whose outputs name none)."""
+        if self.output_processes is None:
+            return None
+        missing: dict[str, set[int]] = defaultdict(set)
+        for o in self.outputs_committed:
+            if o["worker"]:
+                key = self.txn_key(o)
+                if key not in self.txn_ops:
+                    missing[key[0]].add(key[1])
+        return {p: sorted(seqs) for p, seqs in sorted(missing.items())}
 
     def late_requests(self) -> list[dict[str, Any]] | None:
         """The message proxy's late or duplicated requests, with what the coordinator wrote after them."""
@@ -507,11 +551,10 @@ def check_aborted_read(data: RunData) -> CheckResult:
     alike, so only the seeder's record tells)."""
     cases = []
     kinds = {"aborted": "aborted-read.transaction", "commit-failed": "aborted-read.failed-commit"}
-    coordinator_aborted_keys = data.coordinator_aborted()
+    coordinator_aborted = data.coordinator_aborted()
     for out in data.outputs_committed:
         key = data.txn_key(out)
-        kind = kinds.get(data.txn_outcome.get(key, "")) or (
-            "aborted-read.coordinator-abort" if key in coordinator_aborted_keys else None)
+        kind = kinds.get(data.txn_outcome.get(key, "")) or coordinator_aborted.get(key)
         if kind:
             cases.append(_case(data, explain(kind, seq=key[1], process=key[0]), [out]))
     ack = data.acknowledged
@@ -587,19 +630,22 @@ def check_input_mismatch(data: RunData) -> CheckResult:
 
 
 def check_lost_write(data: RunData) -> CheckResult:
+    """Fewer visible outputs than a committed transaction wrote: one the client saw commit, or one
+    the coordinator's log shows committed though its client did not see it commit."""
     committed_by_txn = Counter(data.txn_key(o) for o in data.outputs_committed)
+    by_coordinator = data.coordinator_committed()
     lost = {}
-    for key, outcome in sorted(data.txn_outcome.items()):
-        if outcome != "committed":
+    for key in sorted(set(data.txn_outcome) | by_coordinator):
+        outcome = data.txn_outcome.get(key, "unknown")
+        if outcome != "committed" and key not in by_coordinator:
             continue
         expected = (data.txn_ops.get(key) or {}).get("value", {}).get("outputs")
         seen = committed_by_txn.get(key, 0)
         if expected is not None and seen < expected:
-            lost[key] = (seen, expected)
+            lost[key] = (seen, expected, outcome)
     raw = data.raw_outputs_of(set(lost))
-    cases = [_case(data, explain("lost-write", seq=key[1], process=key[0], seen=seen, expected=expected), raw[key][:20],
-                   transaction=data.txn_evidence(key))
-             for key, (seen, expected) in lost.items()]
+    cases = [_case(data, lost_write_text(key, seen, expected, outcome), raw[key][:20], transaction=data.txn_evidence(key))
+             for key, (seen, expected, outcome) in lost.items()]
     return result("lost-write", cases)
 
 
@@ -682,7 +728,14 @@ def check_inconsistent_offsets(data: RunData) -> CheckResult:
 
 
 def check_observed_aborted_reads(data: RunData) -> CheckResult:
-    return observations.observed_aborted_reads(data.observed, data.faults_at)
+    early = []
+    if observations.judges_reads_before_commit(data.workload, data.history):
+        seen = {(r["topic"], r["partition"], r["offset"]) for r in data.observed.rows}
+        owner = {(o["topic"], o["partition"], o["offset"]): key for o in data.outputs_committed
+                 if o["worker"] and (o["topic"], o["partition"], o["offset"]) in seen
+                 and (key := data.txn_key(o)) in data.txn_ops}
+        early = observations.reads_before_commit(data.observed, owner, data.history, data.faults_at)
+    return observations.observed_aborted_reads(data.observed, data.faults_at, early)
 
 
 def check_poll_skips(data: RunData) -> CheckResult:

@@ -64,18 +64,47 @@ def _pid_of(txid: str) -> int:
     return 7 if txid == "tx-w0" else 1000 + zlib.crc32(txid.encode()) % 1_000_000
 
 
+def _uvarint(n: int) -> bytes:
+    out = b""
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out += bytes([byte | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
 def _txn_record(txid: str, status: str, epoch: int = 0, pid: int | None = None, partitions: dict | None = None,
-                update_ms: int = 1, start_ms: int = 1, timeout_ms: int = 10000) -> tuple[bytes, bytes]:
-    """A TransactionLogValue v0 record, encoded by hand."""
+                update_ms: int = 1, start_ms: int = 1, timeout_ms: int = 10000, client_tv: int = 0) -> tuple[bytes, bytes]:
+    """A TransactionLogValue record, encoded by hand: v0 (the classic protocol), or with
+    ``client_tv`` the flexible v1 with its client transaction version tag (KIP-890's TV2)."""
     import struct
 
     pid = _pid_of(txid) if pid is None else pid
     key = struct.pack(">h", 0) + _s16(txid)
+    if client_tv:
+        def compact(text: str) -> bytes:
+            return _uvarint(len(text) + 1) + text.encode()
+
+        parts = b"".join(compact(t) + _uvarint(len(ps) + 1) + b"".join(struct.pack(">i", x) for x in ps) + _uvarint(0)
+                         for t, ps in (partitions or {}).items())
+        tag = struct.pack(">h", client_tv)
+        value = (struct.pack(">hqhib", 1, pid, epoch, timeout_ms, STATUS[status]) + _uvarint(len(partitions or {}) + 1)
+                 + parts + struct.pack(">qq", update_ms, start_ms) + _uvarint(1) + _uvarint(2) + _uvarint(len(tag)) + tag)
+        return key, value
     parts = b"".join(_s16(t) + struct.pack(">i", len(ps)) + b"".join(struct.pack(">i", x) for x in ps)
                      for t, ps in (partitions or {}).items())
     value = (struct.pack(">hqhib", 0, pid, epoch, timeout_ms, STATUS[status]) + struct.pack(">i", len(partitions or {}))
              + parts + struct.pack(">qq", update_ms, start_ms))
     return key, value
+
+
+def _cleaned(rows: list[tuple[int, int, bytes, bytes]], to: int | None) -> list[tuple[int, int, bytes, bytes]]:
+    """What the log cleaner leaves of a compacted partition's records (partition, offset, key,
+    value) cleaned up to offset ``to``: below it, only each key's last record there."""
+    if to is None:
+        return rows
+    last = {key: offset for _, offset, key, _ in rows if offset < to}
+    return [r for r in rows if r[1] >= to or last[r[2]] == r[1]]
 
 
 def _offset_record(group: str, topic: str, partition: int, offset: int, ts: int = 1) -> tuple[bytes, bytes]:
@@ -135,8 +164,16 @@ class RunBuilder:
         self.final_extra: dict = {}
         self.cluster: dict = {}  # the campaign's [cluster] table (default: local)
         self.broker_clock_ms = 0  # the coordinator's clock ahead of the history's
+        self.client_tv = 0  # the coordinator's records: 0, the classic protocol (v0); 2, KIP-890's TV2 (v1)
+        self.txn_timeout_ms = 10000  # the transaction timeout its coordinator records
         self.clock: dict | None = None  # clock.json (an external cluster's measured clocks)
         self.offset_commits: list[tuple[int, int]] | None = None  # None: one per commit op, from the history
+        #: offset commits in the raw view of __consumer_offsets only, after the committed ones (past a
+        #: committed view an open transaction pins)
+        self.raw_only_offset_commits: list[tuple[int, int]] = []
+        #: the log cleaner compacted __transaction_state-0 up to this offset (None: not at all): below
+        #: it each transactional id keeps only its last record, and final.json says so
+        self.txn_log_cleaned_to: int | None = None
         #: None: derived from inputs (committed) and raw_only_inputs (aborted); False: no seeder history
         self.seed_inputs: dict | bool | None = None
         self.input_ids: dict[tuple[int, int], str] = {}  # inputs whose id is not id-p-o
@@ -192,7 +229,8 @@ class RunBuilder:
             txid = l["txid"]
             if l["f"] == "init":
                 epochs[txid] = max(epochs.get(txid, -1) + 1, l["epoch"])
-                records.append((ms, _txn_record(txid, "Empty", epochs[txid], update_ms=ms, start_ms=-1)))
+                records.append((ms, _txn_record(txid, "Empty", epochs[txid], update_ms=ms, start_ms=-1,
+                                                client_tv=self.client_tv)))
             elif l["f"] == "send" and l["process"] != "seeder":
                 key = (l["process"], l["value"]["txn_seq"])
                 end = next((e for e in invokes if e["process"] == l["process"] and e["f"] in ("commit", "abort")
@@ -214,7 +252,8 @@ class RunBuilder:
                         status, start, open_ = "Ongoing", ms + after, True
                     open_ = open_ and not status.startswith("Complete")
                     records.append((ms + after, _txn_record(txid, status, epoch if ep is None else ep, partitions=parts,
-                                                            update_ms=ms + after, start_ms=start)))
+                                                            update_ms=ms + after, start_ms=start,
+                                                            timeout_ms=self.txn_timeout_ms, client_tv=self.client_tv)))
         return [kv for _, kv in sorted(records, key=lambda r: r[0])]
 
     def observed(self, run: Path) -> list[tuple]:
@@ -237,9 +276,12 @@ class RunBuilder:
         seqs: dict[int, int] = {}
         columns: dict[str, list] = {k: [] for k in ("observer", "seq", "poll", "time", "topic", "partition", "offset",
                                                     "crc")}
+        # the observers read after the history's last operation (a read before a transaction's
+        # commit was requested is a case of its own: observed-aborted-read)
+        start = getattr(self, "history_end", self.T0) + self.STEP
         for i, (observer, topic, partition, offset, crc) in enumerate(rows):
             seq = seqs[observer] = seqs.get(observer, -1) + 1
-            for k, v in zip(columns, (observer, seq, seq // 2 + 1, self.T0 + self.STEP * i, topic, partition, offset,
+            for k, v in zip(columns, (observer, seq, seq // 2 + 1, start + self.STEP * i, topic, partition, offset,
                                       crc)):
                 columns[k].append(v)
         schema = pa.schema([("observer", pa.int32()), ("seq", pa.int64()), ("poll", pa.int64()),
@@ -274,20 +316,25 @@ class RunBuilder:
                                                     **({"observers": self._observer_summary()}
                                                        if self.observers else {}),
                                                     "liveness": self.liveness,
-                                                    "compaction": {"__consumer_offsets": {}, "__transaction_state": {}},
+                                                    "compaction": {"__consumer_offsets": {}, "__transaction_state": (
+                                                        {} if self.txn_log_cleaned_to is None
+                                                        else {"0": self.txn_log_cleaned_to})},
                                                     "brokers_at_end": BROKERS_AT_END,
                                                     **self.final_extra}))
         lines = self._lines()
+        self.history_end = max((l["time"] for l in lines), default=self.T0)
         # (txid, status, epoch[, producer id]): the id's own producer id unless one is given
         log = self._coordinator_log(lines) + [_txn_record(*state) for state in self.txn_states]
-        _write_topic(run, "__transaction_state", "raw", [(0, i, k, v) for i, (k, v) in enumerate(log)])
+        _write_topic(run, "__transaction_state", "raw",
+                     _cleaned([(0, i, k, v) for i, (k, v) in enumerate(log)], self.txn_log_cleaned_to))
         commits = self.offset_commits
         if commits is None:
             commits = [(int(p), o) for l in lines if l["f"] in ("commit", "commit_offsets") and l["type"] == "ok"
                        for p, o in (l["value"].get("offsets") or {}).items()]
         offsets = [(0, i, *_offset_record("g", "in", p, o)) for i, (p, o) in enumerate(commits)]
         _write_topic(run, "__consumer_offsets", "committed", offsets)
-        _write_topic(run, "__consumer_offsets", "raw", offsets)
+        _write_topic(run, "__consumer_offsets", "raw", offsets + [
+            (0, len(offsets) + i, *_offset_record("g", "in", p, o)) for i, (p, o) in enumerate(self.raw_only_offset_commits)])
         inputs = [(p, o, self.input_ids.get((p, o), f"id-{p}-{o}").encode(), b"{}") for p, o in self.inputs]
         _write_topic(run, "in", "committed", inputs)
         _write_topic(run, "in", "raw", inputs + [(p, o, f"id-{p}-{o}".encode(), b"{}") for p, o in self.raw_only_inputs])
@@ -854,28 +901,46 @@ def test_coordinator_stamps_made_while_a_clock_fault_moved_the_clock_are_set_asi
     assert results["facts"]["coordinator"]["clock_skew_set_aside"]["coordinator_transactions"] == 2
 
 
-def test_the_compacted_boundary_is_read_in_log_order_past_stamps_a_clock_fault_moved():
-    """hunt-clock seed 6 on 4.4.0: the cleaner compacted the id's log partition up to offset 263,
-    and a coordinator set 60 s back stamped a later transaction before the run began. The
-    earliest stamp would say the log is intact from the run's start, and a compacted
-    transaction would be judged as missing. The boundary is the first transaction in log order
-    past the cleaned point whose stamp no clock fault moved."""
+@one_engine
+def test_what_the_cleaner_may_have_removed_ends_at_the_ids_last_record_below_its_point():
+    """The log cleaner removes a record only for a later one of the same key below its own point:
+    what of a transactional id may be gone is what its last record below the cleaner's point was
+    written after (its stamp), not what precedes the first record kept past the point. A stamp a
+    clock fault may have moved (hunt-clock seed 6 on 4.4.0: a coordinator set 60 s back stamped a
+    later transaction before the run began), or a tombstone's (it has none), is bounded by the
+    next transaction of the id in log order that an unmoved clock stamped."""
     from types import SimpleNamespace
 
     from kchaos.verifier.coordinator_log import CoordinatorTxn
-    from kchaos.verifier.driver_checks import intact_from
+    from kchaos.verifier.driver_checks import superseded_bounds
 
     def ct(offset: int, start_ms: int) -> CoordinatorTxn:
         return CoordinatorTxn("tx", 1, 0, start_ms, 60_000, 2, log_partition=1, first_offset=offset)
 
-    data = SimpleNamespace(history=SimpleNamespace(txn_ops={1: {"txid": "tx"}}), final={},
-                           compaction={"__transaction_state": {"1": 263}})
+    def data(below: dict | None, compaction: dict) -> SimpleNamespace:
+        def latest(bounds: dict, txids: set) -> dict:
+            assert bounds == {1: compaction["__transaction_state"].get("1")} and txids == {"tx"}
+            return {"tx": below} if below else {}
+        return SimpleNamespace(history=SimpleNamespace(txn_ops={1: {"txid": "tx"}}), final={},
+                               compaction=compaction, latest_txn_records_below=latest)
+
+    compacted = {"__transaction_state": {"1": 263}}
     coordinator = [ct(262, 125_000), ct(267, 8 * 86_400_000), ct(280, 70_000), ct(300, 190_000)]
+    last_below = {"partition": 1, "offset": 262, "status": "CompleteCommit", "last_update_ms": 125_400}
+    assert superseded_bounds(data(last_below, compacted), coordinator) == {
+        "tx": {"before_ms": 125_400, "clean": 263, "offset": 262}}
+    # the stamp in a clock fault's window: bounded by the first later transaction an unmoved clock stamped
     skewed = [(120_000, 180_000, frozenset({1})), (8 * 86_400_000 - 5_000, 8 * 86_400_000 + 60_000, frozenset({1})),
               (60_000, 120_000, frozenset({1}))]
-    assert intact_from(data, coordinator, skewed) == {"tx": 190_000}  # 267 and 280 stamped by moved clocks
-    assert intact_from(data, coordinator[:2] + coordinator[3:]) == {"tx": 8 * 86_400_000}  # log order, not min
-    assert intact_from(data, [ct(262, 125_000)], skewed) == {"tx": float("inf")}  # nothing past the clean point
+    assert superseded_bounds(data(last_below, compacted), coordinator, 0.0, skewed)["tx"]["before_ms"] == 190_000
+    tombstone = {**last_below, "status": None, "last_update_ms": None}
+    assert superseded_bounds(data(tombstone, compacted), coordinator)["tx"]["before_ms"] == 8 * 86_400_000
+    assert superseded_bounds(data(tombstone, compacted), coordinator[:1])["tx"]["before_ms"] == float("inf")
+    # a broker clock 1 s ahead of the harness's (an external cluster, measured)
+    assert superseded_bounds(data(last_below, compacted), coordinator, 1000.0)["tx"]["before_ms"] == 124_400
+    # nothing of the id below the point, or the partition not compacted: the id is judged whole
+    assert superseded_bounds(data(None, compacted), coordinator) == {}
+    assert superseded_bounds(data(None, {"__transaction_state": {"2": 900}}), coordinator) == {}
 
 
 def test_clock_skew_windows_span_the_offsets_a_fault_applied():
@@ -926,22 +991,26 @@ def test_clock_skew_windows_span_the_offsets_a_fault_applied():
 
 
 @one_engine
-@pytest.mark.parametrize("jumped", [True, "failed part way", False])
-def test_an_abort_by_the_epoch_jump_faults_init_is_a_fence_not_a_split(tmp_path, jumped):
+@pytest.mark.parametrize("jumped, bumped", [(True, True), ("failed part way", True), (False, True), (True, False)])
+def test_an_abort_by_the_epoch_jump_faults_init_is_a_fence_not_a_split(tmp_path, jumped, bumped):
     """The epoch-jump fault's InitProducerId meets the id's open transaction: the coordinator
     fences and aborts it before its client asks to commit (the commit then fails). With the
     fault in the history that is the coordinator's fence, also when the fault failed part way
     (hunt-epoch-rollover seed 5 on 4.0.1: a jump that ran out of time had fenced the id, and the
-    split it left was kchaos' false positive); without it, another request ended it."""
+    split it left was kchaos' false positive); without it, another request ended it. A fence
+    bumps the epoch before it aborts (TV2 records, where a client's own end bumps it too): an
+    abort at the transaction's own epoch is a request at that epoch, never the fault's fence."""
     b = RunBuilder()
+    b.client_tv = 2
     _second_transaction(b, end="commit", outcome="fail")
     if jumped:  # between the send and the offsets: InitProducerIds for tx-w0 while it is open
         b.ops.insert(len(b.ops) - 2, ("fault:epoch-jump", "ok" if jumped is True else "fail",
                                       {"resolved": {"detail": {"transactional_id": "tx-w0"}}}, "harness", 0, None))
-    b.coordinator[("w0.1", 2)] = [("Ongoing", OUTPUTS, 1, None), ("PrepareAbort", OUTPUTS, 25, None),
-                                  ("CompleteAbort", {}, 26, None)]
+    epoch = 1 if bumped else 0
+    b.coordinator[("w0.1", 2)] = [("Ongoing", OUTPUTS, 1, None), ("PrepareAbort", OUTPUTS, 25, epoch),
+                                  ("CompleteAbort", {}, 26, epoch)]
     verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
-    if jumped:
+    if jumped and bumped:
         assert (verdict, kinds) == ("valid", []), results["checks"]
     else:
         assert "split-transaction" in kinds, results["checks"]
@@ -983,6 +1052,122 @@ def test_visible_outputs_of_a_transaction_the_coordinator_aborted_while_its_clie
     assert results["facts"]["coordinator"]["outcomes_the_client_did_not_know"] == {"unknown": {"coordinator abort": 1}}
 
 
+@pytest.mark.parametrize("records, what", [
+    ([("PrepareAbort", 41), ("CompleteAbort", 42)], "aborted it"),
+    # a PrepareCommit the coordinator abandoned (its append timed out) is excused in the log's
+    # shape (invalid-txn-transition), never when the client was told the commit succeeded
+    pytest.param([("PrepareCommit", 41), ("PrepareAbort", 43), ("CompleteAbort", 44)],
+                 "prepared to commit it, then aborted it", marks=spark_long)])
+def test_a_commit_the_client_saw_succeed_that_the_coordinators_log_aborted(tmp_path, records, what):
+    """The client saw transaction 1 commit and its outputs are visible, but the coordinator's own
+    log ended it with an abort: the client's word, the data and the brokers' record disagree."""
+    b = RunBuilder()
+    both = {**OUTPUTS, **OFFSETS}
+    b.coordinator[("w0.1", 1)] = [("Ongoing", both, 1, None)] + [(status, both if status.startswith("Prepare") else {},
+                                                                  at, None) for status, at in records]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["aborted-read", "split-transaction"]), results["checks"]
+    assert [c["explanation"] for c in results["anomalies"]["split-transaction"]] == [
+        f"the client saw transaction 1 of w0.1 (tx-w0) commit, but the coordinator's log {what}"]
+    assert {c["explanation"] for c in results["anomalies"]["aborted-read"]} == {
+        "committed output of transaction 1 of w0.1, which its client saw commit but the coordinator's log shows "
+        "aborted"}
+
+
+def test_a_commit_its_client_never_asked_for(tmp_path):
+    """The client asked to abort transaction 2; the coordinator prepared to commit it after that
+    request: nothing but a request of another transaction (or no request at all) commits it."""
+    b = RunBuilder()
+    _second_transaction(b, end="abort")
+    both = {**OUTPUTS, **OFFSETS}
+    b.coordinator[("w0.1", 2)] = [("Ongoing", both, 1, None), ("PrepareCommit", both, 50, None),
+                                  ("CompleteCommit", {}, 51, None)]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    # its outputs are in the raw view only: by the coordinator's record, a committed transaction's writes are lost
+    assert (verdict, kinds) == ("invalid", ["lost-write", "split-transaction"]), results["checks"]
+    assert [c["explanation"] for c in results["anomalies"]["split-transaction"]] == [
+        "transaction 2 of w0.1 (tx-w0): the coordinator prepared to commit it, which its client never asked for"]
+    assert "(its client aborted it), but only 0 of its 2 outputs are visible" in \
+        results["anomalies"]["lost-write"][0]["explanation"]
+
+
+@pytest.mark.parametrize("visible", [True, pytest.param(False, marks=spark_long)])
+def test_visible_outputs_of_an_end_the_client_never_learned_that_the_coordinator_never_recorded(tmp_path, visible):
+    """The client's process was killed inside its commit (no answer): whatever the coordinator did
+    is in its log. Here its log holds no transaction of it at all, yet its outputs are visible: a
+    transactional write is visible only through a coordinator transaction. Not visible (the
+    client died before it wrote anything the coordinator records), nothing is amiss."""
+    b = RunBuilder()
+    _second_transaction(b)
+    b.ops[-1] = ("commit", "info", {"txn_seq": 2, "offsets": {"0": 5}})
+    b.coordinator[("w0.1", 2)] = []
+    b.offset_commits = [(0, 4)]
+    if not visible:
+        for topic in ("a", "b"):
+            b.committed[topic] = [o for o in b.committed[topic] if o["txn_seq"] == 1]
+        b.final_offsets = {"0": 4}
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    if not visible:
+        assert (verdict, kinds) == ("valid", []), results["checks"]
+        return
+    assert "split-transaction" in kinds, results["checks"]
+    assert [c["explanation"] for c in results["anomalies"]["split-transaction"]] == [
+        "outputs of transaction 2 of w0.1 (tx-w0) are visible, though its client never learned its end and the "
+        "coordinator's log holds no transaction of it"]
+    assert results["facts"]["coordinator"]["unresolved_with_visible_outputs"] == 1
+
+
+def test_outputs_of_a_transaction_the_coordinator_committed_that_are_not_visible(tmp_path):
+    """The client never learned the end of transaction 2; the coordinator's log committed it; its
+    outputs are not visible: by the brokers' own record, a committed transaction lost its writes."""
+    b = RunBuilder()
+    _second_transaction(b, end="commit", outcome="info")
+    both = {**OUTPUTS, **OFFSETS}
+    b.coordinator[("w0.1", 2)] = [("Ongoing", both, 1, None), ("PrepareCommit", both, 41, None),
+                                  ("CompleteCommit", {}, 42, None)]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["lost-write"]), results["checks"]
+    assert [c["explanation"] for c in results["anomalies"]["lost-write"]] == [
+        "the coordinator's log shows transaction 2 of w0.1 committed (its client never learned the end), but only 0 "
+        "of its 2 outputs are visible"]
+
+
+def test_a_history_with_a_hole_where_its_process_ran_on_and_committed_is_unknown(tmp_path):
+    """w0.1's history lost transaction 2 (its lines are gone) though the process ran on and
+    committed it: its outputs name a transaction the history does not hold. What it did is not
+    known; the verdict cannot be valid."""
+    b = RunBuilder()
+    _second_transaction(b)
+    b.ops = [op for op in b.ops if (op[2] or {}).get("txn_seq") != 2]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert verdict == "unknown" and kinds == [], results["checks"]
+    assert any("committed outputs name 1 transaction(s) that the history of their process does not hold (w0.1: 2)"
+               in e for e in results["errors"]), results["errors"]
+
+
+def test_an_observer_that_read_an_output_before_its_commit_was_requested(tmp_path):
+    """The observer read transaction 1's outputs 30 ms before its client asked to commit it (and
+    the final log holds them committed): a read of data not yet committed, which only a
+    read_committed reader's timing shows."""
+    b = RunBuilder()
+    run = b.write(tmp_path / "r")
+    path = run / "observers" / "observations.parquet"
+    table = pq.read_table(path).to_pylist()
+    commit = next(l for l in (json.loads(x) for x in (run / "history.jsonl").read_text().splitlines())
+                  if l["f"] == "commit" and l["type"] == "invoke")["time"]
+    first_a = next(r["seq"] for r in table if r["topic"] == "a")
+    for r in table:  # every read up to a's first, earlier (times stay in read order)
+        if r["seq"] <= first_a:
+            r["time"] = commit - 0.030 - 0.0001 * (first_a - r["seq"])
+    pq.write_table(pa.Table.from_pylist(table, schema=pq.read_schema(path)), path)
+    verdict, kinds, results = _anomalies(run)
+    assert (verdict, kinds) == ("invalid", ["observed-aborted-read"]), results["checks"]
+    cases = results["anomalies"]["observed-aborted-read"]
+    assert [c["explanation"] for c in cases] == [
+        "observer 0 read a-0@0 (poll 3), an output of transaction 1 of w0.1, 30 ms before its client asked to commit it"]
+    assert cases[0]["transactions"][0]["process"] == "w0.1" and cases[0]["commit_requested"] == commit
+
+
 @spark_long
 def test_a_committed_transaction_the_coordinator_never_recorded(tmp_path):
     b = RunBuilder()
@@ -1015,6 +1200,27 @@ def test_aborts_the_coordinator_starts_itself_are_not_split_transactions(tmp_pat
                                   ("CompleteAbort", {}, 36, None)]
     verdict, kinds, results = _anomalies(b.write(tmp_path / "r2"))
     assert (verdict, kinds) == ("valid", []), results["checks"]
+
+
+@one_engine
+@pytest.mark.parametrize("exit, after_s, split", [("fatal", 1, False), ("fatal", 45, True), ("fenced", 1, True)])
+def test_an_abort_after_its_client_gave_up_is_its_own_only_while_it_could_send_one(tmp_path, exit, after_s, split):
+    """w0.1 gave transaction 2 up (its send_offsets failed) and its process stopped (fatal): a
+    closing producer aborts what is open, so an abort after that is its own request, but only
+    while a request of its could still arrive (its last moment and a request's timeout: 30 s).
+    Told it was fenced, its requests are refused: an abort after that is the coordinator's own
+    (a fence bumps the epoch; a timeout is a timeout) or another request's. The transaction
+    timeout here is 5 minutes, so neither abort timed out."""
+    b = RunBuilder()
+    b.txn_timeout_ms = 300_000
+    _second_transaction(b, end="abort")
+    both = {**OUTPUTS, **OFFSETS}
+    b.ops[-2] = ("send_offsets", "fail", {"txn_seq": 2, "offsets": {"0": 5}})
+    b.ops[-1] = (exit, "info", {"reason": "error state"})
+    b.coordinator[("w0.1", 2)] = [("Ongoing", both, 1, None), ("PrepareAbort", both, after_s * 1000, None),
+                                  ("CompleteAbort", {}, after_s * 1000 + 1, None)]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert ("split-transaction" in kinds) == split, results["checks"]
 
 
 def test_an_init_retried_across_a_transaction_is_its_fence_not_a_split():
@@ -1076,28 +1282,38 @@ def test_a_client_transaction_without_a_recorded_end_closes_at_its_process_last_
 
 
 @one_engine
-def test_a_zombie_resumed_inside_its_abort_fences_its_successor_it_does_not_split_it(tmp_path):
+@pytest.mark.parametrize("zombie", ["aborting", "aborting at the fenced epoch", "aborting as another producer",
+                                    "none"])
+def test_a_zombie_resumed_inside_its_abort_fences_its_successor_it_does_not_split_it(tmp_path, zombie):
     """w0.1 was paused inside an abort (its commit had failed) while w0.2 took the id over. Resumed,
     librdkafka's abort asks for a new epoch (InitProducerId, KIP-360): the coordinator aborts
     w0.2's open transaction and then fences w0.1. A fence, seen in a default run (seed 5): not a
     request of another transaction of w0.2's. Without the zombie's abort in flight, the same
-    early abort is a case."""
-    def run(name, zombie_abort):
-        b = RunBuilder()
-        ops = [(f, o, v, "w0.2", 1) for f, o, v in b.ops[:3]]  # init, send, send_offsets: then fenced
-        b.ops = ([("abort", "info", {"txn_seq": 9}, "w0.1", 0)] if zombie_abort else []) + ops
-        b.coordinator[("w0.2", 1)] = [("Ongoing", TXN_PARTITIONS, 1, None), ("PrepareAbort", TXN_PARTITIONS, 2, None),
-                                      ("CompleteAbort", {}, 3, None)]
-        b.committed = {"a": [], "b": []}
-        b.final_offsets = {"0": 0}
-        lines = b._lines
-        # the zombie's abort: invoked before w0.2 began, answered (fenced) after the coordinator's abort
-        b._lines = lambda: [{**l, "time": l["time"] + (0.5 if l["process"] == "w0.1" and l["type"] != "invoke" else 0)}
-                            for l in lines()]
-        return _anomalies(b.write(tmp_path / name))
-
-    assert "split-transaction" not in run("zombie", True)[1]
-    assert "split-transaction" in run("none", False)[1]
+    early abort is a case; so it is when the abort is at w0.2's own epoch (a fence bumps the
+    epoch before it aborts, so that abort was a request at w0.2's epoch, which the fenced zombie
+    does not hold), or when the zombie's producer id is not the one w0.2's transaction runs
+    under (the coordinator answers it PRODUCER_FENCED and touches nothing)."""
+    b = RunBuilder()
+    b.client_tv = 2
+    ops = [(f, o, v, "w0.2", 1) for f, o, v in b.ops[:3]]  # init, send, send_offsets: then fenced
+    b.ops = ([("abort", "info", {"txn_seq": 9}, "w0.1", 0)] if zombie != "none" else []) + ops
+    epoch = 1 if zombie == "aborting at the fenced epoch" else 2
+    b.coordinator[("w0.2", 1)] = [("Ongoing", TXN_PARTITIONS, 1, None), ("PrepareAbort", TXN_PARTITIONS, 2, epoch),
+                                  ("CompleteAbort", {}, 3, epoch)]
+    b.committed = {"a": [], "b": []}
+    b.final_offsets = {"0": 0}
+    lines = b._lines
+    # the zombie's abort: invoked before w0.2 began, answered (fenced) after the coordinator's abort
+    b._lines = lambda: [{**l, "time": l["time"] + (0.5 if l["process"] == "w0.1" and l["type"] != "invoke" else 0),
+                         **({"pid": 8} if l["process"] == "w0.1" and zombie == "aborting as another producer" else {})}
+                        for l in lines()]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    if zombie == "aborting":  # (no transaction committed: the run is vacuous, its checks valid)
+        assert kinds == [] and results["checks"]["split-transaction"]["verdict"] == "valid", results["checks"]
+    else:
+        assert "split-transaction" in kinds, results["checks"]
+        assert "the coordinator prepared to abort it before the client ended it" in \
+            results["anomalies"]["split-transaction"][0]["explanation"]
 
 
 def test_nothing_matched_is_unknown_not_valid(tmp_path):
@@ -1143,21 +1359,55 @@ def test_offset_commits_the_cleaner_may_have_replaced_are_set_aside_the_rest_jud
     assert (verdict, kinds) == ("invalid", ["lost-offset-commit"]), results["checks"]
 
 
-@one_engine
-def test_only_unrecorded_commits_before_the_kept_records_are_set_aside(tmp_path):
-    """The id's __transaction_state partition was compacted past everything: transaction 1 has its
-    coordinator record (judged, not set aside), transaction 2 has none and began before any kept
-    record, so it is set aside and counted, not a case."""
+@pytest.mark.parametrize("cleaned_to, set_aside", [(5, 2), (4, 1), pytest.param(3, 0, marks=spark_long),
+                                                    pytest.param(None, 0, marks=spark_long)])
+def test_a_commit_the_log_lacks_is_set_aside_only_where_a_later_record_of_its_id_lies_below_the_cleaners_point(
+        tmp_path, cleaned_to, set_aside):
+    """Transaction 2 of w0.1 committed and the coordinator's log holds no record of it; then w0.2
+    initialised the id and committed a transaction (the log: Empty 0, transaction 1's Ongoing 1,
+    PrepareCommit 2 and CompleteCommit 3, w0.2's Empty 4, its transaction 5 to 7). The log
+    cleaner, cleaned up to 5, keeps only the id's last record below it, the Empty, which would
+    supersede both of w0.1's transactions' records: both set aside. Cleaned up to 4, the last
+    record below it is transaction 1's CompleteCommit, which follows transaction 1's own records
+    (set aside) but not transaction 2's: a case. Cleaned up to 3 (transaction 1 holds its
+    Prepare and Complete) or not at all: a case."""
     b = RunBuilder()
     _second_transaction(b)
     b.coordinator[("w0.1", 2)] = []  # the coordinator's log holds nothing of transaction 2
-    b.final_extra = {"compaction": {"__consumer_offsets": {}, "__transaction_state": {"0": 10_000}}}
+    b.ops += [("init", "ok", {}, "w0.2", 1), ("send", "ok", {"txn_seq": 1, "inputs": [], "outputs": 0}, "w0.2", 1),
+              ("commit", "ok", {"txn_seq": 1}, "w0.2", 1)]
+    b.txn_log_cleaned_to = cleaned_to
     verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
-    assert "split-transaction" not in kinds, results["checks"]
-    assert results["facts"]["coordinator"]["unrecorded_set_aside"] == {"tx-w0": 1}
-    assert "1 committed client transactions of tx-w0 began before" in results["checks"]["split-transaction"]["note"]
-    b.final_extra = {}  # nothing compacted: the same gap is a case
-    assert "split-transaction" in _anomalies(b.write(tmp_path / "r2"))[1]
+    facts = results["facts"]["coordinator"]
+    assert sum(facts["unrecorded_set_aside"].values()) == set_aside, (facts, results["checks"]["split-transaction"])
+    if cleaned_to == 5:
+        assert (verdict, kinds) == ("valid", []), results["checks"]
+        assert ("2 client transactions of tx-w0 that the log holds no record of, each followed by a record of its id "
+                "below where the log cleaner compacted its partition (tx-w0: its last record below offset 5 is offset "
+                "4") in results["checks"]["split-transaction"]["note"]
+    else:
+        assert (verdict, kinds) == ("invalid", ["split-transaction"]), results["checks"]
+        assert {c["explanation"] for c in results["anomalies"]["split-transaction"]} == {
+            "the client saw transaction 2 of w0.1 (tx-w0) commit, but the coordinator's log holds no transaction of it"}
+
+
+@spark_long
+def test_the_last_transaction_of_an_id_is_never_set_aside_as_compacted(tmp_path):
+    """A transaction the coordinator's log lacks that no record of its id follows (the id's last)
+    could not have been removed by the cleaner, however far it cleaned: w0.1's transaction 2, with
+    w0.2's transaction of another id after it."""
+    b = RunBuilder()
+    _second_transaction(b)
+    b.coordinator[("w0.1", 2)] = []
+    b.ops += [("init", "ok", {}, "w1.1", 0, "tx-w1"),
+              ("send", "ok", {"txn_seq": 1, "inputs": [], "outputs": 0}, "w1.1", 0, "tx-w1"),
+              ("commit", "ok", {"txn_seq": 1}, "w1.1", 0, "tx-w1")]
+    b.txn_log_cleaned_to = 4  # every record of tx-w0 (offsets 0 to 3) but its last, transaction 1's CompleteCommit
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["split-transaction"]), results["checks"]
+    assert "transaction 2 of w0.1 (tx-w0) commit, but the coordinator's log holds no transaction of it" in \
+        results["anomalies"]["split-transaction"][0]["explanation"]
+    assert results["facts"]["coordinator"]["unrecorded_set_aside"] == {"tx-w0": 1}  # transaction 1: its own Complete
 
 
 @one_engine
@@ -1177,22 +1427,60 @@ def test_another_groups_compaction_does_not_hide_a_lost_offset_commit(tmp_path):
 
 
 @one_engine
-def test_offset_commits_behind_a_pinned_offsets_partition_are_set_aside(tmp_path):
-    """A transaction left open in the group's __consumer_offsets partition (a late TxnOffsetCommit)
-    stops its committed view; a commit with no later one in the view may lie past its end: set
-    aside and counted, not lost. One with a later commit in the view lay before the end: judged."""
+def test_offset_commits_behind_a_pinned_offsets_partition_are_set_aside_where_the_raw_view_holds_them(tmp_path):
+    """A transaction left open in the group's __consumer_offsets partition stops its committed view
+    at the open transaction's first record (1 of 3 here); a commit with no later one in the view may
+    lie past that end: set aside and counted where the raw view holds it there, not lost. One the
+    raw view does not hold either was lost, however the view is pinned; one with a later commit in
+    the view lay before the end: judged."""
     pinned = {"topics": [{"topic": "__consumer_offsets", "view": "committed", "end_offsets": {"0": 1}},
-                         {"topic": "__consumer_offsets", "view": "raw", "end_offsets": {"0": 9}}]}
+                         {"topic": "__consumer_offsets", "view": "raw", "end_offsets": {"0": 3}}]}
     b = RunBuilder()
     _second_transaction(b)
     b.offset_commits = [(0, 4)]  # transaction 2's commit is not in the committed view
+    b.raw_only_offset_commits = [(0, 2), (0, 5)]  # the open transaction's, then transaction 2's, past the view
     b.final_extra = pinned
     verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
     assert (verdict, kinds) == ("valid", []), results["checks"]
-    assert "1 past the end of __consumer_offsets-0's committed view (1 of 9" in \
+    assert "1 past the end of __consumer_offsets-0's committed view (1 of 3" in \
         results["checks"]["lost-offset-commit"]["note"]
-    b.offset_commits = [(0, 5)]  # transaction 1's commit is gone from before the view's end
+    b.raw_only_offset_commits = [(0, 2)]  # nowhere in the log: lost, whatever pins the view
     verdict, kinds, results = _anomalies(b.write(tmp_path / "r2"))
+    assert (verdict, kinds) == ("invalid", ["lost-offset-commit"]), results["checks"]
+    assert "transaction 2 of w0.1 committed, but its offset commit (in 0 -> 5)" in \
+        results["anomalies"]["lost-offset-commit"][0]["explanation"]
+    b.offset_commits, b.raw_only_offset_commits = [(0, 5)], []  # transaction 1's commit is gone from before the end
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r3"))
+    assert (verdict, kinds) == ("invalid", ["lost-offset-commit"]), results["checks"]
+    # without the raw view nothing places transaction 2's commit: not judged, so never valid
+    b.offset_commits, b.raw_only_offset_commits = [(0, 4)], [(0, 2), (0, 5)]
+    run = b.write(tmp_path / "r4")
+    (run / "topics" / "__consumer_offsets.raw.parquet").unlink()
+    verdict, kinds, results = _anomalies(run)
+    check = results["checks"]["lost-offset-commit"]
+    assert (verdict, check["verdict"]) == ("unknown", "unknown") and "its raw view, which would show them" in \
+        check["note"], results["checks"]
+
+
+@one_engine
+def test_an_offset_commit_lost_past_the_cleaners_point_is_a_case(tmp_path):
+    """The cleaner removes a commit only for a later one of its input partition below its own
+    point. Transaction 1's commit (0 -> 4) is missing; the commit after it, transaction 2's
+    (0 -> 5), is at log offset 1. Cleaned up to 2, that commit is below the point: set aside.
+    Cleaned up to 1, it is not (only an older commit, 0 -> 2, lies below): transaction 1's commit
+    was never removable, and its loss is a case, though the commit before it was cleaned."""
+    def run(name: str, clean: int):
+        b = RunBuilder()
+        _second_transaction(b)
+        b.offset_commits = [(0, 2), (0, 5)]  # an older commit, then transaction 2's; transaction 1's is gone
+        b.final_extra = {"compaction": {"__consumer_offsets": {"0": clean}, "__transaction_state": {}}}
+        return _anomalies(b.write(tmp_path / name))
+
+    verdict, kinds, results = run("below", 2)
+    assert (verdict, kinds) == ("valid", []), results["checks"]
+    assert "1 below where the log cleaner compacted __consumer_offsets-0 (up to offset 2)" in \
+        results["checks"]["lost-offset-commit"]["note"]
+    verdict, kinds, results = run("past", 1)
     assert (verdict, kinds) == ("invalid", ["lost-offset-commit"]), results["checks"]
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from kchaos.verifier import driver_checks, evidence
 from kchaos.verifier.spark import observations as spark_observations
 from kchaos.verifier.acknowledged import seeder_count_cases
-from kchaos.verifier.checks import explain, progress_result, result, run_checks
+from kchaos.verifier.checks import explain, lost_write_text, progress_result, result, run_checks
 from kchaos.verifier.engine import Engine
 from kchaos.verifier.late_requests import events_path, late_request_facts, read_message_events
 from kchaos.verifier.model import (DIGEST_MAX_CASES, MAX_CASES, OPEN_TXN_STATES, TXN_NEXT, abandoned_note,
@@ -202,13 +202,13 @@ def check_aborted_read(d: SparkRun) -> CheckResult:
                                    "topic", "partition", "offset")
     cases = [d.case(explain(kinds[r["outcome"]], seq=r["txn_seq"], process=r["process"]), [d.record(r)]) for r in rows]
     coordinator_aborted = d.coordinator_aborted()
-    if coordinator_aborted:  # ends the client never learned, which the coordinator's log shows aborted
-        keys = d.spark.createDataFrame(sorted(coordinator_aborted), "process STRING, txn_seq BIGINT")
+    if coordinator_aborted:  # the coordinator's log shows aborted (its client never learned the end, or saw a commit)
+        keys = d.spark.createDataFrame(sorted((p, seq, kind) for (p, seq), kind in coordinator_aborted.items()),
+                                       "process STRING, txn_seq BIGINT, kind STRING")
         rows, more = _first_cases(committed.join(F.broadcast(keys), ["process", "txn_seq"]), "topic", "partition",
                                   "offset")
         total += more
-        cases += [d.case(explain("aborted-read.coordinator-abort", seq=r["txn_seq"], process=r["process"]),
-                         [d.record(r)]) for r in rows]
+        cases += [d.case(explain(r["kind"], seq=r["txn_seq"], process=r["process"]), [d.record(r)]) for r in rows]
     ack = d.acknowledged
     acked_aborted = (d.spark.createDataFrame([(p, o, i) for (p, o), i in sorted(ack.aborted.items())],
                                              "p INT, o BIGINT, in_id STRING") if ack.aborted else None)
@@ -295,10 +295,21 @@ def check_input_mismatch(d: SparkRun) -> CheckResult:
 
 
 def check_lost_write(d: SparkRun) -> CheckResult:
+    """pychecker.check_lost_write as a join: the transactions the client saw commit, and those the
+    coordinator's log shows committed though their client did not, against their visible outputs."""
     F = d.F
     key = ["process", "txn_seq"]
     seen = _seen_per_transaction(d)
-    lost = (d.transactions.filter((F.col("outcome") == "committed") & F.col("expected_outputs").isNotNull())
+    committed = F.col("outcome") == "committed"
+    by_coordinator = d.coordinator_committed()
+    if by_coordinator:
+        wanted = d.spark.createDataFrame(sorted(by_coordinator), "process STRING, txn_seq BIGINT").withColumn(
+            "by_coordinator", F.lit(True))
+        transactions = d.transactions.join(F.broadcast(wanted), key, "left")
+        committed = committed | F.col("by_coordinator").isNotNull()
+    else:
+        transactions = d.transactions
+    lost = (transactions.filter(committed & F.col("expected_outputs").isNotNull())
             .join(seen, key, "left").fillna(0, ["seen"]).filter(F.col("seen") < F.col("expected_outputs")))
     rows, total = _first_cases(lost, *key)
     cases = []
@@ -307,9 +318,8 @@ def check_lost_write(d: SparkRun) -> CheckResult:
             d.outputs["raw"].filter((F.col("process") == r["process"]) & (F.col("txn_seq") == r["txn_seq"]))
             .orderBy("topic", "partition", "offset").limit(20).collect())
         txn = (r["process"], r["txn_seq"])
-        cases.append(d.case(explain("lost-write", seq=r["txn_seq"], process=r["process"], seen=r["seen"],
-                                    expected=r["expected_outputs"]), [d.record(x) for x in raw],
-                            transaction=d.history.txn_evidence(txn)))
+        cases.append(d.case(lost_write_text(txn, r["seen"], r["expected_outputs"], r["outcome"]),
+                            [d.record(x) for x in raw], transaction=d.history.txn_evidence(txn)))
     return result("lost-write", cases, total)
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from kchaos.verifier.checks import explain, result
-from kchaos.verifier.observations import OBSERVATIONS
+from kchaos.verifier.observations import (OBSERVATIONS, READ_EPS_S, before_commit_case,
+                                         judges_reads_before_commit)
 from kchaos.verifier.results import CheckResult
 from kchaos.verifier.spark.run import SparkRun
 
@@ -63,7 +64,25 @@ def observed_aborted_reads(d: SparkRun) -> CheckResult:
     obs, raw, committed = observed(d)
     rows = _first(obs.join(raw, KEY).join(committed, KEY, "left_anti"))
     isolation = d.campaign.observers.isolation
-    return result("observed-aborted-read", [_case(d, "observed-aborted-read", r, isolation=isolation) for r in rows])
+    cases = [_case(d, "observed-aborted-read", r, isolation=isolation) for r in rows]
+    return result("observed-aborted-read", cases + _reads_before_commit(d))
+
+
+def _reads_before_commit(d: SparkRun) -> list[dict[str, Any]]:
+    """observations.reads_before_commit as joins: observations of a committed output (the record
+    read, by its CRC) whose transaction's commit was requested after the read."""
+    if not judges_reads_before_commit(d.workload, d.history):
+        return []
+    F = d.F
+    obs, raw, _ = observed(d)
+    outputs = d.outputs["committed"].filter(F.col("worker").isNotNull()).select(*KEY, "process", "txn_seq")
+    requested = d.transactions.filter(F.col("sent") & F.col("commit_requested").isNotNull()).select(
+        "process", "txn_seq", "commit_requested")
+    early = (obs.join(raw, KEY).filter(F.col("crc") == F.col("final_crc")).join(outputs, KEY)
+             .join(requested, ["process", "txn_seq"])
+             .filter(F.col("time") < F.col("commit_requested") - READ_EPS_S))
+    return [before_commit_case(r, (r["process"], r["txn_seq"]), r["commit_requested"], d.history.faults_at(r["time"]),
+                               d.history.txn_evidence((r["process"], r["txn_seq"]))) for r in _first(early)]
 
 
 def _with_previous(d: SparkRun) -> Any:

@@ -41,7 +41,10 @@ def history_tables(spark: Any, run: Path, history: HistoryIndex) -> dict[str, An
         "process": pa.array([k[0] for k in keys], pa.string()), "txn_seq": pa.array([k[1] for k in keys], pa.int64()),
         "txid": pa.array([op.get("txid") for op in ops], pa.string()),
         "outcome": pa.array([history.txn_outcome.get(k, "unknown") for k in keys], pa.string()),
-        "expected_outputs": pa.array([(op.get("value") or {}).get("outputs") for op in ops], pa.int64())})
+        "expected_outputs": pa.array([(op.get("value") or {}).get("outputs") for op in ops], pa.int64()),
+        # the history holds its "send" (written before its first output), and when it first asked to commit
+        "sent": pa.array([k in history.txn_ops for k in keys], pa.bool_()),
+        "commit_requested": pa.array([history.commit_requested(k) for k in keys], pa.float64())})
     inputs = pa.table({"partition": pa.array([p for p, _ in history.input_ops], pa.int32()),
                        "offset": pa.array([o for _, o in history.input_ops], pa.int64())})
     final = read_json(run / "final.json", {})
@@ -298,9 +301,70 @@ class SparkRun:
             return [CoordinatorTxn.from_row(r) for r in rows]
         return self.shared("coordinator_transactions", build)
 
-    def coordinator_aborted(self) -> set[tuple[str, int]]:
-        """Client transactions of unknown outcome that the coordinator's log shows aborted."""
-        return driver_checks.coordinator_aborted_keys(self) if self.txn_log is not None else set()
+    def coordinator_aborted(self) -> dict[tuple[str, int], str]:
+        """Client transactions the coordinator's log shows aborted, with the kind of aborted read
+        their visible outputs are (driver_checks.coordinator_aborted_kinds)."""
+        return driver_checks.coordinator_aborted_kinds(self) if self.txn_log is not None else {}
+
+    def coordinator_committed(self) -> set[tuple[str, int]]:
+        """Client transactions the coordinator's log shows committed that their client did not see commit."""
+        return driver_checks.coordinator_committed_keys(self) if self.txn_log is not None else set()
+
+    def visible_transactions(self, keys: set[tuple[str, int]]) -> set[tuple[str, int]]:
+        """Of these client transactions (few: the unresolved ones), those with a committed output."""
+        if not keys:
+            return set()
+        F = self.F
+        wanted = self.spark.createDataFrame(sorted(keys), "process STRING, txn_seq BIGINT")
+        rows = (self.outputs["committed"].join(F.broadcast(wanted), ["process", "txn_seq"], "left_semi")
+                .select("process", "txn_seq").distinct().collect())
+        return {(r["process"], r["txn_seq"]) for r in rows}
+
+    def latest_txn_records_below(self, bounds: dict[int | None, int | None],
+                                 txids: set[str]) -> dict[str, dict[str, Any]]:
+        """pychecker.RunData.latest_txn_records_below as a query: the records below each named
+        partition's bound (the key None: every other partition), the latest per id of ``txids``."""
+        if self.txn_log is None or not txids:
+            return {}
+        F = self.F
+        named = [p for p in bounds if p is not None]
+
+        def below(bound: int | None) -> Any:
+            return F.lit(True) if bound is None else F.col("offset") < bound
+
+        where = F.lit(False)
+        for p in named:
+            where = where | ((F.col("partition") == p) & below(bounds[p]))
+        if None in bounds:
+            where = where | (~F.col("partition").isin(*named) & below(bounds[None]) if named else below(bounds[None]))
+        rows = (self.txn_log.filter(where & F.col("transactional_id").isin(*sorted(txids)))
+                .groupBy("transactional_id")
+                .agg(F.max_by(F.struct("partition", "offset", "status", "producer_id", "last_update_ms"), "offset")
+                     .alias("r")).collect())
+        tombstone = {r["transactional_id"]: r["r"]["producer_id"] is None for r in rows}
+        return {r["transactional_id"]: {"partition": r["r"]["partition"], "offset": r["r"]["offset"],
+                                        "status": None if tombstone[r["transactional_id"]] else r["r"]["status"],
+                                        "last_update_ms": None if tombstone[r["transactional_id"]]
+                                        else r["r"]["last_update_ms"]} for r in rows}
+
+    @property
+    def unrecorded_output_transactions(self) -> dict[str, list[int]] | None:
+        """Per process, the transactions its committed outputs name that its history holds no
+        ``send`` of (a query: committed outputs' transactions against the history's); None for
+        identity lineage."""
+        if self.identity is not None:
+            return None
+
+        def build() -> dict[str, list[int]]:
+            F = self.F
+            sent = self.transactions.filter(F.col("sent")).select("process", "txn_seq")
+            rows = (self.outputs["committed"].filter(F.col("worker").isNotNull()).select("process", "txn_seq")
+                    .distinct().join(F.broadcast(sent), ["process", "txn_seq"], "left_anti").collect())
+            out: dict[str, list[int]] = {}
+            for r in rows:
+                out.setdefault(r["process"], []).append(r["txn_seq"])
+            return {p: sorted(seqs) for p, seqs in sorted(out.items())}
+        return self.shared("unrecorded_output_transactions", build)
 
     def late_requests(self) -> list[dict[str, Any]] | None:
         """The message proxy's late or duplicated requests (late_requests.py), built once."""
