@@ -33,7 +33,7 @@ from kchaos.clusters.toxiproxy import ensure_toxiproxy_binary
 from kchaos.errors import EXIT_HARNESS_ERROR, ClusterError, ConfigError, KchaosError
 from kchaos.cli.plan import as_json, listing, plan, render_listing, render_plan
 from kchaos.faults.schedule import generate_schedule
-from kchaos.harness.campaign import load_campaign
+from kchaos.harness.campaign import load_campaign, resolve_campaign_path
 from kchaos.harness.prune import apply_prune, plan_prune
 from kchaos.harness import findings
 from kchaos.harness.run import render_report, replay_run
@@ -169,7 +169,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     a single run's being its own (a certification's included)."""
     path, given, validated = _campaign_args(args)
     campaign = load_campaign(path, validated)
-    return run_count(campaign, Path(args.out), args.count, campaign_path=path, overrides=given,
+    # the file that ran, none given being the default: the report's replay command names it
+    return run_count(campaign, Path(args.out), args.count, campaign_path=resolve_campaign_path(path),
+                     overrides=given,
                      exit_first=args.exit_first, limit_s=args.time_limit,
                      junit=Path(args.junit) if args.junit else None)
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from kchaos.files import atomic_write
 from kchaos.reports.plots import Band, Phase, Plot, Series, render_svg
+from kchaos.reports.what_ran import seeder_client, workers_client, workload_line
 from kchaos.text import by_version, cells, durations, human, properties
 from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.model import case_time_and_slots
@@ -257,13 +258,18 @@ def gather(run: Path) -> dict[str, Any]:
                for topic, parts in sorted(stable.items()) for p, v in sorted(parts.items(), key=lambda kv: int(kv[0]))]
     cluster_info = _json(run / "cluster.json", {})
     facts = (results or {}).get("facts") or {}
+    environment = _json(run / "environment.json", {})
+    # the run's confluent-kafka: a run made before environment.json named it apart had it as "client"
+    confluent = environment.get("confluent_kafka") or environment.get("client") or "confluent-kafka (librdkafka)"
     return {
         "run": run.name, "path": str(run), "campaign": campaign, "status": status, "results": results,
         "verdict": outcome.judgement if outcome else ("incomplete" if not status.get("complete") else "unknown"),
         "required_not_checked": outcome.required_not_checked if outcome else {},
         "fault_coverage": outcome.fault_coverage if outcome else None,
         "replay": _json(run / "replay.json", {}), "seed": (run / "seed").read_text().strip() if (run / "seed").exists() else None,
-        "environment": _json(run / "environment.json", {}), "cluster_info": cluster_info,
+        "environment": environment, "cluster_info": cluster_info,
+        "what_ran": {"client": workers_client(campaign.workload, confluent), "workload": workload_line(campaign.workload),
+                     "seeder": seeder_client(confluent)},
         "plots": _plots(metrics, bands + _step_bands(ops, start, end), phases), "phases": phases, "faults": bands, "totals": metrics.get("totals") or {},
         "anomalies": anomalies, "facts": facts, "lso_lag": lso_lag,
         "broker_transactions": final.get("broker_transactions") or {},

@@ -195,6 +195,7 @@ def test_run_default_campaign_end_to_end_then_analyze(tmp_path, browser, spark):
     assert campaign["cluster"]["nodes"] == 3 and campaign["run"]["seed"] == 1
     replay = json.loads((run_dir / "replay.json").read_text())["command"]
     assert "--seed 1" in replay and "--set workload.records=2000" in replay and "--set run.duration_s=12" in replay
+    assert replay.startswith("kchaos run default --seed 1 ")  # no campaign given: the default, by name
     assert results["verdict"] == expected and results["facts"]["inputs_committed"] == 2000
     if expected == "valid":
         assert results["facts"]["outputs_committed"] == 4000
@@ -365,7 +366,10 @@ def test_faulted_run_is_valid_and_replay_reuses_its_schedule(tmp_path):
     replay_dir = next((tmp_path / "replays").iterdir())
     assert json.loads((replay_dir / "schedule.json").read_text()) == schedule
     assert (replay_dir / "seed").read_text() == (run_dir / "seed").read_text()
-    assert json.loads((replay_dir / "replay.json").read_text())["replay_of"] == str(run_dir)
+    replayed = json.loads((replay_dir / "replay.json").read_text())
+    assert replayed["replay_of"] == str(run_dir)
+    # a replay has no campaign file behind it: its command replays its own directory, naming the campaign
+    assert replayed["command"].startswith(f"kchaos replay {replay_dir}  # campaign default, seed 21")
 
 
 def test_killed_harness_is_cleaned_up_by_the_reaper(tmp_path):
