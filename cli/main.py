@@ -116,7 +116,8 @@ def cmd_cluster_up(args: argparse.Namespace) -> int:
     cluster = LocalJvmCluster(spec, directory)
     cluster.start()  # stops and cleans itself if start fails
     info = cluster.info()
-    print(json.dumps(info, indent=2) if args.json else f"cluster up: {info['bootstrap_servers']} (state in {directory})")
+    print(json.dumps(info, indent=2) if args.json else
+          f"cluster up: {info['bootstrap_servers']}, cluster id {info['cluster_id']} (state in {directory})")
     return 0
 
 
@@ -129,6 +130,7 @@ def cmd_cluster_status(args: argparse.Namespace) -> int:
         print(json.dumps(info, indent=2))
     else:
         print(f"bootstrap: {info['bootstrap_servers']}")
+        print(f"cluster id: {info['cluster_id']}")
         for node in info["nodes"]:
             print(f"  node {node['node_id']} {','.join(node['roles'])}: {node['state']} pid={node['pid']} "
                   f"proxy={node['proxy_address']} direct={node['client_address']}")

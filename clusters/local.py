@@ -100,8 +100,11 @@ class LocalNode(Node):
             if not self.clock_control_file.exists():
                 faketime.write_offset(self.clock_control_file, 0.0)
             env = {**os.environ, **faketime.environment(self.clock_control_file, lib)}
+        # the node is its main class and its config file, whoever started it (a campaign's node
+        # command on a `kchaos cluster up` cluster restarts it behind the pid file's back)
         return ManagedProcess(f"node-{self.node_id}", self._argv(), self.logs_dir / "stdout.log",
-                              self.cluster.pid_dir, marker=str(self.cluster.work_dir), env=env)
+                              self.cluster.pid_dir, marker=str(self.cluster.work_dir), env=env,
+                              identity=("kafka.Kafka", str(self.config_path)))
 
     def fill_disk(self, leave_mb: float) -> dict[str, int]:
         if not self.cluster.spec.disk_limit_mb:
@@ -605,7 +608,7 @@ class LocalJvmCluster(Cluster):
         """The base facts, plus which release the brokers and the admin tools come from (they
         differ when a release's kafka-tools is not on the registry: clusters/kafka_tools.py)."""
 
-        return {**super().info(), "kafka_version": self.kafka_version,
+        return {**super().info(), "cluster_id": self.cluster_id, "kafka_version": self.kafka_version,
                 "admin_tools_version": tool_jars("features", self.kafka_version)[1]}
 
     @classmethod

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -47,6 +48,49 @@ def test_cluster_up_status_down(tmp_path):
     assert down.returncode == 0, down.stderr
     assert processes_with_marker(str(state)) == []
     assert not state.exists()
+
+
+def test_a_node_a_node_command_restarted_is_still_seen_by_status_and_stopped_by_down(tmp_path):
+    """A `kchaos cluster up` cluster driven by an external campaign's own node commands (access =
+    "commands"), as a new user tries one: the kill and start templates restart node 1 behind its
+    pid file's back. `cluster status` must show the new JVM, and `cluster down` must stop it
+    (issue 61: the pid file named the dead JVM, status said stopped, down left the new one up)."""
+    import psutil
+
+    from kchaos.clusters.node_access import NodeAccess, run_command
+    from kchaos.clusters.spec import ExternalSpec
+
+    state = tmp_path / "c"
+    up = kchaos("cluster", "up", "--dir", str(state), "--nodes", "1")
+    assert up.returncode == 0, up.stderr
+    try:
+        cluster_id = json.loads((state / "cluster.json").read_text())["cluster_id"]
+        assert f"cluster id {cluster_id}" in up.stdout  # printed, not only kept in cluster.json
+        config = state / "node-1" / "server.properties"
+        old = json.loads((state / "pids" / "node-1.pid").read_text())["pid"]
+        # the start command a user writes: the JVM's own command line, in a script, in the background
+        (state / "node-1" / "start.sh").write_text("exec " + " ".join(shlex.quote(a) for a in psutil.Process(old).cmdline())
+                                                   + f" >> {state}/node-1/logs/stdout.log 2>&1\n")
+        access = NodeAccess(ExternalSpec(
+            bootstrap_servers="127.0.0.1:1", access="commands",
+            nodes=({"id": 1, "host": "127.0.0.1", "target": "node-1", "process": str(config)},),
+            commands={"kill": "pkill -KILL -f {process}",
+                      "start": f"sh {state}/node-{{node_id}}/start.sh > /dev/null 2>&1 < /dev/null &"}))
+        run_command(access.render("kill", 1))
+        wait_until(lambda: not psutil.pid_exists(old) or psutil.Process(old).status() == psutil.STATUS_ZOMBIE, 15, 0.1,
+                   "the killed JVM gone")
+        run_command(access.render("start", 1), timeout_s=30)
+        wait_until(lambda: processes_with_marker(str(config)), 30, 0.1, "the restarted JVM")
+        new = processes_with_marker(str(config))[0]
+        status = kchaos("cluster", "status", "--dir", str(state), "--json")
+        assert status.returncode == 0, status.stderr
+        node = json.loads(status.stdout)["nodes"][0]
+        assert node["state"] == "running" and node["pid"] == new != old
+        assert json.loads(status.stdout)["cluster_id"] == cluster_id
+    finally:
+        down = kchaos("cluster", "down", "--dir", str(state))
+    assert down.returncode == 0, down.stderr
+    wait_until(lambda: processes_with_marker(str(state)) == [], 15, 0.2, "processes left after `cluster down`")
 
 
 def test_crashed_harness_then_down_leaves_nothing(tmp_path):
