@@ -26,6 +26,7 @@ from kchaos.clusters.artifacts import require_java, resolve_kafka, validate_kafk
 from kchaos.clusters.docker_engine import PrivateDockerEngine, install_engine
 from kchaos.clusters.docker_image import ensure_kafka_image
 from kchaos.clusters.external import heal_run
+from kchaos.clusters.heal_journal import JOURNAL_NAME, HealJournal
 from kchaos.clusters.local import LocalJvmCluster
 from kchaos.clusters.processes import live_processes, reap
 from kchaos.clusters.spec import ClusterSpec, apply_overrides
@@ -238,6 +239,14 @@ def cmd_heal(args: argparse.Namespace) -> int:
     path = Path(args.run_dir)
     if not path.is_dir():
         raise ConfigError(f"{path} is not a run directory", "give the directory `kchaos run` printed")
+    if not (RunDir(path).cluster_dir / JOURNAL_NAME).exists():
+        # --out's directory, say, given instead of the run's: name the runs under it left unhealed
+        unhealed = sorted(str(j.parent.parent) for j in path.glob(f"*/cluster/{JOURNAL_NAME}")
+                          if HealJournal(j).pending())
+        raise ConfigError(f"{path} has no heal journal (cluster/{JOURNAL_NAME}): it is not a run against a cluster "
+                          "kchaos did not start",
+                          f"heal {' and '.join(unhealed)}, the run(s) under it with acts not healed" if unhealed else
+                          "give the run directory: the first line `kchaos run` printed, `run directory RUN_DIR`")
     report = heal_run(RunDir(path).cluster_dir)
     if not report:
         say("nothing to heal: every act in the heal journal was healed")

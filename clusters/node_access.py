@@ -26,8 +26,10 @@ has a value; otherwise the reason names what is missing.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import signal
 import subprocess
 import threading
 from dataclasses import dataclass
@@ -212,18 +214,24 @@ def run_command(command: NodeCommand, check: bool = True, timeout_s: float = COM
     """Run one rendered command on this machine; a failure (``check``) names the node, the action and
     what the command said.
 
-    The command is done when its shell exits, not when its output ends: a ``start`` that leaves a
+    The command runs in a session of its own, so that a Ctrl-C on kchaos never reaches a broker it
+    started. It is done when its shell exits, not when its output ends: a ``start`` that leaves a
     process in the background with the command's own output (``java ... &``, no redirection)
     would otherwise hold the pipe open, and the wait would last until the timeout. Such a
     command's output is read for ``HELD_OUTPUT_S`` more, then kchaos goes on and warns."""
+    # a session of its own: what the command starts (a broker, in the background) is out of the
+    # harness's process group, so a Ctrl-C on kchaos never reaches it
     proc = subprocess.Popen(["/bin/sh", "-c", command.shell], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.PIPE, start_new_session=True)
     assert proc.stdout is not None and proc.stderr is not None
     out, err = _Output(proc.stdout), _Output(proc.stderr)
     try:
         code = proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the command and whatever it is still waiting on
+        except ProcessLookupError:
+            pass
         proc.wait()
         raise ClusterError(f"{command.action} of node {command.node_id} did not finish in {timeout_s:.0f}s",
                            f"the command was: {command.shell}") from None

@@ -215,3 +215,20 @@ def test_a_command_that_leaves_a_process_holding_its_output_does_not_hang_until_
         for name in ("held", "redirected"):
             if (tmp_path / name).exists():
                 subprocess.run(["kill", (tmp_path / name).read_text().strip()], check=False)
+
+
+def test_heal_given_the_out_directory_names_the_runs_under_it_left_unhealed(tmp_path):
+    """After a SIGKILL a user may give `kchaos heal` the --out directory instead of the run's: it
+    found no journal there and said "nothing to heal". It now refuses and names the run."""
+    from kchaos.cli import main as cli
+
+    run = tmp_path / "runs" / "20261201T000000Z-mine-seed1"
+    (run / "cluster").mkdir(parents=True)
+    HealJournal(run / "cluster" / "heal-journal.jsonl").acting(2, "kill", "kill-2", [{"action": "start", "node": 2,
+                                                                                      "shell": "true"}])
+    args = cli.build_parser().parse_args(["heal", str(tmp_path / "runs")])
+    with pytest.raises(ConfigError) as refused:
+        args.func(args)
+    assert "has no heal journal" in refused.value.one_line() and str(run) in refused.value.one_line()
+    args = cli.build_parser().parse_args(["heal", str(run)])
+    assert args.func(args) == 0 and not HealJournal(run / "cluster" / "heal-journal.jsonl").pending()
