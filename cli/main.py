@@ -210,7 +210,7 @@ def cmd_findings(args: argparse.Namespace) -> int:
     evidence = Path(args.evidence)
     claims = findings.select(findings.load_claims(evidence), args.names)
     if args.action == "list":
-        print(findings.listing_table(claims))
+        print(findings.claims_markdown(evidence, claims) if args.markdown else findings.listing_table(claims))
         return 0
     for release in args.releases:
         validate_kafka_version(release)
@@ -374,6 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--every-seed", action="store_true",
                    help="also run every claim's other seeds (findings.toml `seeds`), not only its bundle's; "
                         "a race claim's (`at_least`) always run")
+    p.add_argument("--markdown", action="store_true",
+                   help="list: the claims as docs/findings.md's table (which must match the registry)")
     p.add_argument("--releases", nargs="+", metavar="VERSION", default=[],
                    help="run each claim on these Kafka releases (brokers and Java clients) and print which "
                         "findings reproduce on which: the findings' release matrix")
