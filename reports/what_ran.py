@@ -44,7 +44,9 @@ def workers_client(workload: WorkloadSpec, confluent: str) -> str:
 
 def workload_line(workload: WorkloadSpec) -> str:
     """The pipeline, its size and its guarantees, as whoever ran it sets them."""
-    kind = {"ctp": "consume-transform-produce on a consumer group", "share": "a share-group (KIP-932) pipeline"}[workload.kind]
+    group = {"classic": "consumer group", "consumer": "consumer group (KIP-848)",
+             "streams": "streams group (KIP-1071)"}[workload.group_protocol]
+    kind = {"ctp": f"consume-transform-produce on a {group}", "share": "a share-group (KIP-932) pipeline"}[workload.kind]
     if workload.external_command:
         who = f"{workload.workers} instances of the user's app {app_name(workload.external_command)}"
         how = (f"delivery and isolation as the app sets them; lineage {workload.lineage}"
