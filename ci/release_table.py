@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.files import atomic_write
+from kchaos.reports.what_ran import app_name
 from kchaos.verifier.model import read_json
 
 COLUMNS = ("release", "client", "TV", "seed", "verdict", "anomalies", "committed txns",
@@ -20,7 +21,10 @@ COLUMNS = ("release", "client", "TV", "seed", "verdict", "anomalies", "committed
 
 
 def client_of(workload: dict[str, Any]) -> str:
-    """The client a row names: the Java drivers by their kafka-clients release, else the kind."""
+    """The client a row names: a user's app by its name, the Java drivers by their kafka-clients
+    release, else the kind."""
+    if workload.get("external_command"):
+        return f"app {app_name(workload['external_command'])}"
     client = str(workload.get("client", "?"))
     if client in ("java", "streams", "external") and workload.get("java_client_version"):
         return f"{client} {workload['java_client_version']}"

@@ -26,6 +26,7 @@ from kchaos.clusters.artifacts import require_java, resolve_kafka, validate_kafk
 from kchaos.clusters.docker_engine import PrivateDockerEngine, install_engine
 from kchaos.clusters.docker_image import ensure_kafka_image
 from kchaos.clusters.external import heal_run
+from kchaos.clusters.heal_journal import JOURNAL_NAME, HealJournal
 from kchaos.clusters.local import LocalJvmCluster
 from kchaos.clusters.processes import live_processes, reap
 from kchaos.clusters.spec import ClusterSpec, apply_overrides
@@ -33,7 +34,7 @@ from kchaos.clusters.toxiproxy import ensure_toxiproxy_binary
 from kchaos.errors import EXIT_HARNESS_ERROR, ClusterError, ConfigError, KchaosError
 from kchaos.cli.plan import as_json, listing, plan, render_listing, render_plan
 from kchaos.faults.schedule import generate_schedule
-from kchaos.harness.campaign import load_campaign
+from kchaos.harness.campaign import load_campaign, resolve_campaign_path
 from kchaos.harness.prune import apply_prune, plan_prune
 from kchaos.harness import findings
 from kchaos.harness.run import render_report, replay_run
@@ -119,7 +120,8 @@ def cmd_cluster_up(args: argparse.Namespace) -> int:
     cluster = LocalJvmCluster(spec, directory)
     cluster.start()  # stops and cleans itself if start fails
     info = cluster.info()
-    print(json.dumps(info, indent=2) if args.json else f"cluster up: {info['bootstrap_servers']} (state in {directory})")
+    print(json.dumps(info, indent=2) if args.json else
+          f"cluster up: {info['bootstrap_servers']}, cluster id {info['cluster_id']} (state in {directory})")
     return 0
 
 
@@ -132,6 +134,7 @@ def cmd_cluster_status(args: argparse.Namespace) -> int:
         print(json.dumps(info, indent=2))
     else:
         print(f"bootstrap: {info['bootstrap_servers']}")
+        print(f"cluster id: {info['cluster_id']}")
         for node in info["nodes"]:
             print(f"  node {node['node_id']} {','.join(node['roles'])}: {node['state']} pid={node['pid']} "
                   f"proxy={node['proxy_address']} direct={node['client_address']}")
@@ -172,7 +175,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     a single run's being its own (a certification's included)."""
     path, given, validated = _campaign_args(args)
     campaign = load_campaign(path, validated)
-    return run_count(campaign, Path(args.out), args.count, campaign_path=path, overrides=given,
+    # the file that ran, none given being the default: the report's replay command names it
+    return run_count(campaign, Path(args.out), args.count, campaign_path=resolve_campaign_path(path),
+                     overrides=given,
                      exit_first=args.exit_first, limit_s=args.time_limit,
                      junit=Path(args.junit) if args.junit else None)
 
@@ -208,7 +213,7 @@ def cmd_findings(args: argparse.Namespace) -> int:
     evidence = Path(args.evidence)
     claims = findings.select(findings.load_claims(evidence), args.names)
     if args.action == "list":
-        print(findings.listing_table(claims))
+        print(findings.claims_markdown(evidence, claims) if args.markdown else findings.listing_table(claims))
         return 0
     for release in args.releases:
         validate_kafka_version(release)
@@ -237,6 +242,14 @@ def cmd_heal(args: argparse.Namespace) -> int:
     path = Path(args.run_dir)
     if not path.is_dir():
         raise ConfigError(f"{path} is not a run directory", "give the directory `kchaos run` printed")
+    if not (RunDir(path).cluster_dir / JOURNAL_NAME).exists():
+        # --out's directory, say, given instead of the run's: name the runs under it left unhealed
+        unhealed = sorted(str(j.parent.parent) for j in path.glob(f"*/cluster/{JOURNAL_NAME}")
+                          if HealJournal(j).pending())
+        raise ConfigError(f"{path} has no heal journal (cluster/{JOURNAL_NAME}): it is not a run against a cluster "
+                          "kchaos did not start",
+                          f"heal {' and '.join(unhealed)}, the run(s) under it with acts not healed" if unhealed else
+                          "give the run directory: the first line `kchaos run` printed, `run directory RUN_DIR`")
     report = heal_run(RunDir(path).cluster_dir)
     if not report:
         say("nothing to heal: every act in the heal journal was healed")
@@ -366,6 +379,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--every-seed", action="store_true",
                    help="also run every claim's other seeds (findings.toml `seeds`), not only its bundle's; "
                         "a race claim's (`at_least`) always run")
+    p.add_argument("--markdown", action="store_true",
+                   help="list: the claims as docs/findings.md's table (which must match the registry)")
     p.add_argument("--releases", nargs="+", metavar="VERSION", default=[],
                    help="run each claim on these Kafka releases (brokers and Java clients) and print which "
                         "findings reproduce on which: the findings' release matrix")

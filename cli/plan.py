@@ -3,6 +3,7 @@ starting anything (no cluster, no JVM: seconds)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from typing import Any
 
@@ -11,7 +12,9 @@ from kchaos.faults.base import TARGETS
 from kchaos.faults.kinds import KINDS
 from kchaos.faults.schedule import ScheduledFault
 from kchaos.harness.campaign import CAMPAIGNS_DIR, read_campaign_file, shipped_campaigns
+from kchaos.reports.what_ran import workers_client, workload_line
 from kchaos.verifier.campaign import Campaign
+from kchaos.workloads.spec import WorkloadSpec
 from kchaos.workloads.epoch_ageing import staggered_targets
 
 #: rough phase costs on the reference machine (2 cores; docs/benchmarks.md): cluster start, the
@@ -19,6 +22,8 @@ from kchaos.workloads.epoch_ageing import staggered_targets
 SETUP_S, HEAL_S, FINAL_READS_S, VERIFY_S, DRAIN_BACKLOG_S = 15, 10, 60, 60, 75.0
 #: InitProducerId per second when ageing transactional ids (three at once; docs/workload.md)
 AGEING_RATE = 938.0
+#: the confluent-kafka installed, which kchaos' own confluent workers would use
+CONFLUENT = f"confluent-kafka {importlib.metadata.version('confluent-kafka')}"
 
 
 def ageing_s(campaign: Campaign) -> float:
@@ -58,18 +63,17 @@ def plan(campaign: Campaign, seed: int, fresh: bool, schedule: list[ScheduledFau
 def render_plan(p: dict[str, Any]) -> str:
     c = p["campaign"]
     cl, wl, fa, ve = c["cluster"], c["workload"], c["faults"], c["verifier"]
+    workload = WorkloadSpec.model_validate(wl)
     est = p["estimate_s"]
     total = sum(v for k, v in est.items() if k != "at_most")
     lines = [f"campaign  {c['name']}: {c['description']}".rstrip(": "),
              f"seed      {p['seed']}" + (" (fresh: pass --seed to plan and run this one)" if p["fresh_seed"] else ""),
              f"cluster   Kafka {cl['kafka_version']}, {cl['nodes']} nodes, {cl['backend']} backend, transaction.version "
              f"{cl['transaction_version'] if cl['transaction_version'] is not None else 'release default'}",
-             f"workload  {wl['kind']} ({wl['client']} client, {wl['delivery']}): "
-             + (f"{wl['records']} inputs at {wl['rate']:g}/s, " if wl["records"] is not None else
-                f"inputs at {wl['rate']:g}/s for the whole workload phase (about "
-                f"{round(wl['rate'] * est['workload'])}), ")
-             + f"{wl['workers']} workers, {wl['input_partitions']} input partitions, at most {wl['max_batch']} per "
-             f"transaction, {wl['abort_fraction']:.0%} aborted on purpose",
+             f"workload  {workload_line(workload)}" + (
+                 f"; at most {wl['max_batch']} inputs per transaction, {wl['abort_fraction']:.0%} aborted on purpose"
+                 if workload.client != "streams" and not workload.external_command else ""),
+             f"client    {workers_client(workload, CONFLUENT)}",
              *([f"ageing    the workers' transactional ids before they start, to {wl['epochs_before_rollover']} bumps "
                 "before their producer ids must rotate (the next id twice as many, and so on)"]
                if wl.get("epochs_before_rollover") is not None else []),

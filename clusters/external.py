@@ -258,11 +258,12 @@ class ExternalCluster(Cluster):
             md = self.admin().list_topics(timeout=15)
             described = self.admin().describe_cluster(request_timeout=15).result()
         except Exception as exc:
-            raise ClusterError(f"external cluster at {self.bootstrap_servers} did not answer: {exc}",
+            raise ClusterError(f"external cluster at {ext.bootstrap_servers} did not answer: {exc}",
                                "check cluster.external.bootstrap_servers and the client security settings") from None
         self.cluster_id = described.cluster_id
         if ext.cluster_id is not None and ext.cluster_id != self.cluster_id:
-            raise ConfigError(f"the cluster at {self.bootstrap_servers} is {self.cluster_id!r}, not the "
+            # the servers the campaign names, not the front's port on this machine that reached them
+            raise ConfigError(f"the cluster at {ext.bootstrap_servers} is {self.cluster_id!r}, not the "
                               f"cluster_id {ext.cluster_id!r} the campaign names: nothing was touched",
                               "check that bootstrap_servers points at the cluster you mean to fault")
         declared = {n.id: n for n in ext.nodes}

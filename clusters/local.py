@@ -25,6 +25,7 @@ import base64
 import concurrent.futures
 import json
 import os
+import shlex
 import shutil
 import sys
 import time
@@ -93,15 +94,37 @@ class LocalNode(Node):
     def clock_control_file(self) -> Path:
         return self.dir / "faketime.rc"
 
+    def _extra_env(self) -> dict[str, str]:
+        """What the node's JVM gets on top of kchaos' environment: libfaketime's, under clock control."""
+        if not self.cluster.spec.clock_control:
+            return {}
+        lib = self.cluster.faketime_library or faketime.ensure_library()  # (a cluster adopted from its state)
+        if not self.clock_control_file.exists():
+            faketime.write_offset(self.clock_control_file, 0.0)
+        return faketime.environment(self.clock_control_file, lib)
+
+    @property
+    def start_script(self) -> Path:
+        return self.dir / "start.sh"
+
+    def _write_start_script(self) -> None:
+        """``node-<i>/start.sh``: the node's command line as kchaos starts it, its output to its
+        ``stdout.log``, for a campaign that drives a `kchaos cluster up` cluster with node commands
+        of its own (access = "commands": docs/clusters.md)."""
+        extra = self._extra_env()
+        env = f"env {' '.join(shlex.quote(f'{k}={v}') for k, v in extra.items())} " if extra else ""
+        self.start_script.write_text(
+            f"#!/bin/sh\n# node {self.node_id} as kchaos starts it (written at each start)\n"
+            f"exec {env}{shlex.join(self._argv())} >> {shlex.quote(str(self.logs_dir / 'stdout.log'))} 2>&1 < /dev/null\n")
+
     def _make_process(self) -> ManagedProcess:
-        env = None
-        if self.cluster.spec.clock_control:
-            lib = self.cluster.faketime_library or faketime.ensure_library()  # (a cluster adopted from its state)
-            if not self.clock_control_file.exists():
-                faketime.write_offset(self.clock_control_file, 0.0)
-            env = {**os.environ, **faketime.environment(self.clock_control_file, lib)}
+        extra = self._extra_env()
+        env = {**os.environ, **extra} if extra else None
+        # the node is its main class and its config file, whoever started it (a campaign's node
+        # command on a `kchaos cluster up` cluster restarts it behind the pid file's back)
         return ManagedProcess(f"node-{self.node_id}", self._argv(), self.logs_dir / "stdout.log",
-                              self.cluster.pid_dir, marker=str(self.cluster.work_dir), env=env)
+                              self.cluster.pid_dir, marker=str(self.cluster.work_dir), env=env,
+                              identity=("kafka.Kafka", str(self.config_path)))
 
     def fill_disk(self, leave_mb: float) -> dict[str, int]:
         if not self.cluster.spec.disk_limit_mb:
@@ -120,6 +143,7 @@ class LocalNode(Node):
         if self.process is None:
             self.process = self._make_process()
         if not self.process.is_running():
+            self._write_start_script()
             self.process.start()
 
     def kill(self) -> None:
@@ -605,7 +629,7 @@ class LocalJvmCluster(Cluster):
         """The base facts, plus which release the brokers and the admin tools come from (they
         differ when a release's kafka-tools is not on the registry: clusters/kafka_tools.py)."""
 
-        return {**super().info(), "kafka_version": self.kafka_version,
+        return {**super().info(), "cluster_id": self.cluster_id, "kafka_version": self.kafka_version,
                 "admin_tools_version": tool_jars("features", self.kafka_version)[1]}
 
     @classmethod

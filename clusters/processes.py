@@ -100,10 +100,21 @@ class ManagedProcess:
     """
 
     def __init__(self, name: str, argv: list[str], log_path: Path, pid_dir: Path, marker: str,
-                 env: dict[str, str] | None = None, cwd: Path | None = None):
+                 env: dict[str, str] | None = None, cwd: Path | None = None,
+                 identity: tuple[str, ...] | None = None):
         if marker not in " ".join(argv):
             raise ValueError("the marker must appear in the command line so reaping can recognise it")
+        if identity is not None and (not _holds(argv, identity) or marker not in " ".join(identity)):
+            raise ValueError("the identity must be arguments of the command line, and hold the marker")
         self.name = name
+        #: arguments only this process's command line holds, in a row (a node's main class and its
+        #: config file): a process started again by someone else (a node command of an external
+        #: campaign, an operator) is found by them when the pid file names a process that is gone.
+        #: Whole arguments, so that the shell line that started it (`sh -c "java ... &"`) is not it
+        self.identity = identity
+        #: whether the process leads a process group of its own, which signals then reach whole
+        #: (what start() makes); one started by someone else may share its starter's group
+        self._own_group = True
         self.argv = argv
         self.log_path = log_path
         self.pid_path = pid_dir / f"{name}.pid"
@@ -119,12 +130,25 @@ class ManagedProcess:
         return self._pid
 
     def adopt(self) -> bool:
-        """Take over the process recorded in our pid file, if it is still ours and alive."""
+        """Take over the process recorded in our pid file, if it is still ours and alive; else, with
+        an ``identity``, the one live process whose command line holds it (started again by
+        someone else since the pid file was written), and record it in the pid file."""
         entry = PidFile.read(self.pid_path)
         if entry is not None and entry.owns_live_process():
-            self._pid = entry.pid
+            self._pid, self._own_group = entry.pid, entry.pgid == entry.pid
             return True
-        return False
+        found = processes_with_args(self.identity) if self.identity is not None else []
+        if len(found) != 1:
+            return False
+        pid = found[0]
+        try:
+            pgid = os.getpgid(pid)
+        except ProcessLookupError:
+            return False
+        self._pid, self._own_group = pid, pgid == pid
+        self.pid_path.parent.mkdir(parents=True, exist_ok=True)
+        PidFile(self.pid_path, pid, pgid, self.marker, None).write()
+        return True
 
     def start(self) -> None:
         if self.is_running():
@@ -140,7 +164,7 @@ class ManagedProcess:
             )
         finally:
             log.close()
-        self._pid = self._popen.pid
+        self._pid, self._own_group = self._popen.pid, True
         PidFile(self.pid_path, self._pid, self._pid, self.marker, os.getpid()).write()
 
     def is_running(self) -> bool:
@@ -159,10 +183,7 @@ class ManagedProcess:
     def signal(self, sig: int) -> None:
         if not self.is_running():
             return
-        try:
-            os.killpg(self._pid, sig)  # type: ignore[arg-type]
-        except ProcessLookupError:
-            pass
+        _send(self._pid, sig, self._own_group)  # type: ignore[arg-type]
 
     def _wait_gone(self, timeout_s: float) -> bool:
         if self._popen is not None:
@@ -212,11 +233,8 @@ class ManagedProcess:
 
     def _forget(self) -> None:
         # Children of the process (none today) must not outlive it: kill the whole group.
-        if self._pid is not None:
-            try:
-                os.killpg(self._pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        if self._pid is not None and self._own_group:
+            _send(self._pid, signal.SIGKILL, True)
         if self._popen is not None:
             self._last_returncode = self._popen.poll()
         self._pid = None
@@ -225,6 +243,21 @@ class ManagedProcess:
             self.pid_path.unlink()
         except FileNotFoundError:
             pass
+
+
+def _send(pid: int, sig: int, group: bool) -> None:
+    """``sig`` to the process group ``pid`` leads, or to the process alone: a process kchaos did not
+    start may share a group with what started it (a shell, or the harness itself)."""
+    try:
+        if group:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        if group:
+            os.kill(pid, sig)
 
 
 def reap(directory: Path, timeout_s: float = 10.0, owner: int | None = None) -> list[int]:
@@ -247,12 +280,7 @@ def reap(directory: Path, timeout_s: float = 10.0, owner: int | None = None) -> 
             continue
         if entry.owns_live_process():
             for sig in (signal.SIGCONT, signal.SIGKILL):
-                try:
-                    os.killpg(entry.pgid, sig)
-                except ProcessLookupError:
-                    pass
-                except PermissionError:
-                    os.kill(entry.pid, sig)
+                _send(entry.pid, sig, entry.pgid == entry.pid)
             killed.append(entry.pid)
         pid_path.unlink(missing_ok=True)
     if owner is not None:
@@ -289,6 +317,20 @@ def live_processes(directory: Path) -> list[int]:
         if entry is not None and entry.owns_live_process():
             pids.append(entry.pid)
     return pids
+
+
+def _holds(argv: list[str], args: tuple[str, ...]) -> bool:
+    """Whether ``args`` are arguments of ``argv``, in a row."""
+    return any(tuple(argv[i:i + len(args)]) == args for i in range(len(argv) - len(args) + 1))
+
+
+def processes_with_args(args: tuple[str, ...]) -> list[int]:
+    """Every live process on the machine whose arguments hold ``args`` in a row."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if _holds(proc.info["cmdline"] or [], args) and is_alive(proc.pid):
+            found.append(proc.pid)
+    return found
 
 
 def processes_with_marker(marker: str) -> list[int]:

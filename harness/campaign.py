@@ -45,6 +45,15 @@ def resolve_campaign_path(path: Path | str | None) -> Path:
     return given
 
 
+def campaign_argument(path: Path) -> str:
+    """How a command line names a campaign file so that it finds the same file from anywhere: a
+    shipped campaign by its name, any other by its absolute path."""
+    resolved = Path(path).resolve()
+    if resolved.suffix == ".toml" and resolved.parent == CAMPAIGNS_DIR.resolve():
+        return resolved.stem
+    return str(resolved)
+
+
 def shipped_campaigns() -> list[str]:
     return sorted(p.stem for p in CAMPAIGNS_DIR.glob("*.toml") if p.stem != "nightly")
 

@@ -264,6 +264,30 @@ def listing_table(claims: list[Claim]) -> str:
     return _table(rows)
 
 
+def claims_markdown(evidence: Path, claims: list[Claim]) -> str:
+    """The claims as docs/findings.md shows them ("Faithfulness, claim by claim"): each claim, the
+    replays `kchaos findings verify` makes of it and what they must show, and its trigger. Made
+    from the registry, so that the page and the registry cannot disagree (tests/unit/test_findings.py)."""
+    lines = ["| finding | bundle | claim | replays (`kchaos findings verify`) | trigger: real, or kchaos' construction |",
+             "| --- | --- | --- | --- | --- |"]
+    for c in claims:
+        claim = c.verdict.upper() + (f" ({', '.join(c.any_of)})" if c.any_of else "") \
+            + (f', because "{c.because}"' if c.because else "") + ("; one sighting" if c.sighting else "")
+        bundle_seed = (evidence / c.bundle / "seed").read_text().strip()
+        others = ", ".join(map(str, c.seeds))
+        if c.sighting:
+            replays = f"the bundle (seed {bundle_seed}): reported, not claimed to reproduce"
+        elif c.at_least:
+            replays = (f"the bundle (seed {bundle_seed}) and seeds {others}, always: at least {c.at_least} of "
+                       f"{1 + len(c.seeds)}")
+        elif c.seeds:
+            replays = f"the bundle (seed {bundle_seed}); with `--every-seed` seeds {others} too: every one"
+        else:
+            replays = f"the bundle (seed {bundle_seed})"
+        lines.append(f"| {c.finding} | `{c.bundle}` | {claim} | {replays} | {c.trigger} |")
+    return "\n".join(lines)
+
+
 def verify_table(checks: list[Check]) -> str:
     rows = [("finding", "bundle", "seed", "claimed", "replayed", "kinds", "minutes", "")]
     for c in checks:

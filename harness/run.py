@@ -33,11 +33,13 @@ from kchaos.faults.base import FaultContext
 from kchaos.faults.nemesis import Nemesis
 from kchaos.faults.schedule import generate_schedule, read_schedule, write_schedule
 from kchaos.faults.steps import Stepper
+from kchaos.harness.campaign import campaign_argument
 from kchaos.harness.progress import Progress
 from kchaos import log
 from kchaos.errors import ConfigError
 from kchaos.log import say
 from kchaos.reports.run_report import render_run_report
+from kchaos.reports.what_ran import seeder_client, workers_client
 from kchaos.rundir import RunDir
 from kchaos.signals import GracefulStop
 from kchaos.verifier.campaign import Campaign, load_recorded, record
@@ -53,10 +55,26 @@ from kchaos.workloads.native_clients import CLIENTS, worker_program
 INTERRUPTED_DRAIN_S = 60.0
 
 
-def replay_command(run: RunDir, campaign_path: Path | None, seed: int, overrides: list[str] | None = None) -> str:
-    target = str(campaign_path) if campaign_path else "campaigns/default.toml"
+def replay_command(run: RunDir, campaign: str, campaign_path: Path | None, seed: int,
+                   overrides: list[str] | None = None) -> str:
+    """The command that runs this run again, naming the campaign that ran. A run of a campaign
+    file: ``kchaos run`` of that file (a shipped one by its name, which finds it from any
+    directory and from a wheel; the user's own by its absolute path), its seed and the user's
+    ``--set``. A run of a recorded campaign (``kchaos replay``, ``kchaos findings verify``) has
+    no file behind it: ``kchaos replay`` of its own directory, whose ``campaign.json`` holds it."""
+    again = f"kchaos replay {shlex.quote(str(run.path))}"
+    if campaign_path is None:
+        return f"{again}  # campaign {campaign}, seed {seed}: its recorded config and fault schedule"
     sets = "".join(f" --set {shlex.quote(o)}" for o in overrides or [])
-    return f"kchaos run {shlex.quote(target)} --seed {seed}{sets}  # or: kchaos replay {shlex.quote(str(run.path))}"
+    return f"kchaos run {shlex.quote(campaign_argument(campaign_path))} --seed {seed}{sets}  # or: {again}"
+
+
+def replay_record(run: RunDir, campaign: str, campaign_path: Path | None, seed: int,
+                  overrides: list[str] | None, replay_of: Path | None) -> dict[str, Any]:
+    """``replay.json``: how to run this run again, and which run it replayed, if any."""
+    return {"command": replay_command(run, campaign, campaign_path, seed, overrides), "campaign": campaign,
+            "seed": seed, "replay_of": str(replay_of) if replay_of else None,
+            "note": "replays the same config, seed and fault schedule; timing is not reproduced exactly"}
 
 
 def replay_run(source: Path, out_root: Path, campaign: Campaign | None = None) -> tuple[RunDir, Outcome]:
@@ -91,12 +109,10 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
     run_log.__enter__()
     (run.path / "seed").write_text(f"{seed}\n")
     record(run, campaign, seed)
-    run.write_json("replay.json", {"command": replay_command(run, campaign_path, seed, overrides), "seed": seed,
-                                   "replay_of": str(replay_of) if replay_of else None,
-                                   "note": "replays the same config, seed and fault schedule; timing is not reproduced exactly"})
+    run.write_json("replay.json", replay_record(run, campaign.name, campaign_path, seed, overrides, replay_of))
     # The schedule is written before anything runs (record first).
     write_schedule(run.path / "schedule.json", schedule, seed)
-    run.write_json("environment.json", environment(campaign.workload.client))
+    run.write_json("environment.json", environment(campaign))
     run.set_status("setup")
     say(f"run directory {run.path} (seed {seed})")
     history = HistoryWriter(run.path / "history" / "harness.jsonl", "harness")
@@ -330,13 +346,17 @@ def prepare_artifacts(campaign: Campaign) -> None:
             resolve_kafka(step.version)
 
 
-def environment(workers_client: str = "confluent") -> dict[str, Any]:
-    """What the run was made with (shown in the report's "what was tested")."""
+def environment(campaign: Campaign) -> dict[str, Any]:
+    """What the run was made with (shown in the report's "what was tested"). ``client`` is what
+    results.json names for a workload whose client is confluent: the user's app when one runs
+    as the workers (its ``client`` is then confluent by default), else confluent-kafka."""
+    confluent = f"confluent-kafka {importlib.metadata.version('confluent-kafka')} (librdkafka {confluent_kafka.libversion()[0]})"
     info: dict[str, Any] = {"python": platform.python_version(), "machine": platform.machine(),
-                            "client": f"confluent-kafka {importlib.metadata.version('confluent-kafka')} "
-                                      f"(librdkafka {confluent_kafka.libversion()[0]})"}
-    if workers_client in CLIENTS:  # the workers' own client (the seeder and the reads stay librdkafka's)
-        info["workers_client"] = CLIENTS[workers_client].library
+                            "confluent_kafka": confluent,
+                            "client": workers_client(campaign.workload, confluent) if campaign.workload.external_command
+                            else confluent,
+                            "workers": workers_client(campaign.workload, confluent),
+                            "seeder": seeder_client(confluent)}
     try:
         info["pyspark"] = importlib.metadata.version("pyspark")
     except importlib.metadata.PackageNotFoundError:

@@ -20,6 +20,7 @@ from typing import Any
 
 from kchaos.files import atomic_write
 from kchaos.reports.plots import Band, Phase, Plot, Series, render_svg
+from kchaos.reports.what_ran import seeder_client, workers_client, workload_line
 from kchaos.text import by_version, cells, durations, human, properties
 from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.model import case_time_and_slots
@@ -265,6 +266,9 @@ def gather(run: Path) -> dict[str, Any]:
                for topic, parts in sorted(stable.items()) for p, v in sorted(parts.items(), key=lambda kv: int(kv[0]))]
     cluster_info = _json(run / "cluster.json", {})
     facts = (results or {}).get("facts") or {}
+    environment = _json(run / "environment.json", {})
+    # the run's confluent-kafka: a run made before environment.json named it apart had it as "client"
+    confluent = environment.get("confluent_kafka") or environment.get("client") or "confluent-kafka (librdkafka)"
     return {
         "run": run.name, "path": str(run), "campaign": campaign, "status": status, "results": results,
         "verdict": outcome.judgement if outcome else ("incomplete" if not status.get("complete") else "unknown"),
@@ -275,7 +279,9 @@ def gather(run: Path) -> dict[str, Any]:
         "exposure_of": {f["index"]: f for f in (facts.get("exposure") or {}).get("faults") or []},
         "exposure_line": summary_line(facts.get("exposure")) if facts.get("exposure") else None,
         "replay": _json(run / "replay.json", {}), "seed": (run / "seed").read_text().strip() if (run / "seed").exists() else None,
-        "environment": _json(run / "environment.json", {}), "cluster_info": cluster_info,
+        "environment": environment, "cluster_info": cluster_info,
+        "what_ran": {"client": workers_client(campaign.workload, confluent), "workload": workload_line(campaign.workload),
+                     "seeder": seeder_client(confluent)},
         "plots": _plots(metrics, bands + _step_bands(ops, start, end), phases), "phases": phases, "faults": bands, "totals": metrics.get("totals") or {},
         "anomalies": anomalies, "headline": headline, "liveness_checks": LIVENESS_CHECKS, "facts": facts,
         "lso_lag": lso_lag,

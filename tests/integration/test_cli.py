@@ -49,6 +49,48 @@ def test_cluster_up_status_down(tmp_path):
     assert not state.exists()
 
 
+def test_a_node_a_node_command_restarted_is_still_seen_by_status_and_stopped_by_down(tmp_path):
+    """A `kchaos cluster up` cluster driven by an external campaign's own node commands (access =
+    "commands"), as a new user tries one: the kill and start templates restart node 1 behind its
+    pid file's back. `cluster status` must show the new JVM, and `cluster down` must stop it
+    (issue 61: the pid file named the dead JVM, status said stopped, down left the new one up)."""
+    import psutil
+
+    from kchaos.clusters.node_access import NodeAccess, run_command
+    from kchaos.clusters.spec import ExternalSpec
+
+    state = tmp_path / "c"
+    up = kchaos("cluster", "up", "--dir", str(state), "--nodes", "1")
+    assert up.returncode == 0, up.stderr
+    try:
+        cluster_id = json.loads((state / "cluster.json").read_text())["cluster_id"]
+        assert f"cluster id {cluster_id}" in up.stdout  # printed, not only kept in cluster.json
+        config = state / "node-1" / "server.properties"
+        old = json.loads((state / "pids" / "node-1.pid").read_text())["pid"]
+        # the node's own command line, which `cluster up` writes for node commands of one's own
+        assert "kafka.Kafka" in (state / "node-1" / "start.sh").read_text()
+        access = NodeAccess(ExternalSpec(
+            bootstrap_servers="127.0.0.1:1", access="commands",
+            nodes=({"id": 1, "host": "127.0.0.1", "target": "node-1", "process": str(config)},),
+            commands={"kill": "pkill -KILL -f {process}",
+                      "start": f"sh {state}/node-{{node_id}}/start.sh > /dev/null 2>&1 < /dev/null &"}))
+        run_command(access.render("kill", 1))
+        wait_until(lambda: not psutil.pid_exists(old) or psutil.Process(old).status() == psutil.STATUS_ZOMBIE, 15, 0.1,
+                   "the killed JVM gone")
+        run_command(access.render("start", 1), timeout_s=30)
+        wait_until(lambda: processes_with_marker(str(config)), 30, 0.1, "the restarted JVM")
+        new = processes_with_marker(str(config))[0]
+        status = kchaos("cluster", "status", "--dir", str(state), "--json")
+        assert status.returncode == 0, status.stderr
+        node = json.loads(status.stdout)["nodes"][0]
+        assert node["state"] == "running" and node["pid"] == new != old
+        assert json.loads(status.stdout)["cluster_id"] == cluster_id
+    finally:
+        down = kchaos("cluster", "down", "--dir", str(state))
+    assert down.returncode == 0, down.stderr
+    wait_until(lambda: processes_with_marker(str(state)) == [], 15, 0.2, "processes left after `cluster down`")
+
+
 def test_crashed_harness_then_down_leaves_nothing(tmp_path):
     """SIGKILL the harness while it starts a cluster; `cluster down` must still find every process."""
     state = tmp_path / "c"
@@ -195,6 +237,7 @@ def test_run_default_campaign_end_to_end_then_analyze(tmp_path, browser, spark):
     assert campaign["cluster"]["nodes"] == 3 and campaign["run"]["seed"] == 1
     replay = json.loads((run_dir / "replay.json").read_text())["command"]
     assert "--seed 1" in replay and "--set workload.records=2000" in replay and "--set run.duration_s=12" in replay
+    assert replay.startswith("kchaos run default --seed 1 ")  # no campaign given: the default, by name
     assert results["verdict"] == expected and results["facts"]["inputs_committed"] == 2000
     if expected == "valid":
         assert results["facts"]["outputs_committed"] == 4000
@@ -365,7 +408,10 @@ def test_faulted_run_is_valid_and_replay_reuses_its_schedule(tmp_path):
     replay_dir = next((tmp_path / "replays").iterdir())
     assert json.loads((replay_dir / "schedule.json").read_text()) == schedule
     assert (replay_dir / "seed").read_text() == (run_dir / "seed").read_text()
-    assert json.loads((replay_dir / "replay.json").read_text())["replay_of"] == str(run_dir)
+    replayed = json.loads((replay_dir / "replay.json").read_text())
+    assert replayed["replay_of"] == str(run_dir)
+    # a replay has no campaign file behind it: its command replays its own directory, naming the campaign
+    assert replayed["command"].startswith(f"kchaos replay {replay_dir}  # campaign default, seed 21")
 
 
 def test_killed_harness_is_cleaned_up_by_the_reaper(tmp_path):

@@ -107,6 +107,7 @@ def test_a_wrong_cluster_id_is_refused_before_anything_is_touched(lab, tmp_path)
     proc = kchaos("run", str(path), "--out", str(tmp_path / "runs"), "--seed", "1", timeout=180)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "not the cluster_id 'not-this-cluster'" in proc.stderr and "nothing was touched" in proc.stderr
+    assert f"the cluster at {lab.bootstrap_servers} is" in proc.stderr  # the servers named, not a port of kchaos'
     journals = list((tmp_path / "runs").rglob(JOURNAL_NAME))
     assert all(HealJournal(j).entries() == [] for j in journals)
     assert {n.node_id: (lab.broker_pids(n), lab.all_rules(n)) for n in lab.nodes} == before

@@ -182,3 +182,53 @@ def test_the_journal_is_written_before_the_act_and_heals_what_is_pending_newest_
     assert journal.pending() == []
     records = [json.loads(line) for line in journal.path.read_text().splitlines() if line.endswith("}")]
     assert any(r.get("healed") == first and r["how"] == "kchaos heal" for r in records)
+
+
+def test_a_command_that_leaves_a_process_holding_its_output_does_not_hang_until_the_timeout(caplog, tmp_path):
+    """issue 61: a `start` template that backgrounds the broker without redirecting its output left
+    the pipe open, and kchaos waited for its end until the 360 s timeout. The command is done when
+    its shell exits; the held output is read a little longer, and kchaos says what to fix."""
+    import logging
+    import time
+
+    from kchaos.clusters.node_access import HELD_OUTPUT_S, NodeCommand, run_command
+    from kchaos.log import LOGGER
+
+    LOGGER.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.WARNING, logger="kchaos"):
+            started = time.monotonic()
+            done = run_command(NodeCommand("start", 1, f"echo started; sleep 60 & echo $! > {tmp_path}/held"), timeout_s=30)
+            took = time.monotonic() - started
+            assert done.returncode == 0 and done.stdout == "started\n"
+            assert took < HELD_OUTPUT_S + 3, took
+            assert "start command of node 1 ended, but left a process holding its output" in caplog.text
+            caplog.clear()
+            started = time.monotonic()
+            redirected = run_command(NodeCommand("start", 2, f"echo ok; sleep 60 > /dev/null 2>&1 < /dev/null & "
+                                                                f"echo $! > {tmp_path}/redirected"))
+            assert redirected.stdout == "ok\n" and time.monotonic() - started < 1.5 and caplog.text == ""
+            failed = run_command(NodeCommand("kill", 3, "echo no such process >&2; exit 1"), check=False)
+            assert failed.returncode == 1 and failed.stderr == "no such process\n"
+    finally:
+        LOGGER.removeHandler(caplog.handler)
+        for name in ("held", "redirected"):
+            if (tmp_path / name).exists():
+                subprocess.run(["kill", (tmp_path / name).read_text().strip()], check=False)
+
+
+def test_heal_given_the_out_directory_names_the_runs_under_it_left_unhealed(tmp_path):
+    """After a SIGKILL a user may give `kchaos heal` the --out directory instead of the run's: it
+    found no journal there and said "nothing to heal". It now refuses and names the run."""
+    from kchaos.cli import main as cli
+
+    run = tmp_path / "runs" / "20261201T000000Z-mine-seed1"
+    (run / "cluster").mkdir(parents=True)
+    HealJournal(run / "cluster" / "heal-journal.jsonl").acting(2, "kill", "kill-2", [{"action": "start", "node": 2,
+                                                                                      "shell": "true"}])
+    args = cli.build_parser().parse_args(["heal", str(tmp_path / "runs")])
+    with pytest.raises(ConfigError) as refused:
+        args.func(args)
+    assert "has no heal journal" in refused.value.one_line() and str(run) in refused.value.one_line()
+    args = cli.build_parser().parse_args(["heal", str(run)])
+    assert args.func(args) == 0 and not HealJournal(run / "cluster" / "heal-journal.jsonl").pending()

@@ -250,3 +250,12 @@ def test_the_shipped_sightings_say_so_in_their_headings():
             naming = [line for line in text.splitlines() if claim.bundle in line]
             assert "one sighting" in headings[claim.finding] or any("one sighting" in line for line in naming), \
                 claim.bundle
+
+
+def test_the_findings_page_states_every_claim_and_its_replays_as_the_registry_does():
+    """docs/findings.md's table of claims is the registry's (`kchaos findings --markdown`): a claim,
+    a seed or a verdict changed in one and not the other fails here (issue 61: F8's differed)."""
+    evidence = REPO / "docs" / "evidence"
+    table = findings.claims_markdown(evidence, findings.load_claims(evidence))
+    assert table in (REPO / "docs" / "findings.md").read_text(), \
+        "regenerate the table with `kchaos findings --markdown` and paste it into docs/findings.md"

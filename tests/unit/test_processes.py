@@ -1,3 +1,4 @@
+import os
 import sys
 import time
 from pathlib import Path
@@ -129,3 +130,57 @@ def test_reap_finds_what_its_harness_started_before_writing_the_pid_file(tmp_pat
     finally:
         if child.poll() is None:
             child.kill()
+
+
+def _restarted_elsewhere(tmp_path, marker: str, *, own_group: bool):
+    """The same command started again by a shell line, as a campaign's node command does: either
+    `setsid ... &` (a group of its own) or a plain `... &` (the shell's group: the test's own)."""
+    import subprocess
+
+    line = f"{'setsid ' if own_group else ''}{sys.executable} -c 'import time; time.sleep(600)' {marker} node-1.conf " \
+           "> /dev/null 2>&1 < /dev/null &"
+    subprocess.run(["/bin/sh", "-c", line], check=True, timeout=10)
+    wait_until(lambda: processes_with_marker("node-1.conf"), 10, 0.01, "the restarted process")
+    return processes_with_marker("node-1.conf")[0]
+
+
+def test_a_process_restarted_behind_its_pid_file_is_found_by_its_identity_and_stopped(tmp_path):
+    """issue 61: a node command restarted a `kchaos cluster up` node; its pid file named the dead
+    JVM, so `cluster status` said stopped and `cluster down` left the new JVM running."""
+    import os
+
+    marker = str(tmp_path)
+    argv = [sys.executable, "-c", "import time; time.sleep(600)", marker, "node-1.conf"]
+    first = ManagedProcess("node-1", argv, tmp_path / "n.log", tmp_path / "pids", marker,
+                           identity=(marker, "node-1.conf"))
+    first.start()
+    first.kill()  # a node command's kill: the pid file now names a process that is gone
+    PidFile(tmp_path / "pids" / "node-1.pid", 4_000_000, 4_000_000, marker).write()  # no such pid
+    for own_group in (True, False):
+        again = _restarted_elsewhere(tmp_path, marker, own_group=own_group)
+        attached = ManagedProcess("node-1", argv, tmp_path / "n.log", tmp_path / "pids", marker,
+                                  identity=(marker, "node-1.conf"))
+        assert attached.adopt() and attached.pid == again and attached.is_running()
+        assert PidFile.read(tmp_path / "pids" / "node-1.pid").pid == again
+        if own_group:
+            attached.kill()
+        else:  # in the shell's group, which is the test's: the process alone is signalled
+            assert os.getpgid(again) != again
+            assert reap(tmp_path) == [again]
+        wait_until(lambda: not is_alive(again), 10, 0.05, "the restarted process stopped")
+    assert processes_with_marker(marker) == []
+
+
+def test_the_identity_is_whole_arguments_so_the_shell_that_started_it_is_not_it(tmp_path):
+    import subprocess
+
+    marker = str(tmp_path)
+    shell = subprocess.Popen(["/bin/sh", "-c", f"sleep 600; echo {marker} node-1.conf"], start_new_session=True)
+    try:
+        wait_until(lambda: processes_with_marker("node-1.conf"), 10, 0.01, "the shell")
+        proc = ManagedProcess("node-1", [sys.executable, marker, "node-1.conf"], tmp_path / "n.log", tmp_path / "pids",
+                              marker, identity=(marker, "node-1.conf"))
+        assert not proc.adopt()
+    finally:
+        os.killpg(shell.pid, 9)
+        shell.wait(5)

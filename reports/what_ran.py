@@ -1,0 +1,76 @@
+"""What a run tested, in words: the client and the workload lines of the report (and the
+client ``results.json`` names), read from the campaign the run recorded.
+
+kchaos' own workers, a Kafka Streams application and a user's app (``external_command``) all
+fill the same ``[workload]`` table; these lines name which of them ran. The seeder, which writes
+the input, is kchaos' confluent-kafka producer in every case: named apart, since it is not what
+is under test.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+from typing import Sequence
+
+from kchaos.workloads.java_client import STREAMS_GUARANTEE
+from kchaos.workloads.native_clients import CLIENTS as NATIVE_CLIENTS
+from kchaos.workloads.spec import WorkloadSpec
+
+#: shells whose ``-c SCRIPT NAME`` form names the app in its fourth word (``$0``)
+_SHELLS = {"sh", "bash", "dash", "zsh", "ksh"}
+
+
+def app_name(command: Sequence[str]) -> str:
+    """A user's app by name: the program, or for ``sh -c SCRIPT NAME`` the name the script was
+    given (``$0``; ``campaigns/byo-copier.toml`` gives ``byo-copier``)."""
+    if len(command) >= 2 and PurePath(command[0]).name in _SHELLS and command[1] == "-c":
+        return command[3] if len(command) > 3 else f"a {PurePath(command[0]).name} script"
+    return PurePath(command[0]).name
+
+
+def workers_client(workload: WorkloadSpec, confluent: str) -> str:
+    """What ran as the workers, by client library: ``confluent`` is the installed
+    confluent-kafka, as ``confluent-kafka 2.16.1 (librdkafka 2.16.1)``."""
+    if workload.external_command:
+        jars = f"; its classpath {', '.join(workload.external_classpath)}" if workload.external_classpath else ""
+        return f"the user's app {app_name(workload.external_command)} (external_command{jars})"
+    java = f"Java kafka-clients {workload.java_client_version}"
+    if workload.client in NATIVE_CLIENTS:
+        return f"{NATIVE_CLIENTS[workload.client].library} (kchaos' worker on that client, docs/clients.md)"
+    return {
+        "confluent": confluent,
+        "java": java,
+        "mixed": f"{confluent} (even worker slots) and {java} (odd worker slots)",
+        "streams": f"Kafka Streams {workload.java_client_version} (kafka-streams, its kafka-clients)",
+    }[workload.client]
+
+
+def workload_line(workload: WorkloadSpec) -> str:
+    """The pipeline, its size and its guarantees, as whoever ran it sets them."""
+    group = {"classic": "consumer group", "consumer": "consumer group (KIP-848)",
+             "streams": "streams group (KIP-1071)"}[workload.group_protocol]
+    kind = {"ctp": f"consume-transform-produce on a {group}", "share": "a share-group (KIP-932) pipeline"}[workload.kind]
+    if workload.external_command:
+        who = f"{workload.workers} instances of the user's app {app_name(workload.external_command)}"
+        how = (f"delivery and isolation as the app sets them; lineage {workload.lineage}"
+               + (f" (the input's id in the output's {workload.lineage_id})" if workload.lineage == "id" else ""))
+    elif workload.client == "streams":
+        who = (f"{workload.workers} Kafka Streams instances ({workload.streams_threads} stream thread"
+               f"{'s' if workload.streams_threads > 1 else ''} each)")
+        how = (f"processing.guarantee {STREAMS_GUARANTEE.get(workload.delivery, workload.delivery)}, "
+               f"group.protocol {workload.group_protocol}, Streams' own transactional ids")
+    else:
+        who = f"{workload.workers} kchaos workers"
+        how = (f"delivery {workload.delivery}, isolation {workload.isolation}, transactional ids "
+               f"{workload.transactional_id_strategy}"
+               + (f", group.protocol {workload.group_protocol}" if workload.kind == "ctp" else ""))
+    outputs = f"{workload.outputs_per_input} output{'s' if workload.outputs_per_input > 1 else ''}"
+    inputs = (f"{workload.records} inputs" if workload.records is not None
+              else "inputs for the whole workload phase")
+    return (f"{workload.kind}, {kind}: {inputs} at {workload.rate:g}/s, {who}, "
+            f"{workload.input_partitions} input partitions, {outputs} per input to "
+            f"{', '.join(workload.output_topics)}; {how}")
+
+
+def seeder_client(confluent: str) -> str:
+    return f"kchaos' seeder writes the input with {confluent}"
