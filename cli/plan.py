@@ -13,6 +13,7 @@ from kchaos.faults.schedule import ScheduledFault
 from kchaos.harness.campaign import CAMPAIGNS_DIR, read_campaign_file, shipped_campaigns
 from kchaos.verifier.campaign import Campaign
 from kchaos.workloads.epoch_ageing import staggered_targets
+from kchaos.workloads.native_clients import CLIENTS, not_honoured
 
 #: rough phase costs on the reference machine (2 cores; docs/benchmarks.md): cluster start, the
 #: heal and health wait, the final reads (liveness wait and dumps), the Spark verification
@@ -70,6 +71,8 @@ def render_plan(p: dict[str, Any]) -> str:
                 f"{round(wl['rate'] * est['workload'])}), ")
              + f"{wl['workers']} workers, {wl['input_partitions']} input partitions, at most {wl['max_batch']} per "
              f"transaction, {wl['abort_fraction']:.0%} aborted on purpose",
+             *([f"          without {name}: {why}" for name, why in sorted(not_honoured(wl).items())]
+               if wl["client"] in CLIENTS else []),
              *([f"ageing    the workers' transactional ids before they start, to {wl['epochs_before_rollover']} bumps "
                 "before their producer ids must rotate (the next id twice as many, and so on)"]
                if wl.get("epochs_before_rollover") is not None else []),
