@@ -16,6 +16,7 @@ from kchaos.reports.what_ran import workers_client, workload_line
 from kchaos.verifier.campaign import Campaign
 from kchaos.workloads.spec import WorkloadSpec
 from kchaos.workloads.epoch_ageing import staggered_targets
+from kchaos.workloads.native_clients import CLIENTS, not_honoured
 
 #: rough phase costs on the reference machine (2 cores; docs/benchmarks.md): cluster start, the
 #: heal and health wait, the final reads (liveness wait and dumps), the Spark verification
@@ -74,6 +75,8 @@ def render_plan(p: dict[str, Any]) -> str:
                  f"; at most {wl['max_batch']} inputs per transaction, {wl['abort_fraction']:.0%} aborted on purpose"
                  if workload.client != "streams" and not workload.external_command else ""),
              f"client    {workers_client(workload, CONFLUENT)}",
+             *([f"          without {name}: {why}" for name, why in sorted(not_honoured(wl).items())]
+               if wl["client"] in CLIENTS else []),
              *([f"ageing    the workers' transactional ids before they start, to {wl['epochs_before_rollover']} bumps "
                 "before their producer ids must rotate (the next id twice as many, and so on)"]
                if wl.get("epochs_before_rollover") is not None else []),

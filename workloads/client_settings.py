@@ -55,9 +55,14 @@ WORKER_CLIENT_PREFIX = "kchaos-w"
 SEEDER_CLIENT_ID = "kchaos-seeder"
 
 
+def static_member_id(group_id: str, worker: str) -> str:
+    """KIP-345's group.instance.id of a worker slot's consumer (``<group>-w<slot>``)."""
+    return f"{group_id}-{worker}"
+
+
 def group_instance_id(spec: Any, worker: str) -> str | None:
-    """KIP-345's static member id of a worker slot's consumer (``<group>-w<slot>``), or None."""
-    return f"{spec.group_id}-{worker}" if spec.static_membership else None
+    """The slot's static member id when the campaign asks for static membership, else None."""
+    return static_member_id(spec.group_id, worker) if spec.static_membership else None
 
 
 def classic_consumer_defaults(spec: Any) -> dict[str, Any]:

@@ -13,7 +13,9 @@ A worker gets the pool's JSON config with one more key, ``properties``: the prod
 properties kchaos resolved for it (its defaults, then the campaign's ``[workload.producer]`` /
 ``[workload.consumer]``), in Kafka's property names; each worker maps the names it supports
 (``NativeClient.producer_properties``) onto its client's own options. Any other name is refused
-when the campaign loads.
+when the campaign loads. It also gets its consumer's KIP-345 ``group_instance_id`` (None: a
+dynamic member) and ``not_honoured``: the campaign's settings its client cannot express, which it
+records in its first history line (``settings``) rather than refuse the campaign for them.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any, Literal
 
 from kchaos.errors import SetupError
 from kchaos.paths import cache_dir
+from kchaos.workloads.client_settings import static_member_id
 
 #: the workers' sources, installed by a wheel as plain files beside this module
 SOURCES = Path(str(importlib.resources.files("kchaos.workloads").joinpath("clients")))
@@ -64,19 +67,26 @@ class NativeClient:
     group_protocols: tuple[str, ...] = ("classic",)
     #: per-partition: a producer per input partition, "<prefix>-<input topic>-<p>" (sarama's example)
     txid_strategies: tuple[str, ...] = ("per-worker",)
+    #: the client's option for KIP-345's group.instance.id (workload.static_membership); None: the
+    #: client has none, and its workers join as dynamic members
+    instance_id_option: str | None = None
 
 
 CLIENTS: dict[str, NativeClient] = {c.name: c for c in (
     NativeClient("franz-go", "franz-go 1.22.3", "go", "franzgo",
                  _COMMON_PRODUCER | {"linger.ms", "delivery.timeout.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"},
-                 group_protocols=("classic", "consumer")),
+                 group_protocols=("classic", "consumer"), instance_id_option="kgo.InstanceID"),
     NativeClient("sarama", "IBM/sarama 1.61.1", "go", "sarama",
                  _COMMON_PRODUCER | {"linger.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"},
-                 txid_strategies=("per-worker", "per-partition")),
+                 txid_strategies=("per-worker", "per-partition"), instance_id_option="Consumer.Group.InstanceId"),
     NativeClient("aiokafka", "aiokafka 0.14.0", "python", "aiokafka_worker.py",
-                 _COMMON_PRODUCER | {"linger.ms", "delivery.timeout.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"}),
+                 _COMMON_PRODUCER | {"linger.ms", "delivery.timeout.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"},
+                 instance_id_option="group_instance_id"),
     NativeClient("kafka-python", "kafka-python 3.0.12", "python", "kafka_python_worker.py",
-                 _COMMON_PRODUCER | {"linger.ms", "delivery.timeout.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"}),
+                 _COMMON_PRODUCER | {"linger.ms", "delivery.timeout.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"},
+                 instance_id_option="group_instance_id"),
+    # KafkaJS 2.2.4 encodes a group instance id in its JoinGroup v5+ / SyncGroup v3+ / Heartbeat
+    # v3+ requests, but its consumer has no option for one and never passes it (broker/index.js)
     NativeClient("kafkajs", "kafkajs 2.2.4", "node", "worker.js",
                  _COMMON_PRODUCER, _COMMON_CONSUMER | {"fetch.max.wait.ms"}),
 )}
@@ -103,15 +113,34 @@ def check_native_workload(client: str, delivery: str, group_protocol: str, produ
                                  f"{native.library} (it maps {', '.join(sorted(known))}; docs/clients.md)")
 
 
+def not_honoured(workload: dict[str, Any]) -> dict[str, str]:
+    """The campaign's settings (``workload`` as a dict) a client's worker runs without, and why. A
+    worker records them when it starts (its ``settings`` event); ``kchaos plan`` names them."""
+    native = CLIENTS[workload["client"]]
+    out: dict[str, str] = {}
+    if workload.get("static_membership") and native.instance_id_option is None:
+        out["workload.static_membership"] = (f"{native.library} has no group instance id (KIP-345): the worker "
+                                             "joins as a dynamic member")
+    if workload.get("client_properties"):
+        out["workload.client_properties"] = (f"{', '.join(sorted(workload['client_properties']))}'s own property "
+                                             "names: not given to this client's worker")
+    return out
+
+
 def worker_config(config: dict[str, Any]) -> dict[str, Any]:
-    """The pool's worker config with the resolved client properties (Kafka's names, as strings)."""
+    """The pool's worker config with the resolved client properties (Kafka's names, as strings),
+    the slot's group instance id where the client can join as a static member, and what it cannot
+    honour."""
     spec = config["workload"]
     producer = {**NATIVE_PRODUCER_DEFAULTS, **(spec.get("producer") or {})}
     consumer = dict(spec.get("consumer") or {})
     as_text = {True: "true", False: "false"}
+    static = bool(spec.get("static_membership")) and CLIENTS[spec["client"]].instance_id_option is not None
     return {**config, "properties": {
         "producer": {k: as_text.get(v, str(v)) if isinstance(v, bool) else str(v) for k, v in producer.items()},
-        "consumer": {k: as_text.get(v, str(v)) if isinstance(v, bool) else str(v) for k, v in consumer.items()}}}
+        "consumer": {k: as_text.get(v, str(v)) if isinstance(v, bool) else str(v) for k, v in consumer.items()}},
+        "group_instance_id": static_member_id(spec["group_id"], config["worker"]) if static else None,
+        "not_honoured": not_honoured(spec)}
 
 
 def native_argv(client: str, config_path: Path, config: dict[str, Any]) -> list[str]:

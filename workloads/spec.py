@@ -72,7 +72,8 @@ class WorkloadSpec(BaseModel):
                             "across its restarts, so a restarted or replaced worker takes its slot's partitions back "
                             "without a rebalance, and the process it replaced is fenced (FENCED_INSTANCE_ID); with a "
                             "session timeout longer than a coordinator's failover, the members also outlive a group "
-                            "coordinator's move (kchaos' own workers: confluent, java, mixed)")
+                            "coordinator's move (kchaos' own workers; on a client without KIP-345, kafkajs, each "
+                            "worker joins as a dynamic member and records it, docs/clients.md)")
     restart_backoff_s: float = Field(1.0, ge=0, le=60)
     drain_timeout_s: float = Field(180.0, gt=0, description="after faults heal: how long to wait for every input to be processed")
     share_release_fraction: float = Field(
@@ -113,7 +114,8 @@ class WorkloadSpec(BaseModel):
         default_factory=dict,
         description="per client, producer/consumer properties on top of workload.producer/consumer: for a mixed "
                     "campaign where one client needs a name the other does not know (librdkafka times an EndTxn out "
-                    "by socket.timeout.ms, which kafka-clients refuses)")
+                    "by socket.timeout.ms, which kafka-clients refuses). Not given to a worker on another client "
+                    "(franz-go, ..., kafkajs), which records that it ran without them")
     external_command: tuple[str, ...] | None = Field(
         None, description="bring your own pipeline: argv run instead of kchaos' worker (see docs/workload.md)")
     external_classpath: tuple[str, ...] = Field(
@@ -163,19 +165,20 @@ class WorkloadSpec(BaseModel):
                 raise ValueError(f"client = {self.client!r} runs kchaos' worker on that client: the consume-transform-"
                                  "produce pipeline (kind = 'ctp', no external_command) with transactional_id_strategy "
                                  f"{' or '.join(repr(s) for s in CLIENTS[self.client].txid_strategies)}")
+            # client_properties are the confluent and java workers' own names (a campaign written for
+            # them, such as the default's librdkafka message.timeout.ms): not given to this worker,
+            # which records that it ran without them (native_clients.not_honoured)
             check_native_workload(self.client, self.delivery, self.group_protocol, dict(self.producer),
                                   dict(self.consumer))
-            if self.client_properties:
-                raise ValueError(f"client = {self.client!r}: client_properties are per confluent / java worker; set "
-                                 "workload.producer / workload.consumer")
         elif self.client in ("java", "mixed") and (self.kind != "ctp" or self.delivery != "exactly-once"
                                              or self.transactional_id_strategy != "per-worker" or self.external_command):
             raise ValueError(f"client = {self.client!r}: the Java driver runs the exactly-once consume-transform-produce "
                              "pipeline with per-worker transactional ids (kind = 'ctp', delivery = 'exactly-once', "
                              "transactional_id_strategy = 'per-worker', no external_command)")
-        if self.static_membership and (self.client not in ("confluent", "java", "mixed") or self.external_command):
+        if self.static_membership and (self.client == "streams" or self.external_command):
+            # a worker on a client without KIP-345 (kafkajs) joins as a dynamic member and records it
             raise ValueError("static_membership names kchaos' own workers' consumers (group.instance.id per worker "
-                             "slot): client confluent, java or mixed, no external_command")
+                             "slot): not a Kafka Streams application's, nor an external_command's")
         if self.after_failed_transaction != "rewind" and (self.client != "confluent" or self.kind != "ctp"
                                                           or not self.transactional or self.external_command):
             raise ValueError("after_failed_transaction = 'carry-on' is a negative control of kchaos' own librdkafka "

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from .test_workload import Harness, _events, _spec
+from kchaos.workloads.native_clients import CLIENTS as NATIVE
+
+from .test_workload import Harness, _events, _spec, committed, wait_for_history
 
 #: per client: the spec overrides its proof needs. sarama's example resets the offset it would
 #: commit after an abort but does not rewind the claim, so with intentional aborts its inputs are
@@ -34,9 +36,28 @@ def _kafkajs_duplicates_are_its_retries(h: Harness, results: dict) -> None:
         assert CONCURRENT_TRANSACTIONS in logs
 
 
+def _settings(ops: list[dict], client: str, static: bool) -> None:
+    """Every process said first how it joined: the slot's static member id where the client has
+    KIP-345, else a dynamic member that names the setting it could not honour."""
+    settings = _events(ops, "settings")
+    assert settings and all(op["client"] == client and op["outcome"] == "ok" for op in settings)
+    kip345 = static and NATIVE[client].instance_id_option is not None
+    for op in settings:
+        slot = op["process"].split(".")[0]
+        assert op["value"]["group_instance_id"] == (f"{op['value']['group_id']}-{slot}" if kip345 else None), op
+        assert ("workload.static_membership" in op["value"]["not_honoured"]) == (static and not kip345), op
+    if kip345:
+        group = settings[0]["value"]["group_id"]
+        assigns = _events(ops, "assign")
+        assert assigns and all(op["value"].get("group_instance_id") == f"{group}-{op['process'].split('.')[0]}"
+                               for op in assigns), assigns
+
+
 @pytest.mark.parametrize("client", sorted(CLIENTS))
 def test_client_worker_pipeline_is_valid(cluster3, tmp_path, client):
-    h = Harness(cluster3, tmp_path, _spec(client=client, records=300, workers=2, **CLIENTS[client]))
+    # static members, as the default campaign has them (a client without KIP-345 joins dynamically)
+    h = Harness(cluster3, tmp_path, _spec(client=client, records=300, workers=2, static_membership=True,
+                                          **CLIENTS[client]))
     results = h.finish()
     if client == "kafkajs":
         _kafkajs_duplicates_are_its_retries(h, results)
@@ -44,6 +65,7 @@ def test_client_worker_pipeline_is_valid(cluster3, tmp_path, client):
         assert results["verdict"] == "valid", json.dumps(results["checks"], indent=1)
         assert results["facts"]["outputs_committed"] == 600
     ops = h.ops()
+    _settings(ops, client, static=True)
     commits = [op for op in _events(ops, "commit") if op["outcome"] == "ok"]
     assert commits and all(op.get("client") == client for op in commits)
     # the producer id and epoch of each commit, read from the client (never guessed)
@@ -84,3 +106,25 @@ def test_a_kip447_client_fences_its_zombies(tmp_path, client):
     exits = [json.loads(line)["value"] for line in (run.path / "history.jsonl").open()
              if '"f":"worker-exit"' in line and '"type":"info"' in line]
     assert any(e["meaning"] == "fenced" and not e["current"] for e in exits), exits
+
+
+@pytest.mark.long  # about a minute per client
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_a_replaced_static_member_is_fenced(cluster3, tmp_path, client):
+    """A worker paused within its session and replaced: the replacement joins with the slot's
+    group instance id and takes its partitions; the old process, resumed, is fenced (its member id
+    or its producer; exit 10) and the run stays valid. KafkaJS's members are dynamic: its zombie is
+    fenced by its producer alone."""
+    h = Harness(cluster3, tmp_path, _spec(client=client, records=4000, rate=200, static_membership=True,
+                                          transaction_timeout_ms=10000, session_timeout_ms=10000, **CLIENTS[client]))
+    wait_for_history(h, "w0.*", committed)
+    info = h.workload.pool.zombie("w0", pause_s=3, overlap_s=5)
+    h.history.event("client-fault", {"kind": "zombie", **info})
+    results = h.finish()
+    assert results["verdict"] == "valid", json.dumps(results["checks"], indent=1)
+    ops = h.ops()
+    _settings(ops, client, static=True)
+    exits = {op["value"]["incarnation"]: op["value"] for op in _events(ops, "worker-exit") if op["value"]["slot"] == "w0"}
+    assert exits[info["zombie_incarnation"]]["meaning"] == "fenced", exits
+    zombie = f"w0.{info['zombie_incarnation']}"
+    assert any(op["process"] == zombie for op in _events(ops, "fenced")), [op for op in ops if op["process"] == zombie][-5:]

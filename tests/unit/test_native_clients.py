@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from kchaos.workloads.native_clients import CLIENTS, NATIVE_PRODUCER_DEFAULTS, SOURCES, worker_config
+from kchaos.harness.campaign import CAMPAIGNS_DIR, load_campaign
+from kchaos.workloads.native_clients import CLIENTS, NATIVE_PRODUCER_DEFAULTS, SOURCES, not_honoured, worker_config
 from kchaos.workloads.spec import WorkloadSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,8 +38,68 @@ def test_what_a_client_cannot_speak_is_refused_on_load():
     with pytest.raises(ValidationError, match="transactional_id_strategy"):
         WorkloadSpec(client="kafkajs", transactional_id_strategy="per-partition")
     WorkloadSpec(client="sarama", transactional_id_strategy="per-partition")  # its example's producer per partition
-    with pytest.raises(ValidationError, match="client_properties"):
-        WorkloadSpec(client="sarama", client_properties={"java": {"producer": {"linger.ms": 5}}})
+
+
+#: the workload of the default campaign of issue 59 (static members with a 30 s session, librdkafka's
+#: message.timeout.ms in its own table), as every client must take it
+DEFAULT_59 = {"static_membership": True, "session_timeout_ms": 30000, "transaction_timeout_ms": 30000,
+              "producer": {"request.timeout.ms": 10000}, "consumer": {"max.poll.interval.ms": 30000},
+              "client_properties": {"confluent": {"producer": {"message.timeout.ms": 20000}}}}
+
+
+def _worker_config(spec: WorkloadSpec, worker: str = "w1") -> dict:
+    return worker_config({"workload": spec.model_dump(mode="json"), "worker": worker})
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_every_client_takes_the_default_campaign_with_static_members(client):
+    spec = WorkloadSpec(client=client, **DEFAULT_59)
+    config = _worker_config(spec)
+    # the confluent worker's own table is not given to another client's worker, and it says so
+    assert config["properties"]["producer"] == {**{k: str(v) for k, v in NATIVE_PRODUCER_DEFAULTS.items()},
+                                                "request.timeout.ms": "10000"}
+    assert config["properties"]["consumer"] == {"max.poll.interval.ms": "30000"}
+    assert "workload.client_properties" in config["not_honoured"]
+
+
+@pytest.mark.parametrize("client", sorted(c for c in CLIENTS if CLIENTS[c].instance_id_option))
+def test_a_kip345_client_joins_as_the_slots_static_member(client):
+    config = _worker_config(WorkloadSpec(client=client, static_membership=True, group_id="g"), "w2")
+    assert config["group_instance_id"] == "g-w2"  # the name kchaos' own workers use (client_settings)
+    assert config["not_honoured"] == {}
+    dynamic = _worker_config(WorkloadSpec(client=client), "w2")
+    assert dynamic["group_instance_id"] is None and dynamic["not_honoured"] == {}
+
+
+def test_kafkajs_joins_as_a_dynamic_member_and_says_so():
+    assert CLIENTS["kafkajs"].instance_id_option is None  # KafkaJS 2.2.4's consumer has no group instance id
+    config = _worker_config(WorkloadSpec(client="kafkajs", static_membership=True))
+    assert config["group_instance_id"] is None
+    assert list(config["not_honoured"]) == ["workload.static_membership"]
+    assert "dynamic member" in config["not_honoured"]["workload.static_membership"]
+    assert not_honoured(WorkloadSpec(client="kafkajs").model_dump(mode="json")) == {}
+
+
+def test_static_membership_is_still_refused_where_kchaos_names_no_member():
+    with pytest.raises(ValidationError, match="static_membership"):
+        WorkloadSpec(client="streams", static_membership=True)
+    with pytest.raises(ValidationError, match="static_membership"):
+        WorkloadSpec(static_membership=True, external_command=("my-app",), lineage="id", outputs_per_input=2)
+    for client in ("confluent", "java", "mixed"):
+        WorkloadSpec(client=client, static_membership=True)
+
+
+def test_a_librdkafka_name_in_the_shared_table_is_still_refused():
+    """message.timeout.ms belongs in client_properties.confluent: in workload.producer every worker
+    would get it, and the other clients' workers have no such option."""
+    with pytest.raises(ValidationError, match="workload.producer.message.timeout.ms: the sarama worker"):
+        WorkloadSpec(client="sarama", **{**DEFAULT_59, "producer": {"message.timeout.ms": 20000}})
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_every_client_loads_the_shipped_default_campaign(client):
+    campaign = load_campaign(CAMPAIGNS_DIR / "default.toml", [f"workload.client={client}"])
+    assert campaign.workload.client == client
 
 
 @pytest.mark.parametrize("delivery", ["at-least-once", "at-least-once-no-idempotence"])

@@ -15,6 +15,11 @@
 // The producer id and epoch come from KafkaJS's own debug log ("Initialized producer id & epoch");
 // KafkaJS does not otherwise expose them.
 //
+// KafkaJS has no static membership (KIP-345): its consumer takes no group instance id (the
+// protocol encoders have the field; broker.joinGroup never passes one). With
+// workload.static_membership the worker joins as a dynamic member and says so in its first history
+// line (settings: not_honoured), as kchaos passes it (workloads/native_clients.not_honoured).
+//
 // Exit codes: 0 stopped (SIGTERM: the current transaction finishes), 10 fenced, 11 fatal,
 // 12 outcome unknown (a commit that failed leaves KafkaJS's producer in COMMITTING for good).
 'use strict'
@@ -236,6 +241,10 @@ const atLeastOnce = async (topic, partition, msgs) => {
 }
 
 const main = async () => {
+  // how the consumer joins (always dynamically) and what the campaign asked that it cannot do
+  event('settings', { group_id: wl.group_id, group_instance_id: null, session_timeout_ms: wl.session_timeout_ms,
+    rebalance_timeout_ms: rebalanceTimeout, not_honoured: config.not_honoured || {} }, 'ok',
+  { ...slotFields(), client: 'kafkajs' })
   const onSignal = () => { stopping = true }
   process.on('SIGTERM', onSignal)
   process.on('SIGINT', onSignal)

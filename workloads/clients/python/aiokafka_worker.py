@@ -17,6 +17,15 @@ What kchaos adds: a seeded abort_fraction of transactions is aborted on purpose 
 raised inside the block, so the context aborts), after which the consumer is sought back to the
 committed offsets (AIOKafkaConsumer.seek), as the Java worker does. The producer id and epoch are
 read from the producer's transaction manager (``_txn_manager``, not public API: no side effect).
+
+Static membership (KIP-345, workload.static_membership): the consumer's ``group_instance_id``. aiokafka
+sends it in JoinGroup (v5) and SyncGroup (v3) but heartbeats with Heartbeat v0/v1, which carry
+no instance id: a member whose id another process took hears UNKNOWN_MEMBER_ID, rejoins with the
+same instance id and takes it back. aiokafka 0.14.0 has no error for FENCED_INSTANCE_ID (82): its
+``for_code`` makes it an UnknownError, so the worker cannot tell that fence from any other
+unexpected error and records it as aiokafka raises it (fatal). Kafka's max.poll.interval.ms is
+also the rebalance timeout, as the Java client sends it (aiokafka's own default is the session
+timeout).
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import KafkaError, ProducerFenced, TransactionalIdAuthorizationFailed
 
 from kchaos_worker_common import (EXIT_FATAL, EXIT_FENCED, EXIT_STOPPED, EXIT_UNKNOWN, Exit, History, exit_process,
-                                  lineage, load_config, positions, prop, rng)
+                                  lineage, load_config, positions, prop, record_settings, rng)
 
 FENCED = (ProducerFenced, TransactionalIdAuthorizationFailed)
 
@@ -80,14 +89,18 @@ class Worker:
             conf["enable_idempotence"] = self.wl["delivery"] == "at-least-once"
         return AIOKafkaProducer(**conf)
 
+    def rebalance_timeout_ms(self) -> int:
+        """Kafka's max.poll.interval.ms (client_settings.classic_consumer_defaults below the campaign's)."""
+        return prop(self.config, "consumer", "max.poll.interval.ms") or max(60000, 2 * self.wl["transaction_timeout_ms"])
+
     def _consumer(self) -> AIOKafkaConsumer:
         c, wl = self.config, self.wl
         conf: dict[str, Any] = {
             "bootstrap_servers": c["client"]["bootstrap.servers"], "client_id": f"kchaos-{self.worker}-consumer",
             "group_id": wl["group_id"], "enable_auto_commit": False, "auto_offset_reset": "earliest",
             "isolation_level": wl["isolation"], "session_timeout_ms": wl["session_timeout_ms"],
-            "heartbeat_interval_ms": 1000,
-            "max_poll_interval_ms": prop(c, "consumer", "max.poll.interval.ms") or max(60000, 2 * wl["transaction_timeout_ms"])}
+            "heartbeat_interval_ms": 1000, "max_poll_interval_ms": self.rebalance_timeout_ms(),
+            "rebalance_timeout_ms": self.rebalance_timeout_ms(), "group_instance_id": c.get("group_instance_id")}
         if prop(c, "consumer", "fetch.max.wait.ms") is not None:
             conf["fetch_max_wait_ms"] = prop(c, "consumer", "fetch.max.wait.ms")
         return AIOKafkaConsumer(**conf)
@@ -97,6 +110,8 @@ class Worker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop)
         try:
+            record_settings(self.history, self.config, "aiokafka", self.wl["session_timeout_ms"],
+                            self.rebalance_timeout_ms())
             self.producer = self._producer()
             if self.transactional:
                 # start() initialises the producer id (InitProducerId): the init of the history
@@ -120,8 +135,10 @@ class Worker:
                                          **worker.slot())
 
                 def on_partitions_assigned(self, assigned: Any) -> None:
-                    worker.history.event("assign", {"partitions": sorted(tp.partition for tp in assigned)}, "ok",
-                                         **worker.slot())
+                    value = {"partitions": sorted(tp.partition for tp in assigned)}
+                    if worker.config.get("group_instance_id"):
+                        value["group_instance_id"] = worker.config["group_instance_id"]
+                    worker.history.event("assign", value, "ok", **worker.slot())
 
             self.consumer.subscribe([self.topic], listener=Listener())
             await self.consumer.start()

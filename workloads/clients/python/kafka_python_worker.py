@@ -12,6 +12,13 @@ other error is aborted. After an abort the consumer is sought back to the commit
 The producer id and epoch are read from the producer's transaction manager
 (``_transaction_manager.producer_id_and_epoch``, not public API: no side effect).
 
+Static membership (KIP-345, workload.static_membership): the consumer's ``group_instance_id``,
+sent in JoinGroup, SyncGroup, Heartbeat and (through group_metadata()) TxnOffsetCommit. A
+FENCED_INSTANCE_ID (another process took this slot's instance id) is FencedInstanceIdError: the
+join refuses it as fatal, the heartbeat thread stops, and send_offsets_to_transaction raises it
+(kafka-python classes it abortable, as the Java client). The worker ends at it as at a producer
+fence (exit 10), as kchaos' Java worker does with FencedInstanceIdException.
+
 Exit codes: 0 stopped (SIGTERM: the current transaction finishes), 10 fenced, 11 fatal,
 12 outcome unknown.
 """
@@ -28,9 +35,10 @@ from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartitio
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
 from kchaos_worker_common import (EXIT_FATAL, EXIT_FENCED, EXIT_STOPPED, EXIT_UNKNOWN, Exit, History, exit_process,
-                                  lineage, load_config, positions, prop, rng)
+                                  lineage, load_config, positions, prop, record_settings, rng)
 
-FENCED = (Errors.ProducerFencedError, Errors.InvalidProducerEpochError, Errors.TransactionalIdAuthorizationFailedError)
+FENCED = (Errors.ProducerFencedError, Errors.InvalidProducerEpochError, Errors.TransactionalIdAuthorizationFailedError,
+          Errors.FencedInstanceIdError)
 FATAL = (Errors.OutOfOrderSequenceNumberError, Errors.AuthorizationError, Errors.UnsupportedVersionError,
          Errors.IllegalStateError)
 
@@ -92,6 +100,11 @@ class Worker:
             self.history.complete(op, "init", "ok", **self.fields())
         return producer
 
+    def rebalance_timeout_ms(self) -> int:
+        """Kafka's max.poll.interval.ms, which kafka-python also sends as the rebalance timeout
+        (client_settings.classic_consumer_defaults below the campaign's)."""
+        return prop(self.config, "consumer", "max.poll.interval.ms") or max(60000, 2 * self.wl["transaction_timeout_ms"])
+
     def _consumer(self) -> KafkaConsumer:
         c, wl = self.config, self.wl
         conf: dict[str, Any] = {
@@ -99,7 +112,9 @@ class Worker:
             "group_id": wl["group_id"], "enable_auto_commit": False, "auto_offset_reset": "earliest",
             "isolation_level": wl["isolation"], "session_timeout_ms": wl["session_timeout_ms"],
             "heartbeat_interval_ms": 1000, "max_poll_records": wl["max_batch"],
-            "max_poll_interval_ms": prop(c, "consumer", "max.poll.interval.ms") or max(60000, 2 * wl["transaction_timeout_ms"])}
+            "max_poll_interval_ms": self.rebalance_timeout_ms()}
+        if c.get("group_instance_id"):
+            conf["group_instance_id"] = c["group_instance_id"]
         if prop(c, "consumer", "fetch.max.wait.ms") is not None:
             conf["fetch_max_wait_ms"] = prop(c, "consumer", "fetch.max.wait.ms")
         return KafkaConsumer(**conf)
@@ -107,6 +122,8 @@ class Worker:
     # -- main loop ---------------------------------------------------------------------------
     def run(self) -> int:
         try:
+            record_settings(self.history, self.config, "kafka-python", self.wl["session_timeout_ms"],
+                            self.rebalance_timeout_ms())
             self._producer()
             self.consumer = self._consumer()
             worker = self
@@ -117,8 +134,10 @@ class Worker:
                                          **worker.slot())
 
                 def on_partitions_assigned(self, assigned: Any) -> None:
-                    worker.history.event("assign", {"partitions": sorted(tp.partition for tp in assigned)}, "ok",
-                                         **worker.slot())
+                    value = {"partitions": sorted(tp.partition for tp in assigned)}
+                    if worker.config.get("group_instance_id"):
+                        value["group_instance_id"] = worker.config["group_instance_id"]
+                    worker.history.event("assign", value, "ok", **worker.slot())
 
             self.consumer.subscribe([self.topic], listener=Listener())
             while not self.stopping:

@@ -89,6 +89,18 @@ class History:
             os.close(fd)
 
 
+def record_settings(history: History, config: dict[str, Any], client: str, session_timeout_ms: int,
+                    rebalance_timeout_ms: int) -> None:
+    """The process's first history line: how its consumer joins the group (the slot's KIP-345
+    group instance id, or None for a dynamic member) and which of the campaign's settings it runs
+    without (docs/clients.md)."""
+    history.event("settings", {"group_id": config["workload"]["group_id"],
+                               "group_instance_id": config.get("group_instance_id"),
+                               "session_timeout_ms": session_timeout_ms, "rebalance_timeout_ms": rebalance_timeout_ms,
+                               "not_honoured": config.get("not_honoured") or {}},
+                  "ok", worker=config["worker"], incarnation=config["incarnation"], client=client)
+
+
 def lineage(in_id: str, topic: str, partition: int, offset: int, slot: int, slots: int, config: dict[str, Any],
             txid: str | None, txn_seq: int) -> bytes:
     return json.dumps({"in_id": in_id, "in_topic": topic, "in_partition": partition, "in_offset": offset,

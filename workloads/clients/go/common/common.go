@@ -55,6 +55,10 @@ type Config struct {
 	TxidPrefix  string                       `json:"txid_prefix"`
 	HistoryPath string                       `json:"history_path"`
 	Properties  map[string]map[string]string `json:"properties"`
+	// GroupInstanceID is the slot's KIP-345 static member id ("" for a dynamic member)
+	GroupInstanceID string `json:"group_instance_id"`
+	// NotHonoured names the campaign's settings this client cannot express, and why
+	NotHonoured map[string]string `json:"not_honoured"`
 }
 
 // Load reads the config named on the command line (or by $KCHAOS_WORKER_CONFIG).
@@ -101,6 +105,29 @@ func (c *Config) Prop(table, name string) (int, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// Settings records, as the process's first history line, how its consumer joins the group and
+// which of the campaign's settings it runs without (docs/clients.md).
+func (c *Config) Settings(h *History, client string, sessionMs, rebalanceMs int) {
+	var instance any
+	if c.GroupInstanceID != "" {
+		instance = c.GroupInstanceID
+	}
+	notHonoured := c.NotHonoured
+	if notHonoured == nil {
+		notHonoured = map[string]string{}
+	}
+	orNil := func(ms int) any { // 0: the broker's (KIP-848 owns the session and the rebalance)
+		if ms <= 0 {
+			return nil
+		}
+		return ms
+	}
+	h.Event("settings", V{"group_id": c.Workload.GroupID, "group_instance_id": instance,
+		"session_timeout_ms": orNil(sessionMs), "rebalance_timeout_ms": orNil(rebalanceMs),
+		"not_honoured": notHonoured}, "ok",
+		Fields{"worker": c.Worker, "incarnation": c.Incarnation, "client": client})
 }
 
 // Ms is a duration of milliseconds.

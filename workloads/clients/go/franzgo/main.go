@@ -16,7 +16,12 @@
 //   - the producer id and epoch of each line come from franz-go's own info log lines (the client
 //     does not otherwise expose them without side effects: ProducerID reloads a failed id);
 //   - a seeded abort_fraction of transactions is aborted on purpose (End(TryAbort) after a Flush,
-//     so the aborted outputs reach the log).
+//     so the aborted outputs reach the log);
+//   - with workload.static_membership the session joins with kgo.InstanceID (KIP-345). franz-go
+//     answers a FENCED_INSTANCE_ID (another process took this slot's instance id) as any group
+//     error: OnPartitionsLost, then a rejoin after the retry backoff, which would take the id back
+//     from the process that replaced this one. The worker ends there instead (exit 10), from
+//     HookGroupManageError, the hook franz-go offers "to detect potentially fatal errors".
 //
 // Exit codes: 0 stopped (SIGTERM: the current transaction finishes), 10 fenced, 11 fatal,
 // 12 outcome unknown.
@@ -31,6 +36,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -80,6 +86,7 @@ func (l *producerLog) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 }
 
 type worker struct {
+	exiting  atomic.Bool // the process is ending: only one path records why
 	cfg      *common.Config
 	h        *common.History
 	log      *producerLog
@@ -117,7 +124,27 @@ func (w *worker) slotFields() common.Fields {
 
 func isFenced(err error) bool {
 	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
-		errors.Is(err, kerr.TransactionalIDAuthorizationFailed)
+		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || errors.Is(err, kerr.FencedInstanceID)
+}
+
+// OnGroupManageError ends the process when another process took this slot's static member id
+// (kgo.HookGroupManageError): franz-go would rejoin with the same id and fence that process in
+// turn. A transaction under way is left as a crash leaves it (its operations unknown).
+func (w *worker) OnGroupManageError(err error) {
+	if !errors.Is(err, kerr.FencedInstanceID) || !w.exiting.CompareAndSwap(false, true) {
+		return
+	}
+	w.h.Event("fenced", common.V{"reason": "group: " + err.Error()}, "info", w.fields())
+	w.h.Close()
+	os.Exit(common.ExitFenced)
+}
+
+func (w *worker) assigned(m map[string][]int32) common.V {
+	v := common.V{"partitions": w.partitions(m)}
+	if w.cfg.GroupInstanceID != "" {
+		v["group_instance_id"] = w.cfg.GroupInstanceID
+	}
+	return v
 }
 
 func (w *worker) partitions(m map[string][]int32) []int32 {
@@ -126,12 +153,18 @@ func (w *worker) partitions(m map[string][]int32) []int32 {
 	return ps
 }
 
+// rebalanceMs is the classic group's rebalance timeout: Kafka's max.poll.interval.ms, as the Java
+// client sends it (client_settings.classic_consumer_defaults below the campaign's)
+func (w *worker) rebalanceMs() int {
+	if v, ok := w.cfg.Prop("consumer", "max.poll.interval.ms"); ok {
+		return v
+	}
+	return max(60000, 2*w.cfg.Workload.TransactionTimeoutMs)
+}
+
 func (w *worker) options() []kgo.Opt {
 	wl := w.cfg.Workload
-	rebalance := max(60000, 2*wl.TransactionTimeoutMs) // client_settings.classic_consumer_defaults
-	if v, ok := w.cfg.Prop("consumer", "max.poll.interval.ms"); ok {
-		rebalance = v
-	}
+	rebalance := w.rebalanceMs()
 	level := kgo.ReadCommitted()
 	if wl.Isolation == "read_uncommitted" {
 		level = kgo.ReadUncommitted()
@@ -141,13 +174,14 @@ func (w *worker) options() []kgo.Opt {
 		// one client consumes and produces (GroupTransactSession): it carries the producer's id
 		kgo.ClientID("kchaos-" + w.cfg.Worker + "-producer"),
 		kgo.WithLogger(w.log),
+		kgo.WithHooks(w),
 		kgo.ConsumerGroup(wl.GroupID),
 		kgo.ConsumeTopics(wl.InputTopic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(level),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			w.h.Event("assign", common.V{"partitions": w.partitions(m)}, "ok", w.slotFields())
+			w.h.Event("assign", w.assigned(m), "ok", w.slotFields())
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			w.h.Event("revoke", common.V{"partitions": w.partitions(m)}, "ok", w.slotFields())
@@ -155,6 +189,9 @@ func (w *worker) options() []kgo.Opt {
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			w.h.Event("revoke", common.V{"partitions": w.partitions(m), "lost": true}, "ok", w.slotFields())
 		}),
+	}
+	if w.cfg.GroupInstanceID != "" {
+		opts = append(opts, kgo.InstanceID(w.cfg.GroupInstanceID))
 	}
 	if wl.GroupProtocol == "consumer" {
 		// KIP-848: the broker assigns; franz-go needs the range or sticky balancer for it
@@ -192,6 +229,11 @@ func (w *worker) options() []kgo.Opt {
 
 func (w *worker) start() error {
 	var err error
+	if w.cfg.Workload.GroupProtocol == "consumer" {
+		w.cfg.Settings(w.h, "franz-go", 0, 0)
+	} else {
+		w.cfg.Settings(w.h, "franz-go", w.cfg.Workload.SessionTimeoutMs, w.rebalanceMs())
+	}
 	if !w.cfg.Transactional() {
 		w.cl, err = kgo.NewClient(w.options()...)
 		if err != nil {
@@ -412,6 +454,9 @@ func (w *worker) run() (code int) {
 			e, ok := r.(*exit)
 			if !ok {
 				panic(r)
+			}
+			if !w.exiting.CompareAndSwap(false, true) {
+				select {} // OnGroupManageError is ending the process
 			}
 			w.h.Event(e.f, common.V{"reason": e.reason}, "info", w.fields())
 			code = e.code

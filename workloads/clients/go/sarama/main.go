@@ -18,7 +18,12 @@
 //     as every kchaos worker does, where the example would make a new producer with the same id;
 //   - the producer's Errors() channel is drained (the example leaves it, which blocks the producer
 //     once an error is returned);
-//   - a seeded abort_fraction of transactions is aborted on purpose.
+//   - a seeded abort_fraction of transactions is aborted on purpose;
+//   - with workload.static_membership the group joins with Consumer.Group.InstanceId (KIP-345),
+//     and the transaction's group metadata carries it. A FENCED_INSTANCE_ID (another process took
+//     this slot's instance id) ends sarama's session; the example's loop would call Consume again
+//     and join with the same id. The worker ends there instead (exit 10), as at a producer fence,
+//     and so at a FENCED_INSTANCE_ID answer to TxnOffsetCommit, which sarama classes abortable.
 //
 // sarama's ResetOffset changes only the offset the session would commit: it does not rewind the
 // claim, which goes on with the next message. So after an abort the aborted inputs are not read
@@ -129,7 +134,16 @@ func (w *worker) exit(code int, f, reason, txid string) {
 
 func isFenced(err error) bool {
 	return errors.Is(err, sarama.ErrProducerFenced) || errors.Is(err, sarama.ErrInvalidProducerEpoch) ||
-		errors.Is(err, sarama.ErrTransactionalIDAuthorizationFailed)
+		errors.Is(err, sarama.ErrTransactionalIDAuthorizationFailed) || errors.Is(err, sarama.ErrFencedInstancedId)
+}
+
+// instanceID is the slot's static member id for the transaction's group metadata (nil: dynamic)
+func (w *worker) instanceID() *string {
+	if w.cfg.GroupInstanceID == "" {
+		return nil
+	}
+	id := w.cfg.GroupInstanceID
+	return &id
 }
 
 func (w *worker) txid(partition int32) string {
@@ -219,7 +233,11 @@ type handler struct{ w *worker }
 func (hd handler) Setup(s sarama.ConsumerGroupSession) error {
 	parts := append([]int32(nil), s.Claims()[hd.w.cfg.Workload.InputTopic]...)
 	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
-	hd.w.h.Event("assign", common.V{"partitions": parts, "generation": s.GenerationID()}, "ok", hd.w.slotFields())
+	v := common.V{"partitions": parts, "generation": s.GenerationID()}
+	if hd.w.cfg.GroupInstanceID != "" {
+		v["group_instance_id"] = hd.w.cfg.GroupInstanceID
+	}
+	hd.w.h.Event("assign", v, "ok", hd.w.slotFields())
 	return nil
 }
 
@@ -227,6 +245,11 @@ func (hd handler) Cleanup(s sarama.ConsumerGroupSession) error {
 	parts := append([]int32(nil), s.Claims()[hd.w.cfg.Workload.InputTopic]...)
 	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
 	hd.w.h.Event("revoke", common.V{"partitions": parts}, "ok", hd.w.slotFields())
+	if cause := context.Cause(s.Context()); errors.Is(cause, sarama.ErrFencedInstancedId) {
+		// the heartbeat was answered FENCED_INSTANCE_ID: the claims have ended; rejoining would
+		// take the id back from the process that replaced this one
+		hd.w.exit(common.ExitFenced, "fenced", "group: "+cause.Error(), hd.w.cfg.Txid())
+	}
 	return nil
 }
 
@@ -330,7 +353,7 @@ func (w *worker) transaction(s sarama.ConsumerGroupSession, batch []*sarama.Cons
 	if d := w.cfg.Workload.ProcessDelayMs; d > 0 {
 		time.Sleep(common.Ms(d))
 	}
-	meta := sarama.NewConsumerGroupMetadataFromSession(s, w.cfg.Workload.GroupID, nil)
+	meta := sarama.NewConsumerGroupMetadataFromSession(s, w.cfg.Workload.GroupID, w.instanceID())
 	offsets := common.V{strconv.Itoa(int(last.Partition)): last.Offset + 1}
 	op = w.h.Invoke("send_offsets", common.V{"txn_seq": seq, "offsets": offsets, "generation": meta.GenerationID},
 		w.fields(txid))
@@ -510,10 +533,15 @@ func main() {
 	c.Consumer.Offsets.AutoCommit.Enable = false
 	c.Consumer.Group.Session.Timeout = common.Ms(wl.SessionTimeoutMs)
 	c.Consumer.Group.Heartbeat.Interval = time.Second
-	c.Consumer.Group.Rebalance.Timeout = common.Ms(max(60000, 2*wl.TransactionTimeoutMs))
+	rebalanceMs := max(60000, 2*wl.TransactionTimeoutMs)
 	if v, ok := cfg.Prop("consumer", "max.poll.interval.ms"); ok {
-		c.Consumer.Group.Rebalance.Timeout = common.Ms(v)
+		rebalanceMs = v
 	}
+	c.Consumer.Group.Rebalance.Timeout = common.Ms(rebalanceMs)
+	if cfg.GroupInstanceID != "" {
+		c.Consumer.Group.InstanceId = cfg.GroupInstanceID // KIP-345 (Config.Version 2.3+; sarama's default is 2.8)
+	}
+	cfg.Settings(h, "sarama", wl.SessionTimeoutMs, rebalanceMs)
 	if v, ok := cfg.Prop("consumer", "fetch.max.wait.ms"); ok {
 		c.Consumer.MaxWaitTime = common.Ms(v)
 	}
@@ -536,6 +564,9 @@ func main() {
 		if err := w.group.Consume(ctx, []string{wl.InputTopic}, handler{w}); err != nil {
 			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
 				break
+			}
+			if errors.Is(err, sarama.ErrFencedInstancedId) { // JoinGroup or SyncGroup refused this member
+				w.exit(common.ExitFenced, "fenced", "group: "+err.Error(), cfg.Txid())
 			}
 			fmt.Fprintf(os.Stderr, "%.3f consume: %v\n", float64(time.Now().UnixNano())/1e9, err)
 			time.Sleep(time.Second)
