@@ -102,7 +102,8 @@ def check_native_workload(client: str, delivery: str, group_protocol: str, produ
     if delivery not in native.deliveries:
         raise ValueError(f"client = {client!r} cannot run delivery = {delivery!r} (it runs "
                          f"{', '.join(native.deliveries)}; docs/clients.md)")
-    if group_protocol not in native.group_protocols:
+    # KIP-848's protocol where the client lacks it: its worker joins a classic group (not_honoured)
+    if group_protocol not in native.group_protocols and group_protocol != "consumer":
         raise ValueError(f"client = {client!r}: {native.library} does not speak group_protocol = {group_protocol!r} "
                          f"(it speaks {', '.join(native.group_protocols)}; docs/clients.md)")
     for table, given, known in (("producer", producer, native.producer_properties),
@@ -121,6 +122,10 @@ def not_honoured(workload: dict[str, Any]) -> dict[str, str]:
     if workload.get("static_membership") and native.instance_id_option is None:
         out["workload.static_membership"] = (f"{native.library} has no group instance id (KIP-345): the worker "
                                              "joins as a dynamic member")
+    if workload.get("group_protocol") == "consumer" and "consumer" not in native.group_protocols:
+        out["workload.group_protocol"] = (f"{native.library} has no KIP-848 consumer protocol: the worker joins a "
+                                          "classic group (session timeout, heartbeats and rebalances of the classic "
+                                          "protocol)")
     if workload.get("client_properties"):
         out["workload.client_properties"] = (f"{', '.join(sorted(workload['client_properties']))}'s own property "
                                              "names: not given to this client's worker")

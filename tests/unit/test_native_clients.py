@@ -32,8 +32,8 @@ def test_a_property_a_worker_does_not_map_is_refused_on_load():
 
 
 def test_what_a_client_cannot_speak_is_refused_on_load():
-    with pytest.raises(ValidationError, match="does not speak group_protocol = 'consumer'"):
-        WorkloadSpec(client="aiokafka", group_protocol="consumer")
+    with pytest.raises(ValidationError, match="it needs client = 'streams'"):
+        WorkloadSpec(client="aiokafka", group_protocol="streams")
     WorkloadSpec(client="franz-go", group_protocol="consumer")  # KIP-848
     with pytest.raises(ValidationError, match="transactional_id_strategy"):
         WorkloadSpec(client="kafkajs", transactional_id_strategy="per-partition")
@@ -136,3 +136,13 @@ def test_a_wheel_ships_every_source_of_the_workers():
     for client in CLIENTS.values():
         entry = SOURCES / {"go": "go", "node": "node", "python": "python"}[client.toolchain] / client.entry
         assert entry.exists(), entry
+
+
+def test_a_client_without_kip848_joins_a_classic_group_and_says_so():
+    """The default campaign's KIP-848 group on a client that lacks it: the campaign loads, the worker
+    joins a classic group and names what it ran without; franz-go speaks it."""
+    spec = WorkloadSpec(client="sarama", group_protocol="consumer")
+    missing = not_honoured(spec.model_dump(mode="json"))
+    assert "KIP-848" in missing["workload.group_protocol"]
+    assert "workload.group_protocol" not in not_honoured(
+        WorkloadSpec(client="franz-go", group_protocol="consumer").model_dump(mode="json"))
