@@ -12,7 +12,8 @@ import xmlschema
 
 from .test_cli import REPO, kchaos
 
-SHORT = ['"run.duration_s=10"', '"workload.records=1500"', '"workload.rate=500"', '"workload.max_batch=50"']
+SHORT = ['"run.duration_s=10"', '"workload.records=1500"', '"workload.rate=500"', '"workload.max_batch=50"',
+         '"faults.start_after_s=2"', '"faults.exposure="']  # a 10 s run cannot meet the default's exposure bar
 
 
 @pytest.mark.long  # two campaigns end to end (about 3 minutes); JUnit and exit codes are unit-tested

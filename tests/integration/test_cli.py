@@ -108,6 +108,12 @@ def test_crashed_harness_then_down_leaves_nothing(tmp_path):
     wait_until(lambda: processes_with_marker(str(state)) == [], 15, 0.2, "processes left after `cluster down`")
 
 
+#: the default campaign's [faults.exposure] bar is set for its whole 110 s of faults; a run cut
+#: to a few seconds (or by a signal) cannot meet it and is unknown, as it should be (the bar is
+#: unit-tested in test_checkers): the tests about other things run without it
+WITHOUT_EXPOSURE_BAR = ("--set", "faults.exposure=")
+
+
 def _as_a_foreground_command() -> None:
     """Give the child SIGINT's default disposition, as a shell does for a command in the foreground.
 
@@ -120,7 +126,8 @@ def _as_a_foreground_command() -> None:
 
 def _start_run(out: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([*KCHAOS, "run", "--out", str(out), "--set", "cluster.nodes=1", "--seed", "3",
-                             "--set", "faults.start_after_s=1", "--set", "workload.records=200000", *extra],
+                             "--set", "faults.start_after_s=1", "--set", "workload.records=200000",
+                             *WITHOUT_EXPOSURE_BAR, *extra],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=_as_a_foreground_command)
 
@@ -220,7 +227,7 @@ def test_run_default_campaign_end_to_end_then_analyze(tmp_path, browser, spark):
     # and CI once stopped it at the 300 s the other calls get
     result = kchaos("run", "--out", str(out), "--seed", "1", "--duration", "12", "--junit", str(junit),
                     "--set", "workload.records=2000", "--set", "workload.rate=2000", "--set", "workload.max_batch=50",
-                    timeout=600, cwd=cwd)
+                    "--set", "faults.start_after_s=2", *WITHOUT_EXPOSURE_BAR, timeout=600, cwd=cwd)
     assert list(cwd.iterdir()) == []
     run_dir = next(out.iterdir())
     results = json.loads((run_dir / "results.json").read_text())
@@ -389,19 +396,20 @@ def test_missing_java_is_a_clear_error(tmp_path):
 def test_faulted_run_is_valid_and_replay_reuses_its_schedule(tmp_path):
     out = tmp_path / "runs"
     args = ["--seed", "21", "--duration", "26", "--set", "workload.records=6000", "--set", "workload.rate=400",
-            "--set", "faults.interval_s=8", "--set", "workload.max_batch=20"]
+            "--set", "faults.start_after_s=2", "--set", "workload.max_batch=20", *WITHOUT_EXPOSURE_BAR]
     first = kchaos("run", "--out", str(out), *args, timeout=600)
     assert first.returncode == 0, first.stderr[-4000:]
     run_dir = next(out.iterdir())
     schedule = json.loads((run_dir / "schedule.json").read_text())
-    assert len(schedule["faults"]) == 3  # at 5, 13 and 21 s, each held 4 s, within the 26 s fault phase
+    n = len(schedule["faults"])
+    assert n >= 1  # the seed's first faults that fit in the 26 s fault phase
     heal = json.loads((run_dir / "heal.json").read_text())
-    assert heal["healthy"] and heal["faults"] == 3
+    assert heal["healthy"] and heal["faults"] == n
     history = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
     faults = [r for r in history if r["f"].startswith("fault:") and r["type"] == "ok"]
-    assert len(faults) == 3 and all(r["value"]["resolved"]["role"] for r in faults)
+    assert len(faults) == n and all(r["value"]["resolved"]["role"] for r in faults)
     results = json.loads((run_dir / "results.json").read_text())
-    assert results["verdict"] == "valid" and results["facts"]["faults"] == 3
+    assert results["verdict"] == "valid" and results["facts"]["faults"] == n
 
     again = kchaos("replay", str(run_dir), "--out", str(tmp_path / "replays"), timeout=600)
     assert again.returncode == 0, again.stderr[-4000:]
@@ -450,7 +458,8 @@ def test_run_count_exit_first_stops_at_the_first_failing_run(tmp_path):
     assert len(list(out.iterdir())) == 1 and "1 of 3 runs:" in result.stderr and "aborted-read" in result.stderr
     out = tmp_path / "ok"
     result = kchaos("run", "--count", "3", "--exit-first", "--out", str(out), "--duration", "12",
-                    "--set", "workload.records=2000", "--set", "workload.rate=1000", timeout=1800)
+                    "--set", "workload.records=2000", "--set", "workload.rate=1000", "--set", "faults.start_after_s=2",
+                    *WITHOUT_EXPOSURE_BAR, timeout=1800)
     assert result.returncode == 0, result.stderr[-3000:]
     runs = sorted(out.iterdir())
     assert len(runs) == 3 and "3 of 3 runs:" in result.stderr
@@ -464,7 +473,8 @@ def test_a_time_limit_winds_the_run_down_like_a_signal(tmp_path):
     its faults, heals, drains briefly, reads and verifies what ran, as on Ctrl-C: the verdict
     covers what ran (its exit code), and results.json says the run was cut short and why."""
     out = tmp_path / "runs"
-    result = kchaos("run", "--out", str(out), "--time-limit", "50", "--duration", "120", timeout=900)
+    result = kchaos("run", "--out", str(out), "--time-limit", "50", "--duration", "120", *WITHOUT_EXPOSURE_BAR,
+                    timeout=900)
     assert "the time limit passed" in result.stderr
     run_dir = next(out.iterdir())
     results = json.loads((run_dir / "results.json").read_text())
