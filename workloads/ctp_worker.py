@@ -67,6 +67,11 @@ FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVAL
 _PID_RE = re.compile(r"PID\{Id:(\d+),Epoch:(\d+)\}")
 
 
+#: how long a worker whose static member id is still held by its killed predecessor waits before
+#: it exits (KIP-848's session, 10 s in the default campaign, ends meanwhile or at the next try)
+UNRELEASED_INSTANCE_WAIT_S = 4.0
+
+
 class Fenced(Exception):
     pass
 
@@ -315,10 +320,33 @@ class Worker:
         if not first:
             return []
         rest = self.consumer.consume(self.spec.max_batch - 1, BATCH_GATHER_S) if self.spec.max_batch > 1 else []
+        self._raise_fatal_consumer_error(first + rest)
         msgs = [m for m in first + rest if m.error() is None]
         if self.rebalances != rebalances and msgs:
             return self._discard_across_rebalance(msgs)
         return msgs
+
+    @staticmethod
+    def _raise_fatal_consumer_error(msgs: list[Any]) -> None:
+        """A consumer that librdkafka made fatal (its other errors come and go with the brokers) can
+        never be used again: the worker exits (fenced at FENCED_INSTANCE_ID, else fatal) and the
+        pool starts another; so does one that left its group because the worker was blocked past
+        max.poll.interval.ms. Under KIP-848 a static member restarted while the process it replaces
+        still holds its instance id in the group (killed, it never left) is answered
+        UNRELEASED_INSTANCE_ID, fatal, until that member's session ends: the worker waits a
+        while before it exits, as a restarted application backs off, instead of restarting on
+        the pool's 1 s backoff until then."""
+        for m in msgs:
+            err = m.error()
+            if err is not None and err.code() == KafkaError._MAX_POLL_EXCEEDED:
+                # the consumer left the group (a static member "temporarily"); librdkafka 2.16's
+                # KIP-848 static member then never rejoined (seed 501, 2026-11-28): start afresh
+                raise KafkaException(err)
+            if err is None or not (err.fatal() or err.code() == KafkaError._FATAL):
+                continue
+            if err.code() == KafkaError.UNRELEASED_INSTANCE_ID or "still used by another member" in err.str():
+                time.sleep(UNRELEASED_INSTANCE_WAIT_S)
+            raise KafkaException(err)
 
     def _discard_across_rebalance(self, msgs: list[Any]) -> list[Any]:
         """Inputs fetched in a poll during which the assignment changed are dropped, and the

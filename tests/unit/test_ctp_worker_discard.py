@@ -99,3 +99,25 @@ def test_committed_offsets_that_cannot_be_read_end_the_worker_rather_than_consum
     assert consumer.sought == {}
     (f, value), = w.history.events
     assert value["seek"].startswith("failed")
+
+
+def test_a_consumer_librdkafka_gave_up_on_ends_the_worker(monkeypatch):
+    """Errors in a consume() batch: a transient one is dropped with its message; a fatal one, or
+    the consumer's leaving its group past max.poll.interval.ms, ends the worker (the pool starts
+    another); UNRELEASED_INSTANCE_ID (a KIP-848 static member's predecessor still holds its id)
+    waits before it does."""
+    import kchaos.workloads.ctp_worker as ctp_worker
+
+    slept: list[float] = []
+    monkeypatch.setattr(ctp_worker.time, "sleep", slept.append)
+
+    def batch(*errors: KafkaError | None) -> list[SimpleNamespace]:
+        return [SimpleNamespace(error=lambda e=e: e) for e in errors]
+
+    Worker._raise_fatal_consumer_error(batch(None, KafkaError(KafkaError._TRANSPORT)))
+    with pytest.raises(KafkaException) as left:
+        Worker._raise_fatal_consumer_error(batch(None, KafkaError(KafkaError._MAX_POLL_EXCEEDED)))
+    assert left.value.args[0].code() == KafkaError._MAX_POLL_EXCEEDED and slept == []
+    with pytest.raises(KafkaException):
+        Worker._raise_fatal_consumer_error(batch(KafkaError(KafkaError.UNRELEASED_INSTANCE_ID, fatal=True)))
+    assert slept == [ctp_worker.UNRELEASED_INSTANCE_WAIT_S]
