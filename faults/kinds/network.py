@@ -4,7 +4,7 @@ client links of the brokers holding a role."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -13,6 +13,13 @@ from kchaos.clusters.toxiproxy import Toxic
 from kchaos.errors import ConfigError
 from kchaos.faults.base import Fault, resolve_node_target
 from kchaos.faults.kinds import FaultKind, NoParams, register
+
+
+class Partition(NoParams):
+    clients: Literal["reach", "cut"] = Field("reach", description=(
+        "reach: the cut nodes' clients still reach them (an isolated leader goes on answering with "
+        "its stale metadata); cut: their client links go down too, so the clients fail over to the "
+        "rest of the cluster, as a node lost to a switch or a zone is"))
 
 
 class Latency(NoParams):
@@ -90,6 +97,12 @@ class PartitionFault(NetworkFault):
                            "detail": {"links_cut": names}}
         else:
             raise ConfigError(f"unknown partition target {target!r}")
+        if self.params.clients == "cut":
+            cluster.require(Capability.NETWORK)
+            proxies = [f"client-n{n}" for n in self.target["nodes"]]
+            for name in proxies:
+                net.client.set_enabled(name, False)
+            self.target["detail"] = {**self.target["detail"], "client_proxies_down": proxies}
         return self.target
 
 
@@ -139,7 +152,7 @@ register(
               Capability.PARTITION,
               ("isolate-random", "isolate-txn-coordinator", "isolate-group-coordinator", "isolate-share-coordinator",
                "isolate-controller", "isolate-leader-input", "isolate-leader-output", "majority-minority", "ring",
-               "controller-quorum"), PartitionFault),
+               "controller-quorum"), PartitionFault, Partition),
     FaultKind("client-link-down", "disable the client proxy of the target broker", Capability.NETWORK,
               ("random", "share-coordinator", "txn-coordinator", "group-coordinator", "leader-input", "leader-output"),
               ClientLinkFault),

@@ -94,14 +94,16 @@ def test_isolating_a_leader_stops_replication_and_moves_leadership(cluster3):
     controller = cluster3.active_controller()
     seed = next(s for s in range(100)
                 if resolve_node_target(ctx, "leader-output", random.Random(s))["nodes"][0] != controller)
-    fault = _fault("partition", "isolate-leader-output", ctx, seed=seed, hold=0)
+    # clients = "cut": the isolated node still answers clients with its own stale view (it believes
+    # it leads), so its client link goes down too and the clients (a fresh admin client here) read
+    # the majority's view
+    fault = _fault("partition", "isolate-leader-output", ctx, seed=seed, hold=0, params={"clients": "cut"})
     target = fault.invoke()
     p, leader = target["detail"]["partition"], target["nodes"][0]
     assert any(name.startswith("repl-") for name in target["detail"]["links_cut"])
     assert any(name.startswith("quorum-") for name in target["detail"]["links_cut"])
-    # The isolated node still answers clients with its own stale view (it believes it leads).
-    # Read the majority's view: cut its client link too while checking, with a fresh admin client.
-    cluster3.toxiproxy.set_enabled(f"client-n{leader}", False)
+    assert target["detail"]["client_proxies_down"] == [f"client-n{leader}"]
+    assert cluster3.toxiproxy.proxy(f"client-n{leader}").enabled is False
     cluster3._close_admin()
 
     def moved() -> bool:
@@ -115,6 +117,7 @@ def test_isolating_a_leader_stops_replication_and_moves_leadership(cluster3):
     finally:
         fault.heal()
         cluster3._close_admin()
+    assert cluster3.toxiproxy.proxy(f"client-n{leader}").enabled is True  # the heal gives the clients back
     wait_until(lambda: leader in cluster3.isr(topic, p), 120, 1.0, "the healed node did not rejoin the ISR",
                retry_on=(Exception,))
     cluster3.wait_healthy(120)

@@ -13,9 +13,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_readme_describes_the_default_campaign_as_it_is():
-    campaign = tomllib.loads((ROOT / "campaigns" / "default.toml").read_text())["workload"]
+    campaign = tomllib.loads((ROOT / "campaigns" / "default.toml").read_text())
+    workload, faults = campaign["workload"], campaign["faults"]
     readme = " ".join((ROOT / "README.md").read_text().split())
-    assert f"{campaign['workers']} worker processes, {campaign['records']} seeded inputs" in readme
+    assert f"{workload['workers']} worker processes on a KIP-848 consumer group" in readme
+    assert f"inputs seeded at {workload['rate']}/s for the whole {campaign['run']['duration_s']} s of faults" in readme
+    assert f"{len(faults['mix'])} role-targeted faults" in readme
+    bar = faults["exposure"]
+    assert f"at least {bar['committed']['kill']} committed transactions overlapped" in readme
 
 
 def test_the_nightly_example_keeps_its_history_at_the_time_the_docs_say():

@@ -109,12 +109,15 @@ def test_client_and_coordinator_faults_need_a_transactional_workload(tmp_path):
 def test_default_campaign_has_the_required_fault_mix():
     campaign = load_campaign(None)
     schedule = generate_schedule(campaign.faults, campaign.run.duration_s, seed=123)
-    kinds = {(f.kind, f.target) for f in schedule}
+    kinds = {(f.kind, f.target, f.params.get("clients")) for f in schedule}
     assert len(schedule) >= 6
-    assert {("kill", "txn-coordinator"), ("kill", "group-coordinator"), ("zombie", "random-worker"),
-            ("latency", "all-clients")} <= kinds
-    assert any(k == "partition" for k, _ in kinds)
+    assert {("kill", "txn-coordinator", None), ("kill", "leader-output", None), ("zombie", "random-worker", None),
+            ("latency", "all-clients", None), ("partition", "isolate-leader-output", None),
+            ("partition", "isolate-leader-output", "cut")} <= kinds
     assert set(KINDS) >= {f.kind for f in schedule}
+    # paced by the work, and required to hit it (issue 59)
+    assert campaign.faults.pacing.mode == "recovery" and campaign.faults.pacing.aim
+    assert set(campaign.faults.exposure.committed) == {"kill", "partition", "latency"}
 
 
 def test_marker_hold_failover_turns_the_proxy_on_between_brokers_and_needs_a_kill(tmp_path):
