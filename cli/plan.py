@@ -71,7 +71,8 @@ def render_plan(p: dict[str, Any]) -> str:
              f"seed      {p['seed']}" + (" (fresh: pass --seed to plan and run this one)" if p["fresh_seed"] else ""),
              f"cluster   Kafka {cl['kafka_version']}, {cl['nodes']} nodes, {cl['backend']} backend, transaction.version "
              f"{cl['transaction_version'] if cl['transaction_version'] is not None else 'release default'}",
-             f"workload  {workload_line(workload)}" + (
+             f"workload  {workload_line(workload)}"
+             + (f" (about {round(wl['rate'] * est['workload'])} inputs)" if wl["records"] is None else "") + (
                  f"; at most {wl['max_batch']} inputs per transaction, {wl['abort_fraction']:.0%} aborted on purpose"
                  if workload.client != "streams" and not workload.external_command else ""),
              f"client    {workers_client(workload, CONFLUENT)}",
