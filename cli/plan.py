@@ -20,7 +20,10 @@ from kchaos.workloads.native_clients import CLIENTS, not_honoured
 
 #: rough phase costs on the reference machine (2 cores; docs/benchmarks.md): cluster start, the
 #: heal and health wait, the final reads (liveness wait and dumps), the Spark verification
-SETUP_S, HEAL_S, FINAL_READS_S, VERIFY_S, DRAIN_BACKLOG_S = 15, 10, 60, 60, 75.0
+#: (the default campaign, seed 7, 2026-11-28: setup 12 s, heal 4 s, final reads 15 s, Spark 35 s); the
+#: drain's backlog after faults on their schedule (the default run of 2026-11-22, seed 11: 84 s), or
+#: after faults paced by the work, which start only on a pipeline that has caught up (2 s)
+SETUP_S, HEAL_S, FINAL_READS_S, VERIFY_S, DRAIN_BACKLOG_S, DRAIN_BACKLOG_PACED_S = 15, 10, 30, 45, 75.0, 15.0
 #: InitProducerId per second when ageing transactional ids (three at once; docs/workload.md)
 AGEING_RATE = 938.0
 #: the confluent-kafka installed, which kchaos' own confluent workers would use
@@ -38,12 +41,13 @@ def ageing_s(campaign: Campaign) -> float:
 def estimate(campaign: Campaign, schedule: list[ScheduledFault]) -> dict[str, float]:
     """Seconds per phase: the workload runs ``run.duration_s`` (longer while scheduled faults are
     still to run); the drain takes what seeding has left after it, plus the backlog faults leave
-    (DRAIN_BACKLOG_S: the default run, seed 11, drained in 84 s), at most the drain bound."""
+    (DRAIN_BACKLOG_S, or DRAIN_BACKLOG_PACED_S for faults paced by the work), at most the drain bound."""
     faults_end = max((f.at_s + f.hold_s for f in schedule), default=0.0)
     workload = max(campaign.run.duration_s, faults_end)
     # unset records: inputs arrive for the whole workload phase, and stop with it
     seeding = workload if campaign.workload.records is None else campaign.workload.records / campaign.workload.rate
-    backlog = DRAIN_BACKLOG_S if schedule else 10.0
+    paced = campaign.faults.pacing.mode == "recovery"
+    backlog = (DRAIN_BACKLOG_PACED_S if paced else DRAIN_BACKLOG_S) if schedule else 10.0
     drain = min(max(seeding - workload, 0.0) + backlog, campaign.workload.drain_timeout_s)
     steps = sum(1 for _ in campaign.steps) * 30.0
     setup = SETUP_S + round(ageing_s(campaign))
