@@ -13,14 +13,21 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kchaos.clusters.artifacts import JarSet, has_own_tools, require_java, resolve_kafka, resolve_kafka_tools
 from kchaos.clusters.java_build import compiled_classes
 from kchaos.errors import ClusterError, SetupError
 
-if TYPE_CHECKING:
-    from kchaos.clusters.base import Cluster
+
+class ToolTarget(Protocol):
+    """What Kafka's tools need of a cluster (every Cluster is one): where to connect and how."""
+
+    @property
+    def bootstrap_servers(self) -> str: ...
+
+    def java_client_config_file(self) -> Path | None: ...
+
 
 _TOOL_JVM_OPTS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
 
@@ -114,7 +121,7 @@ def java_error_summary(output: str) -> str:
     return lines[-1].strip() if lines else "no output"
 
 
-def tool_args(cluster: "Cluster") -> tuple[list[str], str]:
+def tool_args(cluster: ToolTarget) -> tuple[list[str], str]:
     version = getattr(cluster, "kafka_version", None)
     if version is None:
         raise ClusterError("this cluster does not say which Kafka version its tools should come from")
@@ -122,7 +129,7 @@ def tool_args(cluster: "Cluster") -> tuple[list[str], str]:
     return ["--bootstrap-server", cluster.bootstrap_servers, *(["--command-config", str(security)] if security else [])], version
 
 
-def describe_quorum_leader(cluster: "Cluster") -> int:
+def describe_quorum_leader(cluster: ToolTarget) -> int:
     args, version = tool_args(cluster)
     out = run_tool("quorum", [*args, "describe", "--status"], version).stdout
     match = re.search(r"^LeaderId:\s+(-?\d+)", out, re.M)
@@ -131,7 +138,7 @@ def describe_quorum_leader(cluster: "Cluster") -> int:
     return int(match.group(1))
 
 
-def describe_features(cluster: "Cluster") -> dict[str, int]:
+def describe_features(cluster: ToolTarget) -> dict[str, int]:
     """Finalized feature levels, e.g. ``{"metadata.version": 27, "transaction.version": 2}``."""
     args, version = tool_args(cluster)
     out = run_tool("features", [*args, "describe"], version).stdout
@@ -145,7 +152,7 @@ def describe_features(cluster: "Cluster") -> dict[str, int]:
     return levels
 
 
-def upgrade_feature(cluster: "Cluster", feature: str, level: int, downgrade: bool = False) -> None:
+def upgrade_feature(cluster: ToolTarget, feature: str, level: int, downgrade: bool = False) -> None:
     args, version = tool_args(cluster)
     verb = "downgrade" if downgrade else "upgrade"
     run_tool("features", [*args, verb, "--feature", f"{feature}={level}"], version)
@@ -239,7 +246,7 @@ def _transactions_batch(argvs: list[list[str]], version: str, timeout_s: float) 
         return answered, f"the batch's JVM ended with exit {proc.returncode}: {java_error_summary(proc.stderr)}"
 
 
-def broker_transaction_state(cluster: "Cluster", broker_ids: list[int],
+def broker_transaction_state(cluster: ToolTarget, broker_ids: list[int],
                              pinned: list[tuple[str, int]] | None = None) -> dict[str, Any]:
     """The brokers' own view of transactions after heal (KIP-664 admin APIs, through
     ``TransactionsCommand``): every transaction the coordinators know (``list``), per broker the
@@ -264,7 +271,7 @@ def broker_transaction_state(cluster: "Cluster", broker_ids: list[int],
             "queried_with": how}
 
 
-def abort_open_transactions(cluster: "Cluster", partitions: list[tuple[str, int]]) -> list[dict[str, Any]]:
+def abort_open_transactions(cluster: ToolTarget, partitions: list[tuple[str, int]]) -> list[dict[str, Any]]:
     """KIP-664's way out of a hanging transaction: for each partition, the producers its leader
     says have a transaction open (``describe-producers``: CurrentTransactionStartOffset), each
     aborted with ``TransactionsCommand abort --start-offset`` (the admin client writes the abort
@@ -298,7 +305,7 @@ def abort_open_transactions(cluster: "Cluster", partitions: list[tuple[str, int]
 _STREAMS_GROUP_STATE = re.compile(r"\b(Empty|NotReady|Not_Ready|Assigning|Reconciling|Stable|Dead)\b", re.I)
 
 
-def describe_streams_group(cluster: "Cluster", group: str, input_topic: str) -> dict[str, Any]:
+def describe_streams_group(cluster: ToolTarget, group: str, input_topic: str) -> dict[str, Any]:
     """A KIP-1071 streams group as its coordinator sees it (``StreamsGroupCommand --describe``):
     its state, and per member its client id, epochs and the input partitions of the active tasks
     the coordinator assigns it (a one-subtopology topology reading ``input_topic``: task

@@ -15,7 +15,7 @@ import time
 from typing import Any, Callable
 
 from kchaos.faults.base import Aim
-from kchaos.faults.schedule import ScheduledFault
+from kchaos.faults.scheduled import ScheduledFault
 from kchaos.faults.spec import PacingSpec
 from kchaos.workloads.work_monitor import WorkMonitor
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from kchaos.clusters.base import Capability
 from kchaos.errors import ConfigError
 from kchaos.faults.base import Fault, FaultContext
-from kchaos.faults.schedule import ScheduledFault
+from kchaos.faults.scheduled import ScheduledFault
 
 
 class NoParams(BaseModel):
