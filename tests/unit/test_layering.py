@@ -4,7 +4,9 @@ each other in a circle, and project imports sit at the top of a file, where a re
 A project import inside a function is allowed only where it defers a heavy optional dependency
 (pyspark, a JVM, a browser driver), and then says so: ``# local: <why>`` on its line or the one
 above. The graph is read from the source (every ``import kchaos...`` and ``from kchaos... import``,
-wherever it sits), so a planted upward import or cycle fails here whatever the runtime path."""
+wherever it sits), so a planted upward import or cycle fails here whatever the runtime path. A circle
+only under ``if TYPE_CHECKING:`` is a circle too: it is never executed, but each side still needs the
+other to be understood."""
 
 from __future__ import annotations
 
@@ -18,6 +20,14 @@ ROOT = Path(__file__).resolve().parents[2]
 #: lowest first: a module may import its own layer and those below
 LAYERS = ("kchaos", "clusters", "workloads", "faults", "verifier", "reports", "harness", "ci", "cli")
 RANK = {name: i for i, name in enumerate(LAYERS)}
+#: the layers that are sub-packages of the root package (kchaos.<layer> in kchaos/<layer>/)
+INNER: tuple[str, ...] = ()
+#: where each layer's modules are: the foundation is the root package's own modules; the inner layers
+#: are its sub-packages; every other layer is a top-level folder (kchaos.<layer>, pyproject's package-dir)
+FOLDERS = {"kchaos": Path("kchaos"), **{layer: Path("kchaos", layer) if layer in INNER else Path(layer)
+                                        for layer in LAYERS[1:]}}
+#: the top-level folders a planted copy of the tree needs
+TOP = ("kchaos", *(layer for layer in LAYERS[1:] if layer not in INNER))
 
 
 def module_name(path: Path) -> str:
@@ -35,20 +45,22 @@ def layer_of(module: str) -> str:
 
 #: the client workers' sources: standalone programs run in their own interpreter (the Python ones in
 #: a virtualenv of their own, workloads/native_clients.py), not modules of the project
-STANDALONE = ROOT / "workloads" / "clients"
+STANDALONE = ("workloads", "clients")
 
 
 def project_files() -> list[Path]:
+    """Every module of the layers (ROOT is read when called: a planted copy has its own)."""
     files = [p for p in (ROOT / "kchaos").glob("*.py")]
     for layer in LAYERS[1:]:
-        files += sorted(p for p in (ROOT / layer).rglob("*.py") if not p.is_relative_to(STANDALONE))
+        files += sorted(p for p in (ROOT / FOLDERS[layer]).rglob("*.py")
+                        if p.relative_to(ROOT).parts[:2] != STANDALONE)
     return sorted(files)
 
 
 class Import:
     def __init__(self, source: str, target: str, line: int, local: bool, justified: bool, typing_only: bool):
         self.source, self.target, self.line, self.local, self.justified = source, target, line, local, justified
-        #: under ``if TYPE_CHECKING:``: never executed, so no cycle, but still a dependency on a layer
+        #: under ``if TYPE_CHECKING:``: never executed, but a circle of meaning all the same, so cycles count it
         self.typing_only = typing_only
 
 
@@ -107,7 +119,7 @@ def upward(edges: dict[str, list[Import]], known: set[str]) -> list[str]:
 
 
 def cycles(edges: dict[str, list[Import]], known: set[str]) -> list[list[str]]:
-    adjacency = {s: sorted({i.target for i in imps if i.target in known and i.target != s and not i.typing_only})
+    adjacency = {s: sorted({i.target for i in imps if i.target in known and i.target != s})
                  for s, imps in edges.items()}
     found, state, stack = [], {}, []
 
@@ -148,21 +160,36 @@ def test_project_imports_sit_at_the_top_of_a_file_unless_a_comment_says_why():
     assert unjustified_local(edges) == []
 
 
-@pytest.mark.parametrize("planted, finds", [
-    ("from kchaos.harness.run import execute_run\n", upward),
-    ("import kchaos.clusters\n", cycles),
-])
-def test_the_checks_find_a_planted_upward_import_and_a_planted_cycle(tmp_path, monkeypatch, planted, finds):
-    """clusters/spec.py given an import of the harness (upward), or of its own package (whose
-    __init__ imports it back: a cycle); the real tree is left alone."""
+def test_every_module_of_the_foundation_folder_is_in_a_layer():
+    """A sub-package of kchaos/ that no layer names would vanish from the graph: fail instead."""
+    inner = [FOLDERS[layer] for layer in INNER]
+    stray = [str(p.relative_to(ROOT)) for p in (ROOT / "kchaos").rglob("*.py")
+             if p.parent != ROOT / "kchaos" and not any(p.relative_to(ROOT).is_relative_to(f) for f in inner)]
+    assert stray == []
+
+
+#: what a planted import looks like to each finder: (file, text appended, the finder that must see it)
+PLANTS = [
+    ("clusters/spec.py", "from kchaos.harness.run import execute_run\n", upward),
+    # its package's __init__ imports it back
+    ("clusters/spec.py", "import kchaos.clusters\n", cycles),
+    # a circle only under TYPE_CHECKING: the schedule imports the scheduled fault
+    ("faults/scheduled.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                            "    from kchaos.faults.schedule import generate_schedule\n", cycles),
+]
+
+
+@pytest.mark.parametrize("target, planted, finds", PLANTS)
+def test_the_checks_find_a_planted_upward_import_and_a_planted_cycle(tmp_path, monkeypatch, target, planted, finds):
+    """One module of a copy of the tree given an import that breaks a rule; the real tree is left alone."""
     import shutil
 
     tree = tmp_path / "tree"
-    for name in ("kchaos", *LAYERS[1:]):
+    for name in TOP:
         shutil.copytree(ROOT / name, tree / name, ignore=shutil.ignore_patterns("__pycache__", "*.toml", "*.java",
                                                                               "templates", "examples", "*.xsd"))
-    target = tree / "clusters" / "spec.py"
-    target.write_text(target.read_text() + "\n" + planted)
+    path = tree / target
+    path.write_text(path.read_text() + "\n" + planted)
     monkeypatch.setattr(__import__(__name__, fromlist=["ROOT"]), "ROOT", tree)
     edges, known = graph()
     assert finds(edges, known) != []
