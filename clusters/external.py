@@ -301,7 +301,7 @@ class ExternalCluster(Cluster):
     # -- the front -----------------------------------------------------------------------------
     def _start_front(self) -> None:
         """The message proxy in front mode: a bootstrap port of its own, a port per broker opened as
-        answers name them (clusters/address_rewrite.py)."""
+        answers name them (kchaos/protocol/address_rewrite.py)."""
         assert self.work_dir is not None and self.spec.external is not None
         ext = self.spec.external
         directory = self.work_dir / "messages"

@@ -7,7 +7,7 @@ gave up on it and moved on, on a connection the client has closed. Kroxylicious 
 upstream connection when the client disconnects, pauses the connection while a request is
 deferred and bounds a deferral at 20 s, so a held request is lost exactly when it matters. A
 frame-level proxy only needs the request header (size, api key, version, correlation id, client
-id), which every Kafka version shares; kchaos.clusters.kafka_protocol reads the few bodies the
+id), which every Kafka version shares; kchaos.protocol.api reads the few bodies the
 evidence needs.
 
 Chain: client -> Toxiproxy ``client-n<i>`` -> this proxy's listener for broker i -> broker i.
@@ -26,7 +26,7 @@ closes. That is the "client gave up, the message still arrives" of a real networ
 
 **Front mode** (``--front-bootstrap``), for a cluster kchaos did not start: the proxy is the only
 address clients know. A bootstrap listener forwards to the cluster's bootstrap servers; every
-answer that carries broker addresses (clusters/address_rewrite.py: Metadata, FindCoordinator,
+answer that carries broker addresses (kchaos/protocol/address_rewrite.py: Metadata, FindCoordinator,
 DescribeCluster, KIP-951's Produce and Fetch endpoints, ShareFetch, ShareAcknowledge) is rewritten
 so that broker N is this proxy's listener for N, opened the first time an answer names N, or the
 port ``POST /front/advertise`` set (Toxiproxy's, in front of that listener). ApiVersions answers
@@ -81,12 +81,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kchaos.clusters.address_rewrite import API_VERSIONS, RewriteError, cap_api_versions, carries_addresses, rewrite_response
-from kchaos.clusters.kafka_protocol import (API_KEYS, API_NAMES, RequestHeader, describe_request, error_response,
-                                            parse_request_header, parse_response)
 from kchaos.clusters.message_rules import answer_carries, validate_rule
 from kchaos.errors import ClusterError
 from kchaos.http import HttpStatusError, json_call
+from kchaos.protocol.address_rewrite import API_VERSIONS, RewriteError, cap_api_versions, carries_addresses, rewrite_response
+from kchaos.protocol.api import (API_KEYS, API_NAMES, RequestHeader, describe_request, error_response,
+                                            parse_request_header, parse_response)
 
 HOST = "127.0.0.1"
 #: after a client closes: how long its upstream waits for the answers to what was sent

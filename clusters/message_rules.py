@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from kchaos.clusters.kafka_protocol import API_KEYS, ERROR_CODES, FORGEABLE_APIS
+from kchaos.protocol.api import API_KEYS, ERROR_CODES, FORGEABLE_APIS
 
 RULE_KINDS = ("delay", "hold", "drop-response", "duplicate", "error", "observe")
 #: what a ``drop-response`` rule's ``answer_carries`` may wait for, and the APIs whose answers

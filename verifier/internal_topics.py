@@ -1,4 +1,4 @@
-"""Kafka's internal topics as Arrow record batches: the project's decoders (verifier/decoders.py)
+"""Kafka's internal topics as Arrow record batches: the project's decoders (kchaos/protocol/decoders.py)
 applied batch by batch, for Spark's ``mapInArrow`` (the executors decode what they read, so no
 single process holds a large cluster's transaction or offset log).
 
@@ -12,8 +12,8 @@ import functools
 import json
 from typing import Any, Iterator
 
+from kchaos.protocol.decoders import OffsetCommit, decode_offsets_record, decode_transaction_record
 from kchaos.verifier.coordinator_log import COORDINATOR_TXN_SCHEMA, coordinator_transactions
-from kchaos.verifier.decoders import OffsetCommit, decode_offsets_record, decode_transaction_record
 
 TXN_LOG_SCHEMA = ("partition INT, offset BIGINT, transactional_id STRING, producer_id BIGINT, producer_epoch INT, "
                   "status STRING, partitions STRING, last_update_ms BIGINT, start_ms BIGINT, timeout_ms INT, "

@@ -22,13 +22,13 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Iterator
 
+from kchaos.protocol.decoders import decode_transaction_record
 from kchaos.verifier import evidence
 from kchaos.verifier.acknowledged import acknowledged_inputs, seeder_count_cases
 from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.checks import CHECK_NAMES, explain, lost_write_text, progress_result, result, run_checks
 from kchaos.verifier.coordinator_log import (CoordinatorTxn, coordinator_records,
                                              coordinator_transactions)
-from kchaos.verifier.decoders import decode_transaction_record
 from kchaos.verifier import driver_checks
 from kchaos.verifier.engine import Engine
 from kchaos.verifier.internal_topics import offset_commit_batches

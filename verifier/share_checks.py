@@ -31,9 +31,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from kchaos.verifier.checks import NOTES, result
-from kchaos.share_state import (DONE_LABELS, SHARE_FINAL_STATES, apply_write, decode_share_state_record,
+from kchaos.protocol.share_state import (DONE_LABELS, SHARE_FINAL_STATES, apply_write, decode_share_state_record,
                                 persisted_label, share_partition_state)
+from kchaos.verifier.checks import NOTES, result
 from kchaos.verifier.model import as_evidence
 from kchaos.verifier.results import UNKNOWN, VALID, CheckResult
 

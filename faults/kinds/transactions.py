@@ -25,11 +25,11 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from kchaos.clusters.raw_init import CoordinatorConnection, find_coordinator
-from kchaos.clusters.raw_produce import write_orphan_batch
 from kchaos.errors import ClusterError, ConfigError
 from kchaos.faults.base import Fault, resolve_node_target
 from kchaos.faults.kinds import FaultKind, NoParams, register
+from kchaos.protocol.raw_init import CoordinatorConnection, find_coordinator
+from kchaos.protocol.raw_produce import write_orphan_batch
 from kchaos.workloads.epoch_ageing import RETRIABLE, age_one, target_epoch
 
 #: producer ids the orphans use: far above the blocks Kafka's controller hands out to coordinators

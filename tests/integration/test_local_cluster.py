@@ -185,7 +185,7 @@ def test_share_coordinator_lookup_names_the_leader_that_holds_the_state(cluster3
     from confluent_kafka import ShareConsumer
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-    from kchaos.share_state import decode_share_state_record
+    from kchaos.protocol.share_state import decode_share_state_record
     from kchaos.workloads.dump import dump_topic
 
     topic, group = f"share-{uuid.uuid4().hex[:6]}", f"sg-{uuid.uuid4().hex[:6]}"

@@ -4,10 +4,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kchaos.clusters.kafka_protocol import (API_KEYS, ERROR_CODES, FORGEABLE_APIS, describe_request, error_response,
-                                            is_flexible, parse_request_header, parse_response)
 from kchaos.clusters.message_rules import validate_rule
-from kchaos.wire import Reader, Writer
+from kchaos.protocol.api import (API_KEYS, ERROR_CODES, FORGEABLE_APIS, describe_request, error_response,
+                                            is_flexible, parse_request_header, parse_response)
+from kchaos.protocol.wire import Reader, Writer
 
 
 def request(api: str, version: int, correlation_id: int, client_id: str | None, body: bytes) -> bytes:
@@ -183,7 +183,7 @@ def test_message_proxy_routes_for_clients_and_between_brokers():
 def test_a_rule_with_a_total_affects_that_many_requests_over_every_client_id():
     """count bounds each client id; total bounds the rule (marker-hold-failover: the dead
     coordinator's marker held, the successor's, from another broker's client id, let through)."""
-    from kchaos.clusters.kafka_protocol import RequestHeader
+    from kchaos.protocol.api import RequestHeader
     from kchaos.clusters.message_proxy import Route, Rule
 
     def header(client: str) -> RequestHeader:

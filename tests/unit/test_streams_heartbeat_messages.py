@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from kchaos.clusters.kafka_protocol import describe_request, parse_request_header, parse_response
 from kchaos.clusters.message_proxy import MessageProxy, Route, frame_bytes, read_frame
 from kchaos.clusters.message_rules import validate_rule
-from kchaos.wire import Writer
+from kchaos.protocol.api import describe_request, parse_request_header, parse_response
+from kchaos.protocol.wire import Writer
 
 GROUP, MEMBER = "kchaos-streams", "csZk-member"
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import socket
 import struct
 
-from kchaos.clusters.kafka_protocol import API_KEYS, ERROR_NAMES
-from kchaos.wire import Reader, Writer, read_frame
+from kchaos.protocol.api import API_KEYS, ERROR_NAMES
+from kchaos.protocol.wire import Reader, Writer, read_frame
 
 INIT_PRODUCER_ID_V2 = (API_KEYS["InitProducerId"], 2)
 FIND_COORDINATOR_V3 = (API_KEYS["FindCoordinator"], 3)

@@ -1,8 +1,8 @@
 """KIP-932's share-group state, as the share coordinator writes it to ``__share_group_state``:
 the record decoder and the replay of one share partition's snapshot and updates. The layout is
-described in verifier/decoders.py, which decodes Kafka's other coordinator records. It lives in
-the foundation because the share workload's drain reads it too (an acknowledgement applied by
-the broker but never answered to its worker is done, not pending)."""
+described in kchaos/protocol/decoders.py, which decodes Kafka's other coordinator records. It lives
+below workloads and the verifier, both of which read it: the share workload's drain reads it too
+(an acknowledgement applied by the broker but never answered to its worker is done, not pending)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from kchaos.wire import DecodeError, Reader
+from kchaos.protocol.wire import DecodeError, Reader
 
 
 SHARE_STATE_TOPIC = "__share_group_state"

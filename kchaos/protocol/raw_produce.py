@@ -21,8 +21,8 @@ import socket
 import struct
 import time
 
-from kchaos.clusters.kafka_protocol import ERROR_NAMES
-from kchaos.wire import Reader, Writer, read_frame
+from kchaos.protocol.api import ERROR_NAMES
+from kchaos.protocol.wire import Reader, Writer, read_frame
 
 PRODUCE_V3 = (0, 3)
 TRANSACTIONAL = 0x10

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kchaos.wire import DecodeError, Reader, Writer
+from kchaos.protocol.wire import DecodeError, Reader, Writer
 
 #: API name -> key, for the APIs a message fault may aim at (and those seen most in the logs)
 API_KEYS: dict[str, int] = {

@@ -11,7 +11,7 @@ workloads/dump.py) and decodes them here. Formats, from the message schemas in a
   v0 (classic) or v1 (flexible: compact strings and arrays, tagged fields
   0 PreviousProducerId, 1 NextProducerId, 2 ClientTransactionVersion).
 
-* ``__share_group_state`` (KIP-932, decoded in kchaos/share_state.py): type 0 ShareSnapshotKey / type 1 ShareUpdateKey, both
+* ``__share_group_state`` (KIP-932, decoded in kchaos/protocol/share_state.py): type 0 ShareSnapshotKey / type 1 ShareUpdateKey, both
   {groupId, topicId (uuid), partition}; ShareSnapshotValue v0 (flexible: snapshotEpoch,
   stateEpoch, leaderEpoch, startOffset, createTimestamp, writeTimestamp, stateBatches) and
   ShareUpdateValue v0 (flexible: snapshotEpoch, leaderEpoch, startOffset, stateBatches; tag 0
@@ -29,7 +29,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from kchaos.wire import DecodeError, Reader
+from kchaos.protocol.wire import DecodeError, Reader
 
 TXN_STATUS = {0: "Empty", 1: "Ongoing", 2: "PrepareCommit", 3: "PrepareAbort", 4: "CompleteCommit",
               5: "CompleteAbort", 6: "Dead", 7: "PrepareEpochFence"}

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from kchaos.wire import DecodeError, Reader, Writer
+from kchaos.protocol.wire import DecodeError, Reader, Writer
 
 METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER, PRODUCE, FETCH, SHARE_FETCH, SHARE_ACK, API_VERSIONS = (
     3, 10, 60, 0, 1, 78, 79, 18)
