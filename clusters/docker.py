@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import socket
 import tarfile
 import subprocess
 from dataclasses import dataclass, field
@@ -26,17 +25,18 @@ import psutil
 from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role
 from kchaos.clusters.docker_engine import INSTALL_HINT, PrivateDockerEngine, missing_binaries, remove_kchaos_objects
 from kchaos.clusters.docker_image import ensure_kafka_image
-from kchaos.clusters.kafka_tools import upgrade_feature
 from kchaos.clusters.compaction import merge_cleaner_checkpoints
 from kchaos.clusters.local import new_cluster_id
 from kchaos.clusters.node_config import SMALL_MACHINE_DEFAULTS
 from kchaos.clusters.ports import link_names, proxy_name_client
 from kchaos.clusters.proxy_network import ProxyNetwork
-from kchaos.clusters.processes import ManagedProcess, PidFile
 from kchaos.clusters.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary, start_toxiproxy
 from kchaos.clusters.spec import ClusterSpec
 from kchaos.errors import ClusterError, ConfigError, SetupError
 from kchaos.log import say
+from kchaos.runtime.kafka_tools import upgrade_feature
+from kchaos.runtime.ports import free_port
+from kchaos.runtime.processes import ManagedProcess, PidFile
 from kchaos.waiting import WaitTimeout, wait_until
 
 INTERNAL_PORT = 19092
@@ -124,12 +124,6 @@ def container_specs(spec: ClusterSpec, prefix: str, host_ports: dict[int, int], 
         out.append(ContainerSpec(host, nid, image, host, env, host_ports.get(nid),
                                  {"kchaos.cluster": prefix, "kchaos.node": str(nid)}))
     return out
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class DockerNode(Node):
@@ -429,8 +423,8 @@ class DockerCluster(Cluster):
     def plan(self, image: str | None = None) -> list[ContainerSpec]:
         ctl = self.spec.dedicated_controllers
         brokers = range(ctl + 1, ctl + self.spec.nodes + 1) if ctl else range(1, self.spec.nodes + 1)
-        published = {b: _free_port() for b in brokers}
-        self._proxy_ports = {b: _free_port() for b in brokers} if self.spec.proxy_clients else {}
+        published = {b: free_port() for b in brokers}
+        self._proxy_ports = {b: free_port() for b in brokers} if self.spec.proxy_clients else {}
         features: dict[str, int] = {}
         if image and image.startswith("kchaos/kafka"):
             if self.spec.transaction_version is not None:
@@ -499,7 +493,7 @@ class DockerCluster(Cluster):
         if not self.spec.proxy_clients:
             return
         self._toxiproxy_process, self.toxiproxy = start_toxiproxy(
-            ensure_toxiproxy_binary(), _free_port(), self.work_dir, self.pid_dir,
+            ensure_toxiproxy_binary(), free_port(), self.work_dir, self.pid_dir,
             [Proxy(proxy_name_client(cs.node_id), f"127.0.0.1:{self._proxy_ports[cs.node_id]}", f"127.0.0.1:{cs.host_port}")
              for cs in specs if cs.host_port is not None])
 

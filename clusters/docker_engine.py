@@ -22,10 +22,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from kchaos.clusters.debian import apt_install, can_install
-from kchaos.clusters.processes import ManagedProcess
 from kchaos.errors import ClusterError, SetupError
 from kchaos.paths import cache_dir
+from kchaos.runtime.debian import apt_install, can_install
+from kchaos.runtime.processes import ManagedProcess
 from kchaos.waiting import WaitTimeout, wait_until
 
 #: what a machine needs for a private engine, and the Debian packages that provide it

@@ -26,9 +26,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kchaos.clusters.artifacts import resolve_kafka
 from kchaos.clusters.docker_engine import engine_home
 from kchaos.errors import ClusterError, SetupError
+from kchaos.runtime.artifacts import resolve_kafka
 
 BASE_IMAGE = "kchaos/base:bookworm-jre17"
 DEBIAN_SUITE = "bookworm"

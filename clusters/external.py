@@ -8,7 +8,7 @@ commands are declared becomes available; the rest are refused naming the missing
 Safety (this is somebody's staging cluster): faults need ``allow_faults = true`` and a
 ``cluster_id`` that the cluster itself must report (DescribeCluster) before anything is touched,
 and every broker the cluster reports must be declared. Every act is written to the heal journal
-(clusters/heal_journal.py) before it is done; ``stop()`` undoes whatever is still pending, and
+(kchaos/runtime/heal_journal.py) before it is done; ``stop()`` undoes whatever is still pending, and
 ``kchaos heal RUN_DIR`` does the same after a crash of the harness. Partitions are iptables rules
 in the nodes' own ``KCHAOS`` chain (clusters/firewall.py), removed alone on heal.
 """
@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -26,25 +25,22 @@ from typing import Any
 
 from kchaos.clusters import firewall
 from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role
-from kchaos.clusters.heal_journal import JOURNAL_NAME, HealJournal, heal_pending
-from kchaos.clusters.node_access import NodeAccess, NodeCommand, describe, run_command, run_undo
+from kchaos.clusters.node_access import NodeAccess, describe
 from kchaos.clusters.client_security import record as record_client_security
 from kchaos.clusters.client_security import uses_tls
-from kchaos.clusters.message_proxy import HOST, KEY_PASSWORD_ENV, MessageProxyClient
+from kchaos.clusters.message_proxy import KEY_PASSWORD_ENV, MessageProxyClient
 from kchaos.clusters.tls_certs import ThrowawayCA
 from kchaos.clusters.ports import link_names
-from kchaos.clusters.processes import ManagedProcess
 from kchaos.clusters.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary, start_toxiproxy
 from kchaos.clusters.spec import ClusterSpec
 from kchaos.errors import CapabilityError, ClusterError, ConfigError
 from kchaos.log import say
+from kchaos.runtime.heal_journal import JOURNAL_NAME, HealJournal, heal_pending
+from kchaos.runtime.node_commands import NodeCommand, run_command, run_undo
+from kchaos.runtime.ports import HOST, free_port
+from kchaos.runtime.processes import ManagedProcess
 from kchaos.waiting import WaitTimeout, wait_until
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 #: each capability and the node actions it needs on every node (a kill is healed by a start)
 CAPABILITY_ACTIONS: dict[Capability, tuple[str, ...]] = {

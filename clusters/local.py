@@ -13,7 +13,7 @@ Topology (N brokers, combined mode unless ``dedicated_controllers`` > 0):
   can be partitioned pair by pair as well.
 
 Every process (JVMs and Toxiproxy) runs in its own process group with a pid file under
-``<work_dir>/pids``; :func:`clusters.processes.reap` finds them even after the harness crashed.
+``<work_dir>/pids``; :func:`kchaos.runtime.processes.reap` finds them even after the harness crashed.
 The port plan and proxy names are in ports.py, the links as proxies in proxy_network.py, the
 nodes' logging and small-machine settings in node_config.py, the cleaner's checkpoints in
 compaction.py.
@@ -33,20 +33,21 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kchaos.clusters import faketime, small_disk
-from kchaos.clusters.artifacts import JarSet, require_java, resolve_kafka
 from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role
 from kchaos.clusters.compaction import cleaned_offsets
-from kchaos.clusters.kafka_tools import run_tool, tool_jars
 from kchaos.clusters.message_proxy import MessageProxyClient
 from kchaos.clusters.node_config import LOG4J1_PROPERTIES, LOG4J2_XML, SMALL_MACHINE_DEFAULTS
-from kchaos.clusters.ports import HOST, PortPlan, proxy_name_client, proxy_name_quorum, proxy_name_repl
-from kchaos.clusters.processes import ManagedProcess, reap
+from kchaos.clusters.ports import PortPlan, proxy_name_client, proxy_name_quorum, proxy_name_repl
 from kchaos.clusters.proxy_network import ProxyNetwork
 from kchaos.clusters.spec import ClusterSpec
 from kchaos.clusters.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary, start_toxiproxy
 from kchaos.errors import CapabilityError, ClusterError, ConfigError
 from kchaos.files import atomic_write
+from kchaos.runtime import faketime, small_disk
+from kchaos.runtime.artifacts import JarSet, require_java, resolve_kafka
+from kchaos.runtime.kafka_tools import run_tool, tool_jars
+from kchaos.runtime.ports import HOST
+from kchaos.runtime.processes import ManagedProcess, reap
 from kchaos.waiting import WaitTimeout, wait_until
 
 READY_TOPIC = "__kchaos_ready"
@@ -627,7 +628,7 @@ class LocalJvmCluster(Cluster):
 
     def info(self) -> dict[str, Any]:
         """The base facts, plus which release the brokers and the admin tools come from (they
-        differ when a release's kafka-tools is not on the registry: clusters/kafka_tools.py)."""
+        differ when a release's kafka-tools is not on the registry: kchaos/runtime/kafka_tools.py)."""
 
         return {**super().info(), "cluster_id": self.cluster_id, "kafka_version": self.kafka_version,
                 "admin_tools_version": tool_jars("features", self.kafka_version)[1]}

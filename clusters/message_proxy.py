@@ -86,9 +86,9 @@ from kchaos.errors import ClusterError
 from kchaos.http import HttpStatusError, json_call
 from kchaos.protocol.address_rewrite import API_VERSIONS, RewriteError, cap_api_versions, carries_addresses, rewrite_response
 from kchaos.protocol.api import (API_KEYS, API_NAMES, RequestHeader, describe_request, error_response,
-                                            parse_request_header, parse_response)
+                                 parse_request_header, parse_response)
+from kchaos.runtime.ports import HOST
 
-HOST = "127.0.0.1"
 #: after a client closes: how long its upstream waits for the answers to what was sent
 DRAIN_S = 30.0
 #: how long removing a rule waits for the answers to the requests it released

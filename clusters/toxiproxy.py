@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from kchaos.clusters.processes import ManagedProcess
 from kchaos.errors import ClusterError, SetupError
 from kchaos.http import HttpStatusError, json_call
 from kchaos.paths import cache_dir
+from kchaos.runtime.processes import ManagedProcess
 from kchaos.waiting import WaitTimeout, wait_until
 
 TOXIPROXY_VERSION = "2.12.0"

@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kchaos.clusters.processes import processes_with_marker
 from kchaos.errors import ConfigError
+from kchaos.runtime.processes import processes_with_marker
 
 KEPT_IN_SLIM = {"cleaner-offset-checkpoint"}
 RUN_ID = re.compile(r"\d{8}T\d{6}Z")

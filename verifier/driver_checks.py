@@ -78,7 +78,7 @@ def superseded_bounds(data: Any, coordinator: list[Any], shift_ms: float = 0.0,
     return out
 
 
-#: beyond a clock fault's own window: the library's re-read of the offset (clusters/faketime.py,
+#: beyond a clock fault's own window: the library's re-read of the offset (kchaos/runtime/faketime.py,
 #: measured up to 3 s) and a transaction timeout that the moved clock brought forward
 CLOCK_SKEW_MARGIN_MS = 5_000
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.protocol.share_state import (DONE_LABELS, SHARE_FINAL_STATES, apply_write, decode_share_state_record,
-                                persisted_label, share_partition_state)
+                                         persisted_label, share_partition_state)
 from kchaos.verifier.checks import NOTES, result
 from kchaos.verifier.model import as_evidence
 from kchaos.verifier.results import UNKNOWN, VALID, CheckResult

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kchaos.clusters.processes import ManagedProcess
 from kchaos.log import say
 from kchaos.rundir import RunDir
+from kchaos.runtime.processes import ManagedProcess
 from kchaos.verifier.checks import case_keys
 from kchaos.verifier.model import MAX_CASES, read_json
 from kchaos.verifier.pychecker import check_run, check_unfinished_run

@@ -7,7 +7,7 @@ hold; ``clock-strobe`` flips it between the true time and ``delta_s`` off every 
 ``clock-drift`` makes it gain (or lose) ``rate`` seconds per second, in one-second steps. Heal
 sets the clock true again (a step back for a clock that ran ahead, as ``ntpdate`` does).
 
-The clock is moved through libfaketime in the node's JVM (clusters/faketime.py): the local
+The clock is moved through libfaketime in the node's JVM (kchaos/runtime/faketime.py): the local
 backend under ``cluster.clock_control``, which a campaign with clock faults turns on. Every
 change is proved on the broker: the clock probe (clusters/clock_probe.py) measures the target's
 clock through a LogAppendTime record after the change and after the heal, and the fault records
@@ -27,10 +27,10 @@ from pydantic import Field, field_validator
 
 from kchaos.clusters.base import Capability
 from kchaos.clusters.clock_probe import measure_broker_clocks
-from kchaos.clusters.faketime import CACHE_S
 from kchaos.errors import ConfigError
 from kchaos.faults.base import NODE_TARGETS, Fault, resolve_node_target
 from kchaos.faults.kinds import FaultKind, NoParams, register
+from kchaos.runtime.faketime import CACHE_S
 
 #: how long a change may take to show on the broker, and how close it must show
 APPLY_WITHIN_S = 8.0

@@ -1,7 +1,7 @@
 """Disk faults: a broker's log directory runs out of space while it runs.
 
 ``disk-full`` fills the target's log directory, a filesystem of its own of
-``cluster.disk_limit_mb`` (clusters/small_disk.py; set on load when a campaign has disk faults),
+``cluster.disk_limit_mb`` (kchaos/runtime/small_disk.py; set on load when a campaign has disk faults),
 with one file, leaving ``leave_mb``. The broker meets ENOSPC on its next append and handles it as
 Kafka does: the log directory goes offline, and a node whose only log directory failed (its
 metadata log included, in combined mode) shuts itself down. Heal deletes the file and starts the

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from kchaos.clusters.processes import processes_with_marker
 from kchaos.harness.campaign import load_campaign
 from kchaos.harness.run import execute_run
+from kchaos.runtime.processes import processes_with_marker
 from kchaos.verifier.pychecker import RunData
 
 FLIP = """

@@ -9,10 +9,10 @@ import uuid
 import pyarrow.parquet as pq
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kchaos.clusters.kafka_tools import run_tool
 from kchaos.clusters.clients import create_topic, quiet
 from kchaos.harness.smoke import run_smoke
 from kchaos.protocol.decoders import TXN_STATUS, decode_offsets_record, decode_transaction_record
+from kchaos.runtime.kafka_tools import run_tool
 from kchaos.workloads.dump import dump_topic
 
 _LINE = re.compile(r"offset: (\d+) .*?key: (\{.*\}) payload: (\{.*\})\s*$")

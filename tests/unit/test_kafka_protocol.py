@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from kchaos.clusters.message_rules import validate_rule
 from kchaos.protocol.api import (API_KEYS, ERROR_CODES, FORGEABLE_APIS, describe_request, error_response,
-                                            is_flexible, parse_request_header, parse_response)
+                                 is_flexible, parse_request_header, parse_response)
 from kchaos.protocol.wire import Reader, Writer
 
 

@@ -18,10 +18,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 #: lowest first: a module may import its own layer and those below
-LAYERS = ("kchaos", "protocol", "clusters", "workloads", "faults", "verifier", "reports", "harness", "ci", "cli")
+LAYERS = ("kchaos", "protocol", "runtime", "clusters", "workloads", "faults", "verifier", "reports", "harness", "ci", "cli")
 RANK = {name: i for i, name in enumerate(LAYERS)}
 #: the layers that are sub-packages of the root package (kchaos.<layer> in kchaos/<layer>/)
-INNER = ("protocol",)
+INNER = ("protocol", "runtime")
 #: where each layer's modules are: the foundation is the root package's own modules; the inner layers
 #: are its sub-packages; every other layer is a top-level folder (kchaos.<layer>, pyproject's package-dir)
 FOLDERS = {"kchaos": Path("kchaos"), **{layer: Path("kchaos", layer) if layer in INNER else Path(layer)
@@ -173,8 +173,9 @@ PLANTS = [
     ("clusters/spec.py", "from kchaos.harness.run import execute_run\n", upward),
     # its package's __init__ imports it back
     ("clusters/spec.py", "import kchaos.clusters\n", cycles),
-    # the protocol imports the foundation only; the foundation imports no layer
-    ("kchaos/protocol/wire.py", "from kchaos.clusters.spec import ClusterSpec\n", upward),
+    # the runtime knows no cluster; the protocol imports the foundation only; the foundation no layer
+    ("kchaos/runtime/processes.py", "from kchaos.clusters.base import Cluster\n", upward),
+    ("kchaos/protocol/wire.py", "from kchaos.runtime.ports import HOST\n", upward),
     ("kchaos/files.py", "from kchaos.protocol.wire import Reader\n", upward),
     # a circle only under TYPE_CHECKING: the schedule imports the scheduled fault
     ("faults/scheduled.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"

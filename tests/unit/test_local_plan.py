@@ -7,8 +7,9 @@ import pytest
 
 from kchaos.clusters import ClusterSpec
 from kchaos.clusters.local import LocalJvmCluster, new_cluster_id
-from kchaos.clusters.ports import PortPlan, allocate_ports
+from kchaos.clusters.ports import PortPlan
 from kchaos.errors import ConfigError
+from kchaos.runtime.ports import allocate_ports
 
 
 def test_cluster_ids_are_22_chars_and_never_start_with_a_dash():
@@ -75,7 +76,7 @@ def test_dedicated_controllers_get_only_a_controller_listener(tmp_path):
 
 
 def _jar_set(tmp_path, version, with_tools):
-    from kchaos.clusters.artifacts import JarSet
+    from kchaos.runtime.artifacts import JarSet
 
     directory = tmp_path / f"kafka-{version}"
     directory.mkdir()
@@ -91,7 +92,7 @@ def _jar_set(tmp_path, version, with_tools):
     (False, ["4.2.1", "4.3.1", "4.5.0"], "4.3.1"),  # never a newer release's
 ])
 def test_admin_tools_are_the_release_s_own_or_the_newest_older_that_resolves(tmp_path, own_tools, registry, expected):
-    from kchaos.clusters import artifacts
+    from kchaos.runtime import artifacts
 
     sets = {v: _jar_set(tmp_path, v, with_tools=(v != "4.4.0" or own_tools)) for v in {"4.4.0", *registry}}
     with mock.patch.object(artifacts, "resolve_kafka", lambda v: sets[v]), \

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from kchaos.clusters.artifacts import JarSet, has_own_tools, require_java, resolve_kafka, resolve_kafka_tools
-from kchaos.clusters.java_build import compiled_classes
 from kchaos.errors import ClusterError, SetupError
+from kchaos.runtime.artifacts import JarSet, has_own_tools, require_java, resolve_kafka, resolve_kafka_tools
+from kchaos.runtime.java_build import compiled_classes
 
 
 class ToolTarget(Protocol):
@@ -167,10 +167,10 @@ def parse_tool_table(text: str) -> list[dict[str, str]]:
     return [dict(zip(header, (v.strip() for v in line.split(None, len(header) - 1)))) for line in lines[1:]]
 
 
-#: TransactionsCommand's invocations in one JVM (clusters/java/KchaosTransactionsBatch.java,
+#: TransactionsCommand's invocations in one JVM (kchaos/runtime/java/KchaosTransactionsBatch.java,
 #: package data): a JVM start costs about as much CPU as the query itself
 TRANSACTIONS_BATCH = "KchaosTransactionsBatch"
-_BATCH_SOURCE = Path(str(importlib.resources.files("kchaos.clusters").joinpath("java"))) / f"{TRANSACTIONS_BATCH}.java"
+_BATCH_SOURCE = Path(str(importlib.resources.files("kchaos.runtime").joinpath("java"))) / f"{TRANSACTIONS_BATCH}.java"
 _BATCH_UNSUPPORTED = 3  # the batch's exit code when these tools' command cannot be called in it
 
 

@@ -18,7 +18,7 @@ import java.util.function.Function;
 /**
  * Several invocations of Kafka's TransactionsCommand (KIP-664: list, find-hanging,
  * describe-producers) in one JVM, concurrently. After every run kchaos asks at least four, and
- * a JVM start costs about as much CPU as the query itself (clusters/kafka_tools.py).
+ * a JVM start costs about as much CPU as the query itself (kchaos/runtime/kafka_tools.py).
  *
  * <p>Usage: {@code KchaosTransactionsBatch <out dir> -- <args of invocation 0> -- <args of 1> ...}
  * For invocation i it writes {@code <out dir>/i.out} (what the command printed) and then

@@ -20,8 +20,8 @@ from __future__ import annotations
 import glob
 from pathlib import Path
 
-from kchaos.clusters.debian import apt_install, can_install
 from kchaos.errors import SetupError
+from kchaos.runtime.debian import apt_install, can_install
 
 PACKAGES = ("faketime", "libfaketime")
 INSTALL_HINT = "run `kchaos setup --clock` (installs Debian's faketime and libfaketime as root)"

@@ -1,4 +1,4 @@
-"""A watchdog that outlives a crashed harness: ``python -m kchaos.clusters.reaper PID`` (directory in
+"""A watchdog that outlives a crashed harness: ``python -m kchaos.runtime.reaper PID`` (directory in
 ``$KCHAOS_REAP_DIR``, so that the reaper's own command line does not carry the run directory
 that leak checks look for).
 
@@ -7,7 +7,7 @@ Started by ``kchaos run`` in its own session. It waits for the harness process `
 kills every process recorded by a pid file under ``DIR`` (the run directory: brokers,
 Toxiproxy, workers). Then, a dead man's switch for clusters kchaos did not start, it undoes
 whatever the run's heal journal still holds (a partition's rules, a paused or stopped node:
-clusters/heal_journal.py). After a clean run there is nothing left to do and it simply exits.
+kchaos/runtime/heal_journal.py). After a clean run there is nothing left to do and it simply exits.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import sys
 import time
 from pathlib import Path
 
-from kchaos.clusters import small_disk
-from kchaos.clusters.heal_journal import JOURNAL_NAME, HealJournal, heal_pending
-from kchaos.clusters.node_access import run_undo
-from kchaos.clusters.processes import is_alive, reap
+from kchaos.runtime import small_disk
+from kchaos.runtime.heal_journal import JOURNAL_NAME, HealJournal, heal_pending
+from kchaos.runtime.node_commands import run_undo
+from kchaos.runtime.processes import is_alive, reap
 
 
 def watch(parent: int, directory: Path, poll_s: float = 0.5) -> list[int]:
@@ -40,7 +40,7 @@ def heal_journals(directory: Path) -> list[dict]:
 
 def start_reaper(directory: Path) -> subprocess.Popen:
     """Spawn the watchdog for the current process; it needs no further care."""
-    return subprocess.Popen([sys.executable, "-m", "kchaos.clusters.reaper", str(os.getpid())],
+    return subprocess.Popen([sys.executable, "-m", "kchaos.runtime.reaper", str(os.getpid())],
                             env={**os.environ, "KCHAOS_REAP_DIR": str(directory)},
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)

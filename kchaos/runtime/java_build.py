@@ -10,9 +10,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from kchaos.clusters.artifacts import require_java
 from kchaos.errors import SetupError
 from kchaos.paths import cache_dir
+from kchaos.runtime.artifacts import require_java
 
 
 def require_javac(what: str) -> str:
