@@ -23,7 +23,7 @@ more per transaction (consume, two outputs, offsets in the transaction), so the 
 much of the cluster's transaction capacity the harness itself leaves unused.
 
 With ``--message-proxy`` the cluster has the message proxy on its client path
-(clusters/message_proxy.py) and each pipeline measurement is made twice on it, with no fault
+(clusters/proxy/server.py) and each pipeline measurement is made twice on it, with no fault
 active: through the message proxy, then with the Toxiproxy client proxies pointed straight at
 the brokers (the message proxy bypassed). The ratio is the proxy's cost. With
 ``--message-proxy-between-brokers`` the same is done on the links between brokers (replication
@@ -212,7 +212,7 @@ def measure_copier(cluster, root: Path, instances: int, records: int, batch: int
 
 def bypass_message_proxy(cluster, bypass: bool) -> None:
     """Point every client proxy straight at its broker (or back at the message proxy)."""
-    from kchaos.clusters.ports import proxy_name_client
+    from kchaos.clusters.proxy.links import proxy_name_client
     from kchaos.runtime.ports import HOST
 
     ports = cluster.ports
@@ -223,7 +223,7 @@ def bypass_message_proxy(cluster, bypass: bool) -> None:
 
 def bypass_message_proxy_between_brokers(cluster, bypass: bool) -> None:
     """Point every replication link proxy straight at its broker (or back at the message proxy)."""
-    from kchaos.clusters.ports import proxy_name_repl
+    from kchaos.clusters.proxy.links import proxy_name_repl
     from kchaos.runtime.ports import HOST
 
     ports = cluster.ports

@@ -28,9 +28,9 @@ from kchaos.clusters.docker_image import ensure_kafka_image
 from kchaos.clusters.compaction import merge_cleaner_checkpoints
 from kchaos.clusters.local import new_cluster_id
 from kchaos.clusters.node_config import SMALL_MACHINE_DEFAULTS
-from kchaos.clusters.ports import link_names, proxy_name_client
-from kchaos.clusters.proxy_network import ProxyNetwork
-from kchaos.clusters.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary, start_toxiproxy
+from kchaos.clusters.proxy.links import link_names, proxy_name_client
+from kchaos.clusters.proxy.links import ProxyNetwork
+from kchaos.clusters.proxy.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary, start_toxiproxy
 from kchaos.clusters.spec import ClusterSpec
 from kchaos.errors import ClusterError, ConfigError, SetupError
 from kchaos.log import say

@@ -28,10 +28,11 @@ from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role
 from kchaos.clusters.node_access import NodeAccess, describe
 from kchaos.clusters.client_security import record as record_client_security
 from kchaos.clusters.client_security import uses_tls
-from kchaos.clusters.message_proxy import KEY_PASSWORD_ENV, MessageProxyClient
-from kchaos.clusters.tls_certs import ThrowawayCA
-from kchaos.clusters.ports import link_names
-from kchaos.clusters.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary, start_toxiproxy
+from kchaos.clusters.proxy.client import MessageProxyClient
+from kchaos.clusters.proxy.front import KEY_PASSWORD_ENV
+from kchaos.clusters.proxy.links import link_names
+from kchaos.clusters.proxy.tls_certs import ThrowawayCA
+from kchaos.clusters.proxy.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary, start_toxiproxy
 from kchaos.clusters.spec import ClusterSpec
 from kchaos.errors import CapabilityError, ClusterError, ConfigError
 from kchaos.log import say
@@ -304,7 +305,7 @@ class ExternalCluster(Cluster):
         directory.mkdir(parents=True, exist_ok=True)
         control, bootstrap = free_port(), free_port()
         servers = ",".join(s.strip() for s in ext.bootstrap_servers.split(","))
-        argv = [sys.executable, "-m", "kchaos.clusters.message_proxy", "--control", str(control),
+        argv = [sys.executable, "-m", "kchaos.clusters.proxy", "--control", str(control),
                 "--events", str(directory / "events.jsonl"), "--front-bootstrap", f"{bootstrap}={servers}"]
         if ext.front_source_address:
             argv += ["--source-address", ext.front_source_address]

@@ -14,7 +14,7 @@ Topology (N brokers, combined mode unless ``dedicated_controllers`` > 0):
 
 Every process (JVMs and Toxiproxy) runs in its own process group with a pid file under
 ``<work_dir>/pids``; :func:`kchaos.runtime.processes.reap` finds them even after the harness crashed.
-The port plan and proxy names are in ports.py, the links as proxies in proxy_network.py, the
+The port plan is in ports.py, the proxy names and the links as proxies in proxy/links.py, the
 nodes' logging and small-machine settings in node_config.py, the cleaner's checkpoints in
 compaction.py.
 """
@@ -35,12 +35,13 @@ from typing import Any
 
 from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role
 from kchaos.clusters.compaction import cleaned_offsets
-from kchaos.clusters.message_proxy import MessageProxyClient
 from kchaos.clusters.node_config import LOG4J1_PROPERTIES, LOG4J2_XML, SMALL_MACHINE_DEFAULTS
-from kchaos.clusters.ports import PortPlan, proxy_name_client, proxy_name_quorum, proxy_name_repl
-from kchaos.clusters.proxy_network import ProxyNetwork
+from kchaos.clusters.ports import PortPlan
+from kchaos.clusters.proxy.client import MessageProxyClient
+from kchaos.clusters.proxy.links import proxy_name_client, proxy_name_quorum, proxy_name_repl
+from kchaos.clusters.proxy.links import ProxyNetwork
+from kchaos.clusters.proxy.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary, start_toxiproxy
 from kchaos.clusters.spec import ClusterSpec
-from kchaos.clusters.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary, start_toxiproxy
 from kchaos.errors import CapabilityError, ClusterError, ConfigError
 from kchaos.files import atomic_write
 from kchaos.runtime import faketime, small_disk
@@ -437,7 +438,7 @@ class LocalJvmCluster(Cluster):
     def _message_proxy_process(self) -> ManagedProcess:
         ports = self.ports
         assert ports is not None and ports.message_api is not None
-        argv = [sys.executable, "-m", "kchaos.clusters.message_proxy", "--control", str(ports.message_api),
+        argv = [sys.executable, "-m", "kchaos.clusters.proxy", "--control", str(ports.message_api),
                 "--events", str(self.work_dir / "messages" / "events.jsonl")]
         for broker, listen in ports.proxy_message.items():
             argv += ["--route", f"{broker}={listen}:{ports.client[broker]}"]

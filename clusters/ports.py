@@ -1,6 +1,5 @@
-"""The ports of a local cluster, chosen once at start (``PortPlan``, kept in ``cluster.json``), and
-the names of its proxies: one per client link, per ordered pair of brokers (replication) and per
-node and controller (quorum)."""
+"""The ports of a local cluster, chosen once at start (``PortPlan``, kept in ``cluster.json``);
+the names of its proxies are in clusters/proxy/links.py."""
 
 from __future__ import annotations
 
@@ -75,29 +74,3 @@ class PortPlan:
         intkeys = ("client", "controller", "proxy_client", "proxy_message")
         return cls(**{k: ({int(kk) if k in intkeys else kk: vv for kk, vv in v.items()} if isinstance(v, dict) else v)
                       for k, v in data.items()})
-
-
-def proxy_name_client(broker: int) -> str:
-    return f"client-n{broker}"
-
-
-def proxy_name_repl(src: int, dst: int) -> str:
-    return f"repl-n{src}-to-n{dst}"
-
-
-def proxy_name_quorum(src: int, dst: int) -> str:
-    return f"quorum-n{src}-to-n{dst}"
-
-
-def link_names(brokers: set[int], controllers: set[int], side_a: list[int], side_b: list[int]) -> list[str]:
-    """Every replication (broker to broker) and quorum (to a controller) link between the two sides,
-    both directions, by the names the pair proxies have (backends without proxies cut them otherwise)."""
-    out = set()
-    for a in side_a:
-        for b in side_b:
-            for src, dst in ((a, b), (b, a)):
-                if src in brokers and dst in brokers:
-                    out.add(proxy_name_repl(src, dst))
-                if dst in controllers:
-                    out.add(proxy_name_quorum(src, dst))
-    return sorted(out)

@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from kchaos.clusters.proxy.rules import check_apis
 from kchaos.errors import ConfigError
-from kchaos.clusters.message_rules import check_apis
 from kchaos.clusters.client_security import ENV_REF, resolve_env_refs, security_protocol
 from kchaos.runtime.artifacts import DEFAULT_KAFKA_VERSION, KNOWN_KAFKA_VERSIONS
 

@@ -28,7 +28,7 @@ from kchaos.clusters.docker_engine import PrivateDockerEngine, install_engine, r
 from kchaos.clusters.docker_image import ensure_kafka_image
 from kchaos.clusters.local import new_cluster_id
 from kchaos.clusters.node_config import SMALL_MACHINE_DEFAULTS
-from kchaos.clusters.tls_certs import ThrowawayCA
+from kchaos.clusters.proxy.tls_certs import ThrowawayCA
 from kchaos.runtime.processes import processes_with_marker
 from tests.external_lab import CONTROLLER_PORT, KAFKA_PORT, REGISTRY, sh, wait_for
 

@@ -34,7 +34,7 @@ class FaultKind:
     targets: tuple[str, ...]
     fault: type[Fault]
     params: type[BaseModel] = NoParams
-    #: message faults: the message proxy's rule kind (clusters/message_rules.py)
+    #: message faults: the message proxy's rule kind (clusters/proxy/rules.py)
     message_rule: str | None = None
 
     def check_params(self, params: dict[str, Any]) -> BaseModel:

@@ -1,9 +1,9 @@
-"""Message faults: a rule of kchaos' message proxy (clusters/message_proxy.py) on single Kafka
+"""Message faults: a rule of kchaos' message proxy (clusters/proxy/server.py) on single Kafka
 requests some workers send to the brokers holding a role (or, with ``link = "inter-broker"``,
 that other brokers send them: transaction markers, partition verification, replication):
 delayed, held past the sender's timeout, answered to the broker but not the sender, duplicated,
 or answered with a forged error.
-The parameters are checked with the proxy's own rule validation (clusters/message_rules.py)."""
+The parameters are checked with the proxy's own rule validation (clusters/proxy/rules.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from kchaos.clusters.base import Capability
-from kchaos.clusters.message_rules import check_answer_field, check_apis, check_error, check_number
+from kchaos.clusters.proxy.rules import check_answer_field, check_apis, check_error, check_number
 from kchaos.errors import ConfigError
 from kchaos.faults.base import Fault, resolve_node_target, start_if_stopped
 from kchaos.faults.kinds import FaultKind, NoParams, message_rules, register
@@ -115,7 +115,7 @@ class ForgedError(MessageParams):
 
 
 class MessageFault(Fault):
-    """A message-proxy rule (clusters/message_proxy.py) on the requests some workers send to the
+    """A message-proxy rule (clusters/proxy/server.py) on the requests some workers send to the
     broker holding a role. Invoke resolves the broker and the workers now and adds the rule;
     heal removes it, which releases what it holds and returns every request it affected (API,
     correlation id, producer id and epoch, the broker's answer): they go into the history with

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field
 
 from kchaos.clusters.base import Capability
-from kchaos.clusters.toxiproxy import Toxic
+from kchaos.clusters.proxy.toxiproxy import Toxic
 from kchaos.errors import ConfigError
 from kchaos.faults.base import Fault, resolve_node_target
 from kchaos.faults.kinds import FaultKind, NoParams, register

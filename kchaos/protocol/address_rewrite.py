@@ -1,5 +1,6 @@
 """Broker addresses in Kafka responses, rewritten so that clients of a cluster kchaos did not start
-keep talking to the front (clusters/message_proxy.py in front mode), never to a broker directly.
+keep talking to the front (the message proxy in front mode, clusters/proxy/front.py), never to a
+broker directly.
 
 Every response that carries a broker's host and port (../shared/design/reach.md, section 2):
 

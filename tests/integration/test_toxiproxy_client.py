@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from kchaos.clusters.toxiproxy import Proxy, Toxic, ToxiproxyClient, ensure_toxiproxy_binary
+from kchaos.clusters.proxy.toxiproxy import Proxy, Toxic, ToxiproxyClient, ensure_toxiproxy_binary
 from kchaos.errors import ClusterError
 from kchaos.runtime.ports import allocate_ports
 from kchaos.runtime.processes import ManagedProcess

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from kchaos.clusters.message_proxy import MessageProxy, Route, frame_bytes, read_frame
-from kchaos.clusters.message_rules import validate_rule
+from kchaos.clusters.proxy.exchange import Route, frame_bytes, read_frame
+from kchaos.clusters.proxy.rules import validate_rule
+from kchaos.clusters.proxy.server import MessageProxy
 from kchaos.protocol.api import describe_request, parse_request_header, parse_response
 from kchaos.protocol.wire import Writer
 

@@ -1,14 +1,17 @@
-"""What a message-proxy rule is (clusters/message_proxy.py): its kinds and fields, and the one
-validation of them. The proxy applies it to every rule its control API receives; the message
+"""What a message-proxy rule is (clusters/proxy/server.py): its kinds and fields, the one
+validation of them, and a rule's state in the running proxy (``Rule``: what it matches and counts). The proxy applies it to every rule its control API receives; the message
 fault kinds (faults/kinds/messages.py) apply the same checks to a campaign's parameters when it
 loads, so a campaign is refused for exactly what the proxy would refuse, before anything starts."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
-from kchaos.protocol.api import API_KEYS, ERROR_CODES, FORGEABLE_APIS
+from kchaos.clusters.proxy.exchange import AwaitedAnswer, Pending, Route
+from kchaos.protocol.api import API_KEYS, ERROR_CODES, FORGEABLE_APIS, RequestHeader
 
 RULE_KINDS = ("delay", "hold", "drop-response", "duplicate", "error", "observe")
 #: what a ``drop-response`` rule's ``answer_carries`` may wait for, and the APIs whose answers
@@ -97,3 +100,62 @@ def validate_rule(body: dict[str, Any]) -> dict[str, Any]:
             "error": check_error(body.get("error"), apis) if kind == "error" else body.get("error"),
             **{name: check_number(name, body.get(name, 1 if name == "count" else 0)) for name in NUMBERS}}
     return rule
+
+
+@dataclass
+class Rule:
+    spec: dict[str, Any]
+    api_keys: frozenset[int]
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+    hits: dict[str, int] = field(default_factory=dict)
+    unanswered: int = 0
+    events: list[dict[str, Any]] = field(default_factory=list)
+    #: per client id, the holds waiting for a ``release_on`` answer
+    awaiting: dict[str, list["AwaitedAnswer"]] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.spec["id"]
+
+    def may_drop(self, client_id: str | None) -> bool:
+        """A conditional drop's limits, judged when an answer carries what it waits for."""
+        client = client_id or ""
+        limit, total = self.spec["count"], self.spec.get("total", 0)
+        return not (limit and self.hits.get(client, 0) >= limit) and not (total and sum(self.hits.values()) >= total)
+
+    def judge_answer(self, head: "Pending", answer: dict[str, Any], delivered: bool) -> None:
+        """A conditional drop (``answer_carries``): the answer is dropped if it carries that field
+        and the limits allow; otherwise it passes (``passed``, and whether it reached the client:
+        an earlier drop on the connection leaves it deaf). Either way the exchange is an event."""
+        event = head.record
+        assert event is not None
+        client = head.header.client_id or ""
+        if answer_carries(self.spec["answer_carries"], event, answer) and self.may_drop(client):
+            self.hits[client] = self.hits.get(client, 0) + 1
+        else:
+            head.drop = False
+            event.update(action="passed", delivered=delivered)
+        self.events.append(event)
+
+    def matches(self, route: Route, header: RequestHeader) -> bool:
+        if self.released.is_set() or header.api_key not in self.api_keys:
+            return False
+        if self.spec.get("link", "client") != route.link:
+            return False
+        if self.spec["nodes"] and route.node not in self.spec["nodes"]:
+            return False
+        if self.spec.get("sources") and route.source not in self.spec["sources"]:
+            return False
+        client = header.client_id or ""
+        if not client.startswith(self.spec["client_prefix"]):
+            return False
+        if self.spec.get("answer_carries"):  # watches every match; counts only what it drops
+            return True
+        limit = self.spec["count"]
+        if limit and self.hits.get(client, 0) >= limit:
+            return False
+        total = self.spec.get("total", 0)  # over every client id (0: no bound)
+        if total and sum(self.hits.values()) >= total:
+            return False
+        self.hits[client] = self.hits.get(client, 0) + 1
+        return True

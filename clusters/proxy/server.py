@@ -53,7 +53,7 @@ affecting at most ``count`` requests per client id (0: every match) and ``total`
 * ``duplicate``: the request goes on, and a copy is sent ``duplicate_after_ms`` later on a
   connection of the proxy's own (its answer is recorded, never shown to the client).
 * ``error``: the request never reaches the broker; the client gets ``error`` in a response
-  forged for its API version (kafka_protocol.FORGEABLE_APIS), in order after earlier answers.
+  forged for its API version (kchaos.protocol.api.FORGEABLE_APIS), in order after earlier answers.
 * ``observe``: no fault. Each matching request and its answer pass untouched and are recorded
   (``observed``, with the answer and whether the client got it; ``answer`` null when none came
   before the connection ended), beside whatever other rule
@@ -68,23 +68,20 @@ answer when one was read.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
 import json
 import os
 import signal
-import sys
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kchaos.clusters.message_rules import answer_carries, validate_rule
-from kchaos.errors import ClusterError
-from kchaos.http import HttpStatusError, json_call
-from kchaos.protocol.address_rewrite import API_VERSIONS, RewriteError, cap_api_versions, carries_addresses, rewrite_response
+from kchaos.clusters.proxy.exchange import AwaitedAnswer, Pending, Route, frame_bytes, read_frame
+from kchaos.clusters.proxy.front import Front, FrontTLS
+from kchaos.clusters.proxy.rules import Rule, validate_rule
+from kchaos.protocol.address_rewrite import RewriteError
 from kchaos.protocol.api import (API_KEYS, API_NAMES, RequestHeader, describe_request, error_response,
                                  parse_request_header, parse_response)
 from kchaos.runtime.ports import HOST
@@ -93,126 +90,6 @@ from kchaos.runtime.ports import HOST
 DRAIN_S = 30.0
 #: how long removing a rule waits for the answers to the requests it released
 ANSWER_WAIT_S = 10.0
-MAX_FRAME = 100 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Route:
-    """One listener of the proxy: the broker it forwards to (``node``), on which kind of link,
-    and for an inter-broker link the broker whose requests come through it (``source``)."""
-
-    name: str
-    node: int
-    link: str
-    source: int | None
-    listen: int
-    upstream: int
-    upstream_host: str = HOST
-
-    @classmethod
-    def parse(cls, text: str) -> "Route":
-        """``BROKER=LISTEN:UPSTREAM`` (clients to BROKER) or ``SRC>DST=LISTEN:UPSTREAM`` (broker
-        SRC's requests to broker DST); ``UPSTREAM`` is a port on 127.0.0.1 or ``HOST:PORT``."""
-        key, _, ports = text.partition("=")
-        listen, _, upstream = ports.partition(":")
-        host, _, port = upstream.rpartition(":")
-        if ">" in key:
-            src, _, dst = key.partition(">")
-            return cls(f"n{int(src)}>n{int(dst)}", int(dst), "inter-broker", int(src), int(listen), int(port),
-                       host or HOST)
-        return cls(f"n{int(key)}", int(key), "client", None, int(listen), int(port), host or HOST)
-
-
-@dataclass
-class Rule:
-    spec: dict[str, Any]
-    api_keys: frozenset[int]
-    released: asyncio.Event = field(default_factory=asyncio.Event)
-    hits: dict[str, int] = field(default_factory=dict)
-    unanswered: int = 0
-    events: list[dict[str, Any]] = field(default_factory=list)
-    #: per client id, the holds waiting for a ``release_on`` answer
-    awaiting: dict[str, list["AwaitedAnswer"]] = field(default_factory=dict)
-
-    @property
-    def id(self) -> str:
-        return self.spec["id"]
-
-    def may_drop(self, client_id: str | None) -> bool:
-        """A conditional drop's limits, judged when an answer carries what it waits for."""
-        client = client_id or ""
-        limit, total = self.spec["count"], self.spec.get("total", 0)
-        return not (limit and self.hits.get(client, 0) >= limit) and not (total and sum(self.hits.values()) >= total)
-
-    def judge_answer(self, head: "Pending", answer: dict[str, Any], delivered: bool) -> None:
-        """A conditional drop (``answer_carries``): the answer is dropped if it carries that field
-        and the limits allow; otherwise it passes (``passed``, and whether it reached the client:
-        an earlier drop on the connection leaves it deaf). Either way the exchange is an event."""
-        event = head.record
-        assert event is not None
-        client = head.header.client_id or ""
-        if answer_carries(self.spec["answer_carries"], event, answer) and self.may_drop(client):
-            self.hits[client] = self.hits.get(client, 0) + 1
-        else:
-            head.drop = False
-            event.update(action="passed", delivered=delivered)
-        self.events.append(event)
-
-    def matches(self, route: Route, header: RequestHeader) -> bool:
-        if self.released.is_set() or header.api_key not in self.api_keys:
-            return False
-        if self.spec.get("link", "client") != route.link:
-            return False
-        if self.spec["nodes"] and route.node not in self.spec["nodes"]:
-            return False
-        if self.spec.get("sources") and route.source not in self.spec["sources"]:
-            return False
-        client = header.client_id or ""
-        if not client.startswith(self.spec["client_prefix"]):
-            return False
-        if self.spec.get("answer_carries"):  # watches every match; counts only what it drops
-            return True
-        limit = self.spec["count"]
-        if limit and self.hits.get(client, 0) >= limit:
-            return False
-        total = self.spec.get("total", 0)  # over every client id (0: no bound)
-        if total and sum(self.hits.values()) >= total:
-            return False
-        self.hits[client] = self.hits.get(client, 0) + 1
-        return True
-
-
-@dataclass(eq=False)
-class AwaitedAnswer:
-    """A held request waiting for a ``release_on`` answer, and the answer that released it."""
-    arrived: asyncio.Event = field(default_factory=asyncio.Event)
-    cause: dict[str, Any] | None = None
-
-
-@dataclass
-class Pending:
-    """A request sent upstream (or answered by the proxy), in the order the client sent it."""
-    header: RequestHeader
-    rule: Rule | None = None
-    record: dict[str, Any] | None = None  # the event whose answer is awaited
-    drop: bool = False
-    forged: bytes | None = None
-    #: the events of the ``observe`` rules watching this request, answered with it
-    observed: list[dict[str, Any]] = field(default_factory=list)
-
-
-async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
-    try:
-        size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
-        if size < 0 or size > MAX_FRAME:
-            return None
-        return await reader.readexactly(size)
-    except (asyncio.IncompleteReadError, ConnectionError, OSError):
-        return None
-
-
-def frame_bytes(frame: bytes) -> bytes:
-    return len(frame).to_bytes(4, "big") + frame
 
 
 class Connection:
@@ -528,115 +405,6 @@ class MessageProxy:
         return 404, {"error": f"no route {method} {path}"}
 
 
-class Front:
-    """Front mode's state: a listener per broker, opened when an answer first names it, and the
-    address each broker is advertised at."""
-
-    def __init__(self, proxy: MessageProxy, bootstrap: list[tuple[str, int]], advertised_host: str,
-                 source_address: str | None, tls: "FrontTLS | None" = None):
-        self.proxy = proxy
-        self.tls = tls
-        self.bootstrap = bootstrap
-        self.advertised_host = advertised_host
-        self.source_address = source_address
-        self.nodes: dict[int, Route] = {}
-        self.advertised: dict[int, int] = {}  # node -> port clients are told (Toxiproxy's, when set)
-        self.servers: list[asyncio.AbstractServer] = []
-        self.rewritten: dict[str, int] = {}
-        self._lock = asyncio.Lock()
-
-    async def connect(self, route: Route) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        local: dict[str, Any] = {"local_addr": (self.source_address, 0)} if self.source_address else {}
-
-        def secured(host: str) -> dict[str, Any]:  # TLS to the broker, its name checked as a client would
-            if self.tls is None or self.tls.upstream is None:
-                return local
-            return {**local, "ssl": self.tls.upstream, "server_hostname": host}
-
-        if route.node >= 0:
-            return await asyncio.open_connection(route.upstream_host, route.upstream, **secured(route.upstream_host))
-        last: OSError | None = None
-        for host, port in self.bootstrap:  # the bootstrap listener: the first server that answers
-            try:
-                return await asyncio.open_connection(host, port, **secured(host))
-            except OSError as exc:
-                last = exc
-        raise last or OSError("no bootstrap server")
-
-    async def node_route(self, node_id: int, host: str, port: int) -> Route:
-        """The listener for broker ``node_id`` (opened now if new; a broker that moved is reached at
-        its new address by the connections opened from now on)."""
-        async with self._lock:
-            route = self.nodes.get(node_id)
-            if route is None:
-                server = await asyncio.start_server(lambda r, w: self._connected(node_id, r, w), HOST, 0,
-                                                    ssl=self.tls.listen if self.tls else None)
-                listen = server.sockets[0].getsockname()[1]
-                self.servers.append(server)
-                route = Route(f"n{node_id}", node_id, "client", None, listen, port, host)
-            elif (route.upstream_host, route.upstream) != (host, port):
-                route = Route(route.name, node_id, "client", None, route.listen, port, host)
-            self.nodes[node_id] = route
-            return route
-
-    async def _connected(self, node_id: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await self.proxy.client_connected(self.nodes[node_id], reader, writer)
-
-    async def rewrite(self, header: RequestHeader, frame: bytes) -> bytes:
-        if header.api_key == API_VERSIONS:
-            return cap_api_versions(frame, header.api_version)
-        if not carries_addresses(header.api_key, header.api_version):
-            return frame
-        seen: list[tuple[int, str, int]] = []
-        new: list[tuple[int, str, int]] = []
-
-        def advertise(node_id: int, host: str, port: int) -> tuple[str, int]:
-            seen.append((node_id, host, port))
-            route = self.nodes.get(node_id)
-            if route is None or (route.upstream_host, route.upstream) != (host, port):
-                new.append((node_id, host, port))
-                return "", 0
-            return self.advertised_host, self.advertised.get(node_id, route.listen)
-
-        out = rewrite_response(header.api_key, header.api_version, frame, advertise)
-        if new:  # a broker not seen before (or moved): its listener first, then the answer again
-            for node_id, host, port in new:
-                await self.node_route(node_id, host, port)
-            seen.clear()
-            new.clear()
-            out = rewrite_response(header.api_key, header.api_version, frame, advertise)
-        api = API_NAMES.get(header.api_key, str(header.api_key))
-        self.rewritten[api] = self.rewritten.get(api, 0) + len(seen)
-        return out
-
-    def describe(self) -> dict[str, Any]:
-        return {"nodes": {str(n): {"listen": r.listen, "upstream": f"{r.upstream_host}:{r.upstream}",
-                                   "advertised": self.advertised.get(n, r.listen)} for n, r in sorted(self.nodes.items())},
-                "rewritten": dict(self.rewritten)}
-
-
-class FrontTLS:
-    """The front's TLS, for a cluster whose clients speak it: ``listen`` terminates the clients' TLS
-    with the front's certificate; ``upstream`` opens TLS to the brokers as the clients would (their
-    CA, their certificate if they have one, host names checked unless they are not)."""
-
-    def __init__(self, certificate: str, key: str, upstream_ca: str | None = None, upstream_cert: str | None = None,
-                 upstream_key: str | None = None, check_hostname: bool = True):
-        import ssl
-
-        self.listen = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self.listen.load_cert_chain(certificate, key)
-        self.upstream = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=upstream_ca)
-        self.upstream.check_hostname = check_hostname
-        if upstream_cert:
-            # a key's password comes from the environment only (never an argument: ps shows those)
-            self.upstream.load_cert_chain(upstream_cert, upstream_key, password=os.environ.get(KEY_PASSWORD_ENV))
-
-
-#: where the front reads the password of the client key it presents to the brokers
-KEY_PASSWORD_ENV = "KCHAOS_FRONT_KEY_PASSWORD"
-
-
 async def serve(routes: list[Route], control_port: int, events_path: Path, front_bootstrap: str | None = None,
                 advertised_host: str = HOST, source_address: str | None = None, tls: FrontTLS | None = None) -> None:
     proxy = MessageProxy(routes, events_path)
@@ -664,85 +432,3 @@ async def serve(routes: list[Route], control_port: int, events_path: Path, front
         server.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kchaos.clusters.message_proxy")
-    parser.add_argument("--route", action="append", default=[],
-                        help="BROKER=LISTEN:UPSTREAM, or SRC>DST=LISTEN:UPSTREAM between brokers (ports on 127.0.0.1)")
-    parser.add_argument("--control", type=int, required=True, help="port of the HTTP control API")
-    parser.add_argument("--events", type=Path, required=True, help="JSON-lines file of affected requests")
-    parser.add_argument("--front-bootstrap", help="front mode: LISTEN=HOST:PORT[,HOST:PORT...], the cluster's "
-                        "bootstrap servers behind this proxy's bootstrap port; broker addresses in answers are rewritten")
-    parser.add_argument("--advertised-host", default=HOST, help="front mode: the host clients are told")
-    parser.add_argument("--source-address", help="front mode: the local address connections to the brokers come from")
-    parser.add_argument("--tls-cert", help="front mode, TLS: the certificate (PEM) the front shows its clients")
-    parser.add_argument("--tls-key", help="front mode, TLS: its key (PEM)")
-    parser.add_argument("--upstream-ca", help="front mode, TLS: the CA (PEM) the brokers' certificates are checked with "
-                        "(default: the system's)")
-    parser.add_argument("--upstream-cert", help="front mode, TLS: a client certificate (PEM) shown to the brokers")
-    parser.add_argument("--upstream-key", help=f"its key (PEM; a password from ${KEY_PASSWORD_ENV})")
-    parser.add_argument("--no-hostname-check", action="store_true", help="front mode, TLS: do not check the brokers' "
-                        "host names (the clients' ssl.endpoint.identification.algorithm = none)")
-    args = parser.parse_args(argv)
-    if (args.tls_cert is None) != (args.tls_key is None) or (args.tls_cert and not args.front_bootstrap):
-        parser.error("--tls-cert and --tls-key go together, in front mode")
-    tls = (FrontTLS(args.tls_cert, args.tls_key, args.upstream_ca, args.upstream_cert, args.upstream_key,
-                    not args.no_hostname_check) if args.tls_cert else None)
-    asyncio.run(serve([Route.parse(r) for r in args.route], args.control, args.events, args.front_bootstrap,
-                      args.advertised_host, args.source_address, tls))
-    return 0
-
-
-class MessageProxyClient:
-    """Typed access to a running message proxy's control API."""
-
-    def __init__(self, port: int, timeout_s: float = 30.0):
-        self.base_url = f"http://{HOST}:{port}"
-        self.timeout_s = timeout_s
-
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
-        try:
-            return json_call(self.base_url + path, method, body, self.timeout_s)
-        except HttpStatusError as exc:
-            try:
-                detail = json.loads(exc.body).get("error", exc.body)
-            except ValueError:
-                detail = exc.body
-            raise ClusterError(f"message proxy refused {method} {path}: {detail}") from None
-        except OSError as exc:
-            raise ClusterError(f"the message proxy at {self.base_url} did not answer {method} {path}: {exc}",
-                               "check that the cluster's message proxy process is running") from None
-
-    def version(self) -> dict[str, Any]:
-        return self._call("GET", "/version")
-
-    def add_rule(self, rule: dict[str, Any]) -> dict[str, Any]:
-        return self._call("POST", "/rules", rule)
-
-    def remove_rule(self, rule_id: str) -> list[dict[str, Any]]:
-        """Remove a rule, releasing what it holds; returns every request it affected."""
-        return self._call("DELETE", f"/rules/{rule_id}")["events"]
-
-    def rules(self) -> list[dict[str, Any]]:
-        return self._call("GET", "/rules")
-
-    def rule_events(self, rule_id: str) -> list[dict[str, Any]]:
-        """What a rule has affected so far (it stays in place)."""
-        return self._call("GET", f"/rules/{rule_id}/events")
-
-    def stats(self) -> dict[str, Any]:
-        return self._call("GET", "/stats")
-
-    def reset(self) -> list[dict[str, Any]]:
-        return self._call("POST", "/reset")["events"]
-
-    def front(self) -> dict[str, Any]:
-        """Front mode: each broker's listener, real address and advertised port; rewrites per API."""
-        return self._call("GET", "/front")
-
-    def advertise(self, node_id: int, port: int) -> dict[str, Any]:
-        """Front mode: tell clients broker ``node_id`` is at ``port`` (Toxiproxy's, in front of its listener)."""
-        return self._call("POST", "/front/advertise", {"node": node_id, "port": port})
-
-
-if __name__ == "__main__":
-    sys.exit(main())

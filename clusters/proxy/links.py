@@ -1,15 +1,41 @@
-"""A local cluster's links as Toxiproxy proxies, by name: partitions, isolation, heal."""
+"""A cluster's links by name: the names of its proxies (one per client link, per ordered pair of
+brokers (replication) and per node and controller (quorum)), and a local cluster's links as
+Toxiproxy proxies: partitions, isolation, heal."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kchaos.clusters.ports import proxy_name_client, proxy_name_quorum, proxy_name_repl
+
+def proxy_name_client(broker: int) -> str:
+    return f"client-n{broker}"
+
+
+def proxy_name_repl(src: int, dst: int) -> str:
+    return f"repl-n{src}-to-n{dst}"
+
+
+def proxy_name_quorum(src: int, dst: int) -> str:
+    return f"quorum-n{src}-to-n{dst}"
+
+
+def link_names(brokers: set[int], controllers: set[int], side_a: list[int], side_b: list[int]) -> list[str]:
+    """Every replication (broker to broker) and quorum (to a controller) link between the two sides,
+    both directions, by the names the pair proxies have (backends without proxies cut them otherwise)."""
+    out = set()
+    for a in side_a:
+        for b in side_b:
+            for src, dst in ((a, b), (b, a)):
+                if src in brokers and dst in brokers:
+                    out.add(proxy_name_repl(src, dst))
+                if dst in controllers:
+                    out.add(proxy_name_quorum(src, dst))
+    return sorted(out)
 
 
 class ProxyNetwork:
     """Links of a local cluster, by proxy name; every change is undone by :meth:`heal`. A backend
-    that cuts its links otherwise (docker.py) overrides ``links_between``, ``cut`` and ``heal``."""
+    that cuts its links otherwise (clusters/docker.py) overrides ``links_between``, ``cut`` and ``heal``."""
 
     def __init__(self, cluster: Any):
         self.cluster = cluster
