@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from kchaos import log, signals
+from kchaos.clusters.docker.engine import PrivateDockerEngine, install_engine
+from kchaos.clusters.docker.image import ensure_kafka_image
+from kchaos.clusters.external import heal_run
+from kchaos.clusters.local import LocalJvmCluster
 from kchaos.clusters.proxy.toxiproxy import ensure_toxiproxy_binary
+from kchaos.clusters.spec import ClusterSpec, apply_overrides
 from kchaos.log import say
 from kchaos.runtime import faketime
 from kchaos.runtime.artifacts import require_java, resolve_kafka, validate_kafka_version
@@ -26,11 +31,6 @@ from kchaos.runtime.heal_journal import JOURNAL_NAME, HealJournal
 from kchaos.runtime.processes import live_processes, reap
 from kchaos.signals import GRACE_S
 from kchaos.ci.nightly import DEFAULT_MATRIX, run_nightly
-from kchaos.clusters.docker_engine import PrivateDockerEngine, install_engine
-from kchaos.clusters.docker_image import ensure_kafka_image
-from kchaos.clusters.external import heal_run
-from kchaos.clusters.local import LocalJvmCluster
-from kchaos.clusters.spec import ClusterSpec, apply_overrides
 from kchaos.errors import EXIT_HARNESS_ERROR, ClusterError, ConfigError, KchaosError
 from kchaos.cli.plan import as_json, listing, plan, render_listing, render_plan
 from kchaos.faults.schedule import generate_schedule

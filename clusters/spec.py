@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from kchaos.clusters.client_security import ENV_REF, resolve_env_refs, security_protocol
 from kchaos.clusters.proxy.rules import check_apis
 from kchaos.errors import ConfigError
-from kchaos.clusters.client_security import ENV_REF, resolve_env_refs, security_protocol
 from kchaos.runtime.artifacts import DEFAULT_KAFKA_VERSION, KNOWN_KAFKA_VERSIONS
 
 #: Broker properties kchaos sets itself; overriding them would break the topology or the proxies.
@@ -26,7 +26,7 @@ MANAGED_BROKER_PROPERTIES = frozenset({
 _PROPERTY_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*$")
 
 
-#: what a node's access can do (clusters/node_access.py renders each as a shell command)
+#: what a node's access can do (clusters/external/node_access.py renders each as a shell command)
 NODE_ACTIONS = ("kill", "terminate", "pause", "resume", "start", "logs", "exec")
 
 
@@ -133,7 +133,7 @@ class ExternalSpec(BaseModel):
 class DockerSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     image: str | None = Field(None, description="default: apache/kafka:<kafka_version> where the engine has it, "
-                              "else kchaos/kafka:<kafka_version> built here from the cached jars (clusters/docker_image.py)")
+                              "else kchaos/kafka:<kafka_version> built here from the cached jars (clusters/docker/image.py)")
     network: str = "kchaos"
     docker_host: str | None = None  # default: DOCKER_HOST, then the default socket
     engine: Literal["auto", "private", "external"] = Field(

@@ -33,12 +33,36 @@ def link_names(brokers: set[int], controllers: set[int], side_a: list[int], side
     return sorted(out)
 
 
-class ProxyNetwork:
-    """Links of a local cluster, by proxy name; every change is undone by :meth:`heal`. A backend
-    that cuts its links otherwise (clusters/docker.py) overrides ``links_between``, ``cut`` and ``heal``."""
+class LinkNetwork:
+    """A cluster's links between nodes, by the names :func:`link_names` gives them; a backend cuts
+    them by its own means (``cut``) and undoes every change in ``heal``."""
 
     def __init__(self, cluster: Any):
         self.cluster = cluster
+
+    def links_between(self, side_a: list[int], side_b: list[int]) -> list[str]:
+        """Every replication and quorum link between the two sides, both directions."""
+        return link_names({n.node_id for n in self.cluster.brokers}, {n.node_id for n in self.cluster.controllers},
+                          side_a, side_b)
+
+    def cut(self, names: list[str]) -> list[str]:
+        raise NotImplementedError
+
+    def partition(self, side_a: list[int], side_b: list[int]) -> list[str]:
+        """Cut every inter-node link between the two sides; returns the links cut."""
+        return self.cut(self.links_between(side_a, side_b))
+
+    def heal(self) -> None:
+        raise NotImplementedError
+
+
+class ProxyNetwork(LinkNetwork):
+    """Links of a local cluster, by proxy name; every change is undone by :meth:`heal`. A backend
+    that cuts its links between nodes otherwise (clusters/docker/cluster.py) overrides
+    ``links_between``, ``cut`` and ``heal``."""
+
+    def __init__(self, cluster: Any):
+        super().__init__(cluster)
         assert cluster.toxiproxy is not None
         self.client = cluster.toxiproxy
 
@@ -59,10 +83,6 @@ class ProxyNetwork:
         for name in names:
             self.client.set_enabled(name, False)
         return names
-
-    def partition(self, side_a: list[int], side_b: list[int]) -> list[str]:
-        """Cut every inter-node link between the two sides; returns the proxies disabled."""
-        return self.cut(self.links_between(side_a, side_b))
 
     def isolate(self, node_id: int, include_clients: bool = False) -> list[str]:
         others = [n.node_id for n in self.cluster.nodes if n.node_id != node_id]

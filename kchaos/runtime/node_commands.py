@@ -1,6 +1,6 @@
 """Running a rendered node command on this machine (``/bin/sh``, a session of its own), and the
 undo of one as the heal journal recorded it: what the external backend does to act on a node
-(clusters/node_access.py renders the command), and what the reaper does to heal what a dead harness
+(clusters/external/node_access.py renders the command), and what the reaper does to heal what a dead harness
 left on nodes it does not own."""
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ import pytest
 
 from kchaos.clusters import backend_capabilities
 from kchaos.clusters.base import Capability
-from kchaos.clusters.external import capability_gap
-from kchaos.clusters.firewall import CHAIN, cut_peer, remove_chain
-from kchaos.clusters.node_access import NodeAccess, grep_pattern
+from kchaos.clusters.external.cluster import capability_gap
+from kchaos.clusters.external.firewall import CHAIN, cut_peer, remove_chain
+from kchaos.clusters.external.node_access import NodeAccess, grep_pattern
 from kchaos.clusters.spec import ClusterSpec
 from kchaos.errors import CapabilityError, ConfigError
 from kchaos.faults.spec import FaultsSpec, check_capabilities

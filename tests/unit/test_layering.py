@@ -140,6 +140,38 @@ def cycles(edges: dict[str, list[Import]], known: set[str]) -> list[list[str]]:
     return found
 
 
+#: inside the clusters layer, its rooms, lowest first: the proxies know no cluster, the contract knows
+#: no backend, a backend knows the contract and the proxies but no other backend, and the registry
+#: (clusters/__init__.py: BACKENDS, create_cluster) knows them all
+BACKENDS = ("local", "docker", "external")
+ROOM_RANK = {"proxy": 0, "contract": 1, "backend": 2, "registry": 3}
+
+
+def room_of(module: str) -> str:
+    """The room of a module of clusters/ ("" outside it)."""
+    parts = module.split(".")
+    if parts[:2] != ["kchaos", "clusters"]:
+        return ""
+    if len(parts) == 2:
+        return "registry"
+    return "proxy" if parts[2] == "proxy" else "backend" if parts[2] in BACKENDS else "contract"
+
+
+def rooms_broken(edges: dict[str, list[Import]], known: set[str]) -> list[str]:
+    out = []
+    for source, imports in sorted(edges.items()):
+        for imp in imports:
+            target = imp.target if imp.target in known else imp.target.rsplit(".", 1)[0]
+            here, there = room_of(source), room_of(target)
+            if not here or not there:
+                continue
+            if ROOM_RANK[there] > ROOM_RANK[here]:
+                out.append(f"{source}:{imp.line} imports {imp.target} ({here} -> {there})")
+            elif here == there == "backend" and source.split(".")[2] != target.split(".")[2]:
+                out.append(f"{source}:{imp.line} imports {imp.target} (one backend -> another)")
+    return out
+
+
 def unjustified_local(edges: dict[str, list[Import]]) -> list[str]:
     return [f"{s}:{i.line} imports {i.target} inside a function" for s, imps in sorted(edges.items())
             for i in imps if i.local and not i.justified]
@@ -153,6 +185,11 @@ def test_no_module_imports_from_a_layer_above_its_own():
 def test_no_modules_import_each_other_in_a_circle():
     edges, known = graph()
     assert cycles(edges, known) == []
+
+
+def test_the_rooms_of_clusters_hold():
+    edges, known = graph()
+    assert rooms_broken(edges, known) == []
 
 
 def test_project_imports_sit_at_the_top_of_a_file_unless_a_comment_says_why():
@@ -177,6 +214,9 @@ PLANTS = [
     ("kchaos/runtime/processes.py", "from kchaos.clusters.base import Cluster\n", upward),
     ("kchaos/protocol/wire.py", "from kchaos.runtime.ports import HOST\n", upward),
     ("kchaos/files.py", "from kchaos.protocol.wire import Reader\n", upward),
+    # the rooms of clusters: a backend imports no other, the proxies import no contract module
+    ("clusters/docker/cluster.py", "from kchaos.clusters.local.cluster import LocalJvmCluster\n", rooms_broken),
+    ("clusters/proxy/rules.py", "from kchaos.clusters.spec import ClusterSpec\n", rooms_broken),
     # a circle only under TYPE_CHECKING: the schedule imports the scheduled fault
     ("faults/scheduled.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                             "    from kchaos.faults.schedule import generate_schedule\n", cycles),
@@ -184,7 +224,7 @@ PLANTS = [
 
 
 @pytest.mark.parametrize("target, planted, finds", PLANTS)
-def test_the_checks_find_a_planted_upward_import_and_a_planted_cycle(tmp_path, monkeypatch, target, planted, finds):
+def test_the_checks_find_a_planted_upward_import_a_planted_cycle_and_a_broken_room(tmp_path, monkeypatch, target, planted, finds):
     """One module of a copy of the tree given an import that breaks a rule; the real tree is left alone."""
     import shutil
 

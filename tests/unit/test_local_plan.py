@@ -6,8 +6,9 @@ from unittest import mock
 import pytest
 
 from kchaos.clusters import ClusterSpec
-from kchaos.clusters.local import LocalJvmCluster, new_cluster_id
-from kchaos.clusters.ports import PortPlan
+from kchaos.clusters.local import LocalJvmCluster
+from kchaos.clusters.local.port_plan import PortPlan
+from kchaos.clusters.node_config import new_cluster_id
 from kchaos.errors import ConfigError
 from kchaos.runtime.ports import allocate_ports
 
@@ -15,7 +16,7 @@ from kchaos.runtime.ports import allocate_ports
 def test_cluster_ids_are_22_chars_and_never_start_with_a_dash():
     ids = [new_cluster_id() for _ in range(2000)]
     assert all(len(i) == 22 and not i.startswith("-") for i in ids)
-    with mock.patch("kchaos.clusters.local.uuid.uuid4") as uuid4:
+    with mock.patch("kchaos.clusters.node_config.uuid.uuid4") as uuid4:
         # bytes whose base64 starts with '-' (0xf8 -> '-' in the URL-safe alphabet), then a normal one
         uuid4.side_effect = [mock.Mock(bytes=b"\xf8" + b"\x00" * 15), mock.Mock(bytes=b"\x00" * 16)]
         assert new_cluster_id() == "AAAAAAAAAAAAAAAAAAAAAA"

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kchaos.clusters.docker_engine import engine_home
+from kchaos.clusters.docker.engine import engine_home
 from kchaos.errors import ClusterError, SetupError
 from kchaos.runtime.artifacts import resolve_kafka
 

@@ -14,14 +14,13 @@ Topology (N brokers, combined mode unless ``dedicated_controllers`` > 0):
 
 Every process (JVMs and Toxiproxy) runs in its own process group with a pid file under
 ``<work_dir>/pids``; :func:`kchaos.runtime.processes.reap` finds them even after the harness crashed.
-The port plan is in ports.py, the proxy names and the links as proxies in proxy/links.py, the
-nodes' logging and small-machine settings in node_config.py, the cleaner's checkpoints in
-compaction.py.
+The port plan is in clusters/local/port_plan.py, the proxy names and the links as proxies in
+clusters/proxy/links.py, the nodes' logging and small-machine settings and the cluster id in
+clusters/node_config.py, the cleaner's checkpoints in clusters/compaction.py.
 """
 
 from __future__ import annotations
 
-import base64
 import concurrent.futures
 import json
 import os
@@ -29,14 +28,13 @@ import shlex
 import shutil
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role
 from kchaos.clusters.compaction import cleaned_offsets
-from kchaos.clusters.node_config import LOG4J1_PROPERTIES, LOG4J2_XML, SMALL_MACHINE_DEFAULTS
-from kchaos.clusters.ports import PortPlan
+from kchaos.clusters.local.port_plan import PortPlan
+from kchaos.clusters.node_config import LOG4J1_PROPERTIES, LOG4J2_XML, SMALL_MACHINE_DEFAULTS, new_cluster_id
 from kchaos.clusters.proxy.client import MessageProxyClient
 from kchaos.clusters.proxy.links import proxy_name_client, proxy_name_quorum, proxy_name_repl
 from kchaos.clusters.proxy.links import ProxyNetwork
@@ -52,17 +50,6 @@ from kchaos.runtime.processes import ManagedProcess, reap
 from kchaos.waiting import WaitTimeout, wait_until
 
 READY_TOPIC = "__kchaos_ready"
-
-def new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 characters).
-
-    Like Kafka's ``Uuid.randomUuid`` it never starts with ``-``: the storage tool's argument
-    parser would take such an id for an option.
-    """
-    while True:
-        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not cid.startswith("-"):
-            return cid
 
 
 class LocalNode(Node):

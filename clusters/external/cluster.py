@@ -1,5 +1,6 @@
 """An existing cluster reached by its bootstrap servers, and, where the campaign declares how, its
-nodes (clusters/node_access.py: the docker, ssh and kubernetes presets, or commands of one's own).
+nodes (clusters/external/node_access.py: the docker, ssh and kubernetes presets, or commands of
+one's own).
 
 Without ``access`` kchaos only connects: workloads, role look-ups and verification work through the
 client protocol, and every node and network fault is refused. With it, each fault kind whose
@@ -10,7 +11,7 @@ Safety (this is somebody's staging cluster): faults need ``allow_faults = true``
 and every broker the cluster reports must be declared. Every act is written to the heal journal
 (kchaos/runtime/heal_journal.py) before it is done; ``stop()`` undoes whatever is still pending, and
 ``kchaos heal RUN_DIR`` does the same after a crash of the harness. Partitions are iptables rules
-in the nodes' own ``KCHAOS`` chain (clusters/firewall.py), removed alone on heal.
+in the nodes' own ``KCHAOS`` chain (clusters/external/firewall.py), removed alone on heal.
 """
 
 from __future__ import annotations
@@ -23,14 +24,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kchaos.clusters import firewall
 from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role
-from kchaos.clusters.node_access import NodeAccess, describe
 from kchaos.clusters.client_security import record as record_client_security
 from kchaos.clusters.client_security import uses_tls
+from kchaos.clusters.external import firewall
+from kchaos.clusters.external.node_access import NodeAccess, describe
 from kchaos.clusters.proxy.client import MessageProxyClient
 from kchaos.clusters.proxy.front import KEY_PASSWORD_ENV
-from kchaos.clusters.proxy.links import link_names
+from kchaos.clusters.proxy.links import LinkNetwork
 from kchaos.clusters.proxy.tls_certs import ThrowawayCA
 from kchaos.clusters.proxy.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary, start_toxiproxy
 from kchaos.clusters.spec import ClusterSpec
@@ -130,7 +131,7 @@ class ExternalNode(Node):
         return NodeInfo(self.node_id, tuple(sorted(r.value for r in self.roles)), None, state, self.address, None, None)
 
 
-class FirewallNetwork:
+class FirewallNetwork(LinkNetwork):
     """Links of an external cluster. Between nodes: a cut link is a pair of ``KCHAOS`` rules on its
     source node dropping the traffic to and from the other node's host. The cluster's listener ports
     are its own business, so a cut link drops everything between the two nodes: on a combined-mode
@@ -138,12 +139,8 @@ class FirewallNetwork:
     front): Toxiproxy's ``client-n<i>`` in front of the front's listener for broker i (``client``)."""
 
     def __init__(self, cluster: "ExternalCluster"):
-        self.cluster = cluster
+        super().__init__(cluster)
         self.client = cluster.toxiproxy
-
-    def links_between(self, side_a: list[int], side_b: list[int]) -> list[str]:
-        return link_names({n.node_id for n in self.cluster.brokers}, {n.node_id for n in self.cluster.controllers},
-                          side_a, side_b)
 
     def cut(self, names: list[str]) -> list[str]:
         access = self.cluster.access
@@ -161,10 +158,9 @@ class FirewallNetwork:
                              detail={"link": name, "peer": peer})
         return names
 
-    def partition(self, side_a: list[int], side_b: list[int]) -> list[str]:
-        return self.cut(self.links_between(side_a, side_b))
-
     def isolate(self, node_id: int, include_clients: bool = False) -> list[str]:
+        """Every link of the node to the others. ``include_clients`` is ignored, as it always was
+        here: only links between nodes are cut, a client's link is left alone."""
         others = [n.node_id for n in self.cluster.nodes if n.node_id != node_id]
         return self.partition([node_id], others)
 

@@ -3,9 +3,9 @@
 Node faults map to container operations (kill, stop, pause/unpause, restart). Network faults:
 a cut between nodes is a packet filter in the node's own network namespace (:class:`DockerNetwork`),
 client-link toxics go through Toxiproxy on the host in front of each published client port, as
-on the local backend. The engine is the user's, or kchaos' own ``dockerd`` (docker_engine.py);
-the image is ``apache/kafka`` or kchaos' own build from the cached jars (docker_image.py). The
-container and network specs are plain data (:func:`container_specs`), unit-tested without an
+on the local backend. The engine is the user's, or kchaos' own ``dockerd``
+(clusters/docker/engine.py); the image is ``apache/kafka`` or kchaos' own build from the cached
+jars (clusters/docker/image.py). The container and network specs are plain data (:func:`container_specs`), unit-tested without an
 engine; docs/clusters.md has the capability table.
 """
 
@@ -23,13 +23,11 @@ from typing import Any
 import psutil
 
 from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role
-from kchaos.clusters.docker_engine import INSTALL_HINT, PrivateDockerEngine, missing_binaries, remove_kchaos_objects
-from kchaos.clusters.docker_image import ensure_kafka_image
 from kchaos.clusters.compaction import merge_cleaner_checkpoints
-from kchaos.clusters.local import new_cluster_id
-from kchaos.clusters.node_config import SMALL_MACHINE_DEFAULTS
-from kchaos.clusters.proxy.links import link_names, proxy_name_client
-from kchaos.clusters.proxy.links import ProxyNetwork
+from kchaos.clusters.docker.engine import INSTALL_HINT, PrivateDockerEngine, missing_binaries, remove_kchaos_objects
+from kchaos.clusters.docker.image import ensure_kafka_image
+from kchaos.clusters.node_config import SMALL_MACHINE_DEFAULTS, new_cluster_id
+from kchaos.clusters.proxy.links import LinkNetwork, ProxyNetwork, proxy_name_client
 from kchaos.clusters.proxy.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary, start_toxiproxy
 from kchaos.clusters.spec import ClusterSpec
 from kchaos.errors import ClusterError, ConfigError, SetupError
@@ -255,10 +253,8 @@ class DockerNetwork(ProxyNetwork):
             if not self._iptables(node, "-C", hook, "-j", self.CHAIN, check=False):
                 self._iptables(node, "-I", hook, "-j", self.CHAIN)
 
-    def links_between(self, side_a: list[int], side_b: list[int]) -> list[str]:
-        """Every replication and quorum link between the two sides, both directions."""
-        return link_names({n.node_id for n in self.cluster.brokers}, {n.node_id for n in self.cluster.controllers},
-                          side_a, side_b)
+    #: every replication and quorum link by name, not the pair proxies' (there are none between nodes)
+    links_between = LinkNetwork.links_between
 
     def cut(self, names: list[str]) -> list[str]:
         for name in names:
