@@ -12,6 +12,9 @@ from kchaos.protocol.api import RequestHeader
 from kchaos.runtime.ports import HOST
 
 MAX_FRAME = 100 * 1024 * 1024
+#: after a client closes: how long its upstream waits for the answers to what was sent (and a
+#: duplicate for its own answer)
+DRAIN_S = 30.0
 
 
 @dataclass(frozen=True)

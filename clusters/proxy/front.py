@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from typing import Any, Protocol
 
 from kchaos.clusters.proxy.exchange import Route
-from kchaos.protocol.address_rewrite import API_VERSIONS, cap_api_versions, carries_addresses, rewrite_response
+from kchaos.protocol.address_rewrite import (API_VERSIONS, RewriteError, cap_api_versions, carries_addresses,
+                                             rewrite_response)
 from kchaos.protocol.api import API_NAMES, RequestHeader
 from kchaos.runtime.ports import HOST
 
@@ -38,6 +40,8 @@ class Front:
         self.servers: list[asyncio.AbstractServer] = []
         self.rewritten: dict[str, int] = {}
         self._lock = asyncio.Lock()
+        #: the filter every answer passes in front mode
+        self.answers = FrontRewrite(self)
 
     async def connect(self, route: Route) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         local: dict[str, Any] = {"local_addr": (self.source_address, 0)} if self.source_address else {}
@@ -107,6 +111,26 @@ class Front:
         return {"nodes": {str(n): {"listen": r.listen, "upstream": f"{r.upstream_host}:{r.upstream}",
                                    "advertised": self.advertised.get(n, r.listen)} for n, r in sorted(self.nodes.items())},
                 "rewritten": dict(self.rewritten)}
+
+
+class FrontRewrite:
+    """Front mode's filter on answers: ApiVersions capped to the layouts the rewriting reads, broker
+    addresses rewritten to the front's listeners. An answer that cannot be read never goes on to
+    the client with a broker's address in it: it is logged, and the connection goes deaf and closes."""
+
+    def __init__(self, front: Front):
+        self.front = front
+
+    async def on_answer(self, conn: Any, header: RequestHeader, frame: bytes) -> bytes:
+        try:
+            return await self.front.rewrite(header, frame)
+        except RewriteError as exc:  # never on to the client with a broker's address in it
+            conn.proxy.log({"time": time.time(), "front": "rewrite failed", "error": str(exc),
+                            "api": API_NAMES.get(header.api_key, header.api_key),
+                            "api_version": header.api_version, "node": conn.node})
+            conn.deaf = True
+            conn.cwriter.close()
+            return frame
 
 
 class FrontTLS:

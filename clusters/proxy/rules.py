@@ -15,7 +15,7 @@ from kchaos.protocol.api import API_KEYS, ERROR_CODES, FORGEABLE_APIS, RequestHe
 
 RULE_KINDS = ("delay", "hold", "drop-response", "duplicate", "error", "observe")
 #: what a ``drop-response`` rule's ``answer_carries`` may wait for, and the APIs whose answers
-#: carry it (kafka_protocol.parse_response reads it; null there means "not carried")
+#: carry it (kchaos.protocol.api.parse_response reads it; null there means "not carried")
 ANSWER_FIELDS: dict[str, tuple[str, ...]] = {"assignment": ("StreamsGroupHeartbeat", "ConsumerGroupHeartbeat")}
 
 

@@ -78,16 +78,14 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from kchaos.clusters.proxy.exchange import AwaitedAnswer, Pending, Route, frame_bytes, read_frame
+from kchaos.clusters.proxy.exchange import DRAIN_S, Pending, Route, frame_bytes, read_frame
+from kchaos.clusters.proxy.filters import ACTIONS, Observe, ReleaseOn, Taken
 from kchaos.clusters.proxy.front import Front, FrontTLS
 from kchaos.clusters.proxy.rules import Rule, validate_rule
-from kchaos.protocol.address_rewrite import RewriteError
-from kchaos.protocol.api import (API_KEYS, API_NAMES, RequestHeader, describe_request, error_response,
-                                 parse_request_header, parse_response)
+from kchaos.protocol.api import (API_KEYS, API_NAMES, RequestHeader, describe_request, parse_request_header,
+                                 parse_response)
 from kchaos.runtime.ports import HOST
 
-#: after a client closes: how long its upstream waits for the answers to what was sent
-DRAIN_S = 30.0
 #: how long removing a rule waits for the answers to the requests it released
 ANSWER_WAIT_S = 10.0
 
@@ -135,67 +133,18 @@ class Connection:
             await self.affect(rule, frame, header, observed)
 
     async def affect(self, rule: Rule, frame: bytes, header: RequestHeader, observed: list[dict[str, Any]]) -> None:
-        kind = rule.spec["kind"]
-        conditional = kind == "drop-response" and bool(rule.spec.get("answer_carries"))
-        event = self.proxy.event(rule, self, header, frame, {"delay": "delayed", "hold": "held",
-                                                                "drop-response": "sent, response dropped",
-                                                                "duplicate": "sent and duplicated",
-                                                                "error": f"answered {rule.spec['error']}"}[kind],
-                                 logged=not conditional)  # recorded once its answer says what became of it
-        if kind == "error":
-            for seen in observed:  # answered by the proxy, never by the broker
-                seen.update(answer={"error": rule.spec["error"], "forged": True}, delivered=True)
-                self.proxy.log(seen)
-            self.pending.append(Pending(header, rule, forged=error_response(header, rule.spec["error"])))
-            self.flush_forged()
+        action = ACTIONS[rule.spec["kind"]]
+        event = self.proxy.event(rule, self, header, frame, action.verb(rule), logged=action.logged_at_match(rule))
+        taken = Taken(rule, frame, header, event, observed)
+        if action.answers_itself(self, taken):
             return
         # awaited from now on, not from its release: a heal that removes the rule waits for the
         # answer of what it held (counted later, a heal could return before the release ran)
         rule.unanswered += 1
-        if kind == "delay":
-            await asyncio.sleep(rule.spec["delay_ms"] / 1000)
-        elif kind == "hold":
-            await self.hold(rule, header, event)
-        if kind in ("delay", "hold"):
-            event["released_after_ms"] = round((time.time() - event["time"]) * 1000)
-            event["client_connected_at_release"] = self.client_open and not self.creader.at_eof()
-        self.pending.append(Pending(header, rule, record=event, drop=kind == "drop-response", observed=observed))
+        await action.wait(self, taken)
+        self.pending.append(Pending(header, rule, record=event, drop=action.drops, observed=observed))
         self.uwriter.write(frame_bytes(frame))
-        if kind == "duplicate":
-            asyncio.get_running_loop().create_task(self.duplicate(rule, frame, header, event))
-
-    async def hold(self, rule: Rule, header: RequestHeader, event: dict[str, Any]) -> None:
-        """Until the rule is removed, ``release_after_ms`` passes, or (``release_on``) the broker
-        answers NONE to one of those APIs from the same client."""
-        waits = [asyncio.ensure_future(rule.released.wait())]
-        awaited = AwaitedAnswer()
-        if rule.spec.get("release_on"):
-            rule.awaiting.setdefault(header.client_id or "", []).append(awaited)
-            waits.append(asyncio.ensure_future(awaited.arrived.wait()))
-        await asyncio.wait(waits, timeout=rule.spec["release_after_ms"] / 1000 or None,
-                           return_when=asyncio.FIRST_COMPLETED)
-        for wait in waits:
-            wait.cancel()
-        if awaited.cause is not None:
-            event["released_by"] = awaited.cause
-        elif awaited in rule.awaiting.get(header.client_id or "", []):
-            rule.awaiting[header.client_id or ""].remove(awaited)
-
-    async def duplicate(self, rule: Rule, frame: bytes, header: RequestHeader, event: dict[str, Any]) -> None:
-        await asyncio.sleep(rule.spec["duplicate_after_ms"] / 1000)
-        copy = self.proxy.event(rule, self, header, frame, "duplicate sent")
-        copy["original_time"] = event["time"]
-        rule.unanswered += 1
-        try:
-            reader, writer = await self.proxy.connect_upstream(self.route)
-            writer.write(frame_bytes(frame))
-            answer = await asyncio.wait_for(read_frame(reader), DRAIN_S)
-            writer.close()
-            copy["answer"] = parse_response(answer, header) if answer else {"error": "no answer"}
-        except (OSError, asyncio.TimeoutError) as exc:
-            copy["answer"] = {"error": f"not delivered: {exc!r}"}
-        rule.unanswered -= 1
-        self.proxy.log(copy)
+        action.sent(self, taken)
 
     async def responses(self) -> None:
         """Broker -> client, matched to the requests in order."""
@@ -206,21 +155,14 @@ class Connection:
                 return
             head = self.pending.popleft() if self.pending else None
             if head is not None:
-                self.proxy.answered(self, head.header, frame)
+                ReleaseOn.on_answer(self.proxy.rules.values(), self, head.header, frame)
             if head is not None and self.proxy.front is not None:
-                try:
-                    frame = await self.proxy.front.rewrite(head.header, frame)
-                except RewriteError as exc:  # never on to the client with a broker's address in it
-                    self.proxy.log({"time": time.time(), "front": "rewrite failed", "error": str(exc),
-                                    "api": API_NAMES.get(head.header.api_key, head.header.api_key),
-                                    "api_version": head.header.api_version, "node": self.node})
-                    self.deaf = True
-                    self.cwriter.close()
+                frame = await self.proxy.front.answers.on_answer(self, head.header, frame)
             # read once, for the rule's record, a conditional drop's judgement and the observers
             answer = parse_response(frame, head.header) if head is not None and (
                 head.record is not None or head.observed) else {}
-            if head is not None and head.drop and head.rule is not None and head.rule.spec.get("answer_carries"):
-                head.rule.judge_answer(head, answer, delivered=self.client_open and not self.deaf)
+            if head is not None and head.rule is not None:
+                ACTIONS[head.rule.spec["kind"]].answered(self, head, answer)
             if head is not None and head.record is not None and head.rule is not None:
                 head.record["answer"] = answer
                 head.record["answered_after_ms"] = round((time.time() - head.record["time"]) * 1000)
@@ -228,10 +170,8 @@ class Connection:
                 self.proxy.log(head.record)
             if head is not None and head.drop:
                 self.deaf = True
-            for seen in head.observed if head is not None else ():
-                seen.update(answer=answer, delivered=self.client_open and not self.deaf,
-                            answered_after_ms=round((time.time() - seen["time"]) * 1000))
-                self.proxy.log(seen)
+            if head is not None:
+                Observe.on_answer(self, head, answer)
             self.to_client(frame_bytes(frame))
             self.flush_forged()
             if not self.client_open and not self.pending:
@@ -252,10 +192,7 @@ class Connection:
                 except asyncio.TimeoutError:
                     pass
             responder.cancel()
-            for waiting in self.pending:  # sent, never answered (the broker died or the proxy gave up)
-                for seen in waiting.observed:
-                    seen.update(answer=None, delivered=False)
-                    self.proxy.log(seen)
+            Observe.on_close(self)
             for writer in (self.uwriter, self.cwriter):
                 try:
                     writer.close()
@@ -275,32 +212,17 @@ class MessageProxy:
         self.forwarded = 0
 
     def match(self, route: Route, header: RequestHeader) -> Rule | None:
-        """The first rule, other than ``observe``, that takes this request."""
+        """The first fault rule (not ``observe``) that takes this request."""
         self.forwarded += 1
         for rule in self.rules.values():
-            if rule.spec["kind"] != "observe" and rule.matches(route, header):
+            if rule.spec["kind"] in ACTIONS and rule.matches(route, header):
                 return rule
         return None
 
     def observe(self, conn: "Connection", header: RequestHeader, frame: bytes) -> list[dict[str, Any]]:
         """The events of the ``observe`` rules watching this request (logged with its answer)."""
         return [self.event(rule, conn, header, frame, "observed", logged=False) for rule in self.rules.values()
-                if rule.spec["kind"] == "observe" and rule.matches(conn.route, header)]
-
-    def answered(self, conn: Connection, header: RequestHeader, frame: bytes) -> None:
-        """A broker's answer passed: it releases the holds of the same client that wait for it
-        (``release_on``)."""
-        client = header.client_id or ""
-        api = API_NAMES.get(header.api_key)
-        rules = [r for r in self.rules.values() if r.awaiting.get(client) and api in r.spec["release_on"]]
-        answer = parse_response(frame, header) if rules else {}
-        if answer.get("error") != "NONE":
-            return
-        for rule in rules:
-            for held in rule.awaiting.pop(client):
-                held.cause = {"api": api, "node": conn.node, "correlation_id": header.correlation_id,
-                              "at": time.time(), **answer}
-                held.arrived.set()
+                if rule.spec["kind"] == Observe.kind and rule.matches(conn.route, header)]
 
     def event(self, rule: Rule, conn: Connection, header: RequestHeader, frame: bytes, action: str,
               logged: bool = True) -> dict[str, Any]:
@@ -399,7 +321,7 @@ class MessageProxy:
             return 200, self.front.describe()
         if method == "POST" and path == "/reset":  # every fault's rule; an observe rule records on
             events = []
-            for rule_id in [r.id for r in self.rules.values() if r.spec["kind"] != "observe"]:
+            for rule_id in [r.id for r in self.rules.values() if r.spec["kind"] in ACTIONS]:
                 events += await self.remove(rule_id)
             return 200, {"events": events}
         return 404, {"error": f"no route {method} {path}"}

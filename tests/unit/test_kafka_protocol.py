@@ -132,6 +132,14 @@ def test_the_proxy_refuses_bad_rules_with_the_reason(body, message):
         validate_rule(body)
 
 
+def test_every_rule_kind_the_proxy_accepts_has_its_filter():
+    from kchaos.clusters.proxy.filters import ACTIONS, Observe
+    from kchaos.clusters.proxy.rules import RULE_KINDS
+
+    assert set(ACTIONS) | {Observe.kind} == set(RULE_KINDS)
+    assert all(kind == action.kind for kind, action in ACTIONS.items())
+
+
 def test_a_valid_rule_gets_its_defaults():
     rule = validate_rule({"kind": "hold", "apis": ["EndTxn", "Produce"], "nodes": [2], "id": "r"})
     assert rule == {"id": "r", "kind": "hold", "apis": ["EndTxn", "Produce"], "nodes": [2], "client_prefix": "",
