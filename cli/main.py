@@ -7,7 +7,6 @@ a cluster that would not start). Errors print one line naming the cause and the 
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import random
 import shutil
@@ -17,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
-from kchaos import log, signals
+from kchaos import kchaos_version, log, signals
 from kchaos.clusters.docker.engine import PrivateDockerEngine, install_engine
 from kchaos.clusters.docker.image import ensure_kafka_image
 from kchaos.clusters.external import heal_run
@@ -50,13 +49,6 @@ from kchaos.verifier.verdict import judge_run
 from kchaos.workloads.java_client import client_classpath
 from kchaos.workloads.native_clients import build_all as build_client_workers
 from kchaos.workloads.spec import WorkloadSpec
-
-
-def kchaos_version() -> str:
-    try:
-        return importlib.metadata.version("kchaos")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def _cluster_dir(args: argparse.Namespace) -> Path:

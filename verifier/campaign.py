@@ -10,7 +10,6 @@ lowest layer that reads a whole run.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +21,9 @@ from kchaos.errors import ConfigError
 from kchaos.faults.kinds import KINDS, message_rules
 from kchaos.faults.spec import PACKAGES, FaultsSpec
 from kchaos.faults.steps import StepSpec, check_steps
-from kchaos.rundir import RunDir
+from kchaos.rundir import CAMPAIGN_FILE, RunDir
 from kchaos.verifier.spec import VerifierSpec
 from kchaos.workloads.spec import ObserverSpec, WorkloadSpec
-
-RECORD = "campaign.json"
 
 
 class RunSettings(BaseModel):
@@ -145,16 +142,16 @@ class Campaign(BaseModel):
 def record(run: RunDir, campaign: Campaign, seed: int) -> None:
     """Write ``campaign.json``: the resolved campaign with the run's seed filled in."""
     data = campaign.model_dump(mode="json")
-    run.write_json(RECORD, {**data, "run": {**data["run"], "seed": seed}})
+    run.write_campaign({**data, "run": {**data["run"], "seed": seed}})
 
 
 def load_recorded(run_dir: Path) -> Campaign:
     """The campaign a run recorded, typed; ConfigError (exit 3) when it is missing or does not validate."""
-    path = Path(run_dir) / RECORD
+    path = f"{Path(run_dir)}/{CAMPAIGN_FILE}"  # as given, as messages name it
     try:
-        data: Any = json.loads(path.read_text())
+        data: Any = RunDir(run_dir).campaign_data()
     except FileNotFoundError:
-        raise ConfigError(f"{run_dir} is not a kchaos run directory (no {RECORD})",
+        raise ConfigError(f"{run_dir} is not a kchaos run directory (no {CAMPAIGN_FILE})",
                           "pass a directory made by `kchaos run`") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ConfigError(f"{path} cannot be read: {exc}", "pass a run directory made by `kchaos run`") from None

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from kchaos.files import read_json
 from kchaos.protocol.decoders import TransactionLogEntry
 from kchaos.verifier import evidence
 from kchaos.verifier.acknowledged import acknowledged_inputs
@@ -21,7 +22,7 @@ from kchaos.verifier import driver_checks
 from kchaos.verifier.coordinator_log import COORDINATOR_TXN_SCHEMA, CoordinatorTxn
 from kchaos.verifier.internal_topics import (OFFSET_COMMIT_SCHEMA, TXN_LOG_SCHEMA, coordinator_transactions_of, offset_commit_batches, transaction_log_batches)
 from kchaos.verifier.late_requests import late_requests, read_message_events
-from kchaos.verifier.model import HistoryIndex, LINEAGE_FIELDS, RECORD_COLUMNS, read_json, read_ops, run_seed
+from kchaos.verifier.model import HistoryIndex, LINEAGE_FIELDS, RECORD_COLUMNS, read_ops, run_seed
 from kchaos.verifier.observations import observer_summary
 from kchaos.verifier.spark.ingest import VIEWS, TopicSource
 from kchaos.workloads.lineage import IdLocator
