@@ -172,12 +172,12 @@ class ClusterSpec(BaseModel):
                            "partition verification), for message faults with link = 'inter-broker'; needs proxy_internal. "
                            "Set on load when the campaign has such faults")
     clock_control: bool = Field(False, description="start every node's JVM with libfaketime, so that clock faults can "
-                                                  "move its wall clock (local backend); set on load when the campaign "
-                                                  "has clock- faults")
+                                                  "move its wall clock (local backend); set on load when a fault kind "
+                                                  "needs it (faults/kinds: ClusterNeeds)")
     disk_limit_mb: int | None = Field(None, ge=64, le=65536,
                                       description="put each node's log directory on a filesystem of this many MB, "
                                                   "which disk faults fill (local backend, root); set to 256 on load "
-                                                  "when the campaign has disk- faults")
+                                                  "when a fault kind needs it (faults/kinds: ClusterNeeds)")
     base_port: int | None = Field(None, ge=1024, le=65000, description="first port to use; None: free ports chosen at start")
     ready_timeout_s: float = Field(120.0, gt=0)
     external: ExternalSpec | None = None

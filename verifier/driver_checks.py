@@ -9,6 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from kchaos.faults.kinds import MOVES_BROKER_CLOCK, kinds_with
 from kchaos.verifier import evidence, liveness
 from kchaos.verifier.checks import NOTES, explain, offset_commit_result, result, set_aside_note, split_result
 from kchaos.verifier.coordinator_log import (CLOCK_EPS_MS, Skew, coordinator_aborted, coordinator_committed, in_skew,
@@ -91,7 +92,7 @@ def clock_skew_windows(history: Any) -> Skew:
     not the rest of the run."""
     windows: Skew = []
     for op in history.faults:
-        if not op["f"].startswith("fault:clock-"):
+        if not (op["f"].startswith("fault:") and op["f"].removeprefix("fault:") in kinds_with(MOVES_BROKER_CLOCK)):
             continue
         value = op.get("value") or {}
         detail = (value.get("resolved") or {}).get("detail") or {}

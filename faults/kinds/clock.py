@@ -29,7 +29,7 @@ from kchaos.clusters.base import Capability
 from kchaos.clusters.clock_probe import measure_broker_clocks
 from kchaos.errors import ConfigError
 from kchaos.faults.base import NODE_TARGETS, Fault, resolve_node_target
-from kchaos.faults.kinds import FaultKind, NoParams, register
+from kchaos.faults.kinds import MOVES_BROKER_CLOCK, ClusterNeeds, FaultKind, NoParams, register
 from kchaos.runtime.faketime import CACHE_S
 
 #: how long a change may take to show on the broker, and how close it must show
@@ -200,11 +200,16 @@ class ClockFault(Fault):
                 **({"resumed_worker": self._paused_slot} if self._paused_slot else {})}
 
 
+#: libfaketime in every broker's JVM
+CLOCK_NEEDS = ClusterNeeds(cluster={"clock_control": True})
 register(
     FaultKind("clock-bump", "step the target's wall clock by offset_s (libfaketime); heal sets it true",
-              Capability.CLOCK, CLOCK_TARGETS, ClockFault, BumpParams),
+              Capability.CLOCK, CLOCK_TARGETS, ClockFault, BumpParams, needs=CLOCK_NEEDS,
+              evidence=frozenset({MOVES_BROKER_CLOCK})),
     FaultKind("clock-strobe", "flip the target's wall clock between true and delta_s off every period_s",
-              Capability.CLOCK, CLOCK_TARGETS, ClockFault, StrobeParams),
+              Capability.CLOCK, CLOCK_TARGETS, ClockFault, StrobeParams, needs=CLOCK_NEEDS,
+              evidence=frozenset({MOVES_BROKER_CLOCK})),
     FaultKind("clock-drift", "the target's wall clock gains rate seconds per second, in one-second steps",
-              Capability.CLOCK, CLOCK_TARGETS, ClockFault, DriftParams),
+              Capability.CLOCK, CLOCK_TARGETS, ClockFault, DriftParams, needs=CLOCK_NEEDS,
+              evidence=frozenset({MOVES_BROKER_CLOCK})),
 )

@@ -27,7 +27,7 @@ FILLER = "kchaos-disk-filler"
 def check_can_mount() -> None:
     if os.geteuid() != 0 or not shutil.which("mount"):
         raise CapabilityError("disk faults mount a small filesystem for each broker's log directory: that needs root "
-                              "and mount(8)", "run as root, or drop the disk- faults")
+                              "and mount(8)", "run as root, or drop the disk faults")
 
 
 def mounts_under(root: Path) -> list[Path]:
