@@ -32,8 +32,8 @@ from typing import Any
 from kchaos.errors import VERDICT_EXIT
 from kchaos.rundir import CERTIFICATION_JUDGEMENT, RunDir
 from kchaos.verifier.campaign import Campaign, load_recorded
+from kchaos.verifier.internal_topics import decoded_txn_log
 from kchaos.verifier.model import case_time_and_slots, read_ops, worker_slot
-from kchaos.verifier.pychecker import RunData
 
 #: a step shorter than this is a boundary, not a phase of its own
 INSTANT_STEP_S = 2.0
@@ -126,7 +126,7 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
                     java_v2_commits[phase.name] += 1
 
     protocol: dict[tuple[str, str], Counter] = defaultdict(Counter)
-    txn_log = RunData.decoded_txn_log(run_path) or []
+    txn_log = decoded_txn_log(run_path) or []
     for rec in txn_log:
         e = rec["entry"]
         if e.status != "CompleteCommit" or not prefix or not str(e.transactional_id).startswith(f"{prefix}-"):

@@ -16,7 +16,7 @@ from kchaos.verifier.results import CheckResult
 
 
 class Engine(abc.ABC):
-    """One query per check; ``data`` is the engine's own run object (pychecker.RunData,
+    """One query per check; ``data`` is the engine's own run object (run_data.RunData,
     spark.run.SparkRun), which exposes what verifier/evidence.py and the driver-side checks read."""
 
     name: str

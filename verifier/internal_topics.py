@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+from pathlib import Path
 from typing import Any, Iterator
 
 from kchaos.protocol.decoders import OffsetCommit, decode_offsets_record, decode_transaction_record
@@ -88,3 +89,18 @@ def coordinator_transactions_of(frame: Any) -> Any:
         r["partitions"] = json.loads(r["partitions"]) if isinstance(r["partitions"], str) else {}
         records.append(r)
     return pd.DataFrame([ct.row() for ct in coordinator_transactions(records)], columns=columns, dtype=object)
+
+
+def decoded_txn_log(run: Path) -> list[dict[str, Any]] | None:
+    """Decoded __transaction_state records in log order (partition, offset), or None."""
+    import pyarrow.parquet as pq
+
+    path = run / "topics" / "__transaction_state.raw.parquet"
+    if not path.exists():
+        return None
+    out = []
+    for r in sorted(pq.read_table(path).to_pylist(), key=lambda r: (r["partition"], r["offset"])):
+        entry = decode_transaction_record(r["key"], r["value"])
+        if entry is not None:
+            out.append({"partition": r["partition"], "offset": r["offset"], "entry": entry})
+    return out

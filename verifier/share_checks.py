@@ -40,7 +40,7 @@ from kchaos.verifier.results import UNKNOWN, VALID, CheckResult
 
 class ShareLedger:
     def __init__(self, data: Any):
-        """``data``: a verifier.pychecker.RunData of a share run."""
+        """``data``: a verifier.run_data.RunData of a share run."""
         self.data = data
         share = data.final.get("share") or {}
         self.limit = int(share.get("delivery_count_limit") or data.workload.share_delivery_count_limit or 5)

@@ -1,4 +1,8 @@
-"""The verdict of a stored run, and the one writer of ``results.json``.
+"""The checker's results of a stored run: the engine the ``[verifier]`` table names, the Spark job
+cross-checked against the reference, and the run's conditions folded in as errors. It decides no
+exit code and writes only the engines' own results files (``write_results``, for
+verifier/verdict.py's ``judge_run``, which turns these results into the verdict and writes
+``results.json``).
 
 ``verify_run`` picks the engine the campaign's ``[verifier]`` table names, runs it, cross-checks
 the Spark job against the single-process reference, and folds in what else a verdict depends on:

@@ -11,7 +11,7 @@ import pytest
 from kchaos.harness.campaign import load_campaign
 from kchaos.harness.run import execute_run
 from kchaos.runtime.processes import processes_with_marker
-from kchaos.verifier.pychecker import RunData
+from kchaos.verifier.run_data import RunData
 
 FLIP = """
 name = "flip-test"

@@ -19,7 +19,7 @@ from kchaos.verifier.late_requests import events_path, late_request_facts, read_
 from kchaos.verifier.model import (DIGEST_MAX_CASES, MAX_CASES, OPEN_TXN_STATES, TXN_NEXT, abandoned_note,
                                    commits_by_client_tv, hanging_cases, pipeline_txids, zombie_successor)
 from kchaos.verifier.producer_ids import PREPARED, judge_producer_ids
-from kchaos.verifier.pychecker import RunData
+from kchaos.verifier.run_data import RunData
 from kchaos.verifier.results import CheckResult, Results, VALID
 from kchaos.verifier.share_checks import share_checks
 from kchaos.verifier.spark.run import SparkRun, txn_log_entries, raw_only

@@ -323,7 +323,7 @@ class SparkRun:
 
     def latest_txn_records_below(self, bounds: dict[int | None, int | None],
                                  txids: set[str]) -> dict[str, dict[str, Any]]:
-        """pychecker.RunData.latest_txn_records_below as a query: the records below each named
+        """run_data.RunData.latest_txn_records_below as a query: the records below each named
         partition's bound (the key None: every other partition), the latest per id of ``txids``."""
         if self.txn_log is None or not txids:
             return {}
