@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.verifier import evidence
-from kchaos.verifier.acknowledged import acknowledged_inputs, seeder_count_cases
-from kchaos.verifier.checks import CHECK_NAMES, explain, lost_write_text, progress_result, result, run_checks
+from kchaos.verifier.acknowledged import seeder_count_cases
+from kchaos.verifier.checks import CHECK_NAMES, explain, implements, lost_write_text, progress_result, result, run_checks
 from kchaos.verifier.coordinator_log import coordinator_records
-from kchaos.verifier import driver_checks
-from kchaos.verifier.engine import Engine
+from kchaos.verifier import driver_checks  # noqa: F401 (its checks register for both engines)
+from kchaos.verifier.engine import engine_class
 from kchaos.verifier.late_requests import late_request_facts
 from kchaos.verifier.model import (HistoryIndex, OPEN_TXN_STATES, Output, TXN_NEXT, abandoned_append, abandoned_note,
                                    as_evidence, commits_by_client_tv, coordinator_commits, hanging_cases, in_scope,
@@ -97,7 +97,8 @@ def _outputs_of(data: RunData, keys: set[Any], key: Any) -> dict[Any, list[Outpu
     return found
 
 
-def check_duplicates(data: RunData) -> CheckResult:
+@implements("duplicate", "python")
+def check_duplicate(data: RunData) -> CheckResult:
     dups = _duplicates(data)
     outs = _outputs_of(data, set(dups), lambda out: (out["in_partition"], out["in_offset"], out["slot"]))
     cases = [_case(data, explain("duplicate", p=p, o=o, slot=s, n=n), outs[(p, o, s)])
@@ -143,6 +144,7 @@ def _skipping_commit(data: RunData, p: int, o: int) -> dict[str, Any] | None:
     return None
 
 
+@implements("lost-input", "python")
 def check_lost_input(data: RunData) -> CheckResult:
     """Inputs the pipeline processed (a transaction included them) whose outputs are gone.
     Without a history (an external pipeline) every unexplained input counts here."""
@@ -158,6 +160,7 @@ def check_lost_input(data: RunData) -> CheckResult:
     return result("lost-input", cases)
 
 
+@implements("offsets-ahead", "python")
 def check_offsets_ahead(data: RunData) -> CheckResult:
     """Committed offsets that passed inputs no operation ever processed (loss on restart)."""
     cases = []
@@ -172,7 +175,8 @@ def check_offsets_ahead(data: RunData) -> CheckResult:
     return result("offsets-ahead", cases)
 
 
-def check_txn_transitions(data: RunData) -> CheckResult:
+@implements("invalid-txn-transition", "python")
+def check_invalid_txn_transition(data: RunData) -> CheckResult:
     last: dict[str, dict[str, Any]] = {}
     before: dict[str, dict[str, Any]] = {}  # the record before ``last``
     cases, abandoned = [], 0
@@ -220,6 +224,7 @@ def check_txn_transitions(data: RunData) -> CheckResult:
     return found
 
 
+@implements("zombie-write", "python")
 def check_zombie_write(data: RunData) -> CheckResult:
     """A committed output from a producer whose successor (same transactional.id) had already
     finished init_transactions when this producer invoked the commit: fencing must have stopped it."""
@@ -246,7 +251,8 @@ def check_zombie_write(data: RunData) -> CheckResult:
     return result("zombie-write", cases)
 
 
-def check_hanging(data: RunData) -> CheckResult:
+@implements("hanging-transaction", "python")
+def check_hanging_transaction(data: RunData) -> CheckResult:
     open_txns = []
     if not data.liveness.get("stable"):
         latest: dict[str, Any] = {}
@@ -261,7 +267,8 @@ def check_hanging(data: RunData) -> CheckResult:
     return result("hanging-transaction", cases) if cases else CheckResult("hanging-transaction", VALID, note=note)
 
 
-def check_torn(data: RunData) -> CheckResult:
+@implements("torn-transaction", "python")
+def check_torn_transaction(data: RunData) -> CheckResult:
     k = data.workload.outputs_per_input
     partial = {}
     for key, have in _committed_slots(data).items():
@@ -286,6 +293,7 @@ def check_torn(data: RunData) -> CheckResult:
     return result("torn-transaction", cases)
 
 
+@implements("aborted-read", "python")
 def check_aborted_read(data: RunData) -> CheckResult:
     """Visible outputs of a transaction its client aborted or saw fail to commit; visible outputs
     made from an aborted input (read_committed hides it, or the seeder aborted it); and inputs the
@@ -332,7 +340,8 @@ def _exposed_by_id(data: RunData) -> dict[str, list[tuple[int, int]]]:
     return {i: sorted(ps, key=lambda x: (x[1], x[0])) for i, ps in where.items() if len(ps) > 1}
 
 
-def check_acknowledged_inputs(data: RunData) -> CheckResult:
+@implements("lost-acknowledged-input", "python")
+def check_lost_acknowledged_input(data: RunData) -> CheckResult:
     """Every input the seeder's committed transactions were acknowledged to write is in the
     committed input log, at its position, with its id (by id alone where positions were not recorded)."""
     ack, topic, cases = data.acknowledged, data.workload.input_topic, []
@@ -355,6 +364,7 @@ def check_acknowledged_inputs(data: RunData) -> CheckResult:
     return result("lost-acknowledged-input", cases)
 
 
+@implements("input-mismatch", "python")
 def check_input_mismatch(data: RunData) -> CheckResult:
     """Every committed output's input reference names the record it was made from: the input log
     holds a record with the output's input id at the output's (in_partition, in_offset)."""
@@ -371,6 +381,7 @@ def check_input_mismatch(data: RunData) -> CheckResult:
     return result("input-mismatch", cases)
 
 
+@implements("lost-write", "python")
 def check_lost_write(data: RunData) -> CheckResult:
     """Fewer visible outputs than a committed transaction wrote: one the client saw commit, or one
     the coordinator's log shows committed though its client did not see it commit."""
@@ -391,6 +402,7 @@ def check_lost_write(data: RunData) -> CheckResult:
     return result("lost-write", cases)
 
 
+@implements("offsets-behind", "python")
 def check_offsets_behind(data: RunData) -> CheckResult:
     cases = []
     for out in data.outputs_committed:
@@ -401,6 +413,7 @@ def check_offsets_behind(data: RunData) -> CheckResult:
     return result("offsets-behind", cases)
 
 
+@implements("nonmonotonic", "python")
 def check_nonmonotonic(data: RunData) -> CheckResult:
     """Within one output partition, the first appearance of the outputs of one input partition
     must follow the input order: an output whose input offset is below one already seen there.
@@ -431,7 +444,8 @@ def check_nonmonotonic(data: RunData) -> CheckResult:
     return result("nonmonotonic", cases)
 
 
-def check_progress(data: RunData) -> CheckResult:
+@implements("no-progress", "python")
+def check_no_progress(data: RunData) -> CheckResult:
     if data.has_history or data.txn_log is None:
         return progress_result(data.history.committed_transactions(), len(data.outputs_committed))
     log = ((r["entry"].transactional_id, r["entry"].status if r["entry"].producer_id is not None else None)
@@ -465,11 +479,13 @@ def facts(data: RunData) -> dict[str, Any]:
     }
 
 
+@implements("inconsistent-offsets", "python")
 def check_inconsistent_offsets(data: RunData) -> CheckResult:
     return observations.inconsistent_offsets(data.observed, data.faults_at)
 
 
-def check_observed_aborted_reads(data: RunData) -> CheckResult:
+@implements("observed-aborted-read", "python")
+def check_observed_aborted_read(data: RunData) -> CheckResult:
     early = []
     if observations.judges_reads_before_commit(data.workload, data.history):
         seen = {(r["topic"], r["partition"], r["offset"]) for r in data.observed.rows}
@@ -480,44 +496,20 @@ def check_observed_aborted_reads(data: RunData) -> CheckResult:
     return observations.observed_aborted_reads(data.observed, data.faults_at, early)
 
 
-def check_poll_skips(data: RunData) -> CheckResult:
+@implements("poll-skip", "python")
+def check_poll_skip(data: RunData) -> CheckResult:
     return observations.poll_skips(data.observed, data.faults_at)
 
 
-def check_nonmonotonic_polls(data: RunData) -> CheckResult:
+@implements("nonmonotonic-poll", "python")
+def check_nonmonotonic_poll(data: RunData) -> CheckResult:
     return observations.nonmonotonic_polls(data.observed, data.faults_at)
 
 
+@implements("unseen", "python")
 def check_unseen(data: RunData) -> CheckResult:
     return observations.unseen(data.observed)
 
 
-class PythonEngine(Engine):
-    """The single-process reference: the queries above (verifier/engine.py)."""
-
-    name = "python"
-    duplicates = staticmethod(check_duplicates)
-    lost_input = staticmethod(check_lost_input)
-    offsets_ahead = staticmethod(check_offsets_ahead)
-    torn_transactions = staticmethod(check_torn)
-    aborted_reads = staticmethod(check_aborted_read)
-    lost_writes = staticmethod(check_lost_write)
-    offsets_behind = staticmethod(check_offsets_behind)
-    split_transactions = staticmethod(driver_checks.check_split_transactions)
-    lost_offset_commits = staticmethod(driver_checks.check_lost_offset_commits)
-    offsets_backwards = staticmethod(driver_checks.check_offsets_backwards)
-    acknowledged_inputs = staticmethod(check_acknowledged_inputs)
-    input_mismatches = staticmethod(check_input_mismatch)
-    txn_transitions = staticmethod(check_txn_transitions)
-    hanging_transactions = staticmethod(check_hanging)
-    zombie_writes = staticmethod(check_zombie_write)
-    nonmonotonic = staticmethod(check_nonmonotonic)
-    progress = staticmethod(check_progress)
-    inconsistent_offsets = staticmethod(check_inconsistent_offsets)
-    observed_aborted_reads = staticmethod(check_observed_aborted_reads)
-    poll_skips = staticmethod(check_poll_skips)
-    nonmonotonic_polls = staticmethod(check_nonmonotonic_polls)
-    unseen = staticmethod(check_unseen)
-    stalled_pipeline = staticmethod(driver_checks.check_stalled_pipeline)
-    unprocessed_assignments = staticmethod(driver_checks.check_unprocessed_assignments)
-    brokers_rejoined = staticmethod(driver_checks.check_brokers_rejoined)
+#: the single-process reference: the queries above and the driver-side checks (verifier/engine.py)
+PythonEngine = engine_class("python", "The single-process reference engine (verifier/engine.py).", __name__)
