@@ -10,7 +10,7 @@ import ast
 import pytest
 
 from kchaos.faults.kinds import FENCES_TRANSACTIONAL_ID, KINDS, MOVES_BROKER_CLOCK, ClusterNeeds, kinds_with
-from tests.unit.test_layering import ROOT, project_files
+from tests.unit.test_layering import ROOT, code_files
 
 
 def _spellings() -> set[str]:
@@ -35,8 +35,8 @@ def name_matches(source: str, where: str = "<snippet>") -> list[str]:
 
 def test_no_module_outside_the_kinds_recognises_a_kind_by_its_name():
     kinds = ROOT / "faults" / "kinds"
-    files = [p for p in [*project_files(), *sorted((ROOT / "bench").rglob("*.py"))] if not p.is_relative_to(kinds)]
-    found = [hit for p in files for hit in name_matches(p.read_text(), str(p.relative_to(ROOT)))]
+    found = [hit for p in code_files() if not p.is_relative_to(kinds)
+             for hit in name_matches(p.read_text(), str(p.relative_to(ROOT)))]
     assert found == []
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import functools
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -55,6 +56,12 @@ def project_files() -> list[Path]:
         files += sorted(p for p in (ROOT / FOLDERS[layer]).rglob("*.py")
                         if p.relative_to(ROOT).parts[:2] != STANDALONE)
     return sorted(files)
+
+
+def code_files() -> list[Path]:
+    """The project's modules and the benchmarks: the code a rule about the project's own code reads
+    (tests are left out: they build run directories and name fault kinds on purpose)."""
+    return [*project_files(), *sorted((ROOT / "bench").rglob("*.py"))]
 
 
 class Import:
@@ -108,13 +115,18 @@ def _graph_of(root: Path) -> tuple[dict[str, list[Import]], set[str]]:
     return {module_name(p): imports_of(p, known) for p in files}, known
 
 
-def upward(edges: dict[str, list[Import]], known: set[str]) -> list[str]:
-    out = []
+def resolved(edges: dict[str, list[Import]], known: set[str]) -> Iterator[tuple[str, Import, str]]:
+    """Each edge as (source, import, the module it reaches: a name imported from a module is that module)."""
     for source, imports in sorted(edges.items()):
         for imp in imports:
-            target = imp.target if imp.target in known else imp.target.rsplit(".", 1)[0]
-            if RANK[layer_of(target)] > RANK[layer_of(source)]:
-                out.append(f"{source}:{imp.line} imports {imp.target} ({layer_of(source)} -> {layer_of(target)})")
+            yield source, imp, imp.target if imp.target in known else imp.target.rsplit(".", 1)[0]
+
+
+def upward(edges: dict[str, list[Import]], known: set[str]) -> list[str]:
+    out = []
+    for source, imp, target in resolved(edges, known):
+        if RANK[layer_of(target)] > RANK[layer_of(source)]:
+            out.append(f"{source}:{imp.line} imports {imp.target} ({layer_of(source)} -> {layer_of(target)})")
     return out
 
 
@@ -159,16 +171,14 @@ def room_of(module: str) -> str:
 
 def rooms_broken(edges: dict[str, list[Import]], known: set[str]) -> list[str]:
     out = []
-    for source, imports in sorted(edges.items()):
-        for imp in imports:
-            target = imp.target if imp.target in known else imp.target.rsplit(".", 1)[0]
-            here, there = room_of(source), room_of(target)
-            if not here or not there:
-                continue
-            if ROOM_RANK[there] > ROOM_RANK[here]:
-                out.append(f"{source}:{imp.line} imports {imp.target} ({here} -> {there})")
-            elif here == there == "backend" and source.split(".")[2] != target.split(".")[2]:
-                out.append(f"{source}:{imp.line} imports {imp.target} (one backend -> another)")
+    for source, imp, target in resolved(edges, known):
+        here, there = room_of(source), room_of(target)
+        if not here or not there:
+            continue
+        if ROOM_RANK[there] > ROOM_RANK[here]:
+            out.append(f"{source}:{imp.line} imports {imp.target} ({here} -> {there})")
+        elif here == there == "backend" and source.split(".")[2] != target.split(".")[2]:
+            out.append(f"{source}:{imp.line} imports {imp.target} (one backend -> another)")
     return out
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 
 from kchaos.rundir import RECORD_FILES
-from tests.unit.test_layering import ROOT, project_files
+from tests.unit.test_layering import ROOT, code_files
 
 #: the constants that spell the record's names (kchaos/rundir.py)
 RECORD_NAMES = ("CAMPAIGN_FILE", "STATUS_FILE", "RESULTS_FILE", "CERTIFICATION_FILE")
@@ -38,9 +38,8 @@ def offenders(source: str, where: str = "<snippet>") -> list[str]:
 
 
 def test_nothing_but_the_run_directory_record_opens_the_record_files():
-    files = [p for p in [*project_files(), *sorted((ROOT / "bench").rglob("*.py"))]
-             if p != ROOT / "kchaos" / "rundir.py"]
-    found = [hit for p in files for hit in offenders(p.read_text(), str(p.relative_to(ROOT)))]
+    found = [hit for p in code_files() if p != ROOT / "kchaos" / "rundir.py"
+             for hit in offenders(p.read_text(), str(p.relative_to(ROOT)))]
     assert found == []
 
 
