@@ -19,24 +19,22 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from kchaos.rundir import ENVIRONMENT_FILE, FINAL_FILE, RunDir  # noqa: E402
 from kchaos.verifier.exposure import exposure, overlapping_share  # noqa: E402
 from kchaos.verifier.model import HistoryIndex, read_ops  # noqa: E402
 
 
-def _json(path: Path) -> Any:
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
 def measure(run: Path, kinds: list[str]) -> dict[str, Any]:
     history = HistoryIndex(read_ops(run))
-    final = _json(run / "final.json")
+    rd = RunDir(run)
+    final = rd.read(FINAL_FILE, {})
     found = exposure(history, 10.0, bool(final.get("drained", True)))
-    results = _json(run / "results.json")
+    results = rd.results_data({})
     phases = {op["value"].get("phase"): op["invoke_time"] for op in history.ops
               if op["process"] == "harness" and op["f"] == "phase"}
     times = [t for op in history.ops for t in (op["invoke_time"], op["complete_time"]) if t is not None]
     share = overlapping_share(history, kinds)
-    return {"run": run.name, "campaign": (_json(run / "campaign.json") or {}).get("name"),
+    return {"run": run.name, "campaign": (rd.campaign_data({}) or {}).get("name"),
             "verdict": results.get("verdict"), "anomalies": results.get("anomaly_types") or [],
             "committed": found["committed"],
             "by_kind": {k: (found["kinds"].get(k) or {}).get("committed", 0) for k in kinds},
@@ -48,7 +46,7 @@ def measure(run: Path, kinds: list[str]) -> dict[str, Any]:
             "drain_s": round(phases["final-reads"] - phases["drain"], 1) if {"final-reads", "drain"} <= phases.keys()
             else None,
             "history_s": round(max(times) - min(times), 1) if times else None,
-            "load_average": {"start": (_json(run / "environment.json") or {}).get("load_average"),
+            "load_average": {"start": (rd.read(ENVIRONMENT_FILE, {}) or {}).get("load_average"),
                              "end": final.get("load_average")}}
 
 

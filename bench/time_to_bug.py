@@ -34,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from kchaos.rundir import RunDir  # noqa: E402
 from kchaos.verifier.checks import detection_kind  # noqa: E402
 
 
@@ -59,7 +60,7 @@ def _phases(run: Path) -> dict[str, float] | None:
     """Seconds per phase from the run's harness history, console log and results (None when
     incomplete). The run's clock starts at its first history operation, after the cluster
     started: ``setup`` is the time from there to the workload (epoch ageing included)."""
-    results = json.loads((run / "results.json").read_text()) if (run / "results.json").exists() else None
+    results = RunDir(run).results_data()
     if results is None:
         return None
     times: dict[str, float] = {}
@@ -79,9 +80,7 @@ def _phases(run: Path) -> dict[str, float] | None:
 def _coverage(run: Path) -> tuple[str | None, dict[str, int]]:
     """The run's Kafka release and the faults it executed, by kind (the harness history's
     ``fault:<kind>`` operations that completed ``ok``; a fault that failed did not happen)."""
-    release = None
-    if (run / "campaign.json").exists():
-        release = (json.loads((run / "campaign.json").read_text()).get("cluster") or {}).get("kafka_version")
+    release = ((RunDir(run).campaign_data(None) or {}).get("cluster") or {}).get("kafka_version")
     executed: dict[str, int] = {}
     harness = run / "history" / "harness.jsonl"
     for line in harness.read_text().splitlines() if harness.exists() else ():
@@ -95,7 +94,7 @@ def _coverage(run: Path) -> tuple[str | None, dict[str, int]]:
 def summarise_run(run: Path, anomaly: str | None) -> dict[str, Any]:
     """One run's row: verdict, anomaly types, whether it detected, its phases in seconds, its
     release and the faults it executed."""
-    results = json.loads((run / "results.json").read_text()) if (run / "results.json").exists() else {}
+    results = RunDir(run).results_data({})
     verdict = results.get("verdict", "none")
     kinds = results.get("anomaly_types", [])
     detected = verdict == "invalid" and (anomaly is None or anomaly in kinds)

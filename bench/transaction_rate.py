@@ -23,7 +23,7 @@ more per transaction (consume, two outputs, offsets in the transaction), so the 
 much of the cluster's transaction capacity the harness itself leaves unused.
 
 With ``--message-proxy`` the cluster has the message proxy on its client path
-(clusters/message_proxy.py) and each pipeline measurement is made twice on it, with no fault
+(clusters/proxy/server.py) and each pipeline measurement is made twice on it, with no fault
 active: through the message proxy, then with the Toxiproxy client proxies pointed straight at
 the brokers (the message proxy bypassed). The ratio is the proxy's cost. With
 ``--message-proxy-between-brokers`` the same is done on the links between brokers (replication
@@ -117,9 +117,9 @@ def measure_perf_tool(cluster, instances: int, records: int) -> dict[str, float]
 
     from confluent_kafka import Consumer, TopicPartition
 
-    from kchaos.clusters.artifacts import require_java, resolve_kafka
+    from kchaos.runtime.artifacts import require_java, resolve_kafka
     from kchaos.clusters.clients import create_topic
-    from kchaos.clusters.kafka_tools import tool_main_class
+    from kchaos.runtime.kafka_tools import tool_main_class
 
     tag = uuid.uuid4().hex[:6]
     topics = [f"perf-{tag}-{i}" for i in range(instances)]
@@ -161,7 +161,7 @@ def measure_copier(cluster, root: Path, instances: int, records: int, batch: int
 
     from confluent_kafka import Consumer, TopicPartition
 
-    from kchaos.clusters.artifacts import require_java, resolve_kafka
+    from kchaos.runtime.artifacts import require_java, resolve_kafka
     from kchaos.clusters.clients import create_topic
     from kchaos.workloads.seeder import Seeder
 
@@ -212,7 +212,8 @@ def measure_copier(cluster, root: Path, instances: int, records: int, batch: int
 
 def bypass_message_proxy(cluster, bypass: bool) -> None:
     """Point every client proxy straight at its broker (or back at the message proxy)."""
-    from kchaos.clusters.ports import HOST, proxy_name_client
+    from kchaos.clusters.proxy.links import proxy_name_client
+    from kchaos.runtime.ports import HOST
 
     ports = cluster.ports
     for broker in ports.proxy_client:
@@ -222,7 +223,8 @@ def bypass_message_proxy(cluster, bypass: bool) -> None:
 
 def bypass_message_proxy_between_brokers(cluster, bypass: bool) -> None:
     """Point every replication link proxy straight at its broker (or back at the message proxy)."""
-    from kchaos.clusters.ports import HOST, proxy_name_repl
+    from kchaos.clusters.proxy.links import proxy_name_repl
+    from kchaos.runtime.ports import HOST
 
     ports = cluster.ports
     for pair in ports.proxy_repl:

@@ -1,5 +1,5 @@
 """Benchmark: the KIP-664 queries kchaos asks after every run (``list``, and ``find-hanging``
-for each broker), from one JVM (clusters/java/KchaosTransactionsBatch.java) against one JVM per
+for each broker), from one JVM (kchaos/runtime/java/KchaosTransactionsBatch.java) against one JVM per
 query two at a time (the way before), side by side on one cluster, alternating for ``--rounds``.
 
     .venv/bin/python bench/transactions_queries.py [--rounds 4] [--kafka-version 4.4.0]
@@ -25,8 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kchaos.clusters import ClusterSpec  # noqa: E402
-from kchaos.clusters.kafka_tools import parse_tool_table, run_tool, run_transactions_batch, tool_args  # noqa: E402
 from kchaos.clusters.local import LocalJvmCluster  # noqa: E402
+from kchaos.runtime.kafka_tools import parse_tool_table, run_tool, run_transactions_batch, tool_args  # noqa: E402
 from tests.open_transaction import open_transaction  # noqa: E402
 
 

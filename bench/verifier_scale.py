@@ -31,6 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from kchaos.rundir import SPARK_RESULTS_FILE, RunDir  # noqa: E402
+
 PARTITIONS = 6
 BATCH = 500
 K = 2
@@ -118,7 +120,7 @@ def write_run(run: Path, outputs: int) -> int:
         t = table(parts, offs, keys, values)
         for view in ("committed", "raw"):
             pq.write_table(t, run / "topics" / f"{topic}.{view}.parquet")
-    (run / "campaign.json").write_text(json.dumps({"workload": WORKLOAD}))
+    RunDir(run).write_campaign({"workload": WORKLOAD})
     (run / "final.json").write_text(json.dumps({
         "group_offsets": {str(p): per_partition for p in range(PARTITIONS)}, "drained": True,
         "liveness": {"stable": True, "waited_s": 0.0, "pinned": {}},
@@ -143,14 +145,14 @@ def run_engine(engine: str, run: Path, master: str) -> dict:
         proc = subprocess.run([sys.executable, "-c", _PYTHON_ENGINE, str(run)], capture_output=True, text=True, cwd=ROOT)
     else:
         proc = subprocess.run([sys.executable, "-m", "kchaos.verifier.spark.job", str(run), "--master", master,
-                               "--out", str(run / "results.spark.json")], capture_output=True, text=True, cwd=ROOT)
+                               "--out", str(run / SPARK_RESULTS_FILE)], capture_output=True, text=True, cwd=ROOT)
     wall = time.monotonic() - started
     if proc.returncode != 0:
         raise SystemExit(f"{engine} failed:\n{proc.stderr[-3000:]}")
     line = json.loads(proc.stdout.strip().splitlines()[-1])
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     if engine == "spark":
-        full = json.loads((run / "results.spark.json").read_text())
+        full = RunDir(run).read(SPARK_RESULTS_FILE)
         return {"verdict": full["verdict"], "anomalies": full["anomaly_types"], "wall_s": wall,
                 "session_s": line["timings"].get("session_s"), "checks_s": line["timings"].get("checks_s"),
                 "outputs": full["facts"].get("outputs_committed"), "peak_rss_mb_children": peak}

@@ -43,6 +43,7 @@ from kchaos.harness.runs import exit_code, judge_one
 from kchaos.log import say
 from kchaos.reports.index import render_index
 from kchaos.reports.junit import JudgedRun, write_junit
+from kchaos.rundir import EXPECT_FILE, RunDir
 from kchaos.verifier.campaign import Campaign
 
 DEFAULT_MATRIX = CAMPAIGNS_DIR / "nightly.toml"
@@ -118,7 +119,7 @@ def run_nightly(matrix_path: Path, out_root: Path, extra_fresh: int = 0) -> int:
         outcome = judge_one(lambda: execute_run(campaign, night, seed=seed, campaign_path=path, overrides=sets),
                             name, label, entry.expect)
         if outcome.run_dir:
-            (Path(outcome.run_dir) / "expect.json").write_text(json.dumps({"verdict": entry.expect}))
+            RunDir(outcome.run_dir).write_json(EXPECT_FILE, {"verdict": entry.expect})
             rows.append(release_row(Path(outcome.run_dir), name, outcome.verdict))
             write_release_table(rows, night / "releases.md", f"{matrix.name}: releases")
         interrupted = outcome.interrupted  # a graceful stop (Ctrl-C) ends the night

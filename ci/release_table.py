@@ -14,7 +14,7 @@ from typing import Any
 
 from kchaos.files import atomic_write
 from kchaos.reports.what_ran import app_name
-from kchaos.verifier.model import read_json
+from kchaos.rundir import RunDir
 
 COLUMNS = ("release", "client", "TV", "seed", "verdict", "anomalies", "committed txns",
            "late accepted / ended / against", "run")
@@ -33,8 +33,9 @@ def client_of(workload: dict[str, Any]) -> str:
 
 def release_row(run_dir: Path, name: str, verdict: str) -> dict[str, Any]:
     """One run's row; ``verdict`` is the matrix' (a harness error has no results to read)."""
-    campaign = read_json(run_dir / "campaign.json") or {}
-    results = read_json(run_dir / "results.json") or {}
+    rd = RunDir(run_dir)
+    campaign = rd.campaign_data(None) or {}  # as recorded (a partial one too): no typed Campaign here
+    results = rd.results_data() or {}
     cluster, workload = campaign.get("cluster") or {}, campaign.get("workload") or {}
     facts = results.get("facts") or {}
     late = facts.get("late_requests") or {}

@@ -7,7 +7,6 @@ a cluster that would not start). Errors print one line naming the cause and the 
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import random
 import shutil
@@ -17,20 +16,20 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
-from kchaos import log, signals
+from kchaos import kchaos_version, log, signals
+from kchaos.clusters.docker.engine import PrivateDockerEngine, install_engine
+from kchaos.clusters.docker.image import ensure_kafka_image
+from kchaos.clusters.external import heal_run
+from kchaos.clusters.local import LocalJvmCluster
+from kchaos.clusters.proxy.toxiproxy import ensure_toxiproxy_binary
+from kchaos.clusters.spec import ClusterSpec, apply_overrides
 from kchaos.log import say
+from kchaos.runtime import faketime
+from kchaos.runtime.artifacts import require_java, resolve_kafka, validate_kafka_version
+from kchaos.runtime.heal_journal import JOURNAL_NAME, HealJournal
+from kchaos.runtime.processes import live_processes, reap
 from kchaos.signals import GRACE_S
 from kchaos.ci.nightly import DEFAULT_MATRIX, run_nightly
-from kchaos.clusters import faketime
-from kchaos.clusters.artifacts import require_java, resolve_kafka, validate_kafka_version
-from kchaos.clusters.docker_engine import PrivateDockerEngine, install_engine
-from kchaos.clusters.docker_image import ensure_kafka_image
-from kchaos.clusters.external import heal_run
-from kchaos.clusters.heal_journal import JOURNAL_NAME, HealJournal
-from kchaos.clusters.local import LocalJvmCluster
-from kchaos.clusters.processes import live_processes, reap
-from kchaos.clusters.spec import ClusterSpec, apply_overrides
-from kchaos.clusters.toxiproxy import ensure_toxiproxy_binary
 from kchaos.errors import EXIT_HARNESS_ERROR, ClusterError, ConfigError, KchaosError
 from kchaos.cli.plan import as_json, listing, plan, render_listing, render_plan
 from kchaos.faults.schedule import generate_schedule
@@ -50,13 +49,6 @@ from kchaos.verifier.verdict import judge_run
 from kchaos.workloads.java_client import client_classpath
 from kchaos.workloads.native_clients import build_all as build_client_workers
 from kchaos.workloads.spec import WorkloadSpec
-
-
-def kchaos_version() -> str:
-    try:
-        return importlib.metadata.version("kchaos")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def _cluster_dir(args: argparse.Namespace) -> Path:

@@ -10,7 +10,7 @@ from typing import Any
 from kchaos.clusters import backend_capabilities
 from kchaos.faults.base import TARGETS
 from kchaos.faults.kinds import KINDS
-from kchaos.faults.schedule import ScheduledFault
+from kchaos.faults.scheduled import ScheduledFault
 from kchaos.harness.campaign import CAMPAIGNS_DIR, read_campaign_file, shipped_campaigns
 from kchaos.reports.what_ran import workers_client, workload_line
 from kchaos.verifier.campaign import Campaign

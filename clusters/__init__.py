@@ -1,9 +1,17 @@
-"""Real Kafka clusters: one contract (:class:`Cluster`), three backends.
+"""Real Kafka clusters: one contract (:class:`Cluster`), three backends, in rooms that say what they hold.
 
-* ``local`` (default): KRaft JVM processes from Maven-resolved jars, Toxiproxy on every link.
-* ``docker``: ``apache/kafka`` containers through the Docker SDK.
-* ``external``: an existing cluster by bootstrap servers; node faults and partitions through the
-  commands its campaign declares (docker, ssh and kubernetes presets).
+* the contract and what every backend shares: ``base`` (Cluster, Node, capabilities), ``spec``,
+  ``client_security``, ``clients``, ``clock_probe``, ``compaction``, ``node_config``;
+* ``proxy/``: the message proxy (and its front), its rules, Toxiproxy and the links as its
+  proxies, the front's certificates; it imports no module of the contract;
+* one package per backend, each importing the contract, ``proxy/`` and the runtime, never another:
+  ``local/`` (default: KRaft JVM processes from Maven-resolved jars, Toxiproxy on every link),
+  ``docker/`` (``apache/kafka`` containers through the Docker SDK), ``external/`` (an existing
+  cluster by bootstrap servers; node faults and partitions through the commands its campaign
+  declares: docker, ssh and kubernetes presets);
+* this module, the registry: ``BACKENDS``, ``create_cluster`` and what each backend can do.
+
+tests/unit/test_layering.py holds the rooms to that order.
 """
 
 from __future__ import annotations

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from kchaos.clusters.client_security import java_client_properties, properties_text, resolve_env_refs
-from kchaos.clusters.kafka_tools import describe_quorum_leader
-from kchaos.clusters.processes import is_alive
 from kchaos.errors import CapabilityError, ClusterError
 from kchaos.log import say
+from kchaos.runtime.kafka_tools import describe_quorum_leader
+from kchaos.runtime.processes import is_alive
 from kchaos.waiting import WaitTimeout, gone_within, wait_until
 
 HEAL_PROGRESS_S = 15.0  # a progress line this often while a cluster is not healthy yet
@@ -42,8 +42,8 @@ class Capability(str, enum.Enum):
     UPGRADE = "upgrade"      # restart a node on another Kafka release (rolling binary upgrade)
     MESSAGES = "messages"    # delay, hold, duplicate or answer single Kafka requests (message proxy)
     MESSAGES_BETWEEN_BROKERS = "messages-between-brokers"  # the same on the links between brokers
-    CLOCK = "clock"          # move a node's wall clock (libfaketime in its JVM; clusters/faketime.py)
-    DISK = "disk"            # fill a node's log directory (a small filesystem of its own; clusters/small_disk.py)
+    CLOCK = "clock"          # move a node's wall clock (libfaketime in its JVM; kchaos/runtime/faketime.py)
+    DISK = "disk"            # fill a node's log directory (a small filesystem of its own; kchaos/runtime/small_disk.py)
 
 
 class Role(str, enum.Enum):

@@ -1,8 +1,12 @@
 """What a local or containerised Kafka node is configured with besides its listeners: the logging
 configuration (log4j 2 for Kafka 4.x, reload4j for 3.x: the published POM brings no logging
-backend, so without it the broker logs nothing) and the broker settings sized for a small machine."""
+backend, so without it the broker logs nothing), the broker settings sized for a small machine,
+and a new KRaft cluster's id."""
 
 from __future__ import annotations
+
+import base64
+import uuid
 
 LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
 <Configuration status="WARN">
@@ -74,3 +78,15 @@ SMALL_MACHINE_DEFAULTS = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": "60000",
     "share.coordinator.state.topic.segment.bytes": "16777216",
 }
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 characters).
+
+    Like Kafka's ``Uuid.randomUuid`` it never starts with ``-``: the storage tool's argument
+    parser would take such an id for an option.
+    """
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid

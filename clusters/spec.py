@@ -11,10 +11,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from kchaos.errors import ConfigError
-from kchaos.clusters.artifacts import DEFAULT_KAFKA_VERSION, KNOWN_KAFKA_VERSIONS
-from kchaos.clusters.message_rules import check_apis
 from kchaos.clusters.client_security import ENV_REF, resolve_env_refs, security_protocol
+from kchaos.clusters.proxy.rules import check_apis
+from kchaos.errors import ConfigError
+from kchaos.runtime.artifacts import DEFAULT_KAFKA_VERSION, KNOWN_KAFKA_VERSIONS
 
 #: Broker properties kchaos sets itself; overriding them would break the topology or the proxies.
 MANAGED_BROKER_PROPERTIES = frozenset({
@@ -26,7 +26,7 @@ MANAGED_BROKER_PROPERTIES = frozenset({
 _PROPERTY_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*$")
 
 
-#: what a node's access can do (clusters/node_access.py renders each as a shell command)
+#: what a node's access can do (clusters/external/node_access.py renders each as a shell command)
 NODE_ACTIONS = ("kill", "terminate", "pause", "resume", "start", "logs", "exec")
 
 
@@ -133,7 +133,7 @@ class ExternalSpec(BaseModel):
 class DockerSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     image: str | None = Field(None, description="default: apache/kafka:<kafka_version> where the engine has it, "
-                              "else kchaos/kafka:<kafka_version> built here from the cached jars (clusters/docker_image.py)")
+                              "else kchaos/kafka:<kafka_version> built here from the cached jars (clusters/docker/image.py)")
     network: str = "kchaos"
     docker_host: str | None = None  # default: DOCKER_HOST, then the default socket
     engine: Literal["auto", "private", "external"] = Field(
@@ -172,12 +172,12 @@ class ClusterSpec(BaseModel):
                            "partition verification), for message faults with link = 'inter-broker'; needs proxy_internal. "
                            "Set on load when the campaign has such faults")
     clock_control: bool = Field(False, description="start every node's JVM with libfaketime, so that clock faults can "
-                                                  "move its wall clock (local backend); set on load when the campaign "
-                                                  "has clock- faults")
+                                                  "move its wall clock (local backend); set on load when a fault kind "
+                                                  "needs it (faults/kinds: ClusterNeeds)")
     disk_limit_mb: int | None = Field(None, ge=64, le=65536,
                                       description="put each node's log directory on a filesystem of this many MB, "
                                                   "which disk faults fill (local backend, root); set to 256 on load "
-                                                  "when the campaign has disk- faults")
+                                                  "when a fault kind needs it (faults/kinds: ClusterNeeds)")
     base_port: int | None = Field(None, ge=1024, le=65000, description="first port to use; None: free ports chosen at start")
     ready_timeout_s: float = Field(120.0, gt=0)
     external: ExternalSpec | None = None

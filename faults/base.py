@@ -17,7 +17,7 @@ from typing import Any
 from kchaos.clusters.base import Cluster
 from kchaos.errors import ClusterError, ConfigError
 from kchaos.faults.protocols import FaultWorkload
-from kchaos.faults.schedule import ScheduledFault
+from kchaos.faults.scheduled import ScheduledFault
 
 #: the roles a node fault can aim at
 NODE_TARGETS = ("random", "share-coordinator", "minority", "txn-coordinator", "group-coordinator", "controller",

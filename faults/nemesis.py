@@ -21,7 +21,7 @@ from kchaos.clusters.base import Capability
 from kchaos.faults.base import Aim, Fault, FaultContext
 from kchaos.faults.kinds import make_fault
 from kchaos.faults.pacing import Pacer
-from kchaos.faults.schedule import ScheduledFault
+from kchaos.faults.scheduled import ScheduledFault
 from kchaos.faults.spec import PacingSpec
 from kchaos.faults.timeline import ScheduledRunner
 from kchaos.errors import KchaosError

@@ -15,7 +15,8 @@ import time
 from typing import Any, Callable
 
 from kchaos.faults.base import Aim
-from kchaos.faults.schedule import ScheduledFault
+from kchaos.faults.kinds import KINDS
+from kchaos.faults.scheduled import ScheduledFault
 from kchaos.faults.spec import PacingSpec
 from kchaos.workloads.work_monitor import WorkMonitor
 
@@ -83,7 +84,7 @@ class Pacer:
         reaches it to be under way; the Aim, or a dict saying why there is none, or None when the
         fault is not one pacing aims."""
         f = AIMED_AT.get(sf.target)
-        if not self.spec.aim or f is None or sf.kind not in ("kill", "pause", "terminate", "kill-isolated"):
+        if not self.spec.aim or f is None or not getattr(KINDS.get(sf.kind), "aimed_at_work", False):
             return None
         if self.work is None or self.coordinators is None:
             return {"aimed": False, "why": "no progress signal to aim by"}

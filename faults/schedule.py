@@ -10,28 +10,11 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+from kchaos.faults.scheduled import ScheduledFault
+from kchaos.faults.spec import FaultsSpec
 from kchaos.files import atomic_write
-
-if TYPE_CHECKING:  # the spec is read, never constructed, here (faults.spec imports the kinds, which import this)
-    from kchaos.faults.spec import FaultsSpec
-
-
-@dataclass(frozen=True)
-class ScheduledFault:
-    index: int
-    at_s: float          # seconds after the fault phase starts
-    kind: str
-    target: str
-    hold_s: float
-    seed: int            # drives the choices made at injection (random node, worker...)
-    params: dict[str, Any] = field(default_factory=dict)  # numbers; message faults also names (apis, error)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def generate_schedule(spec: FaultsSpec, run_duration_s: float, seed: int) -> list[ScheduledFault]:

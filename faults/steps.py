@@ -23,12 +23,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from kchaos.clusters.artifacts import validate_kafka_version
 from kchaos.clusters.base import Cluster
-from kchaos.clusters.kafka_tools import describe_features, run_tool, tool_args, tool_jars, upgrade_feature
 from kchaos.errors import KchaosError
 from kchaos.faults.protocols import FaultWorkload
 from kchaos.faults.timeline import ScheduledRunner
+from kchaos.runtime.artifacts import validate_kafka_version
+from kchaos.runtime.kafka_tools import describe_features, run_tool, tool_args, tool_jars, upgrade_feature
 from kchaos.workloads.history import HistoryWriter
 
 

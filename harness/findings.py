@@ -51,6 +51,7 @@ from typing import Any, Callable
 from kchaos.errors import ConfigError, KchaosError
 from kchaos.faults.schedule import read_schedule
 from kchaos.harness.run import execute_run, replay_run
+from kchaos.rundir import RunDir
 from kchaos.verifier.campaign import Campaign, load_recorded
 from kchaos.verifier.outcome import Outcome
 
@@ -135,7 +136,7 @@ def load_claims(evidence: Path) -> list[Claim]:
         if (claim.verdict == "unknown") != bool(claim.because):
             raise ConfigError(f"{where}: an unknown claim, and only one, names why with because "
                               "(words its run's reasons contain)")
-        missing = [f for f in ("campaign.json", "seed", "schedule.json") if not (evidence / claim.bundle / f).exists()]
+        missing = RunDir(evidence / claim.bundle).missing_for_replay()
         if missing:
             raise ConfigError(f"{where}: bundle {claim.bundle} cannot be replayed: {', '.join(missing)} missing")
         check_bundle_loads(evidence / claim.bundle, where)

@@ -6,24 +6,22 @@ verifier no longer needs once the topics are dumped into ``topics/``. ``prune`` 
 data only (logs, history, dumps, results and the report stay, so ``analyze`` and ``report``
 still work; the log cleaner's checkpoints stay too, the verifier's record of compaction).
 
-Never touched: a run still in progress (not complete and a live process names it), and an
-INVALID run unless ``include_invalid`` (the evidence of a bug is what a user keeps).
+Never touched: a run still in progress (not complete and a live process names it), and a run
+that found a bug (its checker said INVALID, or its certification failed) unless
+``include_invalid`` (the evidence of a bug is what a user keeps).
 """
 
 from __future__ import annotations
 
-import json
-import re
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kchaos.clusters.processes import processes_with_marker
 from kchaos.errors import ConfigError
+from kchaos.rundir import RunDir, find_runs
+from kchaos.runtime.processes import processes_with_marker
 
 KEPT_IN_SLIM = {"cleaner-offset-checkpoint"}
-RUN_ID = re.compile(r"\d{8}T\d{6}Z")
 
 
 @dataclass
@@ -32,26 +30,6 @@ class PruneAction:
     action: str      # "keep", "delete", "slim", "skip"
     why: str
     freed: int = 0   # bytes
-
-
-def find_runs(root: Path) -> list[Path]:
-    """Run directories under ``root`` (a runs root, or a nightly root with a directory per night), newest first."""
-    runs = {p.parent for pattern in ("*/campaign.json", "*/*/campaign.json") for p in root.glob(pattern)}
-    return sorted(runs, key=_started, reverse=True)
-
-
-def _started(run: Path) -> str:
-    """The run id's UTC timestamp (``20261125T165954Z-default-seed23``); else campaign.json's mtime."""
-    if RUN_ID.match(run.name):
-        return run.name[:16]
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime((run / "campaign.json").stat().st_mtime))
-
-
-def _status(run: Path) -> dict:
-    try:
-        return json.loads((run / "status.json").read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 def _disk_bytes(files) -> int:
@@ -74,12 +52,12 @@ def plan_prune(root: Path, keep: int, slim: bool = False, include_invalid: bool 
         raise ConfigError(f"--keep {keep} is negative", "pass how many of the newest runs to keep whole (0 or more)")
     actions = []
     for index, run in enumerate(find_runs(root)):
-        status = _status(run)
+        status = RunDir(run).status(tolerate=(OSError, ValueError))
         if index < keep:
             actions.append(PruneAction(run, "keep", f"one of the {keep} newest"))
-        elif not status.get("complete") and processes_with_marker(str(run)):
+        elif not status.complete and processes_with_marker(str(run)):
             actions.append(PruneAction(run, "skip", "in progress (a live process works in it)"))
-        elif status.get("verdict") == "invalid" and not include_invalid:
+        elif status.found_a_bug and not include_invalid:
             actions.append(PruneAction(run, "skip", "INVALID: the evidence of a bug is kept (--include-invalid prunes it)"))
         elif slim:
             data = _broker_data(run)

@@ -22,13 +22,11 @@ from typing import Any
 
 import confluent_kafka
 
-from kchaos.clusters import create_cluster, faketime
-from kchaos.clusters.artifacts import resolve_kafka
+from kchaos.clusters import create_cluster
 from kchaos.clusters.docker import DockerCluster
 from kchaos.clusters.base import Capability
 from kchaos.clusters.clock_probe import measure_broker_clocks
 from kchaos.clusters.node_config import SMALL_MACHINE_DEFAULTS
-from kchaos.clusters.reaper import start_reaper
 from kchaos.faults.base import FaultContext
 from kchaos.faults.nemesis import Nemesis
 from kchaos.faults.schedule import generate_schedule, read_schedule, write_schedule
@@ -41,6 +39,9 @@ from kchaos.log import say
 from kchaos.reports.run_report import render_run_report
 from kchaos.reports.what_ran import seeder_client, workers_client
 from kchaos.rundir import RunDir
+from kchaos.runtime import faketime
+from kchaos.runtime.artifacts import resolve_kafka
+from kchaos.runtime.reaper import start_reaper
 from kchaos.signals import GracefulStop
 from kchaos.verifier.campaign import Campaign, load_recorded, record
 from kchaos.verifier.outcome import Outcome

@@ -8,7 +8,6 @@ throughput, so a regression shows as a step.
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from pathlib import Path
@@ -18,22 +17,21 @@ from kchaos.errors import ConfigError
 from kchaos.files import atomic_write
 from kchaos.reports.plots import Plot, Series, render_svg
 from kchaos.reports.run_report import template_environment
+from kchaos.rundir import EXPECT_FILE, METRICS_FILE, REPORT_FILE, RunDir, find_runs
 from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.exposure import summary_line
 from kchaos.verifier.outcome import load_outcome
 
 
-def _json(path: Path, default: Any = None) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):
-        return default
+#: a torn file of one run reads as missing: it must not hide the other runs
+TORN = (ValueError,)
 
 
 def run_row(run: Path, root: Path) -> dict[str, Any]:
-    status = _json(run / "status.json", {})
-    results = _json(run / "results.json", {}) if status.get("complete") else {}
-    totals = (_json(run / "metrics.json", {}) or {}).get("totals") or {}
+    rd = RunDir(run)
+    status = rd.status(TORN)
+    results = rd.results_data({}, TORN) if status.complete else {}
+    totals = (rd.read(METRICS_FILE, {}, TORN) or {}).get("totals") or {}
     try:
         campaign = load_recorded(run)
         tv = campaign.cluster.transaction_version
@@ -44,22 +42,17 @@ def run_row(run: Path, root: Path) -> dict[str, Any]:
         name, seed, settings = "?", None, exc.one_line()
     night = run.parent.relative_to(root).as_posix() if run.parent != root else ""
     return {
-        "run": run.name, "night": night, "link": (run / "report.html").relative_to(root).as_posix(),
-        "has_report": (run / "report.html").exists(), "campaign": name,
+        "run": run.name, "night": night, "link": (run / REPORT_FILE).relative_to(root).as_posix(),
+        "has_report": (run / REPORT_FILE).exists(), "campaign": name,
         "verdict": (load_outcome(run).judgement if results.get("verdict")
-                    else "incomplete" if not status.get("complete") else "unknown"),
+                    else "incomplete" if not status.complete else "unknown"),
         "anomalies": results.get("anomaly_types") or [], "seed": seed,
         "settings": settings,
         "inputs_per_s": totals.get("inputs_per_s"), "outputs": (results.get("facts") or {}).get("outputs_committed"),
-        "faults": (results.get("facts") or {}).get("faults"), "expected": _json(run / "expect.json", {}).get("verdict"),
+        "faults": (results.get("facts") or {}).get("faults"), "expected": rd.read(EXPECT_FILE, {}, TORN).get("verdict"),
         "exposure": summary_line((results.get("facts") or {}).get("exposure")) if results.get("verdict") else None,
         "started": run.name[:16],
     }
-
-
-def find_runs(root: Path) -> list[Path]:
-    runs = [p.parent for p in root.glob("*/campaign.json")] + [p.parent for p in root.glob("*/*/campaign.json")]
-    return sorted(set(runs), key=lambda p: (p.name[:16], str(p)))
 
 
 def trends(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -80,7 +73,7 @@ def render_index(root: Path) -> Path:
     root = Path(root)
     if not root.is_dir():
         raise ConfigError(f"{root} is not a directory", "pass the --out directory of kchaos run or kchaos ci nightly")
-    rows = [run_row(run, root) for run in find_runs(root)]
+    rows = [run_row(run, root) for run in reversed(find_runs(root))]  # oldest first
     trend = trends(rows)
     plot = ""
     if len(trend) > 1:

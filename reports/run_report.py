@@ -12,7 +12,6 @@ finished is rendered too, saying so (its results are not claimed).
 from __future__ import annotations
 
 import bisect
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 from kchaos.files import atomic_write
 from kchaos.reports.plots import Band, Phase, Plot, Series, render_svg
 from kchaos.reports.what_ran import seeder_client, workers_client, workload_line
+from kchaos.rundir import CLUSTER_FILE, ENVIRONMENT_FILE, FINAL_FILE, METRICS_FILE, REPLAY_FILE, RunDir
 from kchaos.text import by_version, cells, durations, human, properties
 from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.model import case_time_and_slots
@@ -33,11 +33,8 @@ LOG_WINDOW_S = 2.0
 LOG_LINES_PER_NODE = 12
 
 
-def _json(path: Path, default: Any = None) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):
-        return default
+#: a torn file reads as missing: the page shows what it can
+TORN = (ValueError,)
 
 
 @dataclass
@@ -136,7 +133,7 @@ def output_places(case: dict[str, Any]) -> list[str]:
 
 
 def _certification(run: Path, start: float) -> dict[str, Any] | None:
-    cert = _json(run / "certification.json")
+    cert = RunDir(run).certification_data(TORN)
     if not cert:
         return None
     phases = {p["name"]: p for p in cert.get("phases") or []}
@@ -223,11 +220,12 @@ def gather(run: Path) -> dict[str, Any]:
     """Everything the page shows, from the run directory alone."""
 
     campaign = load_recorded(run)
-    status = _json(run / "status.json", {})
-    results = _json(run / "results.json") if status.get("complete") else None
+    rd = RunDir(run)
+    status = rd.status(TORN)
+    results = rd.results_data(None, TORN) if status.complete else None
     outcome = load_outcome(run) if results else None  # the verdict as every reader gets it
-    metrics = _json(run / "metrics.json", {})
-    final = _json(run / "final.json", {})
+    metrics = rd.read(METRICS_FILE, {}, TORN)
+    final = rd.read(FINAL_FILE, {}, TORN)
     ops = pair_operations(list(read_lines(run / "history.jsonl"))) if (run / "history.jsonl").exists() else []
     start = metrics.get("start_time") or (min((op["invoke_time"] for op in ops), default=0.0))
     end = max((op["complete_time"] or op["invoke_time"] for op in ops), default=start)
@@ -261,24 +259,24 @@ def gather(run: Path) -> dict[str, Any]:
                  "count": a["count"], "first": a["cases"][0]["explanation"] if a["cases"] else "",
                  "more": len(a["cases"]) - 1}
                 for a in sorted(anomalies, key=lambda a: (a["name"] not in LIVENESS_CHECKS, a["name"]))]
-    stable = _json(run / "topics" / "stable_offsets.json", {})
+    stable = rd.read("topics/stable_offsets.json", {}, TORN)
     lso_lag = [{"partition": f"{topic}-{p}", "high": v["high"], "lso": v["lso"], "lag": v["high"] - v["lso"]}
                for topic, parts in sorted(stable.items()) for p, v in sorted(parts.items(), key=lambda kv: int(kv[0]))]
-    cluster_info = _json(run / "cluster.json", {})
+    cluster_info = rd.read(CLUSTER_FILE, {}, TORN)
     facts = (results or {}).get("facts") or {}
-    environment = _json(run / "environment.json", {})
+    environment = rd.read(ENVIRONMENT_FILE, {}, TORN)
     # the run's confluent-kafka: a run made before environment.json named it apart had it as "client"
     confluent = environment.get("confluent_kafka") or environment.get("client") or "confluent-kafka (librdkafka)"
     return {
         "run": run.name, "path": str(run), "campaign": campaign, "status": status, "results": results,
-        "verdict": outcome.judgement if outcome else ("incomplete" if not status.get("complete") else "unknown"),
+        "verdict": outcome.judgement if outcome else ("incomplete" if not status.complete else "unknown"),
         "required_not_checked": outcome.required_not_checked if outcome else {},
         "fault_coverage": outcome.fault_coverage if outcome else None,
         # what each fault overlapped of the work (verifier/exposure.py), by the schedule's index
         "exposure": facts.get("exposure"),
         "exposure_of": {f["index"]: f for f in (facts.get("exposure") or {}).get("faults") or []},
         "exposure_line": summary_line(facts.get("exposure")) if facts.get("exposure") else None,
-        "replay": _json(run / "replay.json", {}), "seed": (run / "seed").read_text().strip() if (run / "seed").exists() else None,
+        "replay": rd.read(REPLAY_FILE, {}, TORN), "seed": (run / "seed").read_text().strip() if (run / "seed").exists() else None,
         "environment": environment, "cluster_info": cluster_info,
         "what_ran": {"client": workers_client(campaign.workload, confluent), "workload": workload_line(campaign.workload),
                      "seeder": seeder_client(confluent)},
@@ -290,8 +288,8 @@ def gather(run: Path) -> dict[str, Any]:
         "recovery": final.get("recovery"),
         "checks": (results or {}).get("checks") or {}, "not_checked": (results or {}).get("not_checked") or {},
         "errors": (results or {}).get("errors") or [], "cross_check": (results or {}).get("cross_check"),
-        "spark": (results or {}).get("spark"), "heal": _json(run / "heal.json"),
-        "certification": _certification(run, start) if status.get("complete") else None,
+        "spark": (results or {}).get("spark"), "heal": rd.read("heal.json", None, TORN),
+        "certification": _certification(run, start) if status.complete else None,
         "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     }
 

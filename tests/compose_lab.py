@@ -1,6 +1,6 @@
 """A Compose-style cluster for the tests of faults on a cluster kchaos did not start: three Kafka
 containers on a bridge network of their own, each with its own address, started by this module on
-kchaos' private Docker engine (clusters/docker_engine.py) from kchaos' locally built image, the way
+kchaos' private Docker engine (clusters/docker/engine.py) from kchaos' locally built image, the way
 a Compose file would start them. kchaos reaches them only as a user's campaign would: bootstrap
 servers, and the ``docker`` preset (``docker -H ...`` for the containers, ``nsenter`` into their
 network namespaces for iptables). The docker *backend* is not involved.
@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from kchaos.clusters.client_security import resolve_env_refs
-from kchaos.clusters.docker import env_name  # the image's KAFKA_<PROPERTY> mapping
-from kchaos.clusters.docker_engine import PrivateDockerEngine, install_engine, remove_exec_root
-from kchaos.clusters.docker_image import ensure_kafka_image
-from kchaos.clusters.local import new_cluster_id
+from kchaos.clusters.docker.cluster import env_name  # the image's KAFKA_<PROPERTY> mapping
+from kchaos.clusters.docker.engine import PrivateDockerEngine, install_engine, remove_exec_root
+from kchaos.clusters.docker.image import ensure_kafka_image
+from kchaos.clusters.node_config import new_cluster_id
 from kchaos.clusters.node_config import SMALL_MACHINE_DEFAULTS
-from kchaos.clusters.processes import processes_with_marker
-from kchaos.clusters.tls_certs import ThrowawayCA
+from kchaos.clusters.proxy.tls_certs import ThrowawayCA
+from kchaos.runtime.processes import processes_with_marker
 from tests.external_lab import CONTROLLER_PORT, KAFKA_PORT, REGISTRY, sh, wait_for
 
 SUBNET = "10.214.77"

@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import pyarrow.parquet as pq
 
-from kchaos.verifier.decoders import OffsetCommit, decode_offsets_record, decode_transaction_record
+from kchaos.protocol.decoders import OffsetCommit, decode_offsets_record, decode_transaction_record
 from kchaos.verifier.coordinator_log import coordinator_records, coordinator_transactions
 from tests.unit.test_checkers import _offset_record, _txn_record, _write_topic
 
@@ -536,8 +536,8 @@ def _patch_txn_value(value: bytes, status: str | None = None, epoch: int | None 
     replaced, every other byte (partitions, tagged fields) as it was."""
     import struct
 
-    from kchaos.verifier.decoders import TXN_STATUS
-    from kchaos.wire import Reader
+    from kchaos.protocol.decoders import TXN_STATUS
+    from kchaos.protocol.wire import Reader
 
     out = bytearray(value)
     if epoch is not None:

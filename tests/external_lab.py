@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from kchaos.clusters.artifacts import require_java, resolve_kafka
-from kchaos.clusters.debian import apt_install, can_install
-from kchaos.clusters.kafka_tools import run_tool
-from kchaos.clusters.local import new_cluster_id
+from kchaos.clusters.node_config import new_cluster_id
 from kchaos.clusters.node_config import LOG4J2_XML, SMALL_MACHINE_DEFAULTS
+from kchaos.runtime.artifacts import require_java, resolve_kafka
+from kchaos.runtime.debian import apt_install, can_install
+from kchaos.runtime.kafka_tools import run_tool
 
 #: one file per live lab (its tag -> its root), so a lab whose test process was killed is removed
 #: by the next one (pytest runs no finalizer on SIGTERM or SIGKILL)
@@ -272,7 +272,7 @@ def wait_for(ok, timeout_s: float, what: str) -> None:
 
 
 def grep_self_safe(text: str) -> str:
-    from kchaos.clusters.node_access import grep_pattern
+    from kchaos.clusters.external.node_access import grep_pattern
 
     return grep_pattern(text)
 

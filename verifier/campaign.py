@@ -10,23 +10,19 @@ lowest layer that reads a whole run.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from kchaos.clusters.base import Capability
 from kchaos.clusters.spec import ClusterSpec, describe_validation_error
 from kchaos.errors import ConfigError
-from kchaos.faults.kinds import KINDS, message_rules
+from kchaos.faults.kinds import KINDS
 from kchaos.faults.spec import PACKAGES, FaultsSpec
 from kchaos.faults.steps import StepSpec, check_steps
-from kchaos.rundir import RunDir
+from kchaos.rundir import CAMPAIGN_FILE, RunDir
 from kchaos.verifier.spec import VerifierSpec
 from kchaos.workloads.spec import ObserverSpec, WorkloadSpec
-
-RECORD = "campaign.json"
 
 
 class RunSettings(BaseModel):
@@ -36,11 +32,8 @@ class RunSettings(BaseModel):
     progress_interval_s: float = Field(5.0, gt=0)
 
 
-def _between_brokers(entry: dict[str, Any]) -> bool:
-    """A message fault entry aimed at the links between brokers (its own link, or its kind's default)."""
-    params = entry.get("params") if isinstance(entry.get("params"), dict) else {}
-    field = KINDS[entry["kind"]].params.model_fields.get("link")
-    return params.get("link", field.default if field is not None else None) == "inter-broker"
+def _merged(tables: list[Mapping[str, Any]]) -> dict[str, Any]:
+    return {key: value for table in tables for key, value in table.items()}
 
 
 class Campaign(BaseModel):
@@ -82,10 +75,11 @@ class Campaign(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _message_proxy(cls, data: Any) -> Any:
-        """Message faults need the message proxy on the client path (and, for those with link =
-        'inter-broker', on the links between brokers): turn it on unless the campaign says
-        otherwise (then the capability check names the conflict)."""
+    def _what_faults_need(cls, data: Any) -> Any:
+        """What the campaign's fault kinds need the cluster started with (faults/kinds:
+        ``ClusterNeeds``; e.g. a message fault the message proxy on the client path, and with link =
+        'inter-broker' on the links between brokers; on a cluster kchaos did not start, its front):
+        turned on unless the campaign says otherwise (then the capability check names the conflict)."""
         recording = isinstance(data, dict) and isinstance(data.get("cluster"), dict) \
             and bool(data["cluster"].get("record_apis")) and data["cluster"].get("backend", "local") == "local"
         if recording:  # the whole run's record of some APIs' exchanges is the message proxy's too
@@ -95,27 +89,17 @@ class Campaign(BaseModel):
             return data
         entries = [e for e in faults.get("mix") or () if isinstance(e, dict)]
         entries += [e for name in faults.get("packages") or () for e in PACKAGES.get(name, [])]
-        messages = [e for e in entries if e.get("kind") in message_rules()]
+        needs = [KINDS[e["kind"]].cluster_needs(e["params"] if isinstance(e.get("params"), dict) else {})
+                 for e in entries if e.get("kind") in KINDS]  # an unknown kind is refused by what follows
         cluster_data = data.get("cluster") if isinstance(data.get("cluster"), dict) else {}
         if cluster_data.get("backend") == "external" and isinstance(cluster_data.get("external"), dict):
-            # a cluster kchaos did not start: client-link and message faults go through its front
-            if messages or any(KINDS[e["kind"]].capability == Capability.NETWORK for e in entries if e.get("kind") in KINDS):
-                data = {**data, "cluster": {**cluster_data, "external": {"front": True, **cluster_data["external"]}}}
+            external = _merged([n.external for n in needs])
+            if external:
+                data = {**data, "cluster": {**cluster_data, "external": {**external, **cluster_data["external"]}}}
             return data
-        if any(str(e.get("kind", "")).startswith("clock-") for e in entries):
-            cluster_data = {**cluster_data}
-            cluster_data.setdefault("clock_control", True)  # libfaketime in every broker's JVM
-            data = {**data, "cluster": cluster_data}
-        if any(str(e.get("kind", "")).startswith("disk-") for e in entries):
-            cluster_data = {**cluster_data}
-            cluster_data.setdefault("disk_limit_mb", 256)  # each log directory on a small filesystem
-            data = {**data, "cluster": cluster_data}
-        if messages:
-            cluster = dict(data.get("cluster") or {})
-            cluster.setdefault("proxy_messages", True)
-            if any(_between_brokers(e) for e in messages):
-                cluster.setdefault("proxy_messages_between_brokers", True)
-            data = {**data, "cluster": cluster}
+        cluster = _merged([n.cluster for n in needs])
+        if cluster:
+            data = {**data, "cluster": {**cluster, **cluster_data}}
         return data
 
     @model_validator(mode="after")
@@ -134,10 +118,10 @@ class Campaign(BaseModel):
             if "share-coordinator" in entry.resolved_target and self.workload.kind != "share":
                 raise ValueError(f"faults: {entry.kind} targets the share coordinator but workload.kind is "
                                  f"{self.workload.kind!r}; use workload.kind = 'share' or another target")
-            if entry.kind in ("zombie", "txid-takeover") and self.workload.kind == "share":
+            if "consumer-group" in KINDS[entry.kind].workload and self.workload.kind == "share":
                 raise ValueError(f"faults: {entry.kind} is for the consumer-group pipeline; under a share workload use "
                                  "worker-pause (past the record lock) or worker-crash")
-            if entry.kind in ("zombie", "txid-takeover") and not self.workload.transactional:
+            if "transactional" in KINDS[entry.kind].workload and not self.workload.transactional:
                 raise ValueError(f"faults: {entry.kind} needs a transactional workload (workload.delivery = 'exactly-once')")
         return self
 
@@ -145,16 +129,16 @@ class Campaign(BaseModel):
 def record(run: RunDir, campaign: Campaign, seed: int) -> None:
     """Write ``campaign.json``: the resolved campaign with the run's seed filled in."""
     data = campaign.model_dump(mode="json")
-    run.write_json(RECORD, {**data, "run": {**data["run"], "seed": seed}})
+    run.write_campaign({**data, "run": {**data["run"], "seed": seed}})
 
 
 def load_recorded(run_dir: Path) -> Campaign:
     """The campaign a run recorded, typed; ConfigError (exit 3) when it is missing or does not validate."""
-    path = Path(run_dir) / RECORD
+    path = f"{Path(run_dir)}/{CAMPAIGN_FILE}"  # as given, as messages name it
     try:
-        data: Any = json.loads(path.read_text())
+        data: Any = RunDir(run_dir).campaign_data()
     except FileNotFoundError:
-        raise ConfigError(f"{run_dir} is not a kchaos run directory (no {RECORD})",
+        raise ConfigError(f"{run_dir} is not a kchaos run directory (no {CAMPAIGN_FILE})",
                           "pass a directory made by `kchaos run`") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ConfigError(f"{path} cannot be read: {exc}", "pass a run directory made by `kchaos run`") from None

@@ -24,17 +24,16 @@ transaction under TV2 (KIP-890 never tested); ``pass`` otherwise.
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from kchaos.errors import VERDICT_EXIT
+from kchaos.rundir import CERTIFICATION_JUDGEMENT, RunDir
 from kchaos.verifier.campaign import Campaign, load_recorded
+from kchaos.verifier.internal_topics import decoded_txn_log
 from kchaos.verifier.model import case_time_and_slots, read_ops, worker_slot
-from kchaos.verifier.outcome import CERTIFICATION_JUDGEMENT
-from kchaos.verifier.pychecker import RunData
 
 #: a step shorter than this is a boundary, not a phase of its own
 INSTANT_STEP_S = 2.0
@@ -100,7 +99,7 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
     """The certification of a verified run (its ``results``, ``campaign`` and paired history
     ``ops``, read from the run directory where not given)."""
     run_path = Path(run_path)
-    results = results if results is not None else json.loads((run_path / "results.json").read_text())
+    results = results if results is not None else RunDir(run_path).results_data(required=True)
     ops = ops if ops is not None else read_ops(run_path)
     campaign = campaign if campaign is not None else load_recorded(run_path)
     phases, steps = build_phases(ops, campaign.cluster.kafka_version)
@@ -127,7 +126,7 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
                     java_v2_commits[phase.name] += 1
 
     protocol: dict[tuple[str, str], Counter] = defaultdict(Counter)
-    txn_log = RunData.decoded_txn_log(run_path) or []
+    txn_log = decoded_txn_log(run_path) or []
     for rec in txn_log:
         e = rec["entry"]
         if e.status != "CompleteCommit" or not prefix or not str(e.transactional_id).startswith(f"{prefix}-"):

@@ -1,122 +1,25 @@
-"""What each check of the consume-transform-produce workload means, defined once for both engines.
+"""What each check means, defined once for both engines: the registry.
 
-The Python reference (verifier/pychecker.py) and the Spark job (verifier/spark/checks.py) each hold
-only their *query*: which records, transactions or log entries make a case. Everything else is
-here: the registry (anomaly name, the Engine method that queries it, what it means), when a
-check cannot be made on a run and what it says then (``requires``), the explanation of every
-case and every note. So two engines cannot word, gate or count the same check differently, and
+One entry per check (:class:`CheckDef`) carries its anomaly name, what a case is, when it cannot
+be made on a run and what it says then (``requires``), and the explanation of every kind of case
+it reports. The engine interface is made from the registry (verifier/engine.py): each check's
+query is the engine method named after it (``zombie-write`` -> ``zombie_write``). The Python
+reference (verifier/pychecker.py), the Spark job (verifier/spark/checks.py), the driver-side
+checks both run (verifier/driver_checks.py) and the share ledger (verifier/share_checks.py) each
+register their function for a check (:func:`implements`) and hold only their *query*: which
+records, transactions or log entries make a case. So adding a check is one entry here and two
+functions, two engines cannot word, gate or count the same check differently, and
 ``case_keys`` can compare them case by case (tests/integration/test_differential.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, TypeVar
 
 from kchaos.verifier import evidence
-from kchaos.verifier.engine import Engine
 from kchaos.verifier.model import MAX_CASES, ORDER_PROMISED_DELIVERY, NotApplicable
 from kchaos.verifier.results import INVALID, LIVENESS_CHECKS, UNKNOWN, VALID, CheckResult
-
-#: One template per kind of case; ``explain(kind, **fields)`` fills it. Both engines call it
-#: with the same fields, so a case reads the same whichever engine found it.
-EXPLANATIONS = {
-    "duplicate": "input {p}@{o} slot {slot} is visible {n} times in committed outputs",
-    "lost-input": ("input {in_id} at {topic}/{p}@{o} is below the group's committed offset {final} and was processed, "
-                   "but has no committed output"),
-    "offsets-ahead": ("the group's committed offset for {topic}/{p} moved past input {in_id} at offset {o}, which no "
-                      "transaction ever processed"),
-    "torn-transaction.slots": "input {p}@{o}: only slots {have} of {k} are committed",
-    "torn-transaction.hidden": ("transaction {seq} of {process}: {seen} of {written} outputs are visible to "
-                                "read_committed readers, the rest are not"),
-    "aborted-read.transaction": "committed output of transaction {seq} of {process}, which the history shows aborted",
-    "aborted-read.input": ("committed output derived from input {p}@{o}, which belongs to an aborted input "
-                           "transaction (read with read_uncommitted)"),
-    "aborted-read.failed-commit": ("committed output of transaction {seq} of {process}, whose commit the client saw "
-                                   "fail"),
-    "aborted-read.coordinator-abort": ("committed output of transaction {seq} of {process}, whose end its client "
-                                       "never learned and which the coordinator's log shows aborted"),
-    "aborted-read.client-committed": ("committed output of transaction {seq} of {process}, which its client saw "
-                                      "commit but the coordinator's log shows aborted"),
-    "aborted-read.seeder-input": ("input {in_id} at {topic}/{p}@{o}, which the seeder's transaction aborted, is "
-                                  "visible to read_committed readers"),
-    "lost-acknowledged-input": "input {in_id}, which the seeder's committed transaction wrote {where}, is {what}",
-    "lost-acknowledged-input.count": ("the seeder committed {n} inputs by its own count, but the committed log of "
-                                      "{topic} holds {m}"),
-    "input-mismatch": ("committed output {topic}-{partition}@{offset} was made from input {in_id} at {p}@{o}, but the "
-                       "input log holds {found} there"),
-    "split-transaction.split": ("transaction {seq} of {process} ({txid}) was carried by {n} coordinator transactions: "
-                                "{parts}"),
-    "split-transaction.ended-early": ("transaction {seq} of {process} ({txid}): the coordinator prepared to {prepared} "
-                                      "it before the client {asked}: a request of another transaction ended it"),
-    "split-transaction.ended-by-late-request": ("transaction {seq} of {process} ({txid}) was ended by a late {api} "
-                                                "({committed}) sent before it began"),
-    "split-transaction.unrecorded": ("the client saw transaction {seq} of {process} ({txid}) commit, but the "
-                                     "coordinator's log holds no transaction of it"),
-    "split-transaction.unrecorded-visible": ("outputs of transaction {seq} of {process} ({txid}) are visible, though "
-                                             "its client {seen} and the coordinator's log holds no transaction of "
-                                             "it"),
-    "split-transaction.never-asked": ("transaction {seq} of {process} ({txid}): the coordinator prepared to commit "
-                                      "it, which its client never asked for"),
-    "split-transaction.outcome": ("the client saw transaction {seq} of {process} ({txid}) commit, but the "
-                                  "coordinator's log {what}"),
-    "lost-offset-commit": ("transaction {seq} of {process} committed, but its offset commit ({topic} {commits}) is "
-                           "not in the group's committed offsets log"),
-    "offsets-backwards": "the group's committed offset of {topic}/{p} moved back from {before} to {after}",
-    "lost-write": "the client saw transaction {seq} of {process} commit, but only {seen} of its {expected} outputs are visible",
-    "lost-write.coordinator-commit": ("the coordinator's log shows transaction {seq} of {process} committed (its "
-                                      "client {seen}), but only {seen_outputs} of its {expected} outputs are visible"),
-    "offsets-behind": ("committed output for input {p}@{o}, at or past the group's committed offset {final}: a restart "
-                       "would process it again"),
-    "invalid-txn-transition.state": ("{txid}: {from_status} -> {to_status} is not a transition the transaction "
-                                     "coordinator's state machine allows"),
-    "invalid-txn-transition.epoch": "{txid}: producer epoch went backwards ({from_epoch} -> {to_epoch}) for producer id {pid}",
-    "invalid-txn-transition.negative-epoch": ("{txid}: producer id {pid} recorded with the negative epoch {epoch} "
-                                              "({status}): an epoch bumped past 32767 wraps"),
-    "invalid-txn-transition.rotation": ("{txid}: producer id {from_pid} (epoch {from_epoch}) -> {to_pid} (epoch "
-                                        "{to_epoch}): the coordinator moves an id to a new producer id only from an "
-                                        "exhausted epoch ({exhausted} or more), and to epoch 0"),
-    "invalid-txn-transition.pid-reused": ("{txid}: producer id {pid} again, after the id had moved away from it (last "
-                                          "from {from_pid})"),
-    "invalid-txn-transition.pid-shared": "producer id {pid} is held by more than one transactional id: {txids}",
-    "zombie-write": ("transaction {seq} of {process} ({txid}, epoch {epoch}) was committed after {successor} had "
-                     "initialised the same transactional.id (epoch {successor_epoch}): a fenced producer's write "
-                     "became visible"),
-    "nonmonotonic": "{topic}-{partition}: output of input {p}@{o} appears after an output of input {p}@{earlier}",
-    # read-side (observers, verifier/observations.py): what readers got during the run
-    "inconsistent-offsets.replaced": ("observer {observer} read {topic}-{partition}@{offset} (poll {poll}), but the "
-                                      "final log holds another record at that offset"),
-    "inconsistent-offsets.truncated": ("observer {observer} read {topic}-{partition}@{offset} (poll {poll}), but the "
-                                       "final log holds no record at that offset: it was truncated after it was read"),
-    "observed-aborted-read": ("observer {observer} read {topic}-{partition}@{offset} (poll {poll}) {isolation}, a "
-                              "record the final log holds only in its uncommitted view: an aborted transaction's"),
-    "observed-aborted-read.before-commit": ("observer {observer} read {topic}-{partition}@{offset} (poll {poll}), an "
-                                            "output of transaction {seq} of {process}, {when}"),
-    "poll-skip": ("observer {observer} read {topic}-{partition}@{offset} (poll {poll}) right after @{previous}, "
-                  "skipping {skipped} committed records from @{first_skipped}"),
-    "poll-skip.start": ("observer {observer} began {topic}-{partition} at @{offset} (poll {poll}), skipping "
-                        "{skipped} committed records from @{first_skipped}"),
-    "nonmonotonic-poll": ("observer {observer} read {topic}-{partition}@{offset} (poll {poll}) after @{previous}: "
-                          "its reads of the partition went back"),
-    "unseen": ("{count} committed records of {topic}-{partition} (@{first} to @{last}) were read by no observer, "
-               "though every observer reached the end of the partition"),
-    # liveness (verifier/liveness.py): what the run did not do after the final heal, within its bound
-    "stalled-pipeline": ("{what} of {topic}/{p} (offsets {first} to {last}) were never processed: {progress}, "
-                         "through the drain's {bound:.0f} s after the final heal"),
-    "stalled-pipeline.stayed": "the group's committed offset there stayed at {offset}{still}",
-    "stalled-pipeline.never": "the group never committed an offset there",
-    "unprocessed-assignment.not-run": ("{topic}/{p}: the group coordinator assigns it to {member} ({group_state} "
-                                       "group), but that instance holds {holds}{state}: nobody processes it"),
-    "unprocessed-assignment.unassigned": ("{topic}/{p}: the group coordinator assigns it to no member of the "
-                                          "{group_state} group ({members} members), so nobody processes it"),
-    "unprocessed-assignment.unowned": ("{topic}/{p}: no running instance holds it at the drain's end ({instances}), "
-                                       "so nobody processes it"),
-    "broker-not-rejoined": ("broker {broker} was not registered {when}: fenced by the controller or stopped, it "
-                            "leads and serves nothing"),
-    "broker-not-rejoined.at-end": "at the run's end ({when}), though the final heal found every broker",
-    "broker-not-rejoined.heal-gave-up": "when the final heal gave up waiting for it",
-    "broker-not-rejoined.leaderless": "{partition} had no leader at the run's end ({when})",
-}
 
 #: Notes on a check's result that are not cases.
 NOTES = {
@@ -195,11 +98,38 @@ class Requirement:
 
 
 @dataclass(frozen=True)
+class Query:
+    """A check's query: the engine method named after it, called on an engine's run object."""
+
+    __name__: str
+
+    def __call__(self, engine: Any, data: Any) -> CheckResult:
+        return getattr(engine, self.__name__)(data)
+
+
+@dataclass(frozen=True)
 class CheckDef:
+    #: the name results carry: "zombie-write"
     anomaly: str
-    query: Callable[[Engine, Any], CheckResult]  # the Engine method that finds its cases
+    #: what a case is, in one line
     meaning: str
+    #: what it needs from the run, and what it says without it
     requires: tuple[Requirement, ...] = ()
+    #: its case templates (explain): "" is the anomaly's own, ".split" is "<anomaly>.split"
+    explanations: Mapping[str, str] = field(default_factory=dict)
+    #: in a share-group run the share ledger answers it (verifier/share_checks.py), not the engines
+    share_ledger: bool = False
+    #: it reads what no client of the pipeline sees: a broker's own log (WHITE_BOX_CHECKS)
+    reads_broker_logs: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.anomaly
+
+    @property
+    def query(self) -> Query:
+        """The engine method that finds its cases: one spelling, derived from the anomaly."""
+        return Query(self.anomaly.replace("-", "_"))
 
 
 _NO_HISTORY = "no client history (external pipeline)"
@@ -209,95 +139,260 @@ _NO_OFFSETS_LOG = "no __consumer_offsets dump in the run directory"
 _NO_TXN_LOG = "no __transaction_state dump in the run directory"
 
 CHECKS: tuple[CheckDef, ...] = (
-    CheckDef("duplicate", Engine.duplicates,
-             "an (input, slot) whose output is visible more than once to read_committed readers"),
-    CheckDef("lost-input", Engine.lost_input,
-             "an input below the group's committed offset that a transaction processed, with no committed output"),
-    CheckDef("offsets-ahead", Engine.offsets_ahead,
+    CheckDef("duplicate",
+             "an (input, slot) whose output is visible more than once to read_committed readers",
+             explanations={"": "input {p}@{o} slot {slot} is visible {n} times in committed outputs"},
+             share_ledger=True),
+    CheckDef("lost-input",
+             "an input below the group's committed offset that a transaction processed, with no committed output",
+             explanations={"": ("input {in_id} at {topic}/{p}@{o} is below the group's committed offset {final} "
+                                "and was processed, but has no committed output")}),
+    CheckDef("offsets-ahead",
              "the group's committed offset passed an input that no transaction processed",
-             (Requirement("history", None, f"{_NO_HISTORY}: an unprocessed input is reported as lost-input"),)),
-    CheckDef("torn-transaction", Engine.torn_transactions,
-             "some but not all outputs of one input, or of one transaction, are visible"),
-    CheckDef("aborted-read", Engine.aborted_reads,
+             (Requirement("history", None, f"{_NO_HISTORY}: an unprocessed input is reported as lost-input"),),
+             explanations={"": ("the group's committed offset for {topic}/{p} moved past input {in_id} at offset "
+                                "{o}, which no transaction ever processed")}),
+    CheckDef("torn-transaction",
+             "some but not all outputs of one input, or of one transaction, are visible",
+             explanations={".slots": "input {p}@{o}: only slots {have} of {k} are committed",
+                           ".hidden": ("transaction {seq} of {process}: {seen} of {written} outputs are visible to "
+                                       "read_committed readers, the rest are not")}),
+    CheckDef("aborted-read",
              "a visible output of a transaction the client aborted or saw fail to commit, or that the coordinator's "
              "log shows aborted (its client never learned the end, or saw it commit), or derived from an aborted "
-             "input; or an input the seeder aborted, visible"),
-    CheckDef("lost-write", Engine.lost_writes,
+             "input; or an input the seeder aborted, visible",
+             explanations={".transaction": ("committed output of transaction {seq} of {process}, which the history "
+                                            "shows aborted"),
+                           ".input": ("committed output derived from input {p}@{o}, which belongs to an aborted "
+                                      "input transaction (read with read_uncommitted)"),
+                           ".failed-commit": ("committed output of transaction {seq} of {process}, whose commit "
+                                              "the client saw fail"),
+                           ".coordinator-abort": ("committed output of transaction {seq} of {process}, whose end "
+                                                  "its client never learned and which the coordinator's log shows "
+                                                  "aborted"),
+                           ".client-committed": ("committed output of transaction {seq} of {process}, which its "
+                                                 "client saw commit but the coordinator's log shows aborted"),
+                           ".seeder-input": ("input {in_id} at {topic}/{p}@{o}, which the seeder's transaction "
+                                             "aborted, is visible to read_committed readers")}),
+    CheckDef("lost-write",
              "a transaction the client saw commit, or the coordinator's log shows committed, with fewer visible outputs "
              "than it wrote",
              (Requirement("transactional", None, "not transactional: checked as lost-input/torn-transaction"),
               Requirement("history", None, f"{_NO_HISTORY}: nothing says which transactions the client saw commit"),
               Requirement("client-commits", None, "the history records no transaction the client saw commit: "
-                                                  "nothing to look for"))),
-    CheckDef("offsets-behind", Engine.offsets_behind,
-             "a visible output of an input at or past the group's final committed offset"),
-    CheckDef("split-transaction", Engine.split_transactions,
+                                                  "nothing to look for")),
+             explanations={"": ("the client saw transaction {seq} of {process} commit, but only {seen} of its "
+                                "{expected} outputs are visible"),
+                           ".coordinator-commit": ("the coordinator's log shows transaction {seq} of {process} "
+                                                   "committed (its client {seen}), but only {seen_outputs} of its "
+                                                   "{expected} outputs are visible")}),
+    CheckDef("offsets-behind",
+             "a visible output of an input at or past the group's final committed offset",
+             explanations={"": ("committed output for input {p}@{o}, at or past the group's committed offset "
+                                "{final}: a restart would process it again")}),
+    CheckDef("split-transaction",
              "a client transaction carried by two coordinator transactions, or ended by a request that was not its "
              "own, or ended otherwise than its client saw, or missing from the coordinator's log though it committed "
              "or its outputs are visible (the coordinator's log against the client history)",
              (Requirement("transactional", None, "not transactional: there is no coordinator transaction to match"),
               Requirement("history", None, f"{_NO_HISTORY}: nothing says which client transaction each coordinator "
                                            "transaction carried"),
-              Requirement("transaction-log", UNKNOWN, _NO_TXN_LOG))),
-    CheckDef("lost-offset-commit", Engine.lost_offset_commits,
+              Requirement("transaction-log", UNKNOWN, _NO_TXN_LOG)),
+             explanations={".split": ("transaction {seq} of {process} ({txid}) was carried by {n} coordinator "
+                                      "transactions: {parts}"),
+                           ".ended-early": ("transaction {seq} of {process} ({txid}): the coordinator prepared to "
+                                            "{prepared} it before the client {asked}: a request of another "
+                                            "transaction ended it"),
+                           ".ended-by-late-request": ("transaction {seq} of {process} ({txid}) was ended by a late "
+                                                      "{api} ({committed}) sent before it began"),
+                           ".unrecorded": ("the client saw transaction {seq} of {process} ({txid}) commit, but the "
+                                           "coordinator's log holds no transaction of it"),
+                           ".unrecorded-visible": ("outputs of transaction {seq} of {process} ({txid}) are "
+                                                   "visible, though its client {seen} and the coordinator's log "
+                                                   "holds no transaction of it"),
+                           ".never-asked": ("transaction {seq} of {process} ({txid}): the coordinator prepared to "
+                                            "commit it, which its client never asked for"),
+                           ".outcome": ("the client saw transaction {seq} of {process} ({txid}) commit, but the "
+                                        "coordinator's log {what}")},
+             reads_broker_logs=True),
+    CheckDef("lost-offset-commit",
              "a transaction the client saw commit whose offset commit is not in the committed offsets log",
              (Requirement("history", None, f"{_NO_HISTORY}: nothing says which offsets each transaction committed"),
-              Requirement("offsets-log", UNKNOWN, _NO_OFFSETS_LOG))),
-    CheckDef("offsets-backwards", Engine.offsets_backwards,
+              Requirement("offsets-log", UNKNOWN, _NO_OFFSETS_LOG)),
+             explanations={"": ("transaction {seq} of {process} committed, but its offset commit ({topic} "
+                                "{commits}) is not in the group's committed offsets log")},
+             reads_broker_logs=True),
+    CheckDef("offsets-backwards",
              "a group's committed offset of an input partition that moved back in the offsets log",
-             (Requirement("offsets-log", UNKNOWN, _NO_OFFSETS_LOG),)),
-    CheckDef("lost-acknowledged-input", Engine.acknowledged_inputs,
+             (Requirement("offsets-log", UNKNOWN, _NO_OFFSETS_LOG),),
+             explanations={"": "the group's committed offset of {topic}/{p} moved back from {before} to {after}"},
+             reads_broker_logs=True),
+    CheckDef("lost-acknowledged-input",
              "an input the seeder's committed transaction wrote that the committed input log does not hold, at its "
              "position and with its id",
              (Requirement("seeder-evidence", None, "the seeder's history records no input it committed, and the run "
-                                                   "holds no count of its own (final.json)"),)),
-    CheckDef("input-mismatch", Engine.input_mismatches,
+                                                   "holds no count of its own (final.json)"),),
+             explanations={"": "input {in_id}, which the seeder's committed transaction wrote {where}, is {what}",
+                           ".count": ("the seeder committed {n} inputs by its own count, but the committed log of "
+                                      "{topic} holds {m}")}),
+    CheckDef("input-mismatch",
              "a committed output whose input reference names a position holding another record, or none",
              (Requirement("full-lineage", None, "identity lineage: an output's input position is found from its id, "
-                                                "so it cannot disagree with it"),)),
-    CheckDef("invalid-txn-transition", Engine.txn_transitions,
+                                                "so it cannot disagree with it"),),
+             explanations={"": ("committed output {topic}-{partition}@{offset} was made from input {in_id} at "
+                                "{p}@{o}, but the input log holds {found} there")}),
+    CheckDef("invalid-txn-transition",
              "a __transaction_state step the coordinator's state machine forbids, an epoch going backwards or negative, "
              "a producer id change that is not KIP-890's rotation (from an exhausted epoch to a new id at epoch 0), or "
              "a producer id used again or by two transactional ids",
-             (Requirement("transaction-log", UNKNOWN, _NO_TXN_LOG),)),
-    CheckDef("hanging-transaction", Engine.hanging_transactions,
+             (Requirement("transaction-log", UNKNOWN, _NO_TXN_LOG),),
+             explanations={".state": ("{txid}: {from_status} -> {to_status} is not a transition the transaction "
+                                      "coordinator's state machine allows"),
+                           ".epoch": ("{txid}: producer epoch went backwards ({from_epoch} -> {to_epoch}) for "
+                                      "producer id {pid}"),
+                           ".negative-epoch": ("{txid}: producer id {pid} recorded with the negative epoch {epoch} "
+                                               "({status}): an epoch bumped past 32767 wraps"),
+                           ".rotation": ("{txid}: producer id {from_pid} (epoch {from_epoch}) -> {to_pid} (epoch "
+                                         "{to_epoch}): the coordinator moves an id to a new producer id only from "
+                                         "an exhausted epoch ({exhausted} or more), and to epoch 0"),
+                           ".pid-reused": ("{txid}: producer id {pid} again, after the id had moved away from it "
+                                           "(last from {from_pid})"),
+                           ".pid-shared": "producer id {pid} is held by more than one transactional id: {txids}"},
+             reads_broker_logs=True),
+    CheckDef("hanging-transaction",
              "a partition whose last stable offset stayed behind its high watermark after heal and drain",
              (Requirement("liveness", UNKNOWN, "no liveness snapshot after heal in final.json"),)),
-    CheckDef("zombie-write", Engine.zombie_writes,
+    CheckDef("zombie-write",
              "a committed output of a producer whose transactional.id a successor had already initialised",
-             (Requirement("history", None, f"{_NO_HISTORY}: nothing says which producer initialised an id when"),)),
-    CheckDef("nonmonotonic", Engine.nonmonotonic,
+             (Requirement("history", None, f"{_NO_HISTORY}: nothing says which producer initialised an id when"),),
+             explanations={"": ("transaction {seq} of {process} ({txid}, epoch {epoch}) was committed after "
+                                "{successor} had initialised the same transactional.id (epoch {successor_epoch}): "
+                                "a fenced producer's write became visible")}),
+    CheckDef("nonmonotonic",
              "within one output partition, outputs of one input partition out of input order",
              (Requirement("order-promised", None, "order is not promised under delivery={delivery} "
-                                                  "(re-processing after a restart re-appends earlier inputs)"),)),
-    CheckDef("no-progress", Engine.progress,
+                                                  "(re-processing after a restart re-appends earlier inputs)"),),
+             explanations={"": ("{topic}-{partition}: output of input {p}@{o} appears after an output of input "
+                                "{p}@{earlier}")}),
+    CheckDef("no-progress",
              "no committed transaction or no committed output: a run that proves nothing"),
-    CheckDef("inconsistent-offsets", Engine.inconsistent_offsets,
+    CheckDef("inconsistent-offsets",
              "an observer read a record at an offset that the final log holds with another record, or not at all",
-             (_NEEDS_OBSERVATIONS,)),
-    CheckDef("observed-aborted-read", Engine.observed_aborted_reads,
+             (_NEEDS_OBSERVATIONS,),
+             explanations={".replaced": ("observer {observer} read {topic}-{partition}@{offset} (poll {poll}), but "
+                                         "the final log holds another record at that offset"),
+                           ".truncated": ("observer {observer} read {topic}-{partition}@{offset} (poll {poll}), "
+                                          "but the final log holds no record at that offset: it was truncated "
+                                          "after it was read")}),
+    CheckDef("observed-aborted-read",
              "an observer read, during the run, a record of a transaction that aborted, or an output before its "
              "client asked to commit it",
-             (_NEEDS_OBSERVATIONS,)),
-    CheckDef("poll-skip", Engine.poll_skips,
+             (_NEEDS_OBSERVATIONS,),
+             explanations={"": ("observer {observer} read {topic}-{partition}@{offset} (poll {poll}) {isolation}, "
+                                "a record the final log holds only in its uncommitted view: an aborted "
+                                "transaction's"),
+                           ".before-commit": ("observer {observer} read {topic}-{partition}@{offset} (poll "
+                                              "{poll}), an output of transaction {seq} of {process}, {when}")}),
+    CheckDef("poll-skip",
              "an observer's successive reads of a partition skipped a committed record",
-             (_NEEDS_OBSERVATIONS,)),
-    CheckDef("nonmonotonic-poll", Engine.nonmonotonic_polls,
+             (_NEEDS_OBSERVATIONS,),
+             explanations={"": ("observer {observer} read {topic}-{partition}@{offset} (poll {poll}) right after "
+                                "@{previous}, skipping {skipped} committed records from @{first_skipped}"),
+                           ".start": ("observer {observer} began {topic}-{partition} at @{offset} (poll {poll}), "
+                                      "skipping {skipped} committed records from @{first_skipped}")}),
+    CheckDef("nonmonotonic-poll",
              "an observer's successive reads of a partition went back",
-             (_NEEDS_OBSERVATIONS,)),
-    CheckDef("unseen", Engine.unseen,
+             (_NEEDS_OBSERVATIONS,),
+             explanations={"": ("observer {observer} read {topic}-{partition}@{offset} (poll {poll}) after "
+                                "@{previous}: its reads of the partition went back")}),
+    CheckDef("unseen",
              "a committed record no observer read, though the observers reached the end of its partition",
-             (_NEEDS_OBSERVATIONS, Requirement("observers-caught-up", None, "{observers_behind}"))),
+             (_NEEDS_OBSERVATIONS, Requirement("observers-caught-up", None, "{observers_behind}")),
+             explanations={"": ("{count} committed records of {topic}-{partition} (@{first} to @{last}) were read "
+                                "by no observer, though every observer reached the end of the partition")}),
     # liveness: after the final heal, within the drain's bound (verifier/liveness.py)
-    CheckDef("stalled-pipeline", Engine.stalled_pipeline,
-             "committed inputs the pipeline had not processed when the drain's bound after the final heal ran out"),
-    CheckDef("unprocessed-assignment", Engine.unprocessed_assignments,
+    CheckDef("stalled-pipeline",
+             "committed inputs the pipeline had not processed when the drain's bound after the final heal ran out",
+             explanations={"": ("{what} of {topic}/{p} (offsets {first} to {last}) were never processed: "
+                                "{progress}, through the drain's {bound:.0f} s after the final heal"),
+                           ".stayed": "the group's committed offset there stayed at {offset}{still}",
+                           ".never": "the group never committed an offset there"}),
+    CheckDef("unprocessed-assignment",
              "an input partition (a task's) with inputs left that the group coordinator assigns to a member that "
-             "does not hold it, or to nobody, or that no running instance holds"),
-    CheckDef("broker-not-rejoined", Engine.brokers_rejoined,
+             "does not hold it, or to nobody, or that no running instance holds",
+             explanations={".not-run": ("{topic}/{p}: the group coordinator assigns it to {member} ({group_state} "
+                                        "group), but that instance holds {holds}{state}: nobody processes it"),
+                           ".unassigned": ("{topic}/{p}: the group coordinator assigns it to no member of the "
+                                           "{group_state} group ({members} members), so nobody processes it"),
+                           ".unowned": ("{topic}/{p}: no running instance holds it at the drain's end "
+                                        "({instances}), so nobody processes it")}),
+    CheckDef("broker-not-rejoined",
              "a broker not registered (fenced or stopped) at the run's end, or a partition of the run's topics "
-             "without a leader"),
+             "without a leader",
+             explanations={"": ("broker {broker} was not registered {when}: fenced by the controller or stopped, "
+                                "it leads and serves nothing"),
+                           ".at-end": "at the run's end ({when}), though the final heal found every broker",
+                           ".heal-gave-up": "when the final heal gave up waiting for it",
+                           ".leaderless": "{partition} had no leader at the run's end ({when})"}),
 )
+#: the share-group delivery ledger's checks (verifier/share_checks.py), answered by the ledger alone
+#: in a share-group run, after the ledger's own ``duplicate``
+LEDGER_CHECKS: tuple[CheckDef, ...] = (
+    CheckDef("share-lost", "a record the group considers done (acknowledged or archived) without its outputs "
+                           "committed, unless it was poison and rejected", share_ledger=True),
+    CheckDef("share-redelivered-after-accept", "a record delivered again (a higher delivery count) after the "
+                                               "delivery whose ACCEPT was committed", share_ledger=True),
+    CheckDef("share-delivery-limit", "a record delivered more times than the delivery count limit", share_ledger=True),
+    CheckDef("share-stuck-acquired", "after the drain (and past the lock duration) a record that is neither "
+                                     "acknowledged for good nor archived", share_ledger=True),
+    CheckDef("share-state-regressed", "a write to __share_group_state that undoes what an earlier one made final: a "
+                                      "record acknowledged or archived made deliverable again, the start offset "
+                                      "moved back, or a write from a share-partition leader older than one already "
+                                      "written (the coordinator fences those)", share_ledger=True,
+             reads_broker_logs=True),
+    CheckDef("share-ack-not-persisted", "an ACCEPT or REJECT the broker answered without error that the persisted "
+                                        "state does not hold: the record is neither below the start offset nor "
+                                        "acknowledged or archived there", share_ledger=True, reads_broker_logs=True),
+)
+#: every anomaly kchaos can report
+REGISTRY = CHECKS + LEDGER_CHECKS
+#: One template per kind of case; ``explain(kind, **fields)`` fills it. Both engines call it
+#: with the same fields, so a case reads the same whichever engine found it.
+EXPLANATIONS = {f"{c.anomaly}{kind}": text for c in REGISTRY for kind, text in c.explanations.items()}
+
+F = TypeVar("F", bound=Callable[..., CheckResult])
+#: engine ("python", "spark"; "ledger": the share ledger) -> anomaly -> the function that answers it
+_IMPLEMENTATIONS: dict[str, dict[str, Callable[[Any], CheckResult]]] = {}
+
+
+def implements(anomaly: str, *engines: str) -> Callable[[F], F]:
+    """Register the decorated function as ``anomaly``'s query in ``engines``. Its name must be
+    ``check_<query>`` (one spelling per check); an anomaly the registry does not know fails at import."""
+    check = next((c for c in REGISTRY if c.anomaly == anomaly), None)
+    if check is None:
+        raise ValueError(f"{anomaly!r} is not a registered check (verifier/checks.py)")
+
+    def register(function: F) -> F:
+        if function.__name__ != f"check_{check.query.__name__}":
+            raise ValueError(f"{function.__module__}.{function.__name__} answers {anomaly}: name it "
+                             f"check_{check.query.__name__}")
+        for engine in engines:
+            _IMPLEMENTATIONS.setdefault(engine, {})[anomaly] = function
+        return function
+
+    return register
+
+
+def implementation(check: CheckDef, engine: str) -> Callable[[Any], CheckResult] | None:
+    """The function ``engine`` registered for ``check``, if its module is imported and has one."""
+    return _IMPLEMENTATIONS.get(engine, {}).get(check.anomaly)
+
+
+def engine_queries(engine: str) -> dict[str, staticmethod]:
+    """An engine class's body: each check's registered function as a static method named after its query."""
+    return {c.query.__name__: staticmethod(f) for c in CHECKS if (f := implementation(c, engine)) is not None}
+
+
 #: the read-side checks (observers): what readers got during the run, not only the end state
 OBSERVATION_CHECKS = tuple(c.anomaly for c in CHECKS if _NEEDS_OBSERVATIONS in c.requires)
 
@@ -314,7 +409,8 @@ _OFFSETS_LOG_CHECKS = ("lost-offset-commit", "offsets-backwards")
 #: offsets and the last stable offsets, against the clients' history (bench/time_to_bug.py
 #: counts detections by these three).
 #: (The share ledger's state checks read the share coordinator's log, __share_group_state.)
-WHITE_BOX_CHECKS = (*_TXN_LOG_CHECKS, *_OFFSETS_LOG_CHECKS, "share-state-regressed", "share-ack-not-persisted")
+WHITE_BOX_CHECKS = (*_TXN_LOG_CHECKS, *_OFFSETS_LOG_CHECKS, *(c.anomaly for c in LEDGER_CHECKS if c.reads_broker_logs))
+assert set(WHITE_BOX_CHECKS) == {c.anomaly for c in REGISTRY if c.reads_broker_logs}
 
 
 def detection_kind(anomaly_types: list[str] | tuple[str, ...]) -> str | None:
@@ -407,7 +503,7 @@ def claimed_checks(campaign: Any) -> tuple[str, ...]:
     out = []
     for check in CHECKS:
         name = check.anomaly
-        if share and (name in NOT_FOR_SHARE or name == "duplicate"):
+        if share and (name in NOT_FOR_SHARE or check.share_ledger):
             continue
         if all(_configured(campaign, r.needs) is not False for r in check.requires):
             out.append(name)
@@ -450,7 +546,7 @@ def run_checks(results: Any, data: Any, engine: Any, pool: Any = None) -> bool:
 
     def run_one(check: CheckDef) -> Any:
         try:
-            return getattr(engine, check.query.__name__)(data)
+            return check.query(engine, data)
         except NotApplicable as reason:
             return reason
         except Exception:
@@ -468,7 +564,7 @@ def run_checks(results: Any, data: Any, engine: Any, pool: Any = None) -> bool:
     planned: list[tuple[CheckDef, Any]] = []
     for check in CHECKS:
         name = check.anomaly
-        if share and (name in NOT_FOR_SHARE or name == "duplicate"):
+        if share and (name in NOT_FOR_SHARE or check.share_ledger):
             continue
         if name in blinded:
             planned.append((check, NotApplicable(blinded[name])))

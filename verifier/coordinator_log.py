@@ -38,6 +38,7 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Iterable
 
+from kchaos.faults.kinds import FENCES_TRANSACTIONAL_ID, kinds_with
 from kchaos.verifier.checks import explain
 
 #: the history (float seconds) and the coordinator (whole milliseconds) read one clock
@@ -550,11 +551,12 @@ def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, 
         if op["f"] in ("init", "abort") and op.get("txid"):
             inits[op["txid"]].append({**op, "acted_until_ms": acted_until(op)})
     for op in history.faults:
-        # the epoch-jump fault's InitProducerIds fence the id it names as a worker's init would
-        if op["f"] == "fault:epoch-jump":
+        # a fault whose InitProducerIds fence the id it names as a worker's init would (epoch-jump)
+        kind = op["f"].removeprefix("fault:")
+        if op["f"].startswith("fault:") and kind in kinds_with(FENCES_TRANSACTIONAL_ID):
             txid = (((op.get("value") or {}).get("resolved") or {}).get("detail") or {}).get("transactional_id")
             if txid:
-                inits[txid].append({**op, "f": "init", "process": "the epoch-jump fault",
+                inits[txid].append({**op, "f": "init", "process": f"the {kind} fault",
                                     "acted_until_ms": acted_until(op)})
     held = _held(coordinator, owner)
     by_key = {(c.process, c.seq): c for c in clients}

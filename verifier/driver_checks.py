@@ -9,8 +9,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from kchaos.faults.kinds import MOVES_BROKER_CLOCK, kinds_with
 from kchaos.verifier import evidence, liveness
-from kchaos.verifier.checks import NOTES, explain, offset_commit_result, result, set_aside_note, split_result
+from kchaos.verifier.checks import (NOTES, explain, implements, offset_commit_result, result, set_aside_note,
+                                    split_result)
 from kchaos.verifier.coordinator_log import (CLOCK_EPS_MS, Skew, coordinator_aborted, coordinator_committed, in_skew,
                                              judge, on_harness_clock, stamped_in_skew)
 from kchaos.verifier.internal_topics import offset_commit_batches
@@ -78,7 +80,7 @@ def superseded_bounds(data: Any, coordinator: list[Any], shift_ms: float = 0.0,
     return out
 
 
-#: beyond a clock fault's own window: the library's re-read of the offset (clusters/faketime.py,
+#: beyond a clock fault's own window: the library's re-read of the offset (kchaos/runtime/faketime.py,
 #: measured up to 3 s) and a transaction timeout that the moved clock brought forward
 CLOCK_SKEW_MARGIN_MS = 5_000
 
@@ -91,7 +93,7 @@ def clock_skew_windows(history: Any) -> Skew:
     not the rest of the run."""
     windows: Skew = []
     for op in history.faults:
-        if not op["f"].startswith("fault:clock-"):
+        if not (op["f"].startswith("fault:") and op["f"].removeprefix("fault:") in kinds_with(MOVES_BROKER_CLOCK)):
             continue
         value = op.get("value") or {}
         detail = (value.get("resolved") or {}).get("detail") or {}
@@ -106,7 +108,8 @@ def clock_skew_windows(history: Any) -> Skew:
     return windows
 
 
-def check_split_transactions(data: Any) -> CheckResult:
+@implements("split-transaction", "python", "spark")
+def check_split_transaction(data: Any) -> CheckResult:
     """``data.coordinator_transactions()`` (the engine's segmentation of the log) judged against
     the history; the coordinator's facts are kept on ``data`` for the results."""
     shift, tolerance, clock = evidence.broker_clock(data)
@@ -142,7 +145,8 @@ def _bound_text(bound: dict[str, Any]) -> str:
     return f"its last record below {clean} is offset {bound['offset']}, written {when}"
 
 
-def check_lost_offset_commits(data: Any) -> CheckResult:
+@implements("lost-offset-commit", "python", "spark")
+def check_lost_offset_commit(data: Any) -> CheckResult:
     """Judged on the group's own ``__consumer_offsets`` partition: another group's compaction or
     open transaction there says nothing about this run's commits."""
     partition = evidence.group_offsets_partition(data)
@@ -182,6 +186,7 @@ def raw_offset_commits(data: Any) -> list[dict[str, Any]] | None:
                                                  data.workload.input_topic) for r in batch.to_pylist()]
 
 
+@implements("offsets-backwards", "python", "spark")
 def check_offsets_backwards(data: Any) -> CheckResult:
     return result("offsets-backwards", offsets_backwards_cases(data.offset_log, data.workload.input_topic))
 
@@ -225,6 +230,7 @@ def _rates_note(data: Any) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
+@implements("stalled-pipeline", "python", "spark")
 def check_stalled_pipeline(data: Any) -> CheckResult:
     """The pipeline resumes: every committed input processed within the drain's bound after the
     final heal. A drain that finished proves it (the harness saw every input partition's
@@ -273,7 +279,8 @@ def check_stalled_pipeline(data: Any) -> CheckResult:
     return result("stalled-pipeline", cases)
 
 
-def check_unprocessed_assignments(data: Any) -> CheckResult:
+@implements("unprocessed-assignment", "python", "spark")
+def check_unprocessed_assignment(data: Any) -> CheckResult:
     """Every partition with inputs left is held by a member that processes it: for each input
     partition the drain left unprocessed, the group coordinator's view at the drain's end
     (``final.json`` ``group``: describe) against the members' own account (their ``assign`` and
@@ -345,7 +352,8 @@ def check_unprocessed_assignments(data: Any) -> CheckResult:
     return found
 
 
-def check_brokers_rejoined(data: Any) -> CheckResult:
+@implements("broker-not-rejoined", "python", "spark")
+def check_broker_not_rejoined(data: Any) -> CheckResult:
     """Every broker registered and unfenced, and every partition of the run's topics led, at the
     run's end (F9: a broker whose clock was stepped back stays fenced)."""
     state = liveness.brokers_at_end(data)

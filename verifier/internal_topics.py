@@ -1,4 +1,4 @@
-"""Kafka's internal topics as Arrow record batches: the project's decoders (verifier/decoders.py)
+"""Kafka's internal topics as Arrow record batches: the project's decoders (kchaos/protocol/decoders.py)
 applied batch by batch, for Spark's ``mapInArrow`` (the executors decode what they read, so no
 single process holds a large cluster's transaction or offset log).
 
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import functools
 import json
+from pathlib import Path
 from typing import Any, Iterator
 
+from kchaos.protocol.decoders import OffsetCommit, decode_offsets_record, decode_transaction_record
 from kchaos.verifier.coordinator_log import COORDINATOR_TXN_SCHEMA, coordinator_transactions
-from kchaos.verifier.decoders import OffsetCommit, decode_offsets_record, decode_transaction_record
 
 TXN_LOG_SCHEMA = ("partition INT, offset BIGINT, transactional_id STRING, producer_id BIGINT, producer_epoch INT, "
                   "status STRING, partitions STRING, last_update_ms BIGINT, start_ms BIGINT, timeout_ms INT, "
@@ -88,3 +89,18 @@ def coordinator_transactions_of(frame: Any) -> Any:
         r["partitions"] = json.loads(r["partitions"]) if isinstance(r["partitions"], str) else {}
         records.append(r)
     return pd.DataFrame([ct.row() for ct in coordinator_transactions(records)], columns=columns, dtype=object)
+
+
+def decoded_txn_log(run: Path) -> list[dict[str, Any]] | None:
+    """Decoded __transaction_state records in log order (partition, offset), or None."""
+    import pyarrow.parquet as pq
+
+    path = run / "topics" / "__transaction_state.raw.parquet"
+    if not path.exists():
+        return None
+    out = []
+    for r in sorted(pq.read_table(path).to_pylist(), key=lambda r: (r["partition"], r["offset"])):
+        entry = decode_transaction_record(r["key"], r["value"])
+        if entry is not None:
+            out.append({"partition": r["partition"], "offset": r["offset"], "entry": entry})
+    return out

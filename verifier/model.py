@@ -7,7 +7,6 @@ the same anomalies on the same run; keeping these in one place keeps them honest
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -343,10 +342,6 @@ def pipeline_txids(campaign: Any, history: "HistoryIndex") -> set[str] | None:
 
 def in_scope(txid: str, scope: set[str] | None) -> bool:
     return scope is None or txid in scope or any(txid.startswith(s) for s in scope if s.endswith("-"))
-
-
-def read_json(path: Path, default: Any = None) -> Any:
-    return json.loads(path.read_text()) if path.exists() else default
 
 
 #: coordinator states a transaction must not stay in once its clients stopped and the cluster healed

@@ -14,14 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.errors import VERDICT_EXIT, ConfigError
+from kchaos.rundir import CERTIFICATION_JUDGEMENT, RESULTS_FILE, RunDir
 from kchaos.verifier.exposure import summary_line
-from kchaos.verifier.model import read_json
 from kchaos.verifier.results import LIVENESS_CHECKS
-from kchaos.verifier.verify import RESULTS_FILE
-
-CERTIFICATION_FILE = "certification.json"
-#: a certification's overall verdict as the run's judgement
-CERTIFICATION_JUDGEMENT = {"pass": "valid", "fail": "invalid", "unknown": "unknown"}
 
 
 @dataclass(frozen=True)
@@ -94,15 +89,14 @@ def outcome_of(run_dir: Path, results: dict[str, Any], certification: dict[str, 
 def load_outcome(run_dir: Path) -> Outcome:
     """A judged run's outcome; ConfigError (exit 3) when the run directory holds no results."""
     run_dir = Path(run_dir)
+    rd = RunDir(run_dir)
     try:
-        results = read_json(run_dir / RESULTS_FILE)
+        results = rd.results_data()
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"{run_dir / RESULTS_FILE} cannot be read: {exc}", "check the run again: kchaos analyze") \
+        raise ConfigError(f"{run_dir}/{RESULTS_FILE} cannot be read: {exc}", "check the run again: kchaos analyze") \
             from None
     if not results or "verdict" not in results:
         raise ConfigError(f"{run_dir} holds no verdict ({RESULTS_FILE} missing)",
                           f"check it: kchaos analyze {run_dir}")
-    certification = read_json(run_dir / CERTIFICATION_FILE) if (run_dir / CERTIFICATION_FILE).exists() else None
-    replay = (read_json(run_dir / "replay.json", {}) or {}).get("command")
-    return outcome_of(run_dir, results, certification, replay)
+    return outcome_of(run_dir, results, rd.certification_data(), rd.replay_command())
 

@@ -12,19 +12,6 @@ from typing import Any
 VALID, INVALID, UNKNOWN = "valid", "invalid", "unknown"
 _RANK = {VALID: 0, UNKNOWN: 1, INVALID: 2}
 
-#: The anomaly taxonomy (../shared/design/verification.md) for the consume-transform-produce workload.
-ANOMALY_TYPES = (
-    "lost-input", "lost-write", "duplicate", "torn-transaction", "aborted-read", "offsets-ahead",
-    "offsets-behind", "zombie-write", "nonmonotonic", "hanging-transaction", "invalid-txn-transition",
-    "no-progress",
-    # share-group (KIP-932) ledger, verifier/share_checks.py
-    "share-lost", "share-redelivered-after-accept", "share-delivery-limit", "share-stuck-acquired",
-    "share-state-regressed", "share-ack-not-persisted",
-    # liveness, verifier/liveness.py
-    "stalled-pipeline", "unprocessed-assignment", "broker-not-rejoined",
-)
-
-
 #: the liveness guarantees' checks (verifier/liveness.py, verifier/checks.py): what the run did
 #: after the final heal, judged apart from safety; results.json gives ``safety`` and ``liveness``
 LIVENESS_CHECKS = ("stalled-pipeline", "unprocessed-assignment", "broker-not-rejoined", "hanging-transaction")

@@ -5,15 +5,10 @@ acknowledgements (history ``ack``: ACCEPT / RELEASE / REJECT and whether the com
 its committed outputs (lineage), and its final persisted state (``__share_group_state``,
 snapshots and updates replayed; below the start offset a record is complete).
 
-| anomaly | meaning |
-| --- | --- |
-| share-lost | a record the group considers done (acknowledged or archived) without its outputs committed, unless it was poison and rejected |
-| share-redelivered-after-accept | a record delivered again (a higher delivery count) after the delivery whose ACCEPT was committed |
-| share-delivery-limit | a record delivered more times than the delivery count limit |
-| share-stuck-acquired | after the drain (and past the lock duration) a record that is neither acknowledged for good nor archived |
-| share-state-regressed | a write to ``__share_group_state`` that undoes what an earlier one made final: a record acknowledged or archived made deliverable again, the start offset moved back, or a write from a share-partition leader older than one already written (the coordinator fences those) |
-| share-ack-not-persisted | an ACCEPT or REJECT the broker answered without error that the persisted state does not hold: the record is neither below the start offset nor acknowledged or archived there |
-| duplicate | an output slot committed more than once for a record that was delivered only once |
+Each check is an entry of the registry (verifier/checks.py, ``LEDGER_CHECKS``, with what it
+means) answered here by the function registered for it (``implements(..., "ledger")``); the
+ledger's own ``duplicate`` replaces the engines' in a share-group run: an output slot committed
+more than once for a record that was delivered only once.
 
 The two state checks judge every write in the log, not only the replayed final state: a write
 the coordinator should have refused shows even if a later write covers it up. They judge a
@@ -31,16 +26,16 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from kchaos.verifier.checks import NOTES, result
-from kchaos.share_state import (DONE_LABELS, SHARE_FINAL_STATES, apply_write, decode_share_state_record,
-                                persisted_label, share_partition_state)
+from kchaos.protocol.share_state import (DONE_LABELS, SHARE_FINAL_STATES, apply_write, decode_share_state_record,
+                                         persisted_label, share_partition_state)
+from kchaos.verifier.checks import NOTES, REGISTRY, implementation, implements, result
 from kchaos.verifier.model import as_evidence
 from kchaos.verifier.results import UNKNOWN, VALID, CheckResult
 
 
 class ShareLedger:
     def __init__(self, data: Any):
-        """``data``: a verifier.pychecker.RunData of a share run."""
+        """``data``: a verifier.run_data.RunData of a share run."""
         self.data = data
         share = data.final.get("share") or {}
         self.limit = int(share.get("delivery_count_limit") or data.workload.share_delivery_count_limit or 5)
@@ -106,6 +101,7 @@ class ShareLedger:
                 "committed_outputs": as_evidence(self.slots.get(pos, [])[:10])}
 
 
+@implements("share-lost", "ledger")
 def check_share_lost(ledger: ShareLedger) -> CheckResult:
     k = ledger.data.workload.outputs_per_input
     cases = []
@@ -122,7 +118,8 @@ def check_share_lost(ledger: ShareLedger) -> CheckResult:
     return result("share-lost", cases)
 
 
-def check_redelivered_after_accept(ledger: ShareLedger) -> CheckResult:
+@implements("share-redelivered-after-accept", "ledger")
+def check_share_redelivered_after_accept(ledger: ShareLedger) -> CheckResult:
     """A delivery of a record *after* the delivery whose ACCEPT was committed. Order comes from
     the broker's delivery counts, not from when a worker recorded its poll: a worker stopped
     between the broker's answer and its own bookkeeping records an old delivery late (seen
@@ -166,7 +163,8 @@ def check_redelivered_after_accept(ledger: ShareLedger) -> CheckResult:
     return found
 
 
-def check_delivery_limit(ledger: ShareLedger) -> CheckResult:
+@implements("share-delivery-limit", "ledger")
+def check_share_delivery_limit(ledger: ShareLedger) -> CheckResult:
     cases = []
     for pos, acquisitions in sorted(ledger.acquisitions.items()):
         worst = max(q["delivery_count"] or 0 for q in acquisitions)
@@ -183,7 +181,8 @@ def check_delivery_limit(ledger: ShareLedger) -> CheckResult:
     return result("share-delivery-limit", cases)
 
 
-def check_stuck(ledger: ShareLedger) -> CheckResult:
+@implements("share-stuck-acquired", "ledger")
+def check_share_stuck_acquired(ledger: ShareLedger) -> CheckResult:
     final = ledger.data.final
     if not final.get("drained", False):
         return CheckResult("share-stuck-acquired", UNKNOWN, note="the drain did not finish: nothing can be called stuck")
@@ -193,7 +192,8 @@ def check_stuck(ledger: ShareLedger) -> CheckResult:
     return result("share-stuck-acquired", cases)
 
 
-def check_share_duplicates(ledger: ShareLedger) -> CheckResult:
+@implements("duplicate", "ledger")
+def check_duplicate(ledger: ShareLedger) -> CheckResult:
     """Output slots committed more than once: allowed only for a record delivered more than once."""
     by_slot: dict[tuple[int, int, int], list[dict[str, Any]]] = defaultdict(list)
     for out in ledger.data.outputs_committed:
@@ -266,7 +266,8 @@ def judged_writes(writes: list[tuple[int, Any]], deliverable: Any = lambda offse
     return cases, unjudged, set_aside
 
 
-def check_state_regressed(ledger: ShareLedger) -> CheckResult:
+@implements("share-state-regressed", "ledger")
+def check_share_state_regressed(ledger: ShareLedger) -> CheckResult:
     if not ledger.writes:
         return CheckResult("share-state-regressed", UNKNOWN,
                            note="no share-group state was dumped for the input topic: no state write could be judged")
@@ -300,7 +301,8 @@ def check_state_regressed(ledger: ShareLedger) -> CheckResult:
     return found
 
 
-def check_ack_persisted(ledger: ShareLedger) -> CheckResult:
+@implements("share-ack-not-persisted", "ledger")
+def check_share_ack_not_persisted(ledger: ShareLedger) -> CheckResult:
     """Every acknowledgement answered without error is in the persisted state: Kafka's share
     partition answers an acknowledgement once its state write succeeded."""
     answered = sorted(pos for pos, acks in ledger.acks.items() if ledger.committed_ack(pos) is not None)
@@ -327,13 +329,6 @@ def check_ack_persisted(ledger: ShareLedger) -> CheckResult:
 
 
 #: share-group checks, by anomaly name
-SHARE_CHECKS = (("share-lost", check_share_lost), ("share-redelivered-after-accept", check_redelivered_after_accept),
-                ("share-delivery-limit", check_delivery_limit), ("share-stuck-acquired", check_stuck),
-                ("share-state-regressed", check_state_regressed), ("share-ack-not-persisted", check_ack_persisted))
-
-#: consumer-group checks that do not apply to a share group, and why
-
-
 def share_checks(data: Any) -> tuple[list[CheckResult], dict[str, Any]]:
     """Every share-ledger check (and the share variant of ``duplicate``) on a RunData, plus facts.
     A check that crashes yields ``unknown`` with the error, like any other."""
@@ -343,13 +338,13 @@ def share_checks(data: Any) -> tuple[list[CheckResult], dict[str, Any]]:
         ledger = ShareLedger(data)
     except Exception:
         note = "share ledger could not be built: " + traceback.format_exc(limit=3)
-        return [CheckResult(name, UNKNOWN, note=note) for name, _ in (("duplicate", None), *SHARE_CHECKS)], {}
+        return [CheckResult(check.anomaly, UNKNOWN, note=note) for check in LEDGER], {}
     results = []
-    for name, check in (("duplicate", check_share_duplicates), *SHARE_CHECKS):
+    for check in LEDGER:
         try:
-            results.append(check(ledger))
+            results.append(implementation(check, "ledger")(ledger))
         except Exception:
-            results.append(CheckResult(name, UNKNOWN, note="checker crashed: " + traceback.format_exc(limit=3)))
+            results.append(CheckResult(check.anomaly, UNKNOWN, note="checker crashed: " + traceback.format_exc(limit=3)))
     deliveries = [len(v) for v in ledger.acquisitions.values()]
     facts = {"mode": ledger.mode, "kip1289": (data.final.get("share") or {}).get("kip1289"),
              "delivery_count_limit": ledger.limit, "inputs_delivered": len(deliveries),
@@ -361,3 +356,7 @@ def share_checks(data: Any) -> tuple[list[CheckResult], dict[str, Any]]:
              "persisted_state_partitions": len(ledger.state or {}),
              "state_writes": sum(len(w) for w in (ledger.writes or {}).values())}
     return results, facts
+
+
+#: the checks the ledger answers, in registry order: its own ``duplicate``, then its six
+LEDGER = tuple(c for c in REGISTRY if c.share_ledger)

@@ -2,7 +2,7 @@
 
 For tests and for trying ``--spark-master spark://...`` on one machine; users with a real Spark
 cluster point the verifier at its master instead. Processes are recorded by pid files under the
-given directory (the never-leak rules of clusters/processes.py apply: ``stop()`` or a reaper on
+given directory (the never-leak rules of kchaos/runtime/processes.py apply: ``stop()`` or a reaper on
 that directory kills the master, the workers and the executors they launched).
 
 Each worker has its own work and scratch directories. ``hidden`` paths are made unreadable to
@@ -17,22 +17,16 @@ nothing from the driver's run directory.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import time
 from pathlib import Path
 
-from kchaos.clusters.artifacts import require_java
-from kchaos.clusters.processes import ManagedProcess, reap
 from kchaos.errors import SetupError
+from kchaos.runtime.artifacts import require_java
+from kchaos.runtime.ports import free_port
+from kchaos.runtime.processes import ManagedProcess, reap
 from kchaos.verifier.spark.env import pyspark_home
 from kchaos.waiting import wait_until
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 _HIDE_THEN_EXEC = ('while [ "$1" != -- ]; do mount -t tmpfs -o size=1m,mode=000 kchaos-hidden "$1" || exit 97; '
@@ -67,7 +61,7 @@ class StandaloneSpark:
         self.directory = directory.resolve()
         self.worker_cores, self.worker_memory, self.workers = worker_cores, worker_memory, workers
         self.hidden = [Path(p).resolve() for p in hidden]
-        self.port = _free_port()
+        self.port = free_port()
         self.processes: list[ManagedProcess] = []
 
     @property
@@ -100,10 +94,10 @@ class StandaloneSpark:
             raise SetupError("cannot hide paths from Spark workers here (no mount namespace)",
                              "run as root or enable unprivileged user namespaces, or start the workers without hidden paths")
         master = self._process("spark-master", "org.apache.spark.deploy.master.Master",
-                               ["--host", "127.0.0.1", "--port", str(self.port), "--webui-port", str(_free_port())])
+                               ["--host", "127.0.0.1", "--port", str(self.port), "--webui-port", str(free_port())])
         workers = [self._process(f"spark-worker-{i}", "org.apache.spark.deploy.worker.Worker",
                                  ["--host", "127.0.0.1", "--cores", str(self.worker_cores), "--memory", self.worker_memory,
-                                  "--work-dir", str(self.work_dir(i)), "--webui-port", str(_free_port()),
+                                  "--work-dir", str(self.work_dir(i)), "--webui-port", str(free_port()),
                                   self.master_url], work=self.work_dir(i), hidden=self.hidden)
                    for i in range(self.workers)]
         for process in (master, *workers):

@@ -11,24 +11,24 @@ through Kafka); ``kchaos analyze`` calls it on a stored run. Nothing else writes
 
 from __future__ import annotations
 
-import importlib.metadata
 import time
 from typing import Any
 
 from pydantic import ValidationError
 
 from kchaos.clusters.spec import describe_validation_error
+from kchaos import kchaos_version
 from kchaos.errors import VERDICT_EXIT, ConfigError
 from kchaos.log import say
 from kchaos.text import by_version, counts
-from kchaos.rundir import RunDir
+from kchaos.rundir import CLUSTER_FILE, ENVIRONMENT_FILE, FINAL_FILE, HISTORY_FILE, METRICS_FILE, RunDir
 from kchaos.verifier.campaign import Campaign
 from kchaos.verifier.certify import certify
 from kchaos.verifier.exposure import summary_line
 from kchaos.verifier.spec import VerifierSpec
-from kchaos.verifier.model import read_json, run_seed
-from kchaos.verifier.outcome import CERTIFICATION_FILE, Outcome, outcome_of
-from kchaos.verifier.verify import RESULTS_FILE, verify_run, write_results
+from kchaos.verifier.model import run_seed
+from kchaos.verifier.outcome import Outcome, outcome_of
+from kchaos.verifier.verify import verify_run, write_results
 from kchaos.workloads.history import pair_operations, read_lines
 from kchaos.workloads.metrics import compute_metrics
 from kchaos.workloads.native_clients import CLIENTS as NATIVE_CLIENTS
@@ -48,23 +48,14 @@ def verifier_spec(campaign: Campaign, overrides: dict[str, Any] | None) -> Verif
 
 #: version of results.json's layout; raised when a field changes meaning or moves
 RESULTS_SCHEMA_VERSION = 2
-#: the files a new check replaces: kept beside it, named *.previous.json
-REPLACED = (RESULTS_FILE, "results.spark.json", "results.python.json", CERTIFICATION_FILE)
-
-
-def kchaos_version() -> str:
-    try:
-        return importlib.metadata.version("kchaos")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def run_block(run: RunDir, campaign: Campaign, ops: list[dict[str, Any]] | None, exit_code: int,
               checker: str, fault_coverage: dict[str, Any] | None = None,
               exposure: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a CI system needs about the run, in results.json itself (no other file to join)."""
-    cluster = read_json(run.path / "cluster.json", {}) or {}
-    environment = read_json(run.path / "environment.json", {}) or {}
+    cluster = run.read(CLUSTER_FILE, {}) or {}
+    environment = run.read(ENVIRONMENT_FILE, {}) or {}
     times = [t for op in ops or [] for t in (op["invoke_time"], op["complete_time"]) if t is not None]
     clients = {"confluent": environment.get("client") or "confluent-kafka (librdkafka)",
                "java": f"kafka-clients {campaign.workload.java_client_version}",
@@ -91,34 +82,23 @@ def _exposure_block(measured: dict[str, Any] | None) -> dict[str, Any] | None:
             "stalls": (measured.get("stalls") or {}).get("count", 0), "summary": summary_line(measured)}
 
 
-def _keep_previous(run: RunDir) -> list[str]:
-    """A re-check never overwrites silently: the files it replaces are kept as *.previous.json."""
-    kept = []
-    for name in REPLACED:
-        path = run.path / name
-        if path.exists():
-            path.replace(path.with_name(name.replace(".json", ".previous.json")))
-            kept.append(name)
-    return kept
-
-
 def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
               overrides: dict[str, Any] | None = None) -> Outcome:
     """Check a run directory, certify it when it has steps, write the results and the final
     status; return the outcome. ``bootstrap``: a live cluster the Spark job reads the topics
     from. Progress and the verdict lines go to the log (kchaos/log.py)."""
     spec = verifier_spec(campaign, overrides)
-    stopped_in = (run.read_json("status.json") if (run.path / "status.json").exists() else {}).get("phase")
-    kept = _keep_previous(run)
+    stopped_in = run.status().phase
+    kept = run.keep_previous()
     if kept:
-        before = read_json(run.path / "results.previous.json", {}) or {}
+        before = run.previous_results_data()
         say(f"a new check of this run: the previous {', '.join(kept)} (checker {before.get('checker')}, verdict "
             f"{before.get('verdict')}) are kept as *.previous.json")
     run.set_status("verify")
     ops = None
-    if (run.path / "history.jsonl").exists():
-        ops = pair_operations(list(read_lines(run.path / "history.jsonl")))  # read once, for every reader
-        run.write_json("metrics.json", compute_metrics(ops))
+    if (run.path / HISTORY_FILE).exists():
+        ops = pair_operations(list(read_lines(run.path / HISTORY_FILE)))  # read once, for every reader
+        run.write_json(METRICS_FILE, compute_metrics(ops))
     checked = verify_run(run.path, spec, bootstrap, ops, stopped_in)
     results = checked.to_json()
     code = VERDICT_EXIT[results["verdict"]]
@@ -145,7 +125,7 @@ def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
                                                                          facts.get("fault_coverage"),
                                                                          facts.get("exposure"))})
     if cert is not None:
-        run.write_json(CERTIFICATION_FILE, cert)
+        run.write_certification(cert)
         say(f"certification: {cert['overall'].upper()} ({cert['committed_transactions']} committed transactions over "
             f"{len(cert['phases'])} phases, clients {', '.join(cert['clients'])})")
         for row in cert["rows"]:
@@ -157,7 +137,7 @@ def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
             say(f"  why not pass: {reason}")
     # complete: the run reached its final reads (a run that stopped before them stays incomplete,
     # whatever a later check of it says)
-    run.set_status("done", complete=(run.path / "final.json").exists(), exit_code=code, **status)
-    outcome = outcome_of(run.path, written, cert, (read_json(run.path / "replay.json", {}) or {}).get("command"))
+    run.set_status("done", complete=(run.path / FINAL_FILE).exists(), exit_code=code, **status)
+    outcome = outcome_of(run.path, written, cert, run.replay_command())
     assert outcome.exit_code == code, (outcome, code)  # one exit code, whoever reads the outcome
     return outcome

@@ -1,4 +1,8 @@
-"""The verdict of a stored run, and the one writer of ``results.json``.
+"""The checker's results of a stored run: the engine the ``[verifier]`` table names, the Spark job
+cross-checked against the reference, and the run's conditions folded in as errors. It decides no
+exit code and writes only the engines' own results files (``write_results``, for
+verifier/verdict.py's ``judge_run``, which turns these results into the verdict and writes
+``results.json``).
 
 ``verify_run`` picks the engine the campaign's ``[verifier]`` table names, runs it, cross-checks
 the Spark job against the single-process reference, and folds in what else a verdict depends on:
@@ -16,17 +20,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kchaos.clusters.processes import ManagedProcess
+from kchaos.files import read_json
 from kchaos.log import say
-from kchaos.rundir import RunDir
+from kchaos.rundir import PYTHON_RESULTS_FILE, SPARK_RESULTS_FILE, RunDir
+from kchaos.runtime.processes import ManagedProcess
 from kchaos.verifier.checks import case_keys
-from kchaos.verifier.model import MAX_CASES, read_json
+from kchaos.verifier.model import MAX_CASES
 from kchaos.verifier.pychecker import check_run, check_unfinished_run
 from kchaos.verifier.results import INVALID, UNKNOWN, Results
 from kchaos.verifier.spec import VerifierSpec
 from kchaos.waiting import gone_within
 
-RESULTS_FILE = "results.json"
 #: how often a long verification says it is still at work
 VERIFY_PROGRESS_S = 30.0
 
@@ -36,7 +40,7 @@ def run_spark_job(run: Path, master: str | None, bootstrap: str | None, timeout_
     """The Spark job in a process of its own (its JVM too), recorded by a pid file so that a
     crashed harness's reaper stops it; its results, or an ``unknown`` naming why there are none."""
 
-    out = run / "results.spark.json"
+    out = run / SPARK_RESULTS_FILE
     out.unlink(missing_ok=True)
     # The job runs in the run's verifier/ directory, not the user's: Spark 4.0 creates an
     # "artifacts" directory in its working directory (ArtifactManager) and leaves it behind.
@@ -163,7 +167,7 @@ def verify_run(run: Path, spec: VerifierSpec, bootstrap: str | None = None, ops:
         outputs = results.facts.get("outputs_raw") or 0
         if spec.cross_check and results.checks and outputs <= spec.cross_check_max_outputs:
             reference = check_run(run, ops)
-            write_results(run, reference, "results.python.json")
+            write_results(run, reference, PYTHON_RESULTS_FILE)
             problems = disagreements(results, reference)
             results.cross_check = {"checker": "python", "agrees": not problems, "disagreements": problems}
             if problems:
@@ -174,10 +178,10 @@ def verify_run(run: Path, spec: VerifierSpec, bootstrap: str | None = None, ops:
     return results
 
 
-def write_results(run: Path, results: Results, name: str = RESULTS_FILE,
+def write_results(run: Path, results: Results, name: str | None = None,
                   extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Write the results (atomically, as every run-directory file) as ``name``, with ``extra``
-    top-level blocks (the run's own record); return what was written."""
+    """Write the results (atomically, as every run-directory file) as results.json, or as ``name``
+    (an engine's own), with ``extra`` top-level blocks (the run's own record); return what was written."""
     data = {**(extra or {}), **results.to_json()}
-    RunDir(run).write_json(name, data)
+    RunDir(run).write_results(data, name)
     return data

@@ -8,10 +8,10 @@ from typing import Any, Callable
 
 from kchaos.clusters.base import Cluster, Role
 from kchaos.clusters.clients import create_topic
-from kchaos.clusters.kafka_tools import abort_open_transactions, broker_transaction_state, describe_streams_group
 from kchaos.errors import ClusterError
 from kchaos.log import say
 from kchaos.rundir import RunDir
+from kchaos.runtime.kafka_tools import abort_open_transactions, broker_transaction_state, describe_streams_group
 from kchaos.waiting import WaitTimeout, wait_until
 from kchaos.workloads.dump import dump_all, stable_offsets
 from kchaos.workloads.epoch_ageing import EXHAUSTED_EPOCH, age_transactional_ids, staggered_targets

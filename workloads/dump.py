@@ -22,7 +22,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from kchaos.files import atomic_target
-from kchaos.wire import END_OF_LOG_FETCH_WAIT_MS
+from kchaos.protocol.wire import END_OF_LOG_FETCH_WAIT_MS
 
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state", "__share_group_state")
 #: dumps read at once: each is mostly waiting on fetches, and each holds its topic in memory

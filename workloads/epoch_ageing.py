@@ -4,7 +4,7 @@ Under ``transaction.version`` 2 every transaction end bumps the producer epoch, 
 exhausted epoch (``Short.MAX_VALUE - 1``) the coordinator moves the id to a new producer id
 with epoch 0 (KIP-890). Three published Kafka bugs sit at that move (docs/findings.md F5); a run
 reaches it only after about 32,766 transactions of one id. Ageing gets there in seconds: each
-InitProducerId for an id with nothing open bumps its epoch by one (clusters/raw_init.py), so
+InitProducerId for an id with nothing open bumps its epoch by one (kchaos/protocol/raw_init.py), so
 ``32766 - epochs_before_rollover`` of them leave a worker that many bumps before the boundary
 (the next worker twice as many, and so on: :func:`staggered_targets`).
 
@@ -20,8 +20,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from kchaos.clusters.raw_init import CoordinatorConnection, find_coordinator
 from kchaos.errors import ClusterError
+from kchaos.protocol.raw_init import CoordinatorConnection, find_coordinator
 from kchaos.workloads.history import HistoryWriter
 
 #: Short.MAX_VALUE - 1: the epoch at which the coordinator rotates the producer id

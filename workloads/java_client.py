@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kchaos.clusters.artifacts import MavenArtifact, require_java, resolve_jars, validate_kafka_version
 from kchaos.clusters.client_security import java_client_properties, properties_text
-from kchaos.clusters.java_build import compiled_classes
 from kchaos.errors import ConfigError
+from kchaos.runtime.artifacts import MavenArtifact, require_java, resolve_jars, validate_kafka_version
+from kchaos.runtime.java_build import compiled_classes
 from kchaos.workloads.client_settings import JAVA_PRODUCER, java_value
 
 # Package data (kchaos.workloads: java/*.java): a wheel installs it as a plain file beside this module.

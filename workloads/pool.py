@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kchaos.clusters.processes import ManagedProcess
 from kchaos.errors import ConfigError
+from kchaos.runtime.processes import ManagedProcess
 from kchaos.waiting import WaitTimeout, gone_within, wait_until
 from kchaos.workloads.history import HistoryWriter
 from kchaos.workloads.java_client import CTP_WORKER, STREAMS_APP, client_classpath, java_argv, worker_properties

@@ -24,12 +24,12 @@ import struct
 import time
 from typing import Any
 
-from kchaos.clusters.kafka_tools import describe_features
 from kchaos.errors import ClusterError, ConfigError
 from kchaos.log import say
-from kchaos.share_state import SHARE_STATE_TOPIC, decode_share_state_record, positions_done, share_partition_state
+from kchaos.protocol.share_state import SHARE_STATE_TOPIC, decode_share_state_record, positions_done, share_partition_state
+from kchaos.protocol.wire import read_frame
+from kchaos.runtime.kafka_tools import describe_features
 from kchaos.waiting import WaitTimeout, wait_until
-from kchaos.wire import read_frame
 from kchaos.workloads.ctp import CtpWorkload
 from kchaos.workloads.lineage import input_id
 from kchaos.workloads.share_worker import is_poison

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from kchaos.clusters.artifacts import MavenArtifact, resolve_jars
+from kchaos.runtime.artifacts import MavenArtifact, resolve_jars
 from kchaos.workloads.client_settings import refuse_owned
 from kchaos.workloads.lineage import IdLocator
 from kchaos.workloads.native_clients import CLIENTS, check_native_workload

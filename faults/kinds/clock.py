@@ -7,7 +7,7 @@ hold; ``clock-strobe`` flips it between the true time and ``delta_s`` off every 
 ``clock-drift`` makes it gain (or lose) ``rate`` seconds per second, in one-second steps. Heal
 sets the clock true again (a step back for a clock that ran ahead, as ``ntpdate`` does).
 
-The clock is moved through libfaketime in the node's JVM (clusters/faketime.py): the local
+The clock is moved through libfaketime in the node's JVM (kchaos/runtime/faketime.py): the local
 backend under ``cluster.clock_control``, which a campaign with clock faults turns on. Every
 change is proved on the broker: the clock probe (clusters/clock_probe.py) measures the target's
 clock through a LogAppendTime record after the change and after the heal, and the fault records
@@ -27,10 +27,10 @@ from pydantic import Field, field_validator
 
 from kchaos.clusters.base import Capability
 from kchaos.clusters.clock_probe import measure_broker_clocks
-from kchaos.clusters.faketime import CACHE_S
 from kchaos.errors import ConfigError
 from kchaos.faults.base import NODE_TARGETS, Fault, resolve_node_target
-from kchaos.faults.kinds import FaultKind, NoParams, register
+from kchaos.faults.kinds import MOVES_BROKER_CLOCK, ClusterNeeds, FaultKind, NoParams, register
+from kchaos.runtime.faketime import CACHE_S
 
 #: how long a change may take to show on the broker, and how close it must show
 APPLY_WITHIN_S = 8.0
@@ -200,11 +200,16 @@ class ClockFault(Fault):
                 **({"resumed_worker": self._paused_slot} if self._paused_slot else {})}
 
 
+#: libfaketime in every broker's JVM
+CLOCK_NEEDS = ClusterNeeds(cluster={"clock_control": True})
 register(
     FaultKind("clock-bump", "step the target's wall clock by offset_s (libfaketime); heal sets it true",
-              Capability.CLOCK, CLOCK_TARGETS, ClockFault, BumpParams),
+              Capability.CLOCK, CLOCK_TARGETS, ClockFault, BumpParams, needs=CLOCK_NEEDS,
+              evidence=frozenset({MOVES_BROKER_CLOCK})),
     FaultKind("clock-strobe", "flip the target's wall clock between true and delta_s off every period_s",
-              Capability.CLOCK, CLOCK_TARGETS, ClockFault, StrobeParams),
+              Capability.CLOCK, CLOCK_TARGETS, ClockFault, StrobeParams, needs=CLOCK_NEEDS,
+              evidence=frozenset({MOVES_BROKER_CLOCK})),
     FaultKind("clock-drift", "the target's wall clock gains rate seconds per second, in one-second steps",
-              Capability.CLOCK, CLOCK_TARGETS, ClockFault, DriftParams),
+              Capability.CLOCK, CLOCK_TARGETS, ClockFault, DriftParams, needs=CLOCK_NEEDS,
+              evidence=frozenset({MOVES_BROKER_CLOCK})),
 )

@@ -1,7 +1,7 @@
 """Disk faults: a broker's log directory runs out of space while it runs.
 
 ``disk-full`` fills the target's log directory, a filesystem of its own of
-``cluster.disk_limit_mb`` (clusters/small_disk.py; set on load when a campaign has disk faults),
+``cluster.disk_limit_mb`` (kchaos/runtime/small_disk.py; set on load when a campaign has disk faults),
 with one file, leaving ``leave_mb``. The broker meets ENOSPC on its next append and handles it as
 Kafka does: the log directory goes offline, and a node whose only log directory failed (its
 metadata log included, in combined mode) shuts itself down. Heal deletes the file and starts the
@@ -21,7 +21,7 @@ from pydantic import Field
 
 from kchaos.clusters.base import Capability
 from kchaos.faults.base import NODE_TARGETS, Fault, resolve_node_target, start_if_stopped
-from kchaos.faults.kinds import FaultKind, NoParams, register
+from kchaos.faults.kinds import ClusterNeeds, FaultKind, NoParams, register
 
 #: what the broker's log says when it takes a directory offline or stops for it
 FAILED_DIR_MARKERS = ("No space left on device", "Stopping serving logs in dir", "Shutdown broker because all log dirs",
@@ -60,5 +60,7 @@ class DiskFull(Fault):
 
 register(
     FaultKind("disk-full", "fill the target's log directory (a small filesystem of its own) but leave_mb; heal frees it "
-              "and starts the node again if it stopped", Capability.DISK, (*NODE_TARGETS, "all"), DiskFull, DiskFullParams),
+              "and starts the node again if it stopped", Capability.DISK, (*NODE_TARGETS, "all"), DiskFull, DiskFullParams,
+              # each log directory on a small filesystem
+              needs=ClusterNeeds(cluster={"disk_limit_mb": 256})),
 )

@@ -1,9 +1,9 @@
-"""Message faults: a rule of kchaos' message proxy (clusters/message_proxy.py) on single Kafka
+"""Message faults: a rule of kchaos' message proxy (clusters/proxy/server.py) on single Kafka
 requests some workers send to the brokers holding a role (or, with ``link = "inter-broker"``,
 that other brokers send them: transaction markers, partition verification, replication):
 delayed, held past the sender's timeout, answered to the broker but not the sender, duplicated,
 or answered with a forged error.
-The parameters are checked with the proxy's own rule validation (clusters/message_rules.py)."""
+The parameters are checked with the proxy's own rule validation (clusters/proxy/rules.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from kchaos.clusters.base import Capability
-from kchaos.clusters.message_rules import check_answer_field, check_apis, check_error, check_number
+from kchaos.clusters.proxy.rules import check_answer_field, check_apis, check_error, check_number
 from kchaos.errors import ConfigError
 from kchaos.faults.base import Fault, resolve_node_target, start_if_stopped
-from kchaos.faults.kinds import FaultKind, NoParams, message_rules, register
+from kchaos.faults.kinds import ClusterNeeds, FaultKind, NoParams, message_rules, register
 from kchaos.waiting import WaitTimeout, wait_until
 from kchaos.workloads.client_settings import WORKER_CLIENT_PREFIX
 
@@ -23,6 +23,10 @@ from kchaos.workloads.client_settings import WORKER_CLIENT_PREFIX
 MESSAGE_TARGETS = ("txn-coordinator", "group-coordinator", "share-coordinator", "leader-output", "leader-input", "random",
                    "all")
 
+
+#: every message kind needs the message proxy on the client path, or, on a cluster kchaos did not
+#: start, its front
+MESSAGE_NEEDS = ClusterNeeds(cluster={"proxy_messages": True}, external={"front": True})
 
 #: the fields of a proxy rule a kind does not take (each kind's own class sets its own default)
 RULE_FIELDS: dict[str, Any] = {"delay_ms": 0, "release_after_ms": 0, "duplicate_after_ms": 0, "error": None, "total": 0,
@@ -42,6 +46,13 @@ class MessageParams(NoParams):
     @classmethod
     def extra_capabilities(cls, params: dict[str, Any]) -> tuple[Capability, ...]:
         return (Capability.MESSAGES_BETWEEN_BROKERS,) if params.get("link") == "inter-broker" else ()
+
+    @classmethod
+    def cluster_needs(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """Aimed at the links between brokers (its own link, or its kind's default): the message
+        proxy goes there too."""
+        link = params.get("link", cls.model_fields["link"].default)
+        return {"proxy_messages_between_brokers": True} if link == "inter-broker" else {}
 
     @field_validator("apis", mode="before")
     @classmethod
@@ -115,7 +126,7 @@ class ForgedError(MessageParams):
 
 
 class MessageFault(Fault):
-    """A message-proxy rule (clusters/message_proxy.py) on the requests some workers send to the
+    """A message-proxy rule (clusters/proxy/server.py) on the requests some workers send to the
     broker holding a role. Invoke resolves the broker and the workers now and adds the rule;
     heal removes it, which releases what it holds and returns every request it affected (API,
     correlation id, producer id and epoch, the broker's answer): they go into the history with
@@ -250,20 +261,21 @@ class HeldRequestFailover(MessageFault):
 register(
     FaultKind("marker-hold-failover", "hold a transaction marker between brokers, then kill the coordinator that sent "
               "it; the marker is delivered at the heal, after the successor's", Capability.MESSAGES,
-              ("leader-output", "all"), HeldRequestFailover, HeldMarkerFailoverParams, "hold"),
+              ("leader-output", "all"), HeldRequestFailover, HeldMarkerFailoverParams, "hold", MESSAGE_NEEDS),
     FaultKind("share-write-hold-failover", "hold a share partition leader's state write (WriteShareGroupState) on its "
               "way to the share coordinator, then kill the leader that sent it; the write is delivered at the heal, "
               "after the new leader's", Capability.MESSAGES, ("share-coordinator", "all"), HeldRequestFailover,
-              HeldShareWriteFailoverParams, "hold"),
+              HeldShareWriteFailoverParams, "hold", MESSAGE_NEEDS),
     FaultKind("message-delay", "delay matching requests by delay_ms (in order)", Capability.MESSAGES, MESSAGE_TARGETS,
-              MessageFault, Delay, "delay"),
+              MessageFault, Delay, "delay", MESSAGE_NEEDS),
     FaultKind("message-hold", "hold a matching request until the heal (or release_after_ms), then deliver it even if "
-              "the client gave up on it", Capability.MESSAGES, MESSAGE_TARGETS, MessageFault, Hold, "hold"),
+              "the client gave up on it", Capability.MESSAGES, MESSAGE_TARGETS, MessageFault, Hold, "hold",
+              MESSAGE_NEEDS),
     FaultKind("message-drop-response", "the broker gets the request, the client never hears (an unknown outcome); "
               "with answer_carries, only an answer that carries it", Capability.MESSAGES, MESSAGE_TARGETS, MessageFault,
-              DropResponse, "drop-response"),
+              DropResponse, "drop-response", MESSAGE_NEEDS),
     FaultKind("message-duplicate", "deliver a matching request, then a copy duplicate_after_ms later on another "
-              "connection", Capability.MESSAGES, MESSAGE_TARGETS, MessageFault, Duplicate, "duplicate"),
+              "connection", Capability.MESSAGES, MESSAGE_TARGETS, MessageFault, Duplicate, "duplicate", MESSAGE_NEEDS),
     FaultKind("message-error", "answer a matching request with `error` without it reaching the broker",
-              Capability.MESSAGES, MESSAGE_TARGETS, MessageFault, ForgedError, "error"),
+              Capability.MESSAGES, MESSAGE_TARGETS, MessageFault, ForgedError, "error", MESSAGE_NEEDS),
 )

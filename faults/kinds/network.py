@@ -9,10 +9,10 @@ from typing import Any, Literal
 from pydantic import Field
 
 from kchaos.clusters.base import Capability
-from kchaos.clusters.toxiproxy import Toxic
+from kchaos.clusters.proxy.toxiproxy import Toxic
 from kchaos.errors import ConfigError
 from kchaos.faults.base import Fault, resolve_node_target
-from kchaos.faults.kinds import FaultKind, NoParams, register
+from kchaos.faults.kinds import ClusterNeeds, FaultKind, NoParams, register
 
 
 class Partition(NoParams):
@@ -147,6 +147,8 @@ class ClientLinkFault(NetworkFault):
 
 
 CLIENT_TARGETS = ("random", "txn-coordinator", "group-coordinator", "leader-input", "leader-output")
+#: a client link's fault on a cluster kchaos did not start goes through its front
+CLIENT_LINK_NEEDS = ClusterNeeds(external={"front": True})
 register(
     FaultKind("partition", "cut inter-node links (replication and quorum): pair proxies, or packet filters on the nodes",
               Capability.PARTITION,
@@ -155,15 +157,15 @@ register(
                "controller-quorum"), PartitionFault, Partition),
     FaultKind("client-link-down", "disable the client proxy of the target broker", Capability.NETWORK,
               ("random", "share-coordinator", "txn-coordinator", "group-coordinator", "leader-input", "leader-output"),
-              ClientLinkFault),
+              ClientLinkFault, needs=CLIENT_LINK_NEEDS),
     FaultKind("latency", "latency with jitter on client links", Capability.NETWORK, ("all-clients", *CLIENT_TARGETS),
-              ClientLinkFault, Latency),
+              ClientLinkFault, Latency, needs=CLIENT_LINK_NEEDS),
     FaultKind("timeout", "client link stops passing data; connections close after the timeout", Capability.NETWORK,
-              CLIENT_TARGETS, ClientLinkFault, Timeout),
+              CLIENT_TARGETS, ClientLinkFault, Timeout, needs=CLIENT_LINK_NEEDS),
     FaultKind("reset-peer", "client connections reset (TCP RST) after a delay", Capability.NETWORK, CLIENT_TARGETS,
-              ClientLinkFault, ResetPeer),
+              ClientLinkFault, ResetPeer, needs=CLIENT_LINK_NEEDS),
     FaultKind("bandwidth", "client link bandwidth limited (KB/s)", Capability.NETWORK,
-              ("all-clients", "random", "txn-coordinator", "leader-input", "leader-output"), ClientLinkFault, Bandwidth),
+              ("all-clients", "random", "txn-coordinator", "leader-input", "leader-output"), ClientLinkFault, Bandwidth, needs=CLIENT_LINK_NEEDS),
     FaultKind("slicer", "client traffic sliced into small delayed packets", Capability.NETWORK,
-              ("all-clients", "random", "txn-coordinator", "leader-input", "leader-output"), ClientLinkFault, Slicer),
+              ("all-clients", "random", "txn-coordinator", "leader-input", "leader-output"), ClientLinkFault, Slicer, needs=CLIENT_LINK_NEEDS),
 )

@@ -95,14 +95,16 @@ class RollingRestart(Fault):
 
 
 register(
-    FaultKind("kill", "SIGKILL the target node(s); heal restarts them", Capability.KILL, NODE_TARGETS, NodeFault),
-    FaultKind("terminate", "graceful stop; heal restarts", Capability.TERMINATE, NODE_TARGETS, NodeFault),
-    FaultKind("pause", "SIGSTOP; heal sends SIGCONT", Capability.PAUSE, NODE_TARGETS, NodeFault),
+    FaultKind("kill", "SIGKILL the target node(s); heal restarts them", Capability.KILL, NODE_TARGETS, NodeFault,
+              aimed_at_work=True),
+    FaultKind("terminate", "graceful stop; heal restarts", Capability.TERMINATE, NODE_TARGETS, NodeFault,
+              aimed_at_work=True),
+    FaultKind("pause", "SIGSTOP; heal sends SIGCONT", Capability.PAUSE, NODE_TARGETS, NodeFault, aimed_at_work=True),
     FaultKind("restart", "graceful restart at once", Capability.RESTART,
               tuple(t for t in NODE_TARGETS if t != "minority"), NodeFault),
     FaultKind("kill-isolated", "cut the target node from every other node (its clients still reach it), then "
               "SIGKILL it while cut; heal restarts it", Capability.KILL, tuple(t for t in NODE_TARGETS if t != "minority"),
-              IsolatedKill, IsolatedKillParams),
+              IsolatedKill, IsolatedKillParams, aimed_at_work=True),
     FaultKind("rolling-restart", "restart every broker in turn, waiting for health between", Capability.RESTART,
               ("all",), RollingRestart),
 )

@@ -25,11 +25,11 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from kchaos.clusters.raw_init import CoordinatorConnection, find_coordinator
-from kchaos.clusters.raw_produce import write_orphan_batch
 from kchaos.errors import ClusterError, ConfigError
 from kchaos.faults.base import Fault, resolve_node_target
-from kchaos.faults.kinds import FaultKind, NoParams, register
+from kchaos.faults.kinds import FENCES_TRANSACTIONAL_ID, FaultKind, NoParams, register
+from kchaos.protocol.raw_init import CoordinatorConnection, find_coordinator
+from kchaos.protocol.raw_produce import write_orphan_batch
 from kchaos.workloads.epoch_ageing import RETRIABLE, age_one, target_epoch
 
 #: producer ids the orphans use: far above the blocks Kafka's controller hands out to coordinators
@@ -134,7 +134,7 @@ class EpochJump(Fault):
 register(
     FaultKind("epoch-jump", "InitProducerId a worker's transactional id to just before the producer-epoch boundary "
               "while it runs, then once more the moment its next transaction is ongoing (KAFKA-19367's shape)", None,
-              ("random-worker",), EpochJump, EpochJumpParams),
+              ("random-worker",), EpochJump, EpochJumpParams, evidence=frozenset({FENCES_TRANSACTIONAL_ID})),
     FaultKind("orphan-transaction", "write a transactional batch no coordinator knows to a partition leader "
               "(a hanging transaction unless partition verification refuses it)", None,
               ("leader-output", "leader-input"), OrphanTransaction),

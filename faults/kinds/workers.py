@@ -47,11 +47,13 @@ class ClientFault(Fault):
         return {}
 
 
+#: a transactional.id's fencing, in the consumer-group pipeline (a share workload has no zombie to fence)
+CONSUMER_GROUP_TRANSACTIONS = frozenset({"consumer-group", "transactional"})
 register(
     FaultKind("worker-crash", "SIGKILL a workload worker; the harness restarts it", None, ("random-worker",), ClientFault),
     FaultKind("worker-pause", "SIGSTOP a worker for the fault's duration", None, ("random-worker",), ClientFault),
     FaultKind("zombie", "pause a worker (past the transaction timeout by default), replace it, resume it", None,
-              ("random-worker",), ClientFault, ZombieParams),
+              ("random-worker",), ClientFault, ZombieParams, workload=CONSUMER_GROUP_TRANSACTIONS),
     FaultKind("txid-takeover", "start a second worker with the same transactional.id", None, ("random-worker",),
-              ClientFault),
+              ClientFault, workload=CONSUMER_GROUP_TRANSACTIONS),
 )

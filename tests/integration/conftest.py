@@ -8,8 +8,8 @@ import pytest
 
 from kchaos.clusters import ClusterSpec
 from kchaos.clusters.local import LocalJvmCluster
-from kchaos.clusters.processes import processes_with_marker
-from kchaos.clusters.reaper import start_reaper
+from kchaos.runtime.processes import processes_with_marker
+from kchaos.runtime.reaper import start_reaper
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects: the long mark below must be seen
 def pytest_collection_modifyitems(config, items):

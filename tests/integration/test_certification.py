@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from kchaos.clusters.processes import processes_with_marker
 from kchaos.harness.campaign import load_campaign
 from kchaos.harness.run import execute_run
-from kchaos.verifier.pychecker import RunData
+from kchaos.runtime.processes import processes_with_marker
+from kchaos.verifier.run_data import RunData
 
 FLIP = """
 name = "flip-test"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import xmlschema
 
-from kchaos.clusters.processes import processes_with_marker
+from kchaos.runtime.processes import processes_with_marker
 from kchaos.verifier.checks import OBSERVATION_CHECKS
 from kchaos.waiting import WaitTimeout, wait_until
 
@@ -56,7 +56,8 @@ def test_a_node_a_node_command_restarted_is_still_seen_by_status_and_stopped_by_
     (issue 61: the pid file named the dead JVM, status said stopped, down left the new one up)."""
     import psutil
 
-    from kchaos.clusters.node_access import NodeAccess, run_command
+    from kchaos.clusters.external.node_access import NodeAccess
+    from kchaos.runtime.node_commands import run_command
     from kchaos.clusters.spec import ExternalSpec
 
     state = tmp_path / "c"

@@ -75,7 +75,7 @@ def test_client_worker_pipeline_is_valid(cluster3, tmp_path, client):
 
 
 def _campaign_run(tmp_path, campaign: str, client: str, seed: int):
-    from kchaos.clusters.processes import processes_with_marker
+    from kchaos.runtime.processes import processes_with_marker
     from kchaos.harness.campaign import load_campaign
     from kchaos.harness.run import execute_run
 

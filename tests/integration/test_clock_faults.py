@@ -13,10 +13,10 @@ from confluent_kafka import KafkaException, Producer
 
 from kchaos.clusters.clients import create_topic, quiet
 from kchaos.clusters.clock_probe import measure_broker_clocks
-from kchaos.clusters.raw_init import CoordinatorConnection
 from kchaos.faults.base import FaultContext
 from kchaos.faults.kinds import make_fault
 from kchaos.faults.schedule import ScheduledFault
+from kchaos.protocol.raw_init import CoordinatorConnection
 from kchaos.waiting import wait_until
 from kchaos.workloads.spec import WorkloadSpec
 

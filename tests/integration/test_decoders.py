@@ -9,10 +9,10 @@ import uuid
 import pyarrow.parquet as pq
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kchaos.clusters.kafka_tools import run_tool
 from kchaos.clusters.clients import create_topic, quiet
 from kchaos.harness.smoke import run_smoke
-from kchaos.verifier.decoders import TXN_STATUS, decode_offsets_record, decode_transaction_record
+from kchaos.protocol.decoders import TXN_STATUS, decode_offsets_record, decode_transaction_record
+from kchaos.runtime.kafka_tools import run_tool
 from kchaos.workloads.dump import dump_topic
 
 _LINE = re.compile(r"offset: (\d+) .*?key: (\{.*\}) payload: (\{.*\})\s*$")
@@ -107,7 +107,7 @@ def test_share_state_decoder_matches_dumplogsegments(cluster3, tmp_path):
 
     import time
 
-    from kchaos.share_state import decode_share_state_record
+    from kchaos.protocol.share_state import decode_share_state_record
 
     topic, group = f"sdec-{uuid.uuid4().hex[:6]}", f"sg-{uuid.uuid4().hex[:6]}"
     create_topic(cluster3, topic, 2, 3)

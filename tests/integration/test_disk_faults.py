@@ -9,11 +9,11 @@ import uuid
 
 from confluent_kafka import Producer
 
-from kchaos.clusters import small_disk
 from kchaos.clusters.clients import create_topic, quiet
 from kchaos.faults.base import FaultContext
 from kchaos.faults.kinds import make_fault
 from kchaos.faults.schedule import ScheduledFault
+from kchaos.runtime import small_disk
 from kchaos.waiting import wait_until
 
 from .conftest import start_local
@@ -66,7 +66,7 @@ def test_the_reaper_unmounts_a_small_disk_a_dead_harness_left_and_keeps_its_data
     small_disk.fill(data, 0)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    done = subprocess.run([sys.executable, "-m", "kchaos.clusters.reaper", str(dead.pid)],
+    done = subprocess.run([sys.executable, "-m", "kchaos.runtime.reaper", str(dead.pid)],
                           env={**os.environ, "KCHAOS_REAP_DIR": str(tmp_path)}, timeout=60)
     assert done.returncode == 0
     assert small_disk.mounts_under(tmp_path) == []

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from kchaos.clusters import ClusterSpec, create_cluster
-from kchaos.clusters.docker import DockerCluster, cluster_prefix
-from kchaos.clusters.docker_engine import PrivateDockerEngine, install_engine
-from kchaos.clusters.kafka_tools import describe_features
-from kchaos.clusters.processes import processes_with_marker
+from kchaos.clusters.docker.cluster import DockerCluster, cluster_prefix
+from kchaos.clusters.docker.engine import PrivateDockerEngine, install_engine
+from kchaos.runtime.kafka_tools import describe_features
+from kchaos.runtime.processes import processes_with_marker
 from kchaos.waiting import wait_until
 
 pytestmark = [pytest.mark.long, pytest.mark.docker, pytest.mark.cluster]

@@ -10,9 +10,9 @@ import uuid
 import pyarrow.parquet as pq
 import pytest
 
-from kchaos.clusters.raw_init import CoordinatorConnection, find_coordinator
+from kchaos.protocol.decoders import decode_transaction_record
+from kchaos.protocol.raw_init import CoordinatorConnection, find_coordinator
 from kchaos.verifier.coordinator_log import coordinator_records
-from kchaos.verifier.decoders import decode_transaction_record
 from kchaos.verifier.producer_ids import judge_producer_ids, producer_id_candidates
 from kchaos.workloads.dump import dump_topic
 from kchaos.workloads.epoch_ageing import EXHAUSTED_EPOCH, age_transactional_ids

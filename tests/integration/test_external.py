@@ -27,9 +27,9 @@ import pytest
 
 from kchaos.clusters.clock_probe import measure_broker_clocks
 from kchaos.clusters.external import ExternalCluster
-from kchaos.clusters.heal_journal import JOURNAL_NAME, HealJournal
-from kchaos.clusters.processes import processes_with_marker, reap
 from kchaos.clusters.spec import ClusterSpec
+from kchaos.runtime.heal_journal import JOURNAL_NAME, HealJournal
+from kchaos.runtime.processes import processes_with_marker, reap
 from tests.compose_lab import running_compose_lab
 from tests.external_lab import Lab, running_lab, sh
 
@@ -197,7 +197,7 @@ def test_what_a_killed_harness_left_is_undone(lab, tmp_path, kind, target, heale
         assert acted(), f"the harness ended (exit {harness.returncode}) before the fault acted"
     finally:
         if healer == "kchaos heal":
-            reaper = sh("pgrep", "-f", f"kchaos.clusters.reaper {harness.pid}", check=False).stdout.split()
+            reaper = sh("pgrep", "-f", f"kchaos.runtime.reaper {harness.pid}", check=False).stdout.split()
             assert reaper, "the run has no reaper"
             for pid in reaper:
                 os.kill(int(pid), signal.SIGKILL)

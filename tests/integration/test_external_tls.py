@@ -14,8 +14,8 @@ import secrets
 
 import pytest
 
-from kchaos.clusters.heal_journal import JOURNAL_NAME, HealJournal
-from kchaos.clusters.processes import processes_with_marker
+from kchaos.runtime.heal_journal import JOURNAL_NAME, HealJournal
+from kchaos.runtime.processes import processes_with_marker
 from tests.compose_lab import running_compose_lab
 from tests.integration.test_external import KAFKA, campaign, kchaos, only_run
 

@@ -10,11 +10,11 @@ from confluent_kafka import Consumer, Producer
 
 from kchaos.clusters.base import coordinator_partition
 from kchaos.clusters.clock_probe import measure_broker_clocks
-from kchaos.clusters.kafka_tools import (broker_transaction_state, describe_features, describe_quorum_leader, java_error_summary,
-                                         parse_tool_table, run_tool, run_transactions_batch)
-from kchaos.clusters.processes import processes_with_marker
 from kchaos.clusters.clients import create_topic, quiet
 from kchaos.harness.smoke import run_smoke
+from kchaos.runtime.kafka_tools import (broker_transaction_state, describe_features, describe_quorum_leader, java_error_summary,
+                                        parse_tool_table, run_tool, run_transactions_batch)
+from kchaos.runtime.processes import processes_with_marker
 from kchaos.waiting import wait_until
 
 from tests.open_transaction import open_transaction
@@ -185,7 +185,7 @@ def test_share_coordinator_lookup_names_the_leader_that_holds_the_state(cluster3
     from confluent_kafka import ShareConsumer
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-    from kchaos.share_state import decode_share_state_record
+    from kchaos.protocol.share_state import decode_share_state_record
     from kchaos.workloads.dump import dump_topic
 
     topic, group = f"share-{uuid.uuid4().hex[:6]}", f"sg-{uuid.uuid4().hex[:6]}"

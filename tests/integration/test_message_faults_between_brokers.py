@@ -14,10 +14,10 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from kchaos.clusters.processes import processes_with_marker
 from kchaos.faults.base import FaultContext
 from kchaos.faults.kinds import make_fault
 from kchaos.faults.schedule import ScheduledFault
+from kchaos.runtime.processes import processes_with_marker
 from kchaos.waiting import wait_until
 from tests.integration.conftest import start_local
 from tests.integration.test_message_faults import events_of

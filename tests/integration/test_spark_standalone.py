@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import kchaos.verifier
-from kchaos.clusters.processes import processes_with_marker
+from kchaos.runtime.processes import processes_with_marker
 from kchaos.verifier.results import Results
 from kchaos.verifier.standalone import StandaloneSpark, can_hide_paths
 from kchaos.verifier.verify import disagreements, run_spark_job

@@ -5,10 +5,10 @@ import threading
 
 import pytest
 
-from kchaos.clusters.ports import allocate_ports
-from kchaos.clusters.processes import ManagedProcess
-from kchaos.clusters.toxiproxy import Proxy, Toxic, ToxiproxyClient, ensure_toxiproxy_binary
+from kchaos.clusters.proxy.toxiproxy import Proxy, Toxic, ToxiproxyClient, ensure_toxiproxy_binary
 from kchaos.errors import ClusterError
+from kchaos.runtime.ports import allocate_ports
+from kchaos.runtime.processes import ManagedProcess
 from kchaos.waiting import wait_until
 
 

@@ -2,10 +2,10 @@
 
 import pytest
 
-from kchaos.clusters.artifacts import has_own_tools, resolve_kafka, version_key
-from kchaos.clusters.kafka_tools import describe_features
-from kchaos.clusters.processes import processes_with_marker
 from kchaos.harness.smoke import run_smoke
+from kchaos.runtime.artifacts import has_own_tools, resolve_kafka, version_key
+from kchaos.runtime.kafka_tools import describe_features
+from kchaos.runtime.processes import processes_with_marker
 
 from .conftest import start_local
 

@@ -402,7 +402,7 @@ def test_campaign_client_properties_reach_the_workers_clients(cluster3, tmp_path
     the members carry the client ids kchaos gives each worker (message faults aim by them)."""
     from confluent_kafka.admin import AdminClient
 
-    from kchaos.clusters.kafka_tools import run_tool
+    from kchaos.runtime.kafka_tools import run_tool
     from kchaos.waiting import wait_until
 
     spec = _spec(records=400, abort_fraction=0.0, producer={"compression.type": "gzip"},

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kchaos.clusters.address_rewrite import (READABLE, RewriteError, cap_api_versions, carries_addresses,
+from kchaos.protocol.address_rewrite import (READABLE, RewriteError, cap_api_versions, carries_addresses,
                                              rewrite_response)
-from kchaos.wire import Reader, Writer
+from kchaos.protocol.wire import Reader, Writer
 
 FRONT = {1: 40001, 2: 40002, 3: 40003}
 

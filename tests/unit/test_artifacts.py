@@ -2,7 +2,7 @@
 the error kchaos prints names it, and a release whose tools' closure is incomplete still gets
 its broker only when the broker itself resolved."""
 
-from kchaos.clusters.artifacts import missing_artifacts
+from kchaos.runtime.artifacts import missing_artifacts
 
 
 def test_first_miss_is_named():

@@ -473,7 +473,7 @@ def test_missing_dumps_make_the_verdict_unknown_not_valid(tmp_path):
 @one_engine
 def test_a_crashing_check_yields_unknown(tmp_path, monkeypatch):
     run = RunBuilder().write(tmp_path / "r")
-    monkeypatch.setattr(ENGINE["engine"], "duplicates", staticmethod(lambda data: 1 / 0))
+    monkeypatch.setattr(ENGINE["engine"], "duplicate", staticmethod(lambda data: 1 / 0))
     verdict, _, results = _anomalies(run)
     assert verdict == "unknown"
     assert "ZeroDivisionError" in results["checks"]["duplicate"]["note"]

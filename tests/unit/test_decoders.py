@@ -4,7 +4,7 @@ import struct
 
 import pytest
 
-from kchaos.verifier.decoders import DecodeError, decode_offsets_record, decode_transaction_record
+from kchaos.protocol.decoders import DecodeError, decode_offsets_record, decode_transaction_record
 
 
 def s16(text):  # classic string

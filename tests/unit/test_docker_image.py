@@ -1,4 +1,4 @@
-"""kchaos' Kafka image's entry point (clusters/docker_image.py), run by bash on hand-made
+"""kchaos' Kafka image's entry point (clusters/docker/image.py), run by bash on hand-made
 environments with a stand-in `java` that records its calls: the contract the Docker backend
 relies on (KAFKA_* -> server.properties as apache/kafka maps it, format once with the requested
 features, then the broker), without an engine."""
@@ -9,8 +9,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from kchaos.clusters.docker import env_name
-from kchaos.clusters.docker_image import ENTRYPOINT, recipe_digest
+from kchaos.clusters.docker.cluster import env_name
+from kchaos.clusters.docker.image import ENTRYPOINT, recipe_digest
 
 FAKE_JAVA = """#!/bin/bash
 echo "$*" >> "$CALLS"

@@ -3,7 +3,7 @@
 import pytest
 
 from kchaos.clusters import ClusterSpec, create_cluster
-from kchaos.clusters.docker import DockerCluster, container_specs
+from kchaos.clusters.docker.cluster import DockerCluster, container_specs
 from kchaos.errors import ClusterError, ConfigError
 
 
@@ -69,7 +69,7 @@ def test_capabilities_are_stated_before_start():
 
 
 def test_a_machine_without_an_engine_gets_the_fix_named_before_anything_starts(monkeypatch):
-    import kchaos.clusters.docker as docker_backend
+    import kchaos.clusters.docker.cluster as docker_backend
     from kchaos.errors import SetupError
 
     monkeypatch.delenv("DOCKER_HOST", raising=False)

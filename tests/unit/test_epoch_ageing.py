@@ -1,5 +1,5 @@
 """Epoch ageing on hand-made data: the InitProducerId and FindCoordinator frames read back by the
-message proxy's own decoder (clusters/kafka_protocol.py, written from the schemas separately),
+message proxy's own decoder (kchaos/protocol/api.py, written from the schemas separately),
 hand-encoded responses parsed, the staggered targets, and which workloads may be aged."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import struct
 import pytest
 from pydantic import ValidationError
 
-from kchaos.clusters.kafka_protocol import describe_request, error_response, parse_request_header
-from kchaos.clusters.raw_init import (find_coordinator_request, init_producer_id_request, parse_find_coordinator_response,
+from kchaos.protocol.api import describe_request, error_response, parse_request_header
+from kchaos.protocol.raw_init import (find_coordinator_request, init_producer_id_request, parse_find_coordinator_response,
                                       parse_init_producer_id_response)
-from kchaos.wire import Writer
+from kchaos.protocol.wire import Writer
 from kchaos.workloads.epoch_ageing import EXHAUSTED_EPOCH, staggered_targets, target_epoch
 from kchaos.workloads.spec import WorkloadSpec
 
@@ -90,7 +90,7 @@ def test_an_epoch_jump_takes_whole_numbers_in_range():
 
 
 def test_describe_transactions_asks_for_one_id_and_reads_its_state():
-    from kchaos.clusters.raw_init import describe_transactions_request, parse_describe_transactions_response
+    from kchaos.protocol.raw_init import describe_transactions_request, parse_describe_transactions_response
 
     body = _body(describe_transactions_request(4, "kchaos-ab-w0"))
     header = parse_request_header(body)

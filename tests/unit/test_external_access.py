@@ -13,13 +13,13 @@ import pytest
 
 from kchaos.clusters import backend_capabilities
 from kchaos.clusters.base import Capability
-from kchaos.clusters.external import capability_gap
-from kchaos.clusters.firewall import CHAIN, cut_peer, remove_chain
-from kchaos.clusters.heal_journal import HealJournal, heal_pending
-from kchaos.clusters.node_access import NodeAccess, grep_pattern
+from kchaos.clusters.external.cluster import capability_gap
+from kchaos.clusters.external.firewall import CHAIN, cut_peer, remove_chain
+from kchaos.clusters.external.node_access import NodeAccess, grep_pattern
 from kchaos.clusters.spec import ClusterSpec
 from kchaos.errors import CapabilityError, ConfigError
 from kchaos.faults.spec import FaultsSpec, check_capabilities
+from kchaos.runtime.heal_journal import HealJournal, heal_pending
 
 NODES = [{"id": i, "host": f"10.9.0.{10 + i}", "target": f"kafka-{i}"} for i in (1, 2, 3)]
 
@@ -191,7 +191,7 @@ def test_a_command_that_leaves_a_process_holding_its_output_does_not_hang_until_
     import logging
     import time
 
-    from kchaos.clusters.node_access import HELD_OUTPUT_S, NodeCommand, run_command
+    from kchaos.runtime.node_commands import HELD_OUTPUT_S, NodeCommand, run_command
     from kchaos.log import LOGGER
 
     LOGGER.addHandler(caplog.handler)

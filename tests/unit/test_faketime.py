@@ -1,8 +1,8 @@
-"""The broker's clock control (clusters/faketime.py): what its JVM's environment carries and what
+"""The broker's clock control (kchaos/runtime/faketime.py): what its JVM's environment carries and what
 the control file says. The settings that keep a JVM usable under libfaketime are pinned here:
 losing one is a broker that spins or a clock that does not move."""
 
-from kchaos.clusters import faketime
+from kchaos.runtime import faketime
 
 
 def test_the_offset_is_written_whole_and_signed(tmp_path):

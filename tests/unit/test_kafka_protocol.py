@@ -4,10 +4,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kchaos.clusters.kafka_protocol import (API_KEYS, ERROR_CODES, FORGEABLE_APIS, describe_request, error_response,
-                                            is_flexible, parse_request_header, parse_response)
-from kchaos.clusters.message_rules import validate_rule
-from kchaos.wire import Reader, Writer
+from kchaos.clusters.proxy.rules import validate_rule
+from kchaos.protocol.api import (API_KEYS, ERROR_CODES, FORGEABLE_APIS, describe_request, error_response,
+                                 is_flexible, parse_request_header, parse_response)
+from kchaos.protocol.wire import Reader, Writer
 
 
 def request(api: str, version: int, correlation_id: int, client_id: str | None, body: bytes) -> bytes:
@@ -132,6 +132,14 @@ def test_the_proxy_refuses_bad_rules_with_the_reason(body, message):
         validate_rule(body)
 
 
+def test_every_rule_kind_the_proxy_accepts_has_its_filter():
+    from kchaos.clusters.proxy.filters import ACTIONS, Observe
+    from kchaos.clusters.proxy.rules import RULE_KINDS
+
+    assert set(ACTIONS) | {Observe.kind} == set(RULE_KINDS)
+    assert all(kind == action.kind for kind, action in ACTIONS.items())
+
+
 def test_a_valid_rule_gets_its_defaults():
     rule = validate_rule({"kind": "hold", "apis": ["EndTxn", "Produce"], "nodes": [2], "id": "r"})
     assert rule == {"id": "r", "kind": "hold", "apis": ["EndTxn", "Produce"], "nodes": [2], "client_prefix": "",
@@ -174,7 +182,7 @@ def test_a_marker_answer_names_the_partition_that_refused_it():
 
 
 def test_message_proxy_routes_for_clients_and_between_brokers():
-    from kchaos.clusters.message_proxy import Route
+    from kchaos.clusters.proxy.exchange import Route
 
     assert Route.parse("3=4000:4001") == Route("n3", 3, "client", None, 4000, 4001)
     assert Route.parse("1>3=4002:4003") == Route("n1>n3", 3, "inter-broker", 1, 4002, 4003)
@@ -183,8 +191,9 @@ def test_message_proxy_routes_for_clients_and_between_brokers():
 def test_a_rule_with_a_total_affects_that_many_requests_over_every_client_id():
     """count bounds each client id; total bounds the rule (marker-hold-failover: the dead
     coordinator's marker held, the successor's, from another broker's client id, let through)."""
-    from kchaos.clusters.kafka_protocol import RequestHeader
-    from kchaos.clusters.message_proxy import Route, Rule
+    from kchaos.protocol.api import RequestHeader
+    from kchaos.clusters.proxy.exchange import Route
+    from kchaos.clusters.proxy.rules import Rule
 
     def header(client: str) -> RequestHeader:
         return RequestHeader(API_KEYS["WriteTxnMarkers"], 1, 7, client, 0)

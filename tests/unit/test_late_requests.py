@@ -2,7 +2,7 @@
 
 import json
 
-from kchaos.verifier.decoders import TransactionLogEntry
+from kchaos.protocol.decoders import TransactionLogEntry
 from kchaos.verifier.late_requests import late_request_facts, late_requests, read_message_events
 
 

@@ -4,20 +4,31 @@ each other in a circle, and project imports sit at the top of a file, where a re
 A project import inside a function is allowed only where it defers a heavy optional dependency
 (pyspark, a JVM, a browser driver), and then says so: ``# local: <why>`` on its line or the one
 above. The graph is read from the source (every ``import kchaos...`` and ``from kchaos... import``,
-wherever it sits), so a planted upward import or cycle fails here whatever the runtime path."""
+wherever it sits), so a planted upward import or cycle fails here whatever the runtime path. A circle
+only under ``if TYPE_CHECKING:`` is a circle too: it is never executed, but each side still needs the
+other to be understood."""
 
 from __future__ import annotations
 
 import ast
 import functools
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 #: lowest first: a module may import its own layer and those below
-LAYERS = ("kchaos", "clusters", "workloads", "faults", "verifier", "reports", "harness", "ci", "cli")
+LAYERS = ("kchaos", "protocol", "runtime", "clusters", "workloads", "faults", "verifier", "reports", "harness", "ci", "cli")
 RANK = {name: i for i, name in enumerate(LAYERS)}
+#: the layers that are sub-packages of the root package (kchaos.<layer> in kchaos/<layer>/)
+INNER = ("protocol", "runtime")
+#: where each layer's modules are: the foundation is the root package's own modules; the inner layers
+#: are its sub-packages; every other layer is a top-level folder (kchaos.<layer>, pyproject's package-dir)
+FOLDERS = {"kchaos": Path("kchaos"), **{layer: Path("kchaos", layer) if layer in INNER else Path(layer)
+                                        for layer in LAYERS[1:]}}
+#: the top-level folders a planted copy of the tree needs
+TOP = ("kchaos", *(layer for layer in LAYERS[1:] if layer not in INNER))
 
 
 def module_name(path: Path) -> str:
@@ -35,20 +46,28 @@ def layer_of(module: str) -> str:
 
 #: the client workers' sources: standalone programs run in their own interpreter (the Python ones in
 #: a virtualenv of their own, workloads/native_clients.py), not modules of the project
-STANDALONE = ROOT / "workloads" / "clients"
+STANDALONE = ("workloads", "clients")
 
 
 def project_files() -> list[Path]:
+    """Every module of the layers (ROOT is read when called: a planted copy has its own)."""
     files = [p for p in (ROOT / "kchaos").glob("*.py")]
     for layer in LAYERS[1:]:
-        files += sorted(p for p in (ROOT / layer).rglob("*.py") if not p.is_relative_to(STANDALONE))
+        files += sorted(p for p in (ROOT / FOLDERS[layer]).rglob("*.py")
+                        if p.relative_to(ROOT).parts[:2] != STANDALONE)
     return sorted(files)
+
+
+def code_files() -> list[Path]:
+    """The project's modules and the benchmarks: the code a rule about the project's own code reads
+    (tests are left out: they build run directories and name fault kinds on purpose)."""
+    return [*project_files(), *sorted((ROOT / "bench").rglob("*.py"))]
 
 
 class Import:
     def __init__(self, source: str, target: str, line: int, local: bool, justified: bool, typing_only: bool):
         self.source, self.target, self.line, self.local, self.justified = source, target, line, local, justified
-        #: under ``if TYPE_CHECKING:``: never executed, so no cycle, but still a dependency on a layer
+        #: under ``if TYPE_CHECKING:``: never executed, but a circle of meaning all the same, so cycles count it
         self.typing_only = typing_only
 
 
@@ -96,18 +115,23 @@ def _graph_of(root: Path) -> tuple[dict[str, list[Import]], set[str]]:
     return {module_name(p): imports_of(p, known) for p in files}, known
 
 
-def upward(edges: dict[str, list[Import]], known: set[str]) -> list[str]:
-    out = []
+def resolved(edges: dict[str, list[Import]], known: set[str]) -> Iterator[tuple[str, Import, str]]:
+    """Each edge as (source, import, the module it reaches: a name imported from a module is that module)."""
     for source, imports in sorted(edges.items()):
         for imp in imports:
-            target = imp.target if imp.target in known else imp.target.rsplit(".", 1)[0]
-            if RANK[layer_of(target)] > RANK[layer_of(source)]:
-                out.append(f"{source}:{imp.line} imports {imp.target} ({layer_of(source)} -> {layer_of(target)})")
+            yield source, imp, imp.target if imp.target in known else imp.target.rsplit(".", 1)[0]
+
+
+def upward(edges: dict[str, list[Import]], known: set[str]) -> list[str]:
+    out = []
+    for source, imp, target in resolved(edges, known):
+        if RANK[layer_of(target)] > RANK[layer_of(source)]:
+            out.append(f"{source}:{imp.line} imports {imp.target} ({layer_of(source)} -> {layer_of(target)})")
     return out
 
 
 def cycles(edges: dict[str, list[Import]], known: set[str]) -> list[list[str]]:
-    adjacency = {s: sorted({i.target for i in imps if i.target in known and i.target != s and not i.typing_only})
+    adjacency = {s: sorted({i.target for i in imps if i.target in known and i.target != s})
                  for s, imps in edges.items()}
     found, state, stack = [], {}, []
 
@@ -128,6 +152,36 @@ def cycles(edges: dict[str, list[Import]], known: set[str]) -> list[list[str]]:
     return found
 
 
+#: inside the clusters layer, its rooms, lowest first: the proxies know no cluster, the contract knows
+#: no backend, a backend knows the contract and the proxies but no other backend, and the registry
+#: (clusters/__init__.py: BACKENDS, create_cluster) knows them all
+BACKENDS = ("local", "docker", "external")
+ROOM_RANK = {"proxy": 0, "contract": 1, "backend": 2, "registry": 3}
+
+
+def room_of(module: str) -> str:
+    """The room of a module of clusters/ ("" outside it)."""
+    parts = module.split(".")
+    if parts[:2] != ["kchaos", "clusters"]:
+        return ""
+    if len(parts) == 2:
+        return "registry"
+    return "proxy" if parts[2] == "proxy" else "backend" if parts[2] in BACKENDS else "contract"
+
+
+def rooms_broken(edges: dict[str, list[Import]], known: set[str]) -> list[str]:
+    out = []
+    for source, imp, target in resolved(edges, known):
+        here, there = room_of(source), room_of(target)
+        if not here or not there:
+            continue
+        if ROOM_RANK[there] > ROOM_RANK[here]:
+            out.append(f"{source}:{imp.line} imports {imp.target} ({here} -> {there})")
+        elif here == there == "backend" and source.split(".")[2] != target.split(".")[2]:
+            out.append(f"{source}:{imp.line} imports {imp.target} (one backend -> another)")
+    return out
+
+
 def unjustified_local(edges: dict[str, list[Import]]) -> list[str]:
     return [f"{s}:{i.line} imports {i.target} inside a function" for s, imps in sorted(edges.items())
             for i in imps if i.local and not i.justified]
@@ -143,26 +197,53 @@ def test_no_modules_import_each_other_in_a_circle():
     assert cycles(edges, known) == []
 
 
+def test_the_rooms_of_clusters_hold():
+    edges, known = graph()
+    assert rooms_broken(edges, known) == []
+
+
 def test_project_imports_sit_at_the_top_of_a_file_unless_a_comment_says_why():
     edges, _ = graph()
     assert unjustified_local(edges) == []
 
 
-@pytest.mark.parametrize("planted, finds", [
-    ("from kchaos.harness.run import execute_run\n", upward),
-    ("import kchaos.clusters\n", cycles),
-])
-def test_the_checks_find_a_planted_upward_import_and_a_planted_cycle(tmp_path, monkeypatch, planted, finds):
-    """clusters/spec.py given an import of the harness (upward), or of its own package (whose
-    __init__ imports it back: a cycle); the real tree is left alone."""
+def test_every_module_of_the_foundation_folder_is_in_a_layer():
+    """A sub-package of kchaos/ that no layer names would vanish from the graph: fail instead."""
+    inner = [FOLDERS[layer] for layer in INNER]
+    stray = [str(p.relative_to(ROOT)) for p in (ROOT / "kchaos").rglob("*.py")
+             if p.parent != ROOT / "kchaos" and not any(p.relative_to(ROOT).is_relative_to(f) for f in inner)]
+    assert stray == []
+
+
+#: what a planted import looks like to each finder: (file, text appended, the finder that must see it)
+PLANTS = [
+    ("clusters/spec.py", "from kchaos.harness.run import execute_run\n", upward),
+    # its package's __init__ imports it back
+    ("clusters/spec.py", "import kchaos.clusters\n", cycles),
+    # the runtime knows no cluster; the protocol imports the foundation only; the foundation no layer
+    ("kchaos/runtime/processes.py", "from kchaos.clusters.base import Cluster\n", upward),
+    ("kchaos/protocol/wire.py", "from kchaos.runtime.ports import HOST\n", upward),
+    ("kchaos/files.py", "from kchaos.protocol.wire import Reader\n", upward),
+    # the rooms of clusters: a backend imports no other, the proxies import no contract module
+    ("clusters/docker/cluster.py", "from kchaos.clusters.local.cluster import LocalJvmCluster\n", rooms_broken),
+    ("clusters/proxy/rules.py", "from kchaos.clusters.spec import ClusterSpec\n", rooms_broken),
+    # a circle only under TYPE_CHECKING: the schedule imports the scheduled fault
+    ("faults/scheduled.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                            "    from kchaos.faults.schedule import generate_schedule\n", cycles),
+]
+
+
+@pytest.mark.parametrize("target, planted, finds", PLANTS)
+def test_the_checks_find_a_planted_upward_import_a_planted_cycle_and_a_broken_room(tmp_path, monkeypatch, target, planted, finds):
+    """One module of a copy of the tree given an import that breaks a rule; the real tree is left alone."""
     import shutil
 
     tree = tmp_path / "tree"
-    for name in ("kchaos", *LAYERS[1:]):
+    for name in TOP:
         shutil.copytree(ROOT / name, tree / name, ignore=shutil.ignore_patterns("__pycache__", "*.toml", "*.java",
                                                                               "templates", "examples", "*.xsd"))
-    target = tree / "clusters" / "spec.py"
-    target.write_text(target.read_text() + "\n" + planted)
+    path = tree / target
+    path.write_text(path.read_text() + "\n" + planted)
     monkeypatch.setattr(__import__(__name__, fromlist=["ROOT"]), "ROOT", tree)
     edges, known = graph()
     assert finds(edges, known) != []

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from kchaos.clusters.kafka_tools import parse_streams_members
+from kchaos.runtime.kafka_tools import parse_streams_members
 from kchaos.verifier.liveness import _named_brokers, members_at, slot_of_client
 
 MEMBERS = """\

@@ -6,15 +6,17 @@ from unittest import mock
 import pytest
 
 from kchaos.clusters import ClusterSpec
-from kchaos.clusters.local import LocalJvmCluster, new_cluster_id
-from kchaos.clusters.ports import PortPlan, allocate_ports
+from kchaos.clusters.local import LocalJvmCluster
+from kchaos.clusters.local.port_plan import PortPlan
+from kchaos.clusters.node_config import new_cluster_id
 from kchaos.errors import ConfigError
+from kchaos.runtime.ports import allocate_ports
 
 
 def test_cluster_ids_are_22_chars_and_never_start_with_a_dash():
     ids = [new_cluster_id() for _ in range(2000)]
     assert all(len(i) == 22 and not i.startswith("-") for i in ids)
-    with mock.patch("kchaos.clusters.local.uuid.uuid4") as uuid4:
+    with mock.patch("kchaos.clusters.node_config.uuid.uuid4") as uuid4:
         # bytes whose base64 starts with '-' (0xf8 -> '-' in the URL-safe alphabet), then a normal one
         uuid4.side_effect = [mock.Mock(bytes=b"\xf8" + b"\x00" * 15), mock.Mock(bytes=b"\x00" * 16)]
         assert new_cluster_id() == "AAAAAAAAAAAAAAAAAAAAAA"
@@ -75,7 +77,7 @@ def test_dedicated_controllers_get_only_a_controller_listener(tmp_path):
 
 
 def _jar_set(tmp_path, version, with_tools):
-    from kchaos.clusters.artifacts import JarSet
+    from kchaos.runtime.artifacts import JarSet
 
     directory = tmp_path / f"kafka-{version}"
     directory.mkdir()
@@ -91,7 +93,7 @@ def _jar_set(tmp_path, version, with_tools):
     (False, ["4.2.1", "4.3.1", "4.5.0"], "4.3.1"),  # never a newer release's
 ])
 def test_admin_tools_are_the_release_s_own_or_the_newest_older_that_resolves(tmp_path, own_tools, registry, expected):
-    from kchaos.clusters import artifacts
+    from kchaos.runtime import artifacts
 
     sets = {v: _jar_set(tmp_path, v, with_tools=(v != "4.4.0" or own_tools)) for v in {"4.4.0", *registry}}
     with mock.patch.object(artifacts, "resolve_kafka", lambda v: sets[v]), \

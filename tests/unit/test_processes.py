@@ -3,7 +3,7 @@ import sys
 import time
 from pathlib import Path
 
-from kchaos.clusters.processes import ManagedProcess, PidFile, is_alive, live_processes, processes_with_marker, reap
+from kchaos.runtime.processes import ManagedProcess, PidFile, is_alive, live_processes, processes_with_marker, reap
 from kchaos.waiting import wait_until
 
 
@@ -114,7 +114,7 @@ def test_reap_finds_what_its_harness_started_before_writing_the_pid_file(tmp_pat
     import os
     import subprocess
 
-    from kchaos.clusters.processes import STARTED_BY
+    from kchaos.runtime.processes import STARTED_BY
 
     harness = 4_000_000  # no such pid: the harness is gone
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", str(tmp_path)],

@@ -1,4 +1,4 @@
-"""The message proxy's hand-kept protocol tables (clusters/kafka_protocol.py) against kio, Aiven's
+"""The message proxy's hand-kept protocol tables (kchaos/protocol/api.py) against kio, Aiven's
 classes generated from Kafka's own message schemas: API keys, the first flexible version of
 each request, error codes. kio is the oracle, not a runtime dependency (docs/faults.md says why)."""
 
@@ -11,7 +11,7 @@ import re
 import pytest
 from kio.schema.errors import ErrorCode  # the test extra installs it: a missing oracle fails, never skips
 
-from kchaos.clusters.kafka_protocol import API_KEYS, ERROR_CODES, FLEXIBLE_FROM
+from kchaos.protocol.api import API_KEYS, ERROR_CODES, FLEXIBLE_FROM
 
 
 def _module(api: str) -> str:

@@ -43,6 +43,19 @@ def test_newest_kept_older_deleted_invalid_and_in_progress_left_alone(tmp_path):
     assert not bad.exists() and not new.exists()
 
 
+def test_a_run_whose_certification_failed_is_kept_as_the_evidence_of_a_bug(tmp_path):
+    """The checker said valid, the certification failed (exit 1): a bug all the same."""
+    failed = _run(tmp_path, "20261101T000000Z-certify-seed1")
+    (failed / "status.json").write_text(json.dumps({"phase": "done", "complete": True, "verdict": "valid",
+                                                    "certification": "fail"}))
+    new = _run(tmp_path, "20261102T000000Z-default-seed2")
+    actions = plan_prune(tmp_path, keep=1)
+    assert [(a.run, a.action) for a in actions] == [(new, "keep"), (failed, "skip")]
+    assert "INVALID" in actions[1].why
+    assert [(a.run, a.action) for a in plan_prune(tmp_path, keep=1, include_invalid=True)] == [(new, "keep"),
+                                                                                             (failed, "delete")]
+
+
 def test_slim_removes_broker_data_and_keeps_evidence_and_the_cleaner_checkpoint(tmp_path):
     _run(tmp_path, "20261103T000000Z-default-seed3")
     old = _run(tmp_path, "20261101T000000Z-default-seed1")

@@ -1,4 +1,4 @@
-"""The orphan-transaction fault's encoding (clusters/raw_produce.py), on hand-made data: CRC-32C
+"""The orphan-transaction fault's encoding (kchaos/protocol/raw_produce.py), on hand-made data: CRC-32C
 against its published check value, the record batch read back by the message proxy's decoder,
 and the Produce v3 frame's header."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import struct
 
-from kchaos.clusters.kafka_protocol import _batch_producer, parse_request_header
-from kchaos.clusters.raw_produce import crc32c, produce_request, record_batch
+from kchaos.protocol.api import _batch_producer, parse_request_header
+from kchaos.protocol.raw_produce import crc32c, produce_request, record_batch
 
 
 def test_crc32c_check_value():

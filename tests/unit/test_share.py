@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kchaos.share_state import ShareStateBatch, decode_share_state_record, share_partition_state
+from kchaos.protocol.share_state import ShareStateBatch, decode_share_state_record, share_partition_state
 from kchaos.workloads.share_worker import is_poison, seeded_fraction
 
 from .test_checkers import ENGINE, RunBuilder, _out, _write_topic, engine, one_engine  # noqa: F401  (engine: autouse fixture)
@@ -284,7 +284,7 @@ def test_state_writes_before_any_snapshot_are_not_judged(tmp_path):
 def test_the_drain_counts_an_unanswered_acknowledgement_the_state_holds(tmp_path):
     """The drain's two sources: acknowledgements answered ok (the history), and for delivered
     inputs whose acknowledgement was never answered, the replayed persisted state."""
-    from kchaos.share_state import positions_done
+    from kchaos.protocol.share_state import positions_done
     from kchaos.workloads.share import AckTracker
 
     history = tmp_path / "history"

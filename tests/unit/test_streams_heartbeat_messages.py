@@ -7,10 +7,11 @@ import json
 
 import pytest
 
-from kchaos.clusters.kafka_protocol import describe_request, parse_request_header, parse_response
-from kchaos.clusters.message_proxy import MessageProxy, Route, frame_bytes, read_frame
-from kchaos.clusters.message_rules import validate_rule
-from kchaos.wire import Writer
+from kchaos.clusters.proxy.exchange import Route, frame_bytes, read_frame
+from kchaos.clusters.proxy.rules import validate_rule
+from kchaos.clusters.proxy.server import MessageProxy
+from kchaos.protocol.api import describe_request, parse_request_header, parse_response
+from kchaos.protocol.wire import Writer
 
 GROUP, MEMBER = "kchaos-streams", "csZk-member"
 

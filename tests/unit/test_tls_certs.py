@@ -1,4 +1,4 @@
-"""kchaos' throw-away CA (clusters/tls_certs.py) and the front's TLS contexts: a certificate it
+"""kchaos' throw-away CA (clusters/proxy/tls_certs.py) and the front's TLS contexts: a certificate it
 issues is accepted for the addresses it names and refused for others; the CA signs nothing once
 closed. openssl and Python's ssl module only, on loopback."""
 
@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from kchaos.clusters.message_proxy import FrontTLS
-from kchaos.clusters.tls_certs import ThrowawayCA, subject_alt_names
+from kchaos.clusters.proxy.front import FrontTLS
+from kchaos.clusters.proxy.tls_certs import ThrowawayCA, subject_alt_names
 from kchaos.errors import SetupError
 
 

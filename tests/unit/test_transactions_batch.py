@@ -1,13 +1,13 @@
 """How the KIP-664 queries after a run are answered when the one-JVM batch answers only some of
-them, or none (clusters/kafka_tools.py): every query still gets its answer, in its own place,
+them, or none (kchaos/runtime/kafka_tools.py): every query still gets its answer, in its own place,
 and the run says how they ran. The batch itself runs against real brokers in
 tests/integration/test_local_cluster.py."""
 
 from __future__ import annotations
 
-import kchaos.clusters.kafka_tools as kafka_tools
-from kchaos.clusters.kafka_tools import ToolResult, run_transactions_batch
+import kchaos.runtime.kafka_tools as kafka_tools
 from kchaos.errors import SetupError
+from kchaos.runtime.kafka_tools import ToolResult, run_transactions_batch
 
 ARGVS = [["list"], ["find-hanging", "--broker-id", "1"], ["find-hanging", "--broker-id", "2"]]
 

@@ -10,16 +10,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from kchaos.verifier import driver_checks, evidence
-from kchaos.verifier.spark import observations as spark_observations
+from kchaos.verifier import driver_checks, evidence  # noqa: F401 (driver_checks: its checks register for both engines)
+from kchaos.verifier.spark import observations as spark_observations  # noqa: F401 (its read-side checks register)
 from kchaos.verifier.acknowledged import seeder_count_cases
-from kchaos.verifier.checks import explain, lost_write_text, progress_result, result, run_checks
-from kchaos.verifier.engine import Engine
+from kchaos.verifier.checks import explain, implements, lost_write_text, progress_result, result, run_checks
+from kchaos.verifier.engine import engine_class
 from kchaos.verifier.late_requests import events_path, late_request_facts, read_message_events
 from kchaos.verifier.model import (DIGEST_MAX_CASES, MAX_CASES, OPEN_TXN_STATES, TXN_NEXT, abandoned_note,
                                    commits_by_client_tv, hanging_cases, pipeline_txids, zombie_successor)
 from kchaos.verifier.producer_ids import PREPARED, judge_producer_ids
-from kchaos.verifier.pychecker import RunData
+from kchaos.verifier.run_data import RunData
 from kchaos.verifier.results import CheckResult, Results, VALID
 from kchaos.verifier.share_checks import share_checks
 from kchaos.verifier.spark.run import SparkRun, txn_log_entries, raw_only
@@ -102,7 +102,8 @@ def _aborted_inputs(d: SparkRun) -> Any:
 # Checks (each returns a CheckResult; looked up by name at call time)
 
 
-def check_duplicates(d: SparkRun) -> CheckResult:
+@implements("duplicate", "spark")
+def check_duplicate(d: SparkRun) -> CheckResult:
     key = ["in_partition", "in_offset", "slot"]
     rows, total = _first_cases(_duplicate_keys(d), *key)
     records = _records_of(d, d.outputs["committed"], rows[:MAX_CASES], key, 10)
@@ -130,6 +131,7 @@ def _unexplained(d: SparkRun) -> Any:
     return d.shared("unexplained", build)
 
 
+@implements("lost-input", "spark")
 def check_lost_input(d: SparkRun) -> CheckResult:
     F = d.F
     lost = _unexplained(d)
@@ -146,6 +148,7 @@ def check_lost_input(d: SparkRun) -> CheckResult:
     return result("lost-input", cases, total)
 
 
+@implements("offsets-ahead", "spark")
 def check_offsets_ahead(d: SparkRun) -> CheckResult:
     F = d.F
     ahead = _unexplained(d).filter(F.col("processed").isNull())
@@ -161,7 +164,8 @@ def check_offsets_ahead(d: SparkRun) -> CheckResult:
     return result("offsets-ahead", cases, total)
 
 
-def check_torn(d: SparkRun) -> CheckResult:
+@implements("torn-transaction", "spark")
+def check_torn_transaction(d: SparkRun) -> CheckResult:
     F = d.F
     committed = d.outputs["committed"]
     key = ["in_partition", "in_offset"]
@@ -190,6 +194,7 @@ def check_torn(d: SparkRun) -> CheckResult:
     return result("torn-transaction", cases, total)
 
 
+@implements("aborted-read", "spark")
 def check_aborted_read(d: SparkRun) -> CheckResult:
     F = d.F
     committed = d.outputs["committed"]
@@ -249,8 +254,9 @@ def check_aborted_read(d: SparkRun) -> CheckResult:
     return result("aborted-read", cases, total)
 
 
-def check_acknowledged_inputs(d: SparkRun) -> CheckResult:
-    """pychecker.check_acknowledged_inputs as joins: the seeder's committed acknowledgements
+@implements("lost-acknowledged-input", "spark")
+def check_lost_acknowledged_input(d: SparkRun) -> CheckResult:
+    """pychecker.check_lost_acknowledged_input as joins: the seeder's committed acknowledgements
     against the committed input log, by position (and by id where positions were not recorded)."""
     F = d.F
     ack, topic = d.acknowledged, d.workload.input_topic
@@ -277,6 +283,7 @@ def check_acknowledged_inputs(d: SparkRun) -> CheckResult:
     return result("lost-acknowledged-input", cases + counted, total + len(counted))
 
 
+@implements("input-mismatch", "spark")
 def check_input_mismatch(d: SparkRun) -> CheckResult:
     """pychecker.check_input_mismatch as a join: each committed output's input reference against
     the record the input log holds there (either view)."""
@@ -294,6 +301,7 @@ def check_input_mismatch(d: SparkRun) -> CheckResult:
     return result("input-mismatch", cases, total)
 
 
+@implements("lost-write", "spark")
 def check_lost_write(d: SparkRun) -> CheckResult:
     """pychecker.check_lost_write as a join: the transactions the client saw commit, and those the
     coordinator's log shows committed though their client did not, against their visible outputs."""
@@ -323,6 +331,7 @@ def check_lost_write(d: SparkRun) -> CheckResult:
     return result("lost-write", cases, total)
 
 
+@implements("offsets-behind", "spark")
 def check_offsets_behind(d: SparkRun) -> CheckResult:
     F = d.F
     fo = d.final_offsets_df.withColumnRenamed("partition", "in_partition")
@@ -361,7 +370,8 @@ def _abandoned_append_sql() -> str:
             f"AND {_step_from_before_sql('status', 'producer_id', 'producer_epoch')})")
 
 
-def check_txn_transitions(d: SparkRun) -> CheckResult:
+@implements("invalid-txn-transition", "spark")
+def check_invalid_txn_transition(d: SparkRun) -> CheckResult:
     from pyspark.sql import Window
 
     F = d.F
@@ -449,12 +459,14 @@ def _open_transactions(d: SparkRun) -> list[dict[str, Any]]:
             for r in latest.collect()]
 
 
-def check_hanging(d: SparkRun) -> CheckResult:
+@implements("hanging-transaction", "spark")
+def check_hanging_transaction(d: SparkRun) -> CheckResult:
     cases, note = hanging_cases(d.workload, d.final, _open_transactions(d) if not d.final["liveness"].get("stable") else [],
                                 pipeline_txids(d.campaign, d.history))
     return result("hanging-transaction", cases) if cases else CheckResult("hanging-transaction", VALID, note=note)
 
 
+@implements("zombie-write", "spark")
 def check_zombie_write(d: SparkRun) -> CheckResult:
     F = d.F
     inits, commits = d.history.zombie_inputs()
@@ -488,6 +500,7 @@ def check_zombie_write(d: SparkRun) -> CheckResult:
     return result("zombie-write", cases)
 
 
+@implements("nonmonotonic", "spark")
 def check_nonmonotonic(d: SparkRun) -> CheckResult:
     """First appearances of one input partition's outputs in one output partition follow input order."""
     from pyspark.sql import Window
@@ -536,7 +549,8 @@ def _records_at(d: SparkRun, coordinates: list[tuple[str, int, int]]) -> dict[tu
     return {coordinate: records[0] for coordinate, records in found.items()}
 
 
-def check_progress(d: SparkRun) -> CheckResult:
+@implements("no-progress", "spark")
+def check_no_progress(d: SparkRun) -> CheckResult:
     outputs = d.counts["outputs_committed"]
     if d.history.has_history or d.txn_log is None:
         return progress_result(d.history.committed_transactions(), outputs)
@@ -629,32 +643,5 @@ def check_run_spark(spark: Any, run: Path, ops: list[dict[str, Any]] | None = No
     return results
 
 
-class SparkEngine(Engine):
-    """The Spark job's queries above (verifier/engine.py)."""
-
-    name = "spark"
-    duplicates = staticmethod(check_duplicates)
-    lost_input = staticmethod(check_lost_input)
-    offsets_ahead = staticmethod(check_offsets_ahead)
-    torn_transactions = staticmethod(check_torn)
-    aborted_reads = staticmethod(check_aborted_read)
-    lost_writes = staticmethod(check_lost_write)
-    offsets_behind = staticmethod(check_offsets_behind)
-    split_transactions = staticmethod(driver_checks.check_split_transactions)
-    lost_offset_commits = staticmethod(driver_checks.check_lost_offset_commits)
-    offsets_backwards = staticmethod(driver_checks.check_offsets_backwards)
-    acknowledged_inputs = staticmethod(check_acknowledged_inputs)
-    input_mismatches = staticmethod(check_input_mismatch)
-    txn_transitions = staticmethod(check_txn_transitions)
-    hanging_transactions = staticmethod(check_hanging)
-    zombie_writes = staticmethod(check_zombie_write)
-    nonmonotonic = staticmethod(check_nonmonotonic)
-    progress = staticmethod(check_progress)
-    inconsistent_offsets = staticmethod(spark_observations.inconsistent_offsets)
-    observed_aborted_reads = staticmethod(spark_observations.observed_aborted_reads)
-    poll_skips = staticmethod(spark_observations.poll_skips)
-    nonmonotonic_polls = staticmethod(spark_observations.nonmonotonic_polls)
-    unseen = staticmethod(spark_observations.unseen)
-    stalled_pipeline = staticmethod(driver_checks.check_stalled_pipeline)
-    unprocessed_assignments = staticmethod(driver_checks.check_unprocessed_assignments)
-    brokers_rejoined = staticmethod(driver_checks.check_brokers_rejoined)
+#: the Spark job: the queries above, the read-side ones (spark/observations.py) and the driver-side checks
+SparkEngine = engine_class("spark", "The Spark job's engine (verifier/engine.py).", __name__)

@@ -20,13 +20,15 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from kchaos.clusters.artifacts import MavenArtifact, resolve_jars
 from kchaos.errors import SetupError
 from kchaos.paths import cache_dir
+from kchaos.runtime.artifacts import MavenArtifact, resolve_jars
 
 SPARK_VERSION = "4.0.0"
-#: the layers a check may import (everything below the harness), shipped to remote executors
-EXECUTOR_LAYERS = ("clusters", "workloads", "faults", "verifier", "reports")
+#: the layers a check may import (everything below the harness), shipped to remote executors: the
+#: root package ships its own modules only, so its sub-package layers are named here too (the
+#: internal topics' decoders, which executors run, are in kchaos.protocol)
+EXECUTOR_LAYERS = ("protocol", "runtime", "clusters", "workloads", "faults", "verifier", "reports")
 
 
 def pyspark_home() -> Path:

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.clusters.client_security import java_client_properties, resolve_env_refs
-from kchaos.files import atomic_write
-from kchaos.verifier.model import read_json
-from kchaos.wire import END_OF_LOG_FETCH_WAIT_MS
+from kchaos.files import atomic_write, read_json
+from kchaos.protocol.wire import END_OF_LOG_FETCH_WAIT_MS
 
 TOPIC_SCHEMA = "partition INT, offset BIGINT, timestamp BIGINT, key BINARY, value BINARY"
 VIEWS = {"committed": "read_committed", "raw": "read_uncommitted"}

@@ -15,7 +15,7 @@ Inputs
     ingest.json`` records where, so ``analyze`` re-checks without a cluster. Without an ingest
     the client dumps in ``RUN_DIR/topics/`` are read (then the executors must see that path);
   * the internal topics are decoded by the executors (``mapInArrow`` over the project's
-    decoders, verifier/decoders.py): no single-process step grows with the cluster;
+    decoders, kchaos/protocol/decoders.py): no single-process step grows with the cluster;
   * the client history (paired operations), the group's final offsets and the broker-side
     state after heal (``final.json``), read by the driver and handed to Spark as DataFrames.
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kchaos.verifier.checks import explain, result
+from kchaos.verifier.checks import explain, implements, result
 from kchaos.verifier.observations import (OBSERVATIONS, READ_EPS_S, before_commit_case,
                                          judges_reads_before_commit)
 from kchaos.verifier.results import CheckResult
@@ -51,7 +51,8 @@ def _first(df: Any) -> list[Any]:
     return df.orderBy("observer", "seq").collect()
 
 
-def inconsistent_offsets(d: SparkRun) -> CheckResult:
+@implements("inconsistent-offsets", "spark")
+def check_inconsistent_offsets(d: SparkRun) -> CheckResult:
     F = d.F
     obs, raw, _ = observed(d)
     rows = _first(obs.join(raw, KEY, "left").filter(F.col("final_crc").isNull() | (F.col("final_crc") != F.col("crc"))))
@@ -60,7 +61,8 @@ def inconsistent_offsets(d: SparkRun) -> CheckResult:
               final_crc=r["final_crc"]) for r in rows])
 
 
-def observed_aborted_reads(d: SparkRun) -> CheckResult:
+@implements("observed-aborted-read", "spark")
+def check_observed_aborted_read(d: SparkRun) -> CheckResult:
     obs, raw, committed = observed(d)
     rows = _first(obs.join(raw, KEY).join(committed, KEY, "left_anti"))
     isolation = d.campaign.observers.isolation
@@ -92,7 +94,8 @@ def _with_previous(d: SparkRun) -> Any:
     return obs.withColumn("previous", d.F.lag("offset").over(Window.partitionBy(*WALK).orderBy("seq")))
 
 
-def poll_skips(d: SparkRun) -> CheckResult:
+@implements("poll-skip", "spark")
+def check_poll_skip(d: SparkRun) -> CheckResult:
     F = d.F
     _, _, committed = observed(d)
     walk = _with_previous(d).withColumn("previous", F.coalesce("previous", F.lit(-1)))
@@ -108,13 +111,15 @@ def poll_skips(d: SparkRun) -> CheckResult:
     return result("poll-skip", cases)
 
 
-def nonmonotonic_polls(d: SparkRun) -> CheckResult:
+@implements("nonmonotonic-poll", "spark")
+def check_nonmonotonic_poll(d: SparkRun) -> CheckResult:
     F = d.F
     back = _with_previous(d).filter(F.col("previous").isNotNull() & (F.col("offset") <= F.col("previous")))
     return result("nonmonotonic-poll", [_case(d, "nonmonotonic-poll", r, previous=r["previous"]) for r in _first(back)])
 
 
-def unseen(d: SparkRun) -> CheckResult:
+@implements("unseen", "spark")
+def check_unseen(d: SparkRun) -> CheckResult:
     F = d.F
     obs, _, committed = observed(d)
     missed = (committed.join(obs.select(*KEY).distinct(), KEY, "left_anti").groupBy("topic", "partition")

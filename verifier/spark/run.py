@@ -13,15 +13,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from kchaos.files import read_json
+from kchaos.protocol.decoders import TransactionLogEntry
 from kchaos.verifier import evidence
 from kchaos.verifier.acknowledged import acknowledged_inputs
 from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier import driver_checks
 from kchaos.verifier.coordinator_log import COORDINATOR_TXN_SCHEMA, CoordinatorTxn
-from kchaos.verifier.decoders import TransactionLogEntry
 from kchaos.verifier.internal_topics import (OFFSET_COMMIT_SCHEMA, TXN_LOG_SCHEMA, coordinator_transactions_of, offset_commit_batches, transaction_log_batches)
 from kchaos.verifier.late_requests import late_requests, read_message_events
-from kchaos.verifier.model import HistoryIndex, LINEAGE_FIELDS, RECORD_COLUMNS, read_json, read_ops, run_seed
+from kchaos.verifier.model import HistoryIndex, LINEAGE_FIELDS, RECORD_COLUMNS, read_ops, run_seed
 from kchaos.verifier.observations import observer_summary
 from kchaos.verifier.spark.ingest import VIEWS, TopicSource
 from kchaos.workloads.lineage import IdLocator
@@ -322,7 +323,7 @@ class SparkRun:
 
     def latest_txn_records_below(self, bounds: dict[int | None, int | None],
                                  txids: set[str]) -> dict[str, dict[str, Any]]:
-        """pychecker.RunData.latest_txn_records_below as a query: the records below each named
+        """run_data.RunData.latest_txn_records_below as a query: the records below each named
         partition's bound (the key None: every other partition), the latest per id of ``txids``."""
         if self.txn_log is None or not txids:
             return {}
