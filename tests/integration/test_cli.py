@@ -330,7 +330,7 @@ BAD_INPUTS = [
     (lambda t: ["run", _file(t, "c.toml", "")], "is empty"),
     (lambda t: ["run", _file(t, "c.toml", "[run]\nduration_s = 30\n")], "declares no faults"),
     (["run", "--duration", "3"], "the fault schedule is empty"),
-    (["run", "--set", "faults.start_after_s=100"], "the fault schedule is empty"),
+    (["run", "--set", "faults.start_after_s=1000"], "the fault schedule is empty"),
     (lambda t: ["run", "--out", _file(t, "out", "a file")], "is a file, not a directory"),
     (["run", "--set", "cluster.kafka_version=4.2"], "cluster.kafka_version: not a release number"),
     (["run", "--set", "cluster.kafka_version=9.9.9"], "kafka_2.13:9.9.9 does not resolve"),
