@@ -78,7 +78,7 @@ def render_plan(p: dict[str, Any]) -> str:
              f"workload  {workload_line(workload)}"
              + (f" (about {round(wl['rate'] * est['workload'])} inputs)" if wl["records"] is None else "") + (
                  f"; at most {wl['max_batch']} inputs per transaction, {wl['abort_fraction']:.0%} aborted on purpose"
-                 if workload.client != "streams" and not workload.external_command else ""),
+                 if workload.own_workers else ""),
              f"client    {workers_client(workload, CONFLUENT)}",
              *([f"          without {name}: {why}" for name, why in sorted(not_honoured(wl).items())]
                if wl["client"] in CLIENTS else []),

@@ -641,6 +641,12 @@ def unrecord_a_transaction_past_the_cleaners_point(run: Path) -> Expectation:
         by_id[ct.transactional_id].append(ct)
     txid = max(sorted(by_id), key=lambda t: len(by_id[t]))
     target = by_id[txid][len(by_id[txid]) // 2]
+    return _unrecord_as_compacted(run, target)
+
+
+def _unrecord_as_compacted(run: Path, target: Any) -> Expectation:
+    """Remove ``target``'s records from the coordinator's log and say the cleaner compacted its
+    partition up to where it began: a removal compaction could not have made."""
     rows = _txn_rows(run)
     gone = {r["offset"] for r in _records_of(rows, target)}
     rows = [r for r in rows if r["partition"] != target.log_partition or r["offset"] not in gone]
@@ -662,15 +668,7 @@ def unrecord_an_ids_last_transaction(run: Path) -> Expectation:
     for ct, _ in pairs:
         last[ct.transactional_id] = ct
     target = last[sorted(last)[0]]
-    rows = _txn_rows(run)
-    gone = {r["offset"] for r in _records_of(rows, target)}
-    rows = [r for r in rows if r["partition"] != target.log_partition or r["offset"] not in gone]
-    rows = _cleaned_below(rows, target.log_partition, target.first_offset)
-    for r in rows:
-        r.pop("entry", None)
-    _write_txn_rows(run, rows)
-    _record_compaction(run, "__transaction_state", target.log_partition, target.first_offset)
-    return "anomaly", "split-transaction", "but the coordinator's log holds no transaction of it"
+    return _unrecord_as_compacted(run, target)
 
 
 def abort_a_commit_the_client_saw_succeed(run: Path) -> Expectation:

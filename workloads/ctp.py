@@ -100,7 +100,7 @@ class CtpWorkload:
                       **{t: self.spec.output_partitions for t in self.spec.output_topics}}
             self.observers = Observers(self.observer_spec, self.client, topics, self.run.path / "observers")
             self.observers.start()  # first, so they see the topics from their first record
-        self.work = WorkMonitor(history_dir, own_workers=self.spec.client != "streams" and not self.spec.external_command)
+        self.work = WorkMonitor(history_dir, own_workers=self.spec.own_workers)
         self.seeder.start()
         self.pool.start()
 

@@ -175,7 +175,7 @@ class WorkloadSpec(BaseModel):
             raise ValueError(f"client = {self.client!r}: the Java driver runs the exactly-once consume-transform-produce "
                              "pipeline with per-worker transactional ids (kind = 'ctp', delivery = 'exactly-once', "
                              "transactional_id_strategy = 'per-worker', no external_command)")
-        if self.static_membership and (self.client == "streams" or self.external_command):
+        if self.static_membership and not self.own_workers:
             # a worker on a client without KIP-345 (kafkajs) joins as a dynamic member and records it
             raise ValueError("static_membership names kchaos' own workers' consumers (group.instance.id per worker "
                              "slot): not a Kafka Streams application's, nor an external_command's")
@@ -249,6 +249,12 @@ class WorkloadSpec(BaseModel):
         if self.transactional_id_strategy == "per-partition":
             return [f"{prefix}-{self.input_topic}-{p}" for p in range(self.input_partitions)]
         return [f"{prefix}-w{i}" for i in range(self.workers)]
+
+    @property
+    def own_workers(self) -> bool:
+        """Whether kchaos' own workers (any client's) are the pipeline: they keep a client history;
+        a Kafka Streams application or a user's app does not."""
+        return self.client != "streams" and not self.external_command
 
     @property
     def transactional(self) -> bool:
