@@ -22,6 +22,7 @@ from kchaos.reports.plots import Band, Phase, Plot, Series, render_svg
 from kchaos.reports.what_ran import seeder_client, workers_client, workload_line
 from kchaos.rundir import CLUSTER_FILE, ENVIRONMENT_FILE, FINAL_FILE, METRICS_FILE, REPLAY_FILE, RunDir
 from kchaos.text import by_version, cells, durations, human, properties
+from kchaos.verifier.attribution import WORDS as ATTRIBUTION_WORDS
 from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.model import case_time_and_slots
 from kchaos.verifier.exposure import summary_line
@@ -253,7 +254,8 @@ def gather(run: Path) -> dict[str, Any]:
                              "evidence": [evidence_rows(case) for case in group["cases"]],
                              "excerpts": excerpts})
         count = (results or {}).get("checks", {}).get(name, {}).get("note", "")
-        anomalies.append({"name": name, "cases": rendered, "count": count})
+        anomalies.append({"name": name, "cases": rendered, "count": count,
+                          "attribution": ((results or {}).get("attribution") or {}).get("by_anomaly", {}).get(name)})
     # the first screen: each anomaly's first case, the liveness ones first (what stopped, then what broke)
     headline = [{"name": a["name"], "family": "liveness" if a["name"] in LIVENESS_CHECKS else "safety",
                  "count": a["count"], "first": a["cases"][0]["explanation"] if a["cases"] else "",
@@ -281,7 +283,7 @@ def gather(run: Path) -> dict[str, Any]:
         "what_ran": {"client": workers_client(campaign.workload, confluent), "workload": workload_line(campaign.workload),
                      "seeder": seeder_client(confluent)},
         "plots": _plots(metrics, bands + _step_bands(ops, start, end), phases), "phases": phases, "faults": bands, "totals": metrics.get("totals") or {},
-        "anomalies": anomalies, "headline": headline, "liveness_checks": LIVENESS_CHECKS, "facts": facts,
+        "anomalies": anomalies, "attribution_words": ATTRIBUTION_WORDS, "headline": headline, "liveness_checks": LIVENESS_CHECKS, "facts": facts,
         "lso_lag": lso_lag,
         "broker_transactions": final.get("broker_transactions") or {},
         "observers": _observers(run, final, start, bands, phases),

@@ -271,11 +271,12 @@ def worker_slot(process: str | None) -> str | None:
 CASE_TIME_KEYS = ("invoke_time", "commit_invoked", "observed_at")
 
 
-def case_time_and_slots(case: dict[str, Any]) -> tuple[float | None, set[str]]:
-    """When an anomaly case happened (the earliest history time its evidence names) and the
-    worker slots it names: how the report finds broker log lines and certification a phase."""
+def case_names(case: dict[str, Any]) -> tuple[list[float], set[str], set[str]]:
+    """What an anomaly case's evidence names, wherever it is nested: the history times, the
+    worker slots and the transactional ids."""
     times: list[float] = []
     slots: set[str] = set()
+    txids: set[str] = set()
 
     def walk(value: Any) -> None:
         if isinstance(value, dict):
@@ -284,6 +285,8 @@ def case_time_and_slots(case: dict[str, Any]) -> tuple[float | None, set[str]]:
                     times.append(float(v))
                 elif k in ("process", "worker") and isinstance(v, str) and worker_slot(v):
                     slots.add(worker_slot(v))  # type: ignore[arg-type]
+                elif k in ("txid", "transactional_id") and isinstance(v, str):
+                    txids.add(v)
                 else:
                     walk(v)
         elif isinstance(value, list):
@@ -291,6 +294,13 @@ def case_time_and_slots(case: dict[str, Any]) -> tuple[float | None, set[str]]:
                 walk(v)
 
     walk(case)
+    return times, slots, txids
+
+
+def case_time_and_slots(case: dict[str, Any]) -> tuple[float | None, set[str]]:
+    """When an anomaly case happened (the earliest history time its evidence names) and the
+    worker slots it names: how the report finds broker log lines and certification a phase."""
+    times, slots, _ = case_names(case)
     return (min(times) if times else None), slots
 
 

@@ -22,6 +22,7 @@ from kchaos.errors import VERDICT_EXIT, ConfigError
 from kchaos.log import say
 from kchaos.text import by_version, counts
 from kchaos.rundir import CLUSTER_FILE, ENVIRONMENT_FILE, FINAL_FILE, HISTORY_FILE, METRICS_FILE, RunDir
+from kchaos.verifier.attribution import attribute
 from kchaos.verifier.campaign import Campaign
 from kchaos.verifier.certify import certify
 from kchaos.verifier.exposure import summary_line
@@ -116,6 +117,9 @@ def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
     if short:
         say("fault coverage short of what the campaign requires: "
             + ", ".join(f"{k} executed {n['executed']} of {n['required']}" for k, n in sorted(short.items())))
+    attribution = attribute(results)
+    if attribution:
+        say(f"attribution of the anomaly cases: {attribution['summary']}")
     status: dict[str, Any] = {"verdict": results["verdict"], "safety": results["safety"],
                               "liveness": results["liveness"]}
     cert = certify(run.path, campaign, results, ops) if campaign.steps else None
@@ -123,7 +127,8 @@ def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
         code, status["certification"] = cert["exit_code"], cert["overall"]
     written = write_results(run.path, checked, extra={"run": run_block(run, campaign, ops, code, checked.checker,
                                                                          facts.get("fault_coverage"),
-                                                                         facts.get("exposure"))})
+                                                                         facts.get("exposure")),
+                                                       **({"attribution": attribution} if attribution else {})})
     if cert is not None:
         run.write_certification(cert)
         say(f"certification: {cert['overall'].upper()} ({cert['committed_transactions']} committed transactions over "

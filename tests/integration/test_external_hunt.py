@@ -62,5 +62,7 @@ def test_hunt_kip890_on_a_cluster_kchaos_did_not_start_is_invalid(tv1_lab, tmp_p
     # KAFKA-17754's signatures on a kchaos cluster (docs/findings.md F1): a lost or aborted-read
     # write, or a transaction the coordinator split
     assert named & {"aborted-read", "lost-write", "torn-transaction", "split-transaction", "zombie-write"}, named
+    # and says whose they are: the classic protocol's, with the late EndTxn the proxy saw
+    assert results["attribution"]["labels"].get("kafka-17754"), results["attribution"]["summary"]
     front = json.loads((run / "cluster" / "messages" / "front.json").read_text())
     assert front["rewritten"].get("Metadata", 0) > 0

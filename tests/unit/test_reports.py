@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from kchaos.reports.index import render_index
+from kchaos.verifier.attribution import attribute
 from kchaos.reports.run_report import render_run_report
 from kchaos.verifier.pychecker import check_run
 
@@ -82,6 +83,21 @@ def test_invalid_run_report_has_a_section_per_anomaly_with_evidence_and_log_line
         assert f'id="anomaly-{anomaly}"' in html
     assert "is visible 2 times in committed outputs" in html
     assert "Initialized transactionalId tx-w0" in html and 'href="cluster/node-2/logs/server.log"' in html
+
+
+def test_each_anomaly_section_says_whose_its_cases_are(tmp_path):
+    b = ReportRun()
+    b.committed["a"].append(_out(0, 2, 0))               # duplicate: a shape of KAFKA-17754
+    b.final_offsets = {"0": 3}                           # offsets-behind: not one
+    run = _finish(b.write(tmp_path / "20261122T021000Z-unit-seed5"))
+    results = json.loads((run / "results.json").read_text())
+    results["attribution"] = attribute(results)          # as judge_run writes it
+    (run / "results.json").write_text(json.dumps(results))
+    assert results["attribution"]["by_anomaly"] == {"duplicate": {"classic-protocol": 1},
+                                                    "offsets-behind": {"candidate": 2}}
+    html = render_run_report(run).read_text()
+    assert "Whose: 1 on the classic protocol (KAFKA-17754 allows them; mechanism not seen)" in html
+    assert "Whose: 2 not the classic protocol&#39;s (candidates against a client or broker)" in html
 
 
 def test_unknown_and_incomplete_runs_say_so(tmp_path):

@@ -1,0 +1,80 @@
+"""Whose anomaly (verifier/attribution.py): hand-made results, one per label and per edge."""
+
+from kchaos.verifier.attribution import attribute, label_case, protocol_of
+
+PER_TXID = {"run-w0": {"0": 12}, "run-w1": {"2": 9}, "run-w2": {"0": 3, "2": 4}}
+
+
+def _case(**fields):
+    return {"explanation": "hand-made", "records": [{"topic": "out", "offset": 1, **fields}]}
+
+
+def _late(txid, ended=True):
+    return {"api": "EndTxn", "transactional_id": txid, "ended_a_transaction": ended}
+
+
+def test_protocol_of_reads_the_coordinators_record():
+    assert protocol_of({"0": 3}) == "classic"
+    assert protocol_of({"2": 3}) == "kip-890"
+    assert protocol_of({"0": 1, "2": 3}) == "both"
+    assert protocol_of({"2": 0, "0": 2}) == "classic"
+    assert protocol_of(None) is None and protocol_of({}) is None
+
+
+def test_a_classic_case_is_kafka_17754s_only_when_a_late_endtxn_of_its_id_ended_a_transaction():
+    seen = label_case("lost-write", _case(txid="run-w0"), PER_TXID, {"run-w0"})
+    assert seen["label"] == "kafka-17754" and "run-w0" in seen["why"]
+    # a late EndTxn of another id, or none at all: the protocol allows it, the run did not show it
+    assert label_case("lost-write", _case(txid="run-w0"), PER_TXID, {"run-w1"})["label"] == "classic-protocol"
+    assert label_case("lost-write", _case(txid="run-w0"), PER_TXID, set())["label"] == "classic-protocol"
+
+
+def test_a_kip890_case_is_not_the_protocols_whatever_the_proxy_saw():
+    got = label_case("lost-write", _case(txid="run-w1"), PER_TXID, {"run-w1"})
+    assert got["label"] == "candidate" and "KIP-890" in got["why"]
+
+
+def test_a_shape_a_late_endtxn_does_not_make_is_a_candidate_on_the_classic_protocol_too():
+    got = label_case("offsets-backwards", _case(txid="run-w0"), PER_TXID, {"run-w0"})
+    assert got["label"] == "candidate" and "offsets-backwards" in got["why"]
+
+
+def test_mixed_unknown_and_idless_cases_stay_unattributed():
+    both = label_case("lost-write", _case(txid="run-w2"), PER_TXID, {"run-w2"})
+    assert both["label"] == "unattributed" and "both protocols" in both["why"]
+    never = label_case("lost-write", _case(txid="run-w9"), PER_TXID, {"run-w9"})
+    assert never["label"] == "unattributed" and "run-w9" in never["why"]
+    assert label_case("lost-write", {"explanation": "no ids", "input": {"offset": 3}}, PER_TXID, set())["label"] == "unattributed"
+    # a case naming ids of both protocols is not the classic protocol's either
+    two = {"records": [{"txid": "run-w0"}, {"txid": "run-w1"}]}
+    assert label_case("lost-write", two, PER_TXID, {"run-w0"})["label"] == "unattributed"
+
+
+def test_a_worker_process_names_its_slots_id():
+    case = {"explanation": "lost", "transactions": [{"process": "w0.3", "txn_seq": 4}]}
+    assert label_case("lost-write", case, PER_TXID, {"run-w0"})["label"] == "kafka-17754"
+
+
+def test_attribute_labels_safety_cases_only_and_counts_them():
+    results = {
+        "anomalies": {"lost-write": [_case(txid="run-w0"), _case(txid="run-w0")],
+                      "duplicate": [_case(txid="run-w1")],
+                      "stalled-pipeline": [{"explanation": "stalled", "worker": "w0"}]},
+        "facts": {"commits_by_client_tv_per_txid": PER_TXID,
+                  "late_requests": {"requests": [_late("run-w0"), _late("run-w1", ended=False)]}},
+    }
+    got = attribute(results)
+    assert got["by_anomaly"] == {"duplicate": {"candidate": 1}, "lost-write": {"kafka-17754": 2}}
+    assert got["labels"] == {"kafka-17754": 2, "candidate": 1}
+    assert "stalled-pipeline" not in got["cases"]
+    assert got["summary"].startswith("2 the classic protocol's (KAFKA-17754")
+
+
+def test_no_safety_anomaly_no_attribution():
+    assert attribute({"anomalies": {}, "facts": {}}) is None
+    assert attribute({"anomalies": {"stalled-pipeline": [{"explanation": "x"}]}}) is None
+
+
+def test_a_run_without_the_coordinators_record_attributes_nothing():
+    got = attribute({"anomalies": {"lost-write": [_case(txid="run-w0")]}, "facts": {}})
+    assert got["labels"] == {"unattributed": 1}

@@ -1,0 +1,119 @@
+"""Whose anomaly it is: the classic transaction protocol's, or a candidate against a client or broker.
+
+On the classic protocol (a ``transaction.version`` 1 cluster, or a client without KIP-890 part 2
+on any cluster) a late EndTxn can end a later transaction of the same transactional id whatever
+the client does: KAFKA-17754 (docs/findings.md F1). An anomaly there is not evidence against the
+client. Only where the transaction ran KIP-890's protocol is an anomaly a candidate finding
+against the client (or the broker), and its clean control is the same campaign with the Java
+client on TV2 (docs/clients.md).
+
+Each safety anomaly case gets one label, from what the run observed:
+
+- ``kafka-17754``: every transactional id the case names committed on the classic protocol (the
+  coordinator's own record, ``facts.commits_by_client_tv_per_txid``), and the message proxy saw a
+  late EndTxn of one of them end a later transaction (``facts.late_requests``): the mechanism, seen;
+- ``classic-protocol``: classic, and the mechanism was not seen (no message faults, or none ended a
+  transaction): the protocol allows the anomaly; nothing attributes it further;
+- ``candidate``: not the classic protocol's: every id the case names committed under KIP-890, or
+  the anomaly is not a shape KAFKA-17754 makes (``SHAPES``): a candidate against the client or the
+  broker, whose clean control is the same campaign with the Java client on TV2;
+- ``unattributed``: the case names no transactional id, the log recorded no commit of its ids, or
+  they committed under both protocols (a ``transaction.version`` flip).
+
+Liveness anomalies are not labelled: they describe the cluster or the pipeline after the heal,
+not one transaction's protocol. Computed once from the merged results, so both engines' runs
+read the same meaning.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from kchaos.verifier.model import case_names
+from kchaos.verifier.results import LIVENESS_CHECKS
+
+LABELS = ("kafka-17754", "classic-protocol", "candidate", "unattributed")
+#: what a late EndTxn that ends a later transaction leaves (docs/findings.md F1: the client then
+#: commits or aborts a transaction the coordinator already ended, and writes on in a new one)
+SHAPES = frozenset({"aborted-read", "duplicate", "lost-input", "lost-write", "split-transaction",
+                    "torn-transaction", "zombie-write"})
+#: each label as the log line and the report say it (after a count of cases)
+WORDS = {"kafka-17754": "the classic protocol's (KAFKA-17754, its late EndTxn seen)",
+         "classic-protocol": "on the classic protocol (KAFKA-17754 allows them; mechanism not seen)",
+         "candidate": "not the classic protocol's (candidates against a client or broker)",
+         "unattributed": "unattributed"}
+KIP890_TV = "2"
+
+
+def _case_ids(case: Any, known: set[str]) -> set[str]:
+    """The transactional ids a case names: its ``txid``/``transactional_id`` fields, and the
+    id of each worker slot it names (an id of this run that ends with ``-<slot>``)."""
+    _, slots, ids = case_names(case)
+    return ids | {txid for txid in known for slot in slots if txid.endswith(f"-{slot}")}
+
+
+def protocol_of(counts: dict[str, int] | None) -> str | None:
+    """``classic``, ``kip-890``, ``both`` or None (no commit recorded), from one id's commits by
+    the client transaction version the coordinator recorded (``"2"``: KIP-890)."""
+    versions = {v for v, n in (counts or {}).items() if n}
+    if not versions:
+        return None
+    if versions == {KIP890_TV}:
+        return "kip-890"
+    return "both" if KIP890_TV in versions else "classic"
+
+
+def label_case(anomaly: str, case: Any, per_txid: dict[str, dict[str, int]], ended_by_late: set[str]) -> dict[str, Any]:
+    """One case of type ``anomaly``: its label and why (see the module's docstring)."""
+    ids = sorted(_case_ids(case, set(per_txid)))
+    if not ids:
+        return {"label": "unattributed", "why": "the case names no transactional id"}
+    protocols = {txid: protocol_of(per_txid.get(txid)) for txid in ids}
+    unknown = sorted(t for t, p in protocols.items() if p is None)
+    if unknown:
+        return {"label": "unattributed", "txids": ids,
+                "why": f"the coordinator's log recorded no commit of {', '.join(unknown)}"}
+    kinds = set(protocols.values())
+    if kinds != {"classic"} and kinds != {"kip-890"}:
+        return {"label": "unattributed", "txids": ids,
+                "why": "its ids committed under both protocols (classic and KIP-890)"}
+    if kinds == {"kip-890"}:
+        return {"label": "candidate", "txids": ids,
+                "why": "every id committed under KIP-890: not the classic protocol's; its control is the same "
+                       "campaign with the Java client on TV2"}
+    if anomaly not in SHAPES:
+        return {"label": "candidate", "txids": ids,
+                "why": f"classic protocol, but a late EndTxn does not make {anomaly}; its control is the same "
+                       "campaign with the Java client on TV2"}
+    seen = sorted(set(ids) & ended_by_late)
+    if seen:
+        return {"label": "kafka-17754", "txids": ids,
+                "why": f"classic protocol, and a late EndTxn of {', '.join(seen)} ended a later transaction "
+                       "(the message proxy's record)"}
+    return {"label": "classic-protocol", "txids": ids,
+            "why": "classic protocol, which allows it (KAFKA-17754); no late EndTxn was seen ending a transaction"}
+
+
+def attribute(results: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``attribution`` block of results.json, or None when the run has no safety anomaly.
+    ``results``: the checker's results (``anomalies`` and ``facts``)."""
+    anomalies = {name: cases for name, cases in (results.get("anomalies") or {}).items()
+                 if name not in LIVENESS_CHECKS and cases}
+    if not anomalies:
+        return None
+    facts = results.get("facts") or {}
+    per_txid = facts.get("commits_by_client_tv_per_txid") or {}
+    late = (facts.get("late_requests") or {}).get("requests") or []
+    ended_by_late = {r["transactional_id"] for r in late if r.get("ended_a_transaction") and r.get("transactional_id")}
+    cases = {name: [label_case(name, case, per_txid, ended_by_late) for case in cs]
+             for name, cs in sorted(anomalies.items())}
+    by_anomaly = {name: dict(Counter(c["label"] for c in labelled)) for name, labelled in cases.items()}
+    labels = Counter(c["label"] for labelled in cases.values() for c in labelled)
+    return {"labels": {k: labels[k] for k in LABELS if labels[k]}, "by_anomaly": by_anomaly, "cases": cases,
+            "summary": summary(labels)}
+
+
+def summary(labels: dict[str, int]) -> str:
+    """One line: how many cases carry each label."""
+    return "; ".join(f"{labels[k]} {WORDS[k]}" for k in LABELS if labels.get(k))
