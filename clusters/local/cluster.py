@@ -10,7 +10,10 @@ Topology (N brokers, combined mode unless ``dedicated_controllers`` > 0):
   the others, a majority from a minority, or a ring formed, without touching client traffic.
 * Quorum: each node's ``controller.quorum.voters`` names, for every other controller *c*, the
   proxy ``quorum-n<i>-to-n<c>`` (static voters are a per-node setting), so controller traffic
-  can be partitioned pair by pair as well.
+  can be partitioned pair by pair as well. A Raft leader also tells its followers where to fetch
+  (its advertised controller endpoints, KIP-853), so like replication every controller *c* has
+  one listener ``CTRL<i>`` per node *i*, advertised as ``quorum-n<i>-to-n<c>``, and node *i*
+  names ``CTRL<i>`` first in ``controller.listener.names``.
 
 Every process (JVMs and Toxiproxy) runs in its own process group with a pid file under
 ``<work_dir>/pids``; :func:`kchaos.runtime.processes.reap` finds them even after the harness crashed.
@@ -220,9 +223,26 @@ class LocalNode(Node):
                 adv = ports.proxy_repl.get(f"{src}>{i}", ports.repl[f"{src}>{i}"])
                 advertised.append(f"{name}://{HOST}:{adv}")
                 protocols[name] = "PLAINTEXT"
+        # One controller listener per node that talks to this controller (CTRL<src>), advertised
+        # as that node's proxy: a Raft leader sends its followers its advertised controller
+        # endpoints (KIP-853) and each fetches from the one of its own listener name, so the
+        # followers' fetches go through the proxies too and a partition cuts them.
+        own = f"CTRL{i}" if ports.controller_in else "CONTROLLER"
+        controller_names = [own]
+        protocols[own] = "PLAINTEXT"
         if self.is_controller:
-            listeners.append(f"CONTROLLER://{HOST}:{ports.controller[i]}")
-        protocols["CONTROLLER"] = "PLAINTEXT"
+            listeners.append(f"{own}://{HOST}:{ports.controller[i]}")
+            for src in sorted(set(c.controller_ids) | set(c.broker_ids)):
+                pair = f"{src}>{i}"
+                if src == i or pair not in ports.controller_in:
+                    continue
+                name = f"CTRL{src}"
+                listeners.append(f"{name}://{HOST}:{ports.controller_in[pair]}")
+                advertised.append(f"{name}://{HOST}:{ports.proxy_quorum.get(pair, ports.controller_in[pair])}")
+                controller_names.append(name)
+                protocols[name] = "PLAINTEXT"
+            if ports.controller_in:
+                advertised.append(f"{own}://{HOST}:{ports.controller[i]}")
         voters = ",".join(
             f"{ctl}@{HOST}:{ports.proxy_quorum.get(f'{i}>{ctl}', ports.controller[ctl])}"
             for ctl in c.controller_ids
@@ -232,13 +252,14 @@ class LocalNode(Node):
             "node.id": str(i),
             "process.roles": ",".join(r.value for r in sorted(self.roles, key=lambda r: r.value)),
             "controller.quorum.voters": voters,
-            "controller.listener.names": "CONTROLLER",
+            "controller.listener.names": ",".join(controller_names),
             "listeners": ",".join(listeners),
             "listener.security.protocol.map": ",".join(f"{k}:{v}" for k, v in protocols.items()),
             "log.dirs": str(self.data_dir),
         }
-        if self.is_broker:
+        if advertised:
             props["advertised.listeners"] = ",".join(advertised)
+        if self.is_broker:
             props["inter.broker.listener.name"] = f"REPL{i}"
         props.update(SMALL_MACHINE_DEFAULTS)
         props.update({
@@ -460,7 +481,7 @@ class LocalJvmCluster(Cluster):
             proxies.append(Proxy(proxy_name_repl(src, dst), f"{HOST}:{port}", f"{HOST}:{ports.repl_upstream(pair)}"))
         for pair, port in ports.proxy_quorum.items():
             src, dst = (int(x) for x in pair.split(">"))
-            proxies.append(Proxy(proxy_name_quorum(src, dst), f"{HOST}:{port}", f"{HOST}:{ports.controller[dst]}"))
+            proxies.append(Proxy(proxy_name_quorum(src, dst), f"{HOST}:{port}", f"{HOST}:{ports.quorum_upstream(pair)}"))
         return proxies
 
     def _wait_ready(self, started: float) -> None:

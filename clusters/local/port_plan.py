@@ -17,7 +17,7 @@ class PortPlan:
     toxiproxy_api: int
     client: dict[int, int]                 # broker -> CLIENT listener port
     repl: dict[str, int]                   # "i>k": port of listener REPL<i> on broker k
-    controller: dict[int, int]             # controller -> CONTROLLER listener port
+    controller: dict[int, int]             # controller c -> port of its own listener CTRL<c>
     proxy_client: dict[int, int]           # broker -> client proxy port
     proxy_repl: dict[str, int]             # "i>k": proxy for broker i fetching from broker k
     proxy_quorum: dict[str, int]           # "i>c": proxy for node i talking to controller c
@@ -25,6 +25,9 @@ class PortPlan:
     proxy_message: dict[int, int] = field(default_factory=dict)  # broker -> message proxy listener
     #: "i>k" -> message proxy listener on the link of broker i to broker k (proxy_messages_between_brokers)
     proxy_message_repl: dict[str, int] = field(default_factory=dict)
+    #: "i>c" -> port of listener CTRL<i> on controller c, which only node i reaches (through the
+    #: proxy quorum-n<i>-to-n<c>): a Raft leader tells each follower its own listener's address
+    controller_in: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def build(cls, spec: ClusterSpec, broker_ids: list[int], controller_ids: list[int],
@@ -38,7 +41,7 @@ class PortPlan:
         message_pairs = proxied_pairs if spec.proxy_messages_between_brokers else []
         count = (1 + len(broker_ids) + len(pairs) + len(controller_ids) + len(client_proxies)
                  + len(proxied_pairs) + len(quorum_pairs) + (1 + len(message_proxies) if message_proxies else 0)
-                 + len(message_pairs))
+                 + len(message_pairs) + len(quorum_pairs))
         it = iter(allocate_ports(count, spec.base_port))
         return cls(
             toxiproxy_api=next(it),
@@ -51,7 +54,13 @@ class PortPlan:
             message_api=next(it) if message_proxies else None,
             proxy_message={b: next(it) for b in message_proxies},
             proxy_message_repl={p: next(it) for p in message_pairs},
+            controller_in={p: next(it) for p in quorum_pairs},
         )
+
+    def quorum_upstream(self, pair: str) -> int:
+        """Where the link proxy ``quorum-n<i>-to-n<c>`` forwards: controller c's listener CTRL<i>
+        (its own listener in a plan made before there was one per node)."""
+        return self.controller_in.get(pair, self.controller[int(pair.split(">")[1])])
 
     def client_upstream(self, broker: int) -> int:
         """Where the client proxy of ``broker`` forwards: the message proxy when there is one."""

@@ -123,6 +123,34 @@ def test_isolating_a_leader_stops_replication_and_moves_leadership(cluster3):
     cluster3.wait_healthy(120)
 
 
+def test_isolating_the_active_controller_lets_the_others_elect_and_fence_it(cluster3):
+    """The quorum cut for real: the two voters left elect a new controller, which fences the
+    isolated broker. (Before each follower had its own advertised controller listener, their
+    Raft fetches went to the leader's own port, around the cut proxies: the isolated controller
+    kept its quorum and fenced the two others instead.)"""
+    ctx = FaultContext(cluster3, _fake_workload(cluster3, uuid.uuid4().hex[:6]))
+    fault = _fault("partition", "isolate-controller", ctx, seed=3, hold=0, params={"clients": "cut"})
+    target = fault.invoke()
+    before = target["nodes"][0]  # the quorum leader when the fault resolved its target
+    assert any(name.startswith("quorum-") for name in target["detail"]["links_cut"])
+    cluster3._close_admin()
+
+    def elected() -> bool:
+        now = cluster3.active_controller()
+        return now is not None and now != before
+
+    def fenced() -> bool:
+        return cluster3.unregistered_brokers() == [before]  # and the two others are not
+
+    try:
+        wait_until(elected, 60, 0.5, f"no new controller while {before} was cut from the quorum", retry_on=(Exception,))
+        wait_until(fenced, 60, 0.5, f"the isolated broker {before} was not fenced", retry_on=(Exception,))
+    finally:
+        fault.heal()
+        cluster3._close_admin()
+    cluster3.wait_healthy(120)
+
+
 def _log_bytes(cluster, node_id, topic, partition):
     return sum(f.stat().st_size for f in (cluster.node(node_id).data_dir / f"{topic}-{partition}").glob("*.log"))
 

@@ -68,12 +68,39 @@ def test_unproxied_cluster_advertises_direct_ports_and_has_no_network_capability
     assert f"CLIENT://127.0.0.1:{cluster.ports.client[1]}" in props["advertised.listeners"]
 
 
-def test_dedicated_controllers_get_only_a_controller_listener(tmp_path):
+def test_dedicated_controllers_get_only_controller_listeners(tmp_path):
     cluster = _planned(tmp_path, nodes=2, dedicated_controllers=1)
     ctl = cluster.node(1).properties()
-    assert ctl["process.roles"] == "controller" and ctl["listeners"].startswith("CONTROLLER://")
-    assert "advertised.listeners" not in ctl and "inter.broker.listener.name" not in ctl
-    assert cluster.node(3).properties()["process.roles"] == "broker"
+    assert ctl["process.roles"] == "controller"
+    assert {l.split(":")[0] for l in ctl["listeners"].split(",")} == {"CTRL1", "CTRL2", "CTRL3"}
+    assert "inter.broker.listener.name" not in ctl
+    broker = cluster.node(3).properties()
+    assert broker["process.roles"] == "broker" and broker["controller.listener.names"] == "CTRL3"
+    assert "CTRL" not in broker["listeners"]
+
+
+def test_a_raft_leader_tells_each_follower_the_address_of_its_own_proxy(tmp_path):
+    """A Raft leader sends its followers its advertised controller endpoints (KIP-853), and each
+    follower fetches from the endpoint of its own first controller listener name: node 2 must
+    be told quorum-n2-to-n1, node 3 quorum-n3-to-n1, or its fetches bypass the proxy that a
+    partition cuts (they did: an isolated controller kept its followers and fenced them)."""
+    cluster = _planned(tmp_path, nodes=3)
+    ports = cluster.ports
+    leader = cluster.node(1).properties()
+    advertised = leader["advertised.listeners"].split(",")
+    assert f"CTRL2://127.0.0.1:{ports.proxy_quorum['2>1']}" in advertised
+    assert f"CTRL3://127.0.0.1:{ports.proxy_quorum['3>1']}" in advertised
+    assert f"CTRL1://127.0.0.1:{ports.controller[1]}" in advertised
+    assert leader["controller.listener.names"].split(",")[0] == "CTRL1"
+    for follower in (2, 3):
+        names = cluster.node(follower).properties()["controller.listener.names"].split(",")
+        assert names[0] == f"CTRL{follower}"
+    # each quorum proxy forwards to the listener only its node is told about
+    upstream = {p.name: p.upstream for p in cluster.planned_proxies()}
+    assert upstream["quorum-n2-to-n1"] == f"127.0.0.1:{ports.controller_in['2>1']}"
+    listeners = leader["listeners"].split(",")
+    assert f"CTRL2://127.0.0.1:{ports.controller_in['2>1']}" in listeners
+    assert len(set(ports.controller_in.values()) | set(ports.controller.values())) == 9
 
 
 def _jar_set(tmp_path, version, with_tools):
