@@ -108,6 +108,18 @@ class Campaign(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _group_protocol_fits(self) -> "Campaign":
+        """KIP-848's consumer group protocol is Kafka 4.0's: on 3.9 it is an early access a broker
+        must be told to serve, and the workers join no group (a run processes nothing)."""
+        version = self.cluster.kafka_version
+        if self.workload.group_protocol == "consumer" and self.cluster.backend != "external" and version \
+                and tuple(int(p) for p in version.split(".")[:2]) < (4, 0):
+            raise ValueError(f"workload.group_protocol = 'consumer' (KIP-848) needs Kafka 4.0 or later, not "
+                             f"{version}; use --set workload.group_protocol=classic (and, for the default campaign, "
+                             "--set faults.exposure= if its bar is not the question)")
+        return self
+
+    @model_validator(mode="after")
     def _faults_fit(self) -> "Campaign":
         if not self.faults.enabled:
             return self

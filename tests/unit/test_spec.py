@@ -119,3 +119,12 @@ def test_campaign_errors_name_file_and_key(tmp_path):
 def test_default_campaign_loads_and_overrides_apply():
     campaign = load_campaign(None, ["cluster.nodes=1", "run.seed=42"])
     assert campaign.cluster.nodes == 1 and campaign.run.seed == 42
+
+
+def test_kip848_groups_on_a_release_before_4_0_are_refused_before_anything_starts():
+    """On 3.9.1 the default campaign's consumer-protocol workers joined no group and processed
+    nothing (an INVALID run that says nothing about the release)."""
+    with pytest.raises(ConfigError) as err:
+        load_campaign(None, ["cluster.kafka_version=3.9.1"])
+    assert "needs Kafka 4.0" in err.value.one_line() and "group_protocol=classic" in err.value.one_line()
+    assert load_campaign(None, ["cluster.kafka_version=3.9.1", "workload.group_protocol=classic"]).workload.group_protocol == "classic"
