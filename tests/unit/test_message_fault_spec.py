@@ -69,3 +69,16 @@ def test_the_hunt_campaign_schedules_its_message_faults_with_their_parameters():
     held = next(f for f in schedule if f.kind == "message-hold" and f.target == "all")
     assert held.params == {"apis": ["EndTxn"], "count": 1.0, "release_after_ms": 6000.0}
     assert campaign.workload.producer["request.timeout.ms"] == 3000
+
+
+@pytest.mark.parametrize("client", ["confluent", "franz-go", "sarama", "aiokafka", "kafka-python", "kafkajs", "java"])
+def test_the_client_errors_campaign_loads_on_every_client_with_its_forged_errors(client):
+    campaign = load_campaign(Path("hunt-client-errors"), [f"workload.client={client}"])
+    assert (campaign.cluster.kafka_version, campaign.cluster.transaction_version) == ("4.4.0", 2)
+    assert campaign.cluster.proxy_messages
+    forged = {(e.params["apis"][0], e.params.get("error")) for e in campaign.faults.entries()}
+    assert forged == {("AddPartitionsToTxn", "CONCURRENT_TRANSACTIONS"), ("Produce", "NOT_LEADER_OR_FOLLOWER"),
+                      ("TxnOffsetCommit", "COORDINATOR_LOAD_IN_PROGRESS"), ("EndTxn", "NOT_COORDINATOR"),
+                      ("EndTxn", "CONCURRENT_TRANSACTIONS"), ("EndTxn", None), ("TxnOffsetCommit", None)}
+    schedule = generate_schedule(campaign.faults, campaign.run.duration_s, 1)
+    assert {f.kind for f in schedule} == {"message-error", "message-drop-response"}
