@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Iterable
 
 from kchaos.clusters.proxy.exchange import DRAIN_S, AwaitedAnswer, Pending, frame_bytes, read_frame
 from kchaos.clusters.proxy.rules import Rule
-from kchaos.protocol.api import API_NAMES, RequestHeader, error_response, parse_response
+from kchaos.protocol.api import API_NAMES, NotForgeable, RequestHeader, error_response, parse_response
 
 
 @dataclass
@@ -158,12 +158,28 @@ class ForgedError(RuleAction):
     def verb(self, rule: Rule) -> str:
         return f"answered {rule.spec['error']}"
 
+    def logged_at_match(self, rule: Rule) -> bool:
+        return False  # recorded once it is known whether the answer could be forged
+
     def answers_itself(self, conn: Any, taken: Taken) -> bool:
-        rule, header = taken.rule, taken.header
+        rule, header, event = taken.rule, taken.header, taken.event
+        try:  # a per-partition answer echoes the request's partitions
+            forged = error_response(header, rule.spec["error"], taken.frame)
+        except NotForgeable as exc:
+            # a Produce with acks=0 (no answer to forge), a version whose layout kchaos does not
+            # know, a body it cannot read: not affected, not counted, sent on as if no rule took it
+            rule.hits[header.client_id or ""] -= 1
+            event.update(action="passed", refused=str(exc))
+            rule.events.append(event)
+            conn.proxy.log(event)
+            conn.forward(taken.frame, header, taken.observed)
+            return True
+        rule.events.append(event)
+        conn.proxy.log(event)
         for seen in taken.observed:  # answered by the proxy, never by the broker
             seen.update(answer={"error": rule.spec["error"], "forged": True}, delivered=True)
             conn.proxy.log(seen)
-        conn.pending.append(Pending(header, rule, forged=error_response(header, rule.spec["error"])))
+        conn.pending.append(Pending(header, rule, forged=forged))
         conn.flush_forged()
         return True
 

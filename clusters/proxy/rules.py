@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kchaos.clusters.proxy.exchange import AwaitedAnswer, Pending, Route
-from kchaos.protocol.api import API_KEYS, ERROR_CODES, FORGEABLE_APIS, RequestHeader
+from kchaos.protocol.api import API_KEYS, ERROR_CODES, FORGEABLE_APIS, PER_PARTITION_FORGEABLE, RequestHeader
 
 RULE_KINDS = ("delay", "hold", "drop-response", "duplicate", "error", "observe")
 #: what a ``drop-response`` rule's ``answer_carries`` may wait for, and the APIs whose answers
@@ -45,13 +45,17 @@ def check_apis(apis: Any) -> list[str]:
 
 
 def check_error(error: Any, apis: list[str]) -> str:
-    """The error an ``error`` rule forges; ValueError unless known and forgeable for ``apis``."""
+    """The error an ``error`` rule forges; ValueError unless known and forgeable for ``apis``
+    (the per-partition answers echo the request's partitions, each with the error; a request
+    the proxy still cannot answer, such as a Produce with acks=0, passes when it comes)."""
     if error not in ERROR_CODES:
         raise ValueError(f"error must be one of {', '.join(ERROR_CODES)}, not {error!r}")
     not_forgeable = [a for a in apis if a not in FORGEABLE_APIS]
     if not_forgeable:
-        raise ValueError(f"kchaos can forge an error response for {', '.join(FORGEABLE_APIS)} only, "
-                         f"not {', '.join(not_forgeable)}")
+        top = [a for a in FORGEABLE_APIS if a not in PER_PARTITION_FORGEABLE]
+        per_partition = ", ".join(f"{a} v{v.start}-{v.stop - 1}" for a, v in PER_PARTITION_FORGEABLE.items())
+        raise ValueError(f"kchaos can forge an error response for {', '.join(top)} (one error code) and "
+                         f"{per_partition} (every partition of the request) only, not {', '.join(not_forgeable)}")
     return str(error)
 
 

@@ -53,7 +53,10 @@ affecting at most ``count`` requests per client id (0: every match) and ``total`
 * ``duplicate``: the request goes on, and a copy is sent ``duplicate_after_ms`` later on a
   connection of the proxy's own (its answer is recorded, never shown to the client).
 * ``error``: the request never reaches the broker; the client gets ``error`` in a response
-  forged for its API version (kchaos.protocol.api.FORGEABLE_APIS), in order after earlier answers.
+  forged for its API version (kchaos.protocol.api.FORGEABLE_APIS; a per-partition answer echoes
+  the request's partitions, each with the error), in order after earlier answers. A request it
+  cannot answer so (a Produce with acks=0 expects no answer; a version whose layout kchaos does
+  not know) passes to the broker uncounted, recorded as ``passed`` with the reason (``refused``).
 * ``observe``: no fault. Each matching request and its answer pass untouched and are recorded
   (``observed``, with the answer and whether the client got it; ``answer`` null when none came
   before the connection ended), beside whatever other rule
@@ -82,12 +85,13 @@ from kchaos.clusters.proxy.exchange import DRAIN_S, Pending, Route, frame_bytes,
 from kchaos.clusters.proxy.filters import ACTIONS, Observe, ReleaseOn, Taken
 from kchaos.clusters.proxy.front import Front, FrontTLS
 from kchaos.clusters.proxy.rules import Rule, validate_rule
-from kchaos.protocol.api import (API_KEYS, API_NAMES, RequestHeader, describe_request, parse_request_header,
-                                 parse_response)
+from kchaos.protocol.api import (API_KEYS, API_NAMES, RequestHeader, describe_request, expects_answer,
+                                 parse_request_header, parse_response)
 from kchaos.runtime.ports import HOST
 
 #: how long removing a rule waits for the answers to the requests it released
 ANSWER_WAIT_S = 10.0
+PRODUCE = API_KEYS["Produce"]
 
 
 class Connection:
@@ -127,10 +131,21 @@ class Connection:
             observed = self.proxy.observe(self, header, frame)
             rule = self.proxy.match(self.route, header)
             if rule is None:
-                self.pending.append(Pending(header, observed=observed))
-                self.uwriter.write(frame_bytes(frame))
+                self.forward(frame, header, observed)
                 continue
             await self.affect(rule, frame, header, observed)
+
+    def forward(self, frame: bytes, header: RequestHeader, observed: list[dict[str, Any]]) -> None:
+        """A request no fault rule affects goes to the broker untouched. A Produce with acks=0
+        gets no answer: nothing waits for one (an answer would be matched to the wrong request),
+        and its observers are recorded now, unanswered."""
+        if header.api_key != PRODUCE or expects_answer(frame, header):
+            self.pending.append(Pending(header, observed=observed))
+        else:
+            for seen in observed:
+                seen.update(answer=None, delivered=False, answer_expected=False)
+                self.proxy.log(seen)
+        self.uwriter.write(frame_bytes(frame))
 
     async def affect(self, rule: Rule, frame: bytes, header: RequestHeader, observed: list[dict[str, Any]]) -> None:
         action = ACTIONS[rule.spec["kind"]]

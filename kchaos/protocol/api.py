@@ -10,7 +10,9 @@ apache/kafka (``clients/src/main/resources/common/message``).
 The proxy needs the header of every request (to match a fault), the producer id and epoch of
 the transactional requests (the evidence a message fault records), the error code of a few
 responses (what the broker answered to a late message), and, for the ``error`` fault, the
-encoding of those few responses.
+encoding of the transactional answers: one top-level error code (EndTxn, AddOffsetsToTxn,
+InitProducerId), or the request's partitions echoed back, each with the error (Produce,
+AddPartitionsToTxn, TxnOffsetCommit).
 """
 
 from __future__ import annotations
@@ -67,10 +69,24 @@ READ_ONLY_ERRORS: dict[str, int] = {
 }
 ERROR_NAMES: dict[int, str] = {0: "NONE", **{v: k for k, v in {**READ_ONLY_ERRORS, **ERROR_CODES}.items()}}
 
-#: APIs whose response the proxy can forge (the ``error`` fault): their responses carry one
-#: top-level error code. Per-partition responses (Produce, TxnOffsetCommit, AddPartitionsToTxn)
-#: would need the request's partitions echoed back and are not offered.
-FORGEABLE_APIS: tuple[str, ...] = ("EndTxn", "AddOffsetsToTxn", "InitProducerId")
+#: APIs whose response the proxy can forge (the ``error`` fault). EndTxn, AddOffsetsToTxn and
+#: InitProducerId answer with one top-level error code; Produce, AddPartitionsToTxn and
+#: TxnOffsetCommit answer per partition: the forged answer echoes the request's topics and
+#: partitions, every one with the error (PER_PARTITION_FORGEABLE: the versions forged)
+FORGEABLE_APIS: tuple[str, ...] = ("EndTxn", "AddOffsetsToTxn", "InitProducerId", "AddPartitionsToTxn",
+                                   "TxnOffsetCommit", "Produce")
+#: the versions of the per-partition answers kchaos can write, from Kafka's message schemas (a
+#: later version's layout is unknown: that request is not forged, and passes). Produce: the
+#: versions Kafka 4.x brokers accept, v13 naming topics by id; AddPartitionsToTxn: a client's
+#: v0-3 and the brokers' batched v4-5 (KIP-890's verification, ``link = "inter-broker"``);
+#: TxnOffsetCommit: v6 (Kafka 4.4's clients) names topics by id
+PER_PARTITION_FORGEABLE: dict[str, range] = {"Produce": range(3, 14), "AddPartitionsToTxn": range(0, 6),
+                                             "TxnOffsetCommit": range(0, 7)}
+
+
+class NotForgeable(ValueError):
+    """An answer the proxy cannot forge for this request: its API or version, a body that does
+    not parse, or a request that gets no answer (a Produce with acks=0)."""
 
 
 def is_flexible(api_key: int, api_version: int) -> bool:
@@ -117,6 +133,14 @@ def _array_len(r: Reader, flexible: bool) -> int:
 
 def _bytes_len(r: Reader, flexible: bool) -> int:
     return r.uvarint() - 1 if flexible else r.int32()
+
+
+def _write_string(w: Writer, flexible: bool, value: str | None) -> Writer:
+    return w.compact_string(value) if flexible else w.string(value)
+
+
+def _write_array_len(w: Writer, flexible: bool, n: int) -> Writer:
+    return w.uvarint(n + 1) if flexible else w.int32(n)
 
 
 def _batch_producer(records: bytes) -> dict[str, Any]:
@@ -311,9 +335,21 @@ def describe_request(frame: bytes, header: RequestHeader) -> dict[str, Any]:
             out = {"transactional_id": _string(r, flexible), "producer_id": r.int64(), "producer_epoch": r.int16()}
             out["partitions"] = _topic_partitions(r, flexible)
             return out
+        if header.api_key == API_KEYS["AddPartitionsToTxn"]:  # v4+: a partition leader's verification (flexible)
+            transactions = []
+            for _ in range(r.uvarint() - 1):
+                transaction = {"transactional_id": r.compact_string(), "producer_id": r.int64(),
+                               "producer_epoch": r.int16(), "verify_only": bool(r.int8()),
+                               "partitions": _topic_partitions(r, True)}
+                r.tagged_fields()
+                transactions.append(transaction)
+            first = transactions[0] if transactions else {}
+            return {"transactional_id": first.get("transactional_id"), "producer_id": first.get("producer_id"),
+                    "producer_epoch": first.get("producer_epoch"), "transactions": transactions}
         if header.api_key == API_KEYS["Produce"]:
             out = {"transactional_id": _string(r, flexible) if v >= 3 else None}
-            r.int16(), r.int32()  # acks, timeout
+            out["acks"] = r.int16()
+            r.int32()  # timeout
             batches = []
             for _ in range(_array_len(r, flexible)):
                 topic = r.uuid() if v >= 13 else _string(r, flexible)
@@ -440,6 +476,34 @@ def _share_fetch_answer(r: Reader, version: int) -> dict[str, Any]:
     return answer
 
 
+def _produce_answer(r: Reader, version: int, flexible: bool) -> dict[str, Any]:
+    """Each partition's error, and the first partition's topic, index and base offset (the
+    offset a late batch was written at). Empty when no partition is answered."""
+    errors: dict[str, str] = {}
+    first: dict[str, Any] = {}
+    for _ in range(_array_len(r, flexible)):
+        topic = r.uuid() if version >= 13 else _string(r, flexible)
+        for _ in range(_array_len(r, flexible)):
+            partition, code, base_offset = r.int32(), r.int16(), r.int64()
+            if version >= 2:
+                r.int64()  # log append time
+            if version >= 5:
+                r.int64()  # log start offset
+            if version >= 8:
+                for _ in range(_array_len(r, flexible)):  # record errors
+                    r.int32(), _string(r, flexible)
+                    if flexible:
+                        r.tagged_fields()
+                _string(r, flexible)  # error message
+            if flexible:
+                r.tagged_fields()  # current leader (v10+)
+            errors[f"{topic}-{partition}"] = ERROR_NAMES.get(code, str(code))
+            first = first or {"topic": topic, "partition": partition, "base_offset": base_offset}
+        if flexible:
+            r.tagged_fields()
+    return {**_answer_of(errors), **first} if first else {}
+
+
 def parse_response(frame: bytes, header: RequestHeader) -> dict[str, Any]:
     """The broker's answer to a request, as far as the evidence needs it: the error code (for
     Produce the first partition's error and base offset, for InitProducerId the producer id and
@@ -468,6 +532,22 @@ def parse_response(frame: bytes, header: RequestHeader) -> dict[str, Any]:
         if header.api_key == API_KEYS["TxnOffsetCommit"]:  # whether a late offset commit was taken
             r.int32()  # throttle
             return _answer_of(_partition_errors(r, flexible, by_topic_id=header.api_version >= 6))
+        if header.api_key == API_KEYS["AddPartitionsToTxn"] and header.api_version <= 3:
+            r.int32()  # throttle
+            return _answer_of(_partition_errors(r, flexible, by_topic_id=False))
+        if header.api_key == API_KEYS["AddPartitionsToTxn"]:  # v4+: per transaction, and a top-level error
+            r.int32()  # throttle
+            code = r.int16()
+            by_transaction: dict[str, dict[str, str]] = {}
+            for _ in range(r.uvarint() - 1):
+                transactional_id = r.compact_string() or ""  # read before its errors
+                by_transaction[transactional_id] = _partition_errors(r, True, by_topic_id=False)
+                r.tagged_fields()
+            answer = _answer_of({k: v for errors in by_transaction.values() for k, v in errors.items()})
+            top = ERROR_NAMES.get(code, str(code))
+            if top != "NONE":
+                answer["error"] = top
+            return {**answer, "top_error": top, "transactions": by_transaction}
         if header.api_key == API_KEYS["WriteShareGroupState"]:
             errors = {}
             for _ in range(_array_len(r, flexible)):
@@ -500,34 +580,135 @@ def parse_response(frame: bytes, header: RequestHeader) -> dict[str, Any]:
             answer["assignment"] = _owned(r, r.compact_string)
             return answer
         if header.api_key == API_KEYS["Produce"]:
-            for _ in range(_array_len(r, flexible)):
-                topic = r.uuid() if header.api_version >= 13 else _string(r, flexible)
-                for _ in range(_array_len(r, flexible)):
-                    partition, code, base_offset = r.int32(), r.int16(), r.int64()
-                    return {"error": ERROR_NAMES.get(code, str(code)), "topic": topic, "partition": partition,
-                            "base_offset": base_offset}
+            return _produce_answer(r, header.api_version, flexible)
     except DecodeError:
         return {}
     return {}
 
 
-def error_response(header: RequestHeader, error: str) -> bytes:
+def expects_answer(frame: bytes, header: RequestHeader) -> bool:
+    """Whether the broker answers this request: every request but a Produce with acks=0 (read
+    cheaply: the proxy asks it of every Produce it forwards)."""
+    if header.api_key != API_KEYS["Produce"]:
+        return True
+    r = Reader(frame)
+    r.pos = header.body_at
+    try:
+        if header.api_version >= 3:
+            _string(r, is_flexible(header.api_key, header.api_version))  # transactional id
+        return r.int16() != 0
+    except DecodeError:
+        return True
+
+
+def _grouped(pairs: list[tuple[str, int]]) -> list[tuple[str, list[int]]]:
+    """``(topic, partition)`` pairs as the request's topics, each with its partitions, in order."""
+    topics: list[tuple[str, list[int]]] = []
+    for topic, partition in pairs:
+        if not topics or topics[-1][0] != topic:
+            topics.append((topic, []))
+        topics[-1][1].append(partition)
+    return topics
+
+
+def _names(names: list[str]) -> list[tuple[str, int]]:
+    """``topic-partition`` names back as pairs (the partition is the part after the last dash)."""
+    return [(name.rsplit("-", 1)[0], int(name.rsplit("-", 1)[1])) for name in names]
+
+
+def _write_partition_errors(w: Writer, flexible: bool, topics: list[tuple[str, list[int]]], code: int,
+                            write_topic: Callable[[Writer, str], Any]) -> None:
+    """A ``[]{topic, []{partition, error_code}}`` answer: every partition with ``code``."""
+    _write_array_len(w, flexible, len(topics))
+    for topic, partitions in topics:
+        write_topic(w, topic)
+        _write_array_len(w, flexible, len(partitions))
+        for partition in partitions:
+            w.int32(partition).int16(code)
+            if flexible:
+                w.no_tagged_fields()
+        if flexible:
+            w.no_tagged_fields()
+
+
+def _forged_partitions(w: Writer, frame: bytes, header: RequestHeader, code: int) -> None:
+    """The body of a per-partition answer (after the header): the request's topics and
+    partitions echoed back, every partition with ``code``."""
+    api, v = header.api, header.api_version
+    if v not in PER_PARTITION_FORGEABLE[api]:
+        known = PER_PARTITION_FORGEABLE[api]
+        raise NotForgeable(f"cannot forge a {api} v{v} response: kchaos knows its layout for "
+                           f"v{known.start}-v{known.stop - 1}")
+    described = describe_request(frame, header)
+    if "parse_error" in described:
+        raise NotForgeable(f"cannot forge a {api} v{v} response: the request did not parse "
+                           f"({described['parse_error']})")
+    flexible = is_flexible(header.api_key, v)
+
+    def name(writer: Writer, topic: str) -> Writer:
+        return _write_string(writer, flexible, topic)
+
+    if api == "Produce":
+        if described.get("acks") == 0:
+            raise NotForgeable("cannot forge a Produce response: acks=0, the client expects no answer")
+        topics = _grouped([(b["topic"], b["partition"]) for b in described["batches"]])
+        _write_array_len(w, flexible, len(topics))
+        for topic, partitions in topics:
+            w.uuid(topic) if v >= 13 else name(w, topic)
+            _write_array_len(w, flexible, len(partitions))
+            for partition in partitions:
+                w.int32(partition).int16(code).int64(-1).int64(-1)  # base offset, log append time
+                if v >= 5:
+                    w.int64(-1)  # log start offset
+                if v >= 8:
+                    _write_array_len(w, flexible, 0)  # record errors
+                    _write_string(w, flexible, None)  # error message
+                if flexible:
+                    w.no_tagged_fields()  # current leader (v10+): unknown, as a broker's default (-1, -1)
+            if flexible:
+                w.no_tagged_fields()
+        w.int32(0)  # throttle
+    elif api == "TxnOffsetCommit":
+        w.int32(0)  # throttle
+        pairs = [(o.get("topic_id") or o.get("topic") or "", o["partition"]) for o in described["offsets"]]
+        _write_partition_errors(w, flexible, _grouped(pairs), code, Writer.uuid if v >= 6 else name)
+    elif v <= 3:  # AddPartitionsToTxn as a client sends it
+        w.int32(0)  # throttle
+        _write_partition_errors(w, flexible, _grouped(_names(described["partitions"])), code, name)
+    else:  # AddPartitionsToTxn v4+, a partition leader's verification: the error per partition, none on top
+        w.int32(0).int16(0)  # throttle, top-level error
+        _write_array_len(w, True, len(described["transactions"]))
+        for transaction in described["transactions"]:
+            w.compact_string(transaction["transactional_id"])
+            _write_partition_errors(w, True, _grouped(_names(transaction["partitions"])), code, name)
+            w.no_tagged_fields()
+
+
+def error_response(header: RequestHeader, error: str, frame: bytes | None = None) -> bytes:
     """A response frame body (without its size prefix) answering ``header``'s request with
-    ``error``, as the broker would encode it for that API version."""
+    ``error``, as the broker would encode it for that API version. The per-partition answers
+    need the request ``frame`` (its partitions are echoed back, each with ``error``). Raises
+    :class:`NotForgeable` for a request that cannot be answered so (the proxy then lets it pass)."""
     api = header.api
     if api not in FORGEABLE_APIS:
-        raise ValueError(f"cannot forge a {api} response; forgeable: {', '.join(FORGEABLE_APIS)}")
+        raise NotForgeable(f"cannot forge a {api} response; forgeable: {', '.join(FORGEABLE_APIS)}")
     flexible = is_flexible(header.api_key, header.api_version)
+    code = ERROR_CODES[error] if error != "NONE" else 0
     w = Writer().int32(header.correlation_id)
     if flexible:
         w.no_tagged_fields()
-    w.int32(0).int16(ERROR_CODES[error] if error != "NONE" else 0)  # throttle, error
-    if api == "InitProducerId":
-        w.int64(-1).int16(-1)
-        if header.api_version >= 6:
+    if api in PER_PARTITION_FORGEABLE:
+        if frame is None:
+            raise NotForgeable(f"cannot forge a {api} response without its request: its partitions are echoed")
+        _forged_partitions(w, frame, header, code)
+    else:
+        w.int32(0).int16(code)  # throttle, error
+        if api == "InitProducerId":
             w.int64(-1).int16(-1)
-    elif api == "EndTxn" and header.api_version >= 5:
-        w.int64(-1).int16(-1)
+            if header.api_version >= 6:
+                w.int64(-1).int16(-1)
+        elif api == "EndTxn" and header.api_version >= 5:
+            w.int64(-1).int16(-1)
     if flexible:
         w.no_tagged_fields()
     return w.bytes()

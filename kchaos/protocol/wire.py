@@ -134,6 +134,13 @@ class Writer:
         raw = s.encode()
         return self.uvarint(len(raw) + 1).raw(raw)
 
+    def uuid(self, printed: str) -> "Writer":
+        """A uuid as :meth:`Reader.uuid` prints it (URL-safe base64 without padding)."""
+        raw = base64.urlsafe_b64decode(printed + "=" * (-len(printed) % 4))
+        if len(raw) != 16:
+            raise ValueError(f"not a uuid: {printed!r}")
+        return self.raw(raw)
+
     def no_tagged_fields(self) -> "Writer":
         return self.uvarint(0)
 

@@ -1,12 +1,15 @@
 """The message proxy's protocol slice and rule checks, on hand-encoded frames (no broker)."""
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kchaos.clusters.proxy.rules import validate_rule
-from kchaos.protocol.api import (API_KEYS, ERROR_CODES, FORGEABLE_APIS, describe_request, error_response,
-                                 is_flexible, parse_request_header, parse_response)
+from kchaos.protocol.api import (API_KEYS, ERROR_CODES, FORGEABLE_APIS, PER_PARTITION_FORGEABLE, NotForgeable,
+                                 describe_request, error_response, expects_answer, is_flexible, parse_request_header,
+                                 parse_response)
 from kchaos.protocol.wire import Reader, Writer
 
 
@@ -77,11 +80,20 @@ def test_a_truncated_body_is_reported_not_raised():
     assert "parse_error" in describe_request(frame, parse_request_header(frame))
 
 
-#: every version of the forgeable APIs (their schemas' validVersions)
-FORGEABLE_VERSIONS = {"EndTxn": range(0, 6), "AddOffsetsToTxn": range(0, 5), "InitProducerId": range(0, 7)}
+#: every version of the forgeable APIs (their schemas' validVersions; Produce: the versions Kafka
+#: 4.x brokers accept; TxnOffsetCommit v6: Kafka 4.4's, topics by id)
+FORGEABLE_VERSIONS = {"EndTxn": range(0, 6), "AddOffsetsToTxn": range(0, 5), "InitProducerId": range(0, 7),
+                      "AddPartitionsToTxn": range(0, 6), "TxnOffsetCommit": range(0, 7), "Produce": range(3, 14)}
+TOP_LEVEL_FORGEABLE = ("EndTxn", "AddOffsetsToTxn", "InitProducerId")
 
 
-@pytest.mark.parametrize("api, version", [(api, v) for api in FORGEABLE_APIS for v in FORGEABLE_VERSIONS[api]])
+def test_every_forgeable_api_has_its_versions():
+    assert set(FORGEABLE_APIS) == set(FORGEABLE_VERSIONS)
+    assert {api: FORGEABLE_VERSIONS[api] for api in PER_PARTITION_FORGEABLE} == PER_PARTITION_FORGEABLE
+    assert set(FORGEABLE_APIS) - set(PER_PARTITION_FORGEABLE) == set(TOP_LEVEL_FORGEABLE)
+
+
+@pytest.mark.parametrize("api, version", [(api, v) for api in TOP_LEVEL_FORGEABLE for v in FORGEABLE_VERSIONS[api]])
 def test_forged_error_responses_read_back_as_the_broker_would_write_them(api, version):
     frame = request(api, version, 1234, "c", b"")
     header = parse_request_header(frame)
@@ -93,6 +105,247 @@ def test_forged_error_responses_read_back_as_the_broker_would_write_them(api, ve
     expected = 4 + 4 + 2 + (2 if flexible else 0)
     expected += {"InitProducerId": 10 + (10 if version >= 6 else 0), "EndTxn": 10 if version >= 5 else 0}.get(api, 0)
     assert len(response) == expected
+
+
+def _array(w: Writer, flexible: bool, n: int) -> Writer:
+    return w.uvarint(n + 1) if flexible else w.int32(n)
+
+
+#: a request's topics: (name, or printed uuid where the version names topics by id; its partitions)
+Topics = list[tuple[str, list[int]]]
+
+
+def produce_request(version: int, topics: Topics, acks: int = -1, corr: int = 9) -> bytes:
+    """A transactional Produce of one record batch to each partition (ProduceRequest.json)."""
+    flexible = version >= 9
+    batch = record_batch(pid=42, epoch=3, base_sequence=0, count=2, transactional=True)
+
+    def partition(w: Writer, index: int) -> None:
+        w.int32(index)
+        w.uvarint(len(batch) + 1) if flexible else w.int32(len(batch))
+        w.raw(batch)
+
+    w = string(Writer(), flexible, "tx-1").int16(acks).int32(30000)
+    _topics_with(w, flexible, version >= 13, topics, partition)
+    return request("Produce", version, corr, "kchaos-w1-producer", w.bytes())
+
+
+def _topics_with(w: Writer, flexible: bool, by_id: bool, topics: Topics, partition: Any) -> None:
+    """A request's ``[]{topic (name or id), []{partition ...}}`` and the request's last tags:
+    ``partition(w, index)`` writes each partition's fields."""
+    _array(w, flexible, len(topics))
+    for topic, partitions in topics:
+        w.uuid(topic) if by_id else string(w, flexible, topic)
+        _array(w, flexible, len(partitions))
+        for index in partitions:
+            partition(w, index)
+            if flexible:
+                w.no_tagged_fields()
+        if flexible:
+            w.no_tagged_fields()
+    if flexible:
+        w.no_tagged_fields()
+
+
+def _topic_array(w: Writer, flexible: bool, topics: Topics) -> Writer:
+    """AddPartitionsToTxnTopic's ``[]{name, []int32}``."""
+    _array(w, flexible, len(topics))
+    for topic, partitions in topics:
+        _array(string(w, flexible, topic), flexible, len(partitions))
+        for partition in partitions:
+            w.int32(partition)
+        if flexible:
+            w.no_tagged_fields()
+    return w
+
+
+def add_partitions_request(version: int, topics: Topics, corr: int = 9,
+                           transactions: list[tuple[str, Topics]] | None = None) -> bytes:
+    """A client's AddPartitionsToTxn (v0-3), or a partition leader's verification of
+    ``transactions`` (v4+, AddPartitionsToTxnRequest.json)."""
+    flexible = version >= 3
+    w = Writer()
+    if version <= 3:
+        _topic_array(string(w, flexible, "tx-1").int64(42).int16(3), flexible, topics)
+    else:
+        transactions = transactions if transactions is not None else [("tx-1", topics)]
+        w.uvarint(len(transactions) + 1)
+        for txid, its_topics in transactions:
+            _topic_array(w.compact_string(txid).int64(42).int16(3).int8(1), True, its_topics).no_tagged_fields()
+    if flexible:
+        w.no_tagged_fields()
+    client = "kchaos-w1-producer" if version <= 3 else "broker-2-verification"
+    return request("AddPartitionsToTxn", version, corr, client, w.bytes())
+
+
+def txn_offset_commit_request(version: int, topics: Topics, corr: int = 9) -> bytes:
+    """TxnOffsetCommit (TxnOffsetCommitRequest.json; v6 names topics by id)."""
+    flexible = version >= 3
+    w = string(string(Writer(), flexible, "tx-w1"), flexible, "kchaos-ctp").int64(2000).int16(3)
+    if version >= 3:
+        string(string(w.int32(9), flexible, "member-1"), flexible, None)  # member id, group instance id
+
+    def partition(w: Writer, index: int) -> None:
+        w.int32(index).int64(100 + index)
+        if version >= 2:
+            w.int32(-1)  # committed leader epoch
+        string(w, flexible, "")
+
+    _topics_with(w, flexible, version >= 6, topics, partition)
+    return request("TxnOffsetCommit", version, corr, "kchaos-w1-producer", w.bytes())
+
+
+#: (builder, whether the version names topics by id)
+PER_PARTITION_REQUESTS = {
+    "Produce": (produce_request, lambda v: v >= 13),
+    "AddPartitionsToTxn": (add_partitions_request, lambda v: False),
+    "TxnOffsetCommit": (txn_offset_commit_request, lambda v: v >= 6),
+}
+TOPIC_IDS = [Reader(bytes([i] * 16)).uuid() for i in range(1, 4)]
+PER_PARTITION_CASES = [(api, v) for api in PER_PARTITION_FORGEABLE for v in FORGEABLE_VERSIONS[api]]
+
+
+def _kio_answer(api: str, version: int, response: bytes) -> Any:
+    """The forged answer as kio (Kafka's schemas, generated) reads it: every byte, nothing left."""
+    import importlib
+
+    from kio.serial import entity_reader
+
+    module = importlib.import_module(f"kio.schema.{_KIO_MODULES[api]}.v{version}.response")
+    cls = getattr(module, f"{api}Response")
+    body = response[5 if cls.__flexible__ else 4:]  # correlation id, (the header's tags)
+    read, size = entity_reader(cls)(body, 0)
+    assert size == len(body)
+    return read
+
+
+_KIO_MODULES = {"Produce": "produce", "AddPartitionsToTxn": "add_partitions_to_txn",
+                "TxnOffsetCommit": "txn_offset_commit"}
+
+
+def _kio_partition_errors(api: str, version: int, answer: Any) -> dict[str, int]:
+    """``topic-partition -> error code`` from kio's reading of an answer."""
+    def topic_of(t: Any) -> str:
+        raw = getattr(t, "topic_id", None)
+        return Reader(raw.bytes).uuid() if raw is not None else t.name
+
+    if api == "Produce":
+        return {f"{topic_of(t)}-{p.index}": p.error_code.value for t in answer.responses for p in t.partition_responses}
+    if api == "TxnOffsetCommit":
+        return {f"{topic_of(t)}-{p.partition_index}": p.error_code.value for t in answer.topics for p in t.partitions}
+    results = (answer.results_by_topic_v3_and_below if version <= 3
+               else [t for r in answer.results_by_transaction for t in r.topic_results])
+    return {f"{t.name}-{p.partition_index}": p.partition_error_code.value
+            for t in results for p in t.results_by_partition}
+
+
+@pytest.mark.parametrize("api, version", PER_PARTITION_CASES)
+def test_forged_per_partition_answers_echo_every_partition_in_every_version(api, version):
+    """Two topics (three partitions): the forged answer names each, with the error, and reads back
+    with parse_response and with kio (Kafka's own schemas) where kio knows the version."""
+    build, by_id = PER_PARTITION_REQUESTS[api]
+    names = TOPIC_IDS[:2] if by_id(version) else ["kchaos-output", "kchaos-output-b"]
+    topics = [(names[0], [0, 5]), (names[1], [2])]
+    frame = build(version, topics, corr=4321)
+    header = parse_request_header(frame)
+    response = error_response(header, "NOT_LEADER_OR_FOLLOWER", frame)
+    assert Reader(response).int32() == 4321
+    answer = parse_response(response, header)
+    expected = {f"{names[0]}-0": "NOT_LEADER_OR_FOLLOWER", f"{names[0]}-5": "NOT_LEADER_OR_FOLLOWER",
+                f"{names[1]}-2": "NOT_LEADER_OR_FOLLOWER"}
+    assert answer["error"] == "NOT_LEADER_OR_FOLLOWER" and answer["errors"] == expected
+    if api == "Produce":
+        assert (answer["topic"], answer["partition"], answer["base_offset"]) == (names[0], 0, -1)
+    kio_versions = {"TxnOffsetCommit": range(0, 6)}.get(api, FORGEABLE_VERSIONS[api])
+    if version in kio_versions:
+        kio_answer = _kio_answer(api, version, response)
+        assert _kio_partition_errors(api, version, kio_answer) == {k: 6 for k in expected}
+        if api == "Produce":
+            partition = kio_answer.responses[0].partition_responses[0]
+            assert partition.base_offset == -1 and partition.log_append_time is None  # -1: none
+            if version >= 5:
+                assert partition.log_start_offset == -1
+            if version >= 8:
+                assert (partition.record_errors, partition.error_message) == ((), None)
+            if version >= 10:
+                assert (partition.current_leader.leader_id, partition.current_leader.leader_epoch) == (-1, -1)
+                assert kio_answer.node_endpoints == ()
+        if api == "AddPartitionsToTxn" and version >= 4:
+            assert kio_answer.error_code.value == 0
+            assert [r.transactional_id for r in kio_answer.results_by_transaction] == ["tx-1"]
+
+
+def test_kio_knows_no_version_of_a_per_partition_api_that_kchaos_cannot_forge():
+    """A new version in Kafka's schemas (kio's next release) must be looked at: its layout may differ."""
+    import importlib
+    import pkgutil
+
+    for api, module in _KIO_MODULES.items():
+        package = importlib.import_module(f"kio.schema.{module}")
+        versions = {int(m.name[1:]) for m in pkgutil.iter_modules(package.__path__) if m.name[1:].isdigit()}
+        assert versions <= set(PER_PARTITION_FORGEABLE[api]), (api, sorted(versions))
+
+
+_topic_names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789._-", min_size=1, max_size=40)
+_partitions = st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=6, unique=True)
+
+
+@given(case=st.sampled_from(PER_PARTITION_CASES), data=st.data(),
+       error=st.sampled_from(sorted(ERROR_CODES)), corr=st.integers(0, 2**31 - 1))
+def test_any_topics_and_partitions_are_echoed_with_the_error(case, data, error, corr):
+    api, version = case
+    build, by_id = PER_PARTITION_REQUESTS[api]
+    topic = st.binary(min_size=16, max_size=16).map(lambda raw: Reader(raw).uuid()) if by_id(version) else _topic_names
+    topics = data.draw(st.lists(st.tuples(topic, _partitions), min_size=1, max_size=4, unique_by=lambda t: t[0]))
+    frame = build(version, topics, corr=corr)
+    header = parse_request_header(frame)
+    response = error_response(header, error, frame)
+    answer = parse_response(response, header)
+    assert Reader(response).int32() == corr
+    assert answer["errors"] == {f"{t}-{p}": error for t, partitions in topics for p in partitions}
+    assert answer["error"] == error
+
+
+def test_a_verification_between_brokers_is_answered_per_transaction():
+    """AddPartitionsToTxn v4+ (a partition leader asks the coordinators, KIP-890): each
+    transaction's partitions get the error; the top-level error stays NONE."""
+    frame = add_partitions_request(5, [], transactions=[("tx-1", [("out", [0, 1])]), ("tx-2", [("out", [1])])])
+    header = parse_request_header(frame)
+    described = describe_request(frame, header)
+    assert [t["transactional_id"] for t in described["transactions"]] == ["tx-1", "tx-2"]
+    assert described["transactions"][1]["partitions"] == ["out-1"] and described["transactions"][0]["verify_only"]
+    answer = parse_response(error_response(header, "CONCURRENT_TRANSACTIONS", frame), header)
+    assert answer["top_error"] == "NONE" and answer["error"] == "CONCURRENT_TRANSACTIONS"
+    assert answer["transactions"] == {"tx-1": {"out-0": "CONCURRENT_TRANSACTIONS", "out-1": "CONCURRENT_TRANSACTIONS"},
+                                      "tx-2": {"out-1": "CONCURRENT_TRANSACTIONS"}}
+
+
+def test_a_produce_with_acks_0_is_not_forged_it_gets_no_answer():
+    frame = produce_request(9, [("out", [0])], acks=0)
+    header = parse_request_header(frame)
+    assert not expects_answer(frame, header)
+    assert expects_answer(produce_request(9, [("out", [0])], acks=1), header)
+    end_txn = request("EndTxn", 3, 1, "c", b"")
+    assert expects_answer(end_txn, parse_request_header(end_txn))
+    with pytest.raises(NotForgeable, match="acks=0, the client expects no answer"):
+        error_response(header, "NOT_LEADER_OR_FOLLOWER", frame)
+
+
+@pytest.mark.parametrize("frame, message", [
+    (produce_request(9, [("out", [0])])[:-20], "the request did not parse"),
+    (request("Produce", 14, 1, "c", b""), "knows its layout for v3-v13"),
+    (request("Produce", 2, 1, "c", b""), "knows its layout for v3-v13"),
+    (request("Fetch", 12, 1, "c", b""), "cannot forge a Fetch response"),
+])
+def test_a_request_that_cannot_be_answered_is_refused_with_the_reason(frame, message):
+    with pytest.raises(NotForgeable, match=message):
+        error_response(parse_request_header(frame), "NOT_LEADER_OR_FOLLOWER", frame)
+
+
+def test_a_per_partition_answer_needs_its_request():
+    frame = produce_request(9, [("out", [0])])
+    with pytest.raises(NotForgeable, match="without its request"):
+        error_response(parse_request_header(frame), "NOT_LEADER_OR_FOLLOWER")
 
 
 @pytest.mark.parametrize("version", [1, 4])
@@ -109,18 +362,12 @@ def test_a_granted_init_producer_id_reads_back_with_its_producer_id_and_epoch(ve
     assert parse_response(answer.bytes(), header) == {"error": "NONE", "producer_id": 4242, "producer_epoch": 0}
 
 
-def test_responses_cannot_be_forged_for_per_partition_apis():
-    header = parse_request_header(request("Produce", 9, 1, "c", b""))
-    with pytest.raises(ValueError, match="cannot forge a Produce response"):
-        error_response(header, "NOT_LEADER_OR_FOLLOWER")
-
-
 @pytest.mark.parametrize("body, message", [
     ({"kind": "stall", "apis": ["EndTxn"]}, "kind must be one of"),
     ({"kind": "hold", "apis": []}, "apis must be a list of API names"),
     ({"kind": "hold", "apis": ["EndTransaction"]}, "got \\['EndTransaction'\\]"),
     ({"kind": "error", "apis": ["EndTxn"], "error": "NOPE"}, "error must be one of"),
-    ({"kind": "error", "apis": ["Produce"], "error": "NOT_COORDINATOR"}, "forge an error response for EndTxn"),
+    ({"kind": "error", "apis": ["Fetch"], "error": "NOT_LEADER_OR_FOLLOWER"}, "forge an error response for EndTxn"),
     ({"kind": "delay", "apis": ["Fetch"], "delay_ms": -1}, ">= 0"),
     ({"kind": "hold", "apis": ["WriteTxnMarkers"], "link": "replication"}, "link must be one of"),
     ({"kind": "hold", "apis": ["EndTxn"], "sources": [1]}, "sources .* are for link = 'inter-broker'"),
@@ -415,3 +662,82 @@ def test_a_share_acknowledge_and_its_answer_read_back(version):
     assert refused["error"] == "INVALID_RECORD_STATE" and refused["top_error"] == "NONE"
     lost = parse_response(_share_acknowledge_answer(version, 122, 0), header)
     assert lost["error"] == "SHARE_SESSION_NOT_FOUND"
+
+
+class _FakeProxy:
+    def __init__(self) -> None:
+        self.logged: list[dict[str, Any]] = []
+
+    def log(self, event: dict[str, Any]) -> None:
+        self.logged.append(event)
+
+
+class _FakeWriter:
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+
+def _connection():
+    """A message-proxy connection (clusters/proxy/server.py) on fake streams: what it sends the
+    broker and the client is collected, nothing listens."""
+    from kchaos.clusters.proxy.exchange import Route
+    from kchaos.clusters.proxy.server import Connection
+
+    return Connection(_FakeProxy(), Route("n1", 1, "client", None, 0, 0), None, _FakeWriter(), None,  # type: ignore[arg-type]
+                      _FakeWriter())
+
+
+def _taken_by_an_error_rule(conn, frame: bytes, error: str):
+    from kchaos.clusters.proxy.filters import Taken
+    from kchaos.clusters.proxy.rules import Rule
+
+    header = parse_request_header(frame)
+    rule = Rule(validate_rule({"kind": "error", "apis": [header.api], "error": error, "id": "r"}),
+                frozenset({header.api_key}))
+    assert rule.matches(conn.route, header)
+    event = {"api": header.api, "action": f"answered {error}"}
+    return rule, Taken(rule, frame, header, event, [{"rule": "watch", "action": "observed"}])
+
+
+def test_the_proxy_answers_a_produce_with_every_partition_in_error():
+    from kchaos.clusters.proxy.filters import ACTIONS
+
+    conn = _connection()
+    frame = produce_request(11, [("out", [0, 1])], corr=77)
+    rule, taken = _taken_by_an_error_rule(conn, frame, "NOT_LEADER_OR_FOLLOWER")
+    assert ACTIONS["error"].answers_itself(conn, taken)
+    assert conn.uwriter.written == []  # never reaches the broker
+    [sent] = conn.cwriter.written
+    answer = parse_response(sent[4:], taken.header)
+    assert Reader(sent[4:]).int32() == 77
+    assert answer["errors"] == {"out-0": "NOT_LEADER_OR_FOLLOWER", "out-1": "NOT_LEADER_OR_FOLLOWER"}
+    assert rule.events == [taken.event] and rule.hits == {"kchaos-w1-producer": 1}
+    assert taken.observed[0]["answer"] == {"error": "NOT_LEADER_OR_FOLLOWER", "forged": True}
+
+
+def test_the_proxy_lets_a_produce_with_acks_0_pass_uncounted():
+    """No answer to forge: it goes to the broker, nothing waits for an answer, the rule's count
+    is left for a request it can answer, and the event says why."""
+    from kchaos.clusters.proxy.filters import ACTIONS
+
+    conn = _connection()
+    frame = produce_request(9, [("out", [0])], acks=0)
+    rule, taken = _taken_by_an_error_rule(conn, frame, "NOT_LEADER_OR_FOLLOWER")
+    assert ACTIONS["error"].answers_itself(conn, taken)
+    assert conn.cwriter.written == [] and len(conn.uwriter.written) == 1
+    assert not conn.pending
+    assert rule.hits == {"kchaos-w1-producer": 0}
+    assert taken.event["action"] == "passed" and "acks=0" in taken.event["refused"]
+    assert taken.observed[0]["answer"] is None and taken.observed[0]["answer_expected"] is False
+    assert rule.matches(conn.route, taken.header)  # still one to affect
+
+
+def test_a_request_the_proxy_forwards_waits_for_its_answer_unless_acks_is_0():
+    conn = _connection()
+    for acks in (-1, 1, 0):
+        frame = produce_request(9, [("out", [0])], acks=acks)
+        conn.forward(frame, parse_request_header(frame), [])
+    assert len(conn.uwriter.written) == 3 and len(conn.pending) == 2

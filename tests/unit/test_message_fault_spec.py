@@ -42,9 +42,23 @@ def test_bad_message_fault_parameters_are_load_errors(tmp_path, params, message)
 def test_an_error_response_is_offered_only_where_it_can_be_forged(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text('[faults]\n[[faults.mix]]\nkind = "message-error"\ntarget = "leader-output"\n'
-                    'params = { apis = ["Produce"], error = "NOT_LEADER_OR_FOLLOWER" }\n')
-    with pytest.raises(ConfigError, match="forge an error response for EndTxn, AddOffsetsToTxn, InitProducerId only"):
+                    'params = { apis = ["Produce", "Fetch"], error = "NOT_LEADER_OR_FOLLOWER" }\n')
+    with pytest.raises(ConfigError, match="forge an error response for EndTxn, AddOffsetsToTxn, InitProducerId "
+                                          "\\(one error code\\) and Produce v3-13, AddPartitionsToTxn v0-5, "
+                                          "TxnOffsetCommit v0-6 \\(every partition of the request\\) only, not Fetch"):
         load_campaign(path)
+
+
+@pytest.mark.parametrize("api, error", [("Produce", "NOT_LEADER_OR_FOLLOWER"),
+                                        ("AddPartitionsToTxn", "CONCURRENT_TRANSACTIONS"),
+                                        ("TxnOffsetCommit", "COORDINATOR_LOAD_IN_PROGRESS"),
+                                        ("TxnOffsetCommit", "UNKNOWN_MEMBER_ID")])
+def test_an_error_is_forged_on_the_per_partition_answers(tmp_path, api, error):
+    path = tmp_path / "c.toml"
+    path.write_text(f'[faults]\n[[faults.mix]]\nkind = "message-error"\ntarget = "leader-output"\n'
+                    f'params = {{ apis = ["{api}"], error = "{error}", count = 2 }}\n')
+    entry = load_campaign(path).faults.entries()[0]
+    assert entry.params == {"apis": [api], "error": error, "count": 2}
 
 
 def test_the_hunt_campaign_schedules_its_message_faults_with_their_parameters():
@@ -55,3 +69,16 @@ def test_the_hunt_campaign_schedules_its_message_faults_with_their_parameters():
     held = next(f for f in schedule if f.kind == "message-hold" and f.target == "all")
     assert held.params == {"apis": ["EndTxn"], "count": 1.0, "release_after_ms": 6000.0}
     assert campaign.workload.producer["request.timeout.ms"] == 3000
+
+
+@pytest.mark.parametrize("client", ["confluent", "franz-go", "sarama", "aiokafka", "kafka-python", "kafkajs", "java"])
+def test_the_client_errors_campaign_loads_on_every_client_with_its_forged_errors(client):
+    campaign = load_campaign(Path("hunt-client-errors"), [f"workload.client={client}"])
+    assert (campaign.cluster.kafka_version, campaign.cluster.transaction_version) == ("4.4.0", 2)
+    assert campaign.cluster.proxy_messages
+    forged = {(e.params["apis"][0], e.params.get("error")) for e in campaign.faults.entries()}
+    assert forged == {("AddPartitionsToTxn", "CONCURRENT_TRANSACTIONS"), ("Produce", "NOT_LEADER_OR_FOLLOWER"),
+                      ("TxnOffsetCommit", "COORDINATOR_LOAD_IN_PROGRESS"), ("EndTxn", "NOT_COORDINATOR"),
+                      ("EndTxn", "CONCURRENT_TRANSACTIONS"), ("EndTxn", None), ("TxnOffsetCommit", None)}
+    schedule = generate_schedule(campaign.faults, campaign.run.duration_s, 1)
+    assert {f.kind for f in schedule} == {"message-error", "message-drop-response"}
