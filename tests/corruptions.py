@@ -6,9 +6,12 @@ could not see (issue: "trust only what can be checked"):
 * the input side: an acknowledged input lost, an input replaced under an output, an input the
   seeder aborted exposed and processed;
 * the client's word against the brokers': a commit the client saw fail that took effect, a
-  transaction split across two coordinator transactions, an offset commit lost or moved back;
-* what readers got during the run: a record an observer read, rewritten in the final log;
-* liveness after the final heal: a broker fenced at the end, a partition's inputs never processed;
+  transaction split across two coordinator transactions, an offset commit lost or moved back, the
+  seeder's transactions missing from the coordinator's log;
+* what readers got during the run: a record an observer read, rewritten in the final log; an
+  input read before the seeder began its batch;
+* liveness after the final heal: a broker fenced at the end, a partition's inputs never processed
+  (also under a drain recorded as finished), the leaders at the end never read;
 * missing evidence: the group's offsets unreadable, an empty transaction log, a worker's history
   gone, a dump that stopped early, a faulted run that injected nothing, the observers' reads gone;
 * partial evidence that must not hide an anomaly or pass for complete (issue 42): a lost offset
@@ -398,6 +401,16 @@ def fence_a_broker_at_the_end(run: Path) -> Expectation:
 def stall_a_partition(run: Path) -> Expectation:
     """Two more inputs the seeder committed on one input partition, acknowledged, that the
     pipeline never processed, and the drain's bound ran out: its workers held the partition."""
+    topic, partition, end = _add_unprocessed_inputs(run)
+    final = _final(run)
+    final["drained"] = False
+    _write_final(run, final)
+    return "anomaly", "stalled-pipeline", f"2 committed inputs of {topic}/{partition} (offsets {end} to {end + 1})"
+
+
+def _add_unprocessed_inputs(run: Path) -> tuple[str, int, int]:
+    """Two inputs the seeder committed past the end of one input partition, acknowledged and in
+    both input views, that the pipeline never processed: (topic, partition, first offset)."""
     topic = _campaign(run)["input_topic"]
     rows = _rows(run, topic, "committed")
     partition = rows[0]["partition"]
@@ -414,13 +427,12 @@ def stall_a_partition(run: Path) -> Expectation:
                "value": {"count": 2, "inputs": inputs}}]
     _write_history(run, lines)
     final = _final(run)
-    final["drained"] = False
     for dump in final["topics"]:
         if dump["topic"] == topic:
             dump["records"] = (dump.get("records") or 0) + 2
             dump.setdefault("end_offsets", {})[str(partition)] = end + 2
     _write_final(run, final)
-    return "anomaly", "stalled-pipeline", f"2 committed inputs of {topic}/{partition} (offsets {end} to {end + 1})"
+    return topic, partition, end
 
 
 #: every corruption, each checked on its own copy of a clean run
@@ -727,15 +739,21 @@ def _kill_inside_a_commit(run: Path, forget: bool) -> Expectation:
              and not (x["op"] == commit["op"] and x["type"] != "invoke")]
     _write_history(run, lines)
     if forget:
-        rows = _txn_rows(run)
-        gone = {r["offset"] for r in _records_of(rows, target)}
-        rows = [r for r in rows if r["partition"] != target.log_partition or r["offset"] not in gone]
-        for r in rows:
-            r.pop("entry", None)
-        _write_txn_rows(run, rows, renumber=True)
+        _forget_in_the_coordinators_log(run, target)
         return ("anomaly", "split-transaction",
                 "though its client never learned its end and the coordinator's log holds no transaction of it")
     return ("valid",)
+
+
+def _forget_in_the_coordinators_log(run: Path, target: Any) -> None:
+    """Remove ``target``'s records from the coordinator's log, as a log that never held them (the
+    later offsets renumbered)."""
+    rows = _txn_rows(run)
+    gone = {r["offset"] for r in _records_of(rows, target)}
+    rows = [r for r in rows if r["partition"] != target.log_partition or r["offset"] not in gone]
+    for r in rows:
+        r.pop("entry", None)
+    _write_txn_rows(run, rows, renumber=True)
 
 
 def forget_a_killed_commit_in_the_coordinators_log(run: Path) -> Expectation:
@@ -837,6 +855,20 @@ def read_an_output_before_its_commit(run: Path) -> Expectation:
         for r in _rows(run, topic, "committed"):
             value = json.loads(r["value"])
             outputs[(topic, r["partition"], r["offset"])] = (f"{value['worker']}.{value['incarnation']}", value["txn_seq"])
+
+    def commit_requested(got: list[dict[str, Any]]) -> float | None:
+        commits = [history.commit_requested(outputs[key]) for r in got
+                   if (key := (r["topic"], r["partition"], r["offset"])) in outputs]
+        return min((c for c in commits if c is not None), default=None)
+
+    _move_a_poll_before(run, commit_requested)
+    return "anomaly", "observed-aborted-read", "before its client asked to commit it"
+
+
+def _move_a_poll_before(run: Path, due: Callable[[list[dict[str, Any]]], float | None]) -> None:
+    """Stamp the first observer poll whose records' ``due`` moment (None: none) lies more than 10 ms
+    past the poll before it 30 ms before that moment (after the poll before it: its reads stay in
+    order), in the observations and in the observer's own log."""
     path = run / "observers" / "observations.parquet"
     rows = pq.read_table(path).to_pylist()
     polls: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
@@ -844,17 +876,14 @@ def read_an_output_before_its_commit(run: Path) -> Expectation:
         polls[(r["observer"], r["poll"])].append(r)
     before: dict[int, float] = {}
     for (observer, poll), got in sorted(polls.items()):
-        t = got[0]["time"]
-        commits = [history.commit_requested(outputs[key]) for r in got
-                   if (key := (r["topic"], r["partition"], r["offset"])) in outputs]
-        commit = min((c for c in commits if c is not None), default=None)
+        at = due(got)
         prev = before.get(observer, float("-inf"))
-        if commit is not None and prev < commit - 0.010:
-            moved = max(prev + 0.001, commit - 0.030)
+        if at is not None and prev < at - 0.010:
+            moved = max(prev + 0.001, at - 0.030)
             for r in got:
                 r["time"] = moved
             break
-        before[observer] = t
+        before[observer] = got[0]["time"]
     else:
         raise AssertionError("no poll to move")
     import pyarrow as pa
@@ -866,7 +895,6 @@ def read_an_output_before_its_commit(run: Path) -> Expectation:
             if e.get("poll") == poll:
                 e["t"] = moved
         log.write_text("".join(json.dumps(e) + "\n" for e in entries))
-    return "anomaly", "observed-aborted-read", "before its client asked to commit it"
 
 
 def compact_the_internal_logs_as_the_cleaner_would(run: Path) -> Expectation:
@@ -903,6 +931,98 @@ EXCUSED_BEFORE: tuple[Callable[[Path], Expectation], ...] = (
     abort_a_commit_the_client_saw_succeed, prepare_an_abort_after_a_commit,
     forget_a_killed_commit_in_the_coordinators_log, end_a_transaction_early_beside_a_killed_zombie,
     lose_the_second_half_of_a_workers_history, read_an_output_before_its_commit)
+
+
+# -- the seeder's transactions and the run's end, against their evidence (issue 60c) ------------
+#
+# A blind reviewer's corruptions of a real run that both engines judged VALID: the seeder's
+# transactions and the observers' reads of inputs were held only against the seeder's own
+# acknowledgements, and two liveness checks took a summary (the drain's flag, the heal's watch)
+# for the evidence it summarises.
+
+def _seeder_txid(run: Path) -> str:
+    return next(op["txid"] for op in _history_index(run).seeder_txns.values() if op.get("txid"))
+
+
+def unrecord_the_seeders_transactions(run: Path) -> Expectation:
+    """The seeder's ``__transaction_state`` partition compacted to its end (each key's last record
+    kept), then the seeder id's one remaining record removed: the log holds nothing of the
+    seeder, which committed every batch. Its last record was never removable. Before: VALID
+    (the seeder's transactions were never compared with the coordinator's log)."""
+    txid = _seeder_txid(run)
+    rows = _txn_rows(run)
+    partition = next(r["partition"] for r in rows if r["entry"] is not None and r["entry"].transactional_id == txid)
+    end = max(r["offset"] for r in rows if r["partition"] == partition) + 1
+    rows = [r for r in _cleaned_below(rows, partition, end)
+            if r["entry"] is None or r["entry"].transactional_id != txid]
+    for r in rows:
+        r.pop("entry", None)
+    _write_txn_rows(run, rows)
+    _record_compaction(run, "__transaction_state", partition, end)
+    return "anomaly", "split-transaction", f"of seeder ({txid}) commit, but the coordinator's log holds no transaction"
+
+
+def forget_a_seeder_batch_killed_inside_its_commit(run: Path) -> Expectation:
+    """The seeder's last committed batch ended unknown (killed inside its commit: no
+    acknowledgement recorded, its own count without it) while its inputs are in the committed
+    input log, and the coordinator's log holds none of its records: inputs made visible by a
+    transaction nobody recorded. Before: VALID."""
+    history = _history_index(run)
+    key, op = max(((k, o) for k, o in history.seeder_txns.items() if history.seeder_outcome(k) == "committed"),
+                  key=lambda pair: pair[1]["invoke_time"])
+    target = next(ct for ct, c in _attributed(run) if (c.process, c.seq) == key and ct.partitions)
+    lines = _history(run)
+    for x in lines:
+        if x["process"] == "seeder" and x["op"] == op["op"] and x["type"] != "invoke":
+            x.update(type="info", value={}, error="killed inside commit_transaction")
+    _write_history(run, lines)
+    _forget_in_the_coordinators_log(run, target)
+    final = _final(run)
+    final["seeder"]["committed"] -= op["value"]["count"]
+    _write_final(run, final)
+    return ("anomaly", "split-transaction",
+            f"of seeder ({op['txid']}) are visible, though its client never learned its end and the coordinator's log "
+            "holds no transaction of it")
+
+
+def read_an_input_before_its_seeder_began(run: Path) -> Expectation:
+    """An observer's poll that returned only inputs is stamped before the seeder began the
+    transaction that wrote one of them (after the observer's poll before it: its reads stay in
+    order). Before: VALID (only outputs were held against their transactions)."""
+    from kchaos.verifier.observations import seeded_inputs
+
+    seeded = seeded_inputs(_history_index(run), _campaign(run)["input_topic"])
+
+    def seeder_began(got: list[dict[str, Any]]) -> float | None:  # a poll of inputs only
+        began = [seeded.get((r["topic"], r["partition"], r["offset"])) for r in got]
+        return max(at for _, at in began) if all(began) else None
+
+    _move_a_poll_before(run, seeder_began)
+    return "anomaly", "observed-aborted-read", "before the seeder began it"
+
+
+def claim_a_drain_over_unprocessed_inputs(run: Path) -> Expectation:
+    """Two acknowledged inputs of a partition never processed, while the drain's record still says
+    it drained: the final reads contradict the flag. Before: VALID (the flag was taken as proof)."""
+    topic, partition, end = _add_unprocessed_inputs(run)
+    return "anomaly", "stalled-pipeline", "though the drain's record says every input was processed"
+
+
+def lose_the_metadata_read_at_the_end(run: Path) -> Expectation:
+    """The metadata read at the run's end failed (its record holds only the error); the heal's
+    watch of registration saw every broker, and reads no leader. Before: VALID, "every partition
+    led" on a watch that never looked at one."""
+    final = _final(run)
+    final["brokers_at_end"] = {"error": "metadata read timed out"}
+    final["heal"] = {**(final.get("heal") or {}), "healthy": True, "at_end": None}
+    _write_final(run, final)
+    return "unknown", "leaders at the run's end were not read"
+
+
+#: issue 60c: each a corruption both engines judged VALID before, now named or unknown
+MISSED_BEFORE: tuple[Callable[[Path], Expectation], ...] = (
+    unrecord_the_seeders_transactions, forget_a_seeder_batch_killed_inside_its_commit,
+    read_an_input_before_its_seeder_began, claim_a_drain_over_unprocessed_inputs, lose_the_metadata_read_at_the_end)
 #: what the world does make, edited in the same ways: must stay VALID
 CONTROLS: tuple[Callable[[Path], Expectation], ...] = (
     compact_the_internal_logs_as_the_cleaner_would, kill_a_worker_inside_a_commit_the_coordinator_completed)

@@ -16,7 +16,7 @@ contract), positions unknown, so those inputs are checked by id.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from kchaos.verifier.checks import explain
 from kchaos.workloads.lineage import input_id
@@ -35,6 +35,10 @@ class Acknowledged:
     #: seed operations that ended for certain, and how many of them recorded their inputs
     batches: int = 0
     recorded: int = 0
+    #: per seed operation (its op) that ended unknown, the ids of its range: all that names its writes
+    unknown_batches: dict[int, set[str]] = field(default_factory=dict)
+    #: per seed operation whose commit failed (then aborted), the positions it was acknowledged
+    failed_batches: dict[int, dict[tuple[int, int], str]] = field(default_factory=dict)
 
     @property
     def any(self) -> bool:
@@ -56,6 +60,7 @@ def acknowledged_inputs(ops: list[dict[str, Any]], seed: int | None) -> Acknowle
                                                                   for i in range(value["first"], value["last"] + 1)]
         if op["outcome"] not in ("ok", "fail"):
             out.unknown_ids.update(named)
+            out.unknown_batches[op["op"]] = set(named)
             continue
         out.batches += 1
         aborted = bool(value.get("aborted")) or op["outcome"] == "fail"
@@ -68,6 +73,39 @@ def acknowledged_inputs(ops: list[dict[str, Any]], seed: int | None) -> Acknowle
         target = out.aborted if aborted else out.committed
         for in_id, p, o in inputs:
             target[(int(p), int(o))] = in_id
+        if op["outcome"] == "fail":
+            out.failed_batches[op["op"]] = {(int(p), int(o)): in_id for in_id, p, o in inputs}
+    return out
+
+
+def doubtful_ids(ack: Acknowledged, ops: Iterable[int]) -> set[str]:
+    """The input ids that name the writes of these doubtful seed operations (:func:`visible_batches`)."""
+    out: set[str] = set()
+    for op in ops:
+        out |= ack.unknown_batches.get(op, set()) | set(ack.failed_batches.get(op, {}).values())
+    return out
+
+
+def visible_batches(ack: Acknowledged, ops: Iterable[int], copies: Iterable[tuple[int, int, str]]) -> set[int]:
+    """Of the seed operations ``ops`` whose commit the seeder saw fail or never learned the end of,
+    those whose writes the committed input log holds; ``copies``: its records (partition, offset,
+    id) of the ids :func:`doubtful_ids` names. A failed commit's writes are its acknowledged
+    positions. An unknown one's are known by id only, and the next batch writes the same ids again:
+    a copy is its only at a position no committed batch was acknowledged at (for a run recorded
+    before positions, a copy beyond the one its committed batch made). One definition for both
+    engines, each of which reads the copies from its own input view."""
+    held: dict[str, list[tuple[int, int]]] = {}
+    for p, o, i in copies:
+        held.setdefault(i, []).append((int(p), int(o)))
+    out = set()
+    for op in ops:
+        if op in ack.failed_batches:
+            shown = any(pos in held.get(i, ()) for pos, i in ack.failed_batches[op].items())
+        else:
+            shown = any(len([pos for pos in held.get(i, ()) if pos not in ack.committed]) > (i in ack.committed_ids)
+                        for i in ack.unknown_batches.get(op, ()))
+        if shown:
+            out.add(op)
     return out
 
 

@@ -59,6 +59,8 @@ NOTES = {
     "unprocessed-assignment.held": ("{n} unprocessed partitions are held by a running instance by both accounts "
                                     "(see stalled-pipeline)"),
     "broker-not-rejoined.ok": "every broker registered and every partition of the run's topics led at the run's end ({source})",
+    "broker-not-rejoined.leaders-unread": ("every broker registered at the run's end ({source}), but the partition "
+                                           "leaders at the run's end were not read ({why}): leadership not judged"),
     "set-aside.unrecorded-compacted": ("{n} client transactions of {ids} that the log holds no record of, each "
                                        "followed by a record of its id below where the log cleaner compacted its "
                                        "partition ({where})"),
@@ -83,6 +85,13 @@ def before_commit_text(observed_at: float, commit_requested: float) -> str:
     """When an observer read an output, against its transaction's commit request (seconds, one
     clock): the ``when`` of an observed-aborted-read.before-commit case."""
     return f"{round((commit_requested - observed_at) * 1000)} ms before its client asked to commit it"
+
+
+def before_seed_text(observed_at: float, seed_invoked: float) -> str:
+    """When an observer read an input, against the start of the seeder's transaction that wrote it
+    (its ``seed`` invoke: the seeder records no commit request of its own): the ``when`` of an
+    observed-aborted-read.before-seed case."""
+    return f"{round((seed_invoked - observed_at) * 1000)} ms before the seeder began it"
 
 
 @dataclass(frozen=True)
@@ -286,13 +295,15 @@ CHECKS: tuple[CheckDef, ...] = (
                                           "after it was read")}),
     CheckDef("observed-aborted-read",
              "an observer read, during the run, a record of a transaction that aborted, or an output before its "
-             "client asked to commit it",
+             "client asked to commit it, or an input before the seeder began its transaction",
              (_NEEDS_OBSERVATIONS,),
              explanations={"": ("observer {observer} read {topic}-{partition}@{offset} (poll {poll}) {isolation}, "
                                 "a record the final log holds only in its uncommitted view: an aborted "
                                 "transaction's"),
                            ".before-commit": ("observer {observer} read {topic}-{partition}@{offset} (poll "
-                                              "{poll}), an output of transaction {seq} of {process}, {when}")}),
+                                              "{poll}), an output of transaction {seq} of {process}, {when}"),
+                           ".before-seed": ("observer {observer} read {topic}-{partition}@{offset} (poll {poll}), "
+                                            "an input of transaction {seq} of {process}, {when}")}),
     CheckDef("poll-skip",
              "an observer's successive reads of a partition skipped a committed record",
              (_NEEDS_OBSERVATIONS,),
@@ -314,7 +325,8 @@ CHECKS: tuple[CheckDef, ...] = (
     CheckDef("stalled-pipeline",
              "committed inputs the pipeline had not processed when the drain's bound after the final heal ran out",
              explanations={"": ("{what} of {topic}/{p} (offsets {first} to {last}) were never processed: "
-                                "{progress}, through the drain's {bound:.0f} s after the final heal"),
+                                "{progress}, through the drain's {bound:.0f} s after the final heal{claimed}"),
+                           ".claimed-drained": ", though the drain's record says every input was processed",
                            ".stayed": "the group's committed offset there stayed at {offset}{still}",
                            ".never": "the group never committed an offset there"}),
     CheckDef("unprocessed-assignment",

@@ -223,8 +223,9 @@ class ClientTxn:
 
 
 def client_transactions(history: Any) -> list[ClientTxn]:
-    """The history's transactional client transactions (a ``send`` with a transactional id)."""
-    out = []
+    """The history's transactional client transactions (a ``send`` with a transactional id), and
+    the seeder's (:func:`seeder_transactions`)."""
+    out = seeder_transactions(history)
     for key, send in history.txn_ops.items():
         if not send.get("txid"):
             continue
@@ -247,6 +248,29 @@ def client_transactions(history: Any) -> list[ClientTxn]:
                              commit * 1000 if commit is not None else None,
                              last_moment * 1000 + STOPPED_REQUEST_GRACE_MS if last_moment is not None else None,
                              fenced * 1000 if fenced is not None else None))
+    return out
+
+
+def seeder_transactions(history: Any) -> list[ClientTxn]:
+    """The seeder's transactions as client transactions, one per ``seed`` operation: its window is
+    the operation's (invoke to completion), and since the seeder records no mark before its
+    ``commit_transaction``, its invoke stands for both its request to end and to commit (a batch
+    it aborts on purpose never asks to commit). So a commit prepared before it asked cannot be
+    seen; what its client saw against what the coordinator recorded, and what the log lacks, can.
+    An operation the history stops inside is left out: its coordinator transaction begins after
+    its invoke, the history's last moment, so no window of it is known (the gap is the evidence
+    rules' to name: the seeder's own count against its history)."""
+    out = []
+    for key, op in history.seeder_txns.items():
+        if not op.get("txid") or op["complete_time"] is None:
+            continue
+        invoked, ended = op["invoke_time"] * 1000, op["complete_time"] * 1000
+        asks_commit = not op["value"].get("abort")
+        out.append(ClientTxn(
+            key[0], key[1], op["txid"], op.get("epoch"), start_ms=invoked, end_f="commit" if asks_commit else "abort",
+            end_invoke_ms=invoked, end_complete_ms=ended, outcome=history.seeder_outcome(key),
+            gave_up_ms=ended if op["outcome"] != "ok" else None, commit_invoke_ms=invoked if asks_commit else None,
+            acted_until_ms=history.process_last[key[0]] * 1000 + STOPPED_REQUEST_GRACE_MS))
     return out
 
 
@@ -475,6 +499,8 @@ def coordinator_decisions(coordinator: list[CoordinatorTxn], history: Any, eps: 
     held = _held(coordinator, attribute(coordinator, clients, eps))
     out = {}
     for c in clients:
+        if (c.process, c.seq) in history.seeder_txns:
+            continue  # its writes are inputs: what these decisions say of outputs does not apply
         decided = {ct.decision() for ct in held.get((c.process, c.seq), [])}
         if len(decided) == 1:
             out[(c.process, c.seq)] = (c.outcome, decided.pop())

@@ -38,7 +38,8 @@ def superseded_bounds(data: Any, coordinator: list[Any], shift_ms: float = 0.0,
     A stamp a clock fault may have moved (``skewed``), or a tombstone's (it has none), is bounded
     by the next transaction of the id in log order that an unmoved clock stamped (infinity:
     none): the record was written no later than that."""
-    txids = sorted({op["txid"] for op in data.history.txn_ops.values() if op.get("txid")})
+    txids = sorted({op["txid"] for op in (*data.history.txn_ops.values(), *data.history.seeder_txns.values())
+                    if op.get("txid")})
     by_txid: dict[str, list[Any]] = defaultdict(list)
     for ct in coordinator:
         by_txid[ct.transactional_id].append(ct)
@@ -233,21 +234,21 @@ def _rates_note(data: Any) -> str:
 @implements("stalled-pipeline", "python", "spark")
 def check_stalled_pipeline(data: Any) -> CheckResult:
     """The pipeline resumes: every committed input processed within the drain's bound after the
-    final heal. A drain that finished proves it (the harness saw every input partition's
-    committed offset pass the seeder's last input); one that ran out is judged on the final
-    reads, partition by partition."""
+    final heal, judged on the final reads, partition by partition. The harness's ``drained``
+    flag only words the note: a partition the final reads show stalled is a case whatever the
+    flag says (the flag summarises that evidence; it cannot outweigh it)."""
     final = data.final
     drain = liveness.drain_of(data)
     if "drained" not in final:
         raise NotApplicable("the run recorded no drain (final.json has no drained)")
     if final.get("interrupted") and not final["drained"]:
         raise NotApplicable("the run was interrupted and its drain cut short: the campaign's bound was not waited out")
-    if final["drained"]:
+    stalled = liveness.stalled_partitions(data)
+    if not stalled and final["drained"]:
         took = (f" ({drain['ended'] - drain['started']:.0f} s of at most {drain['timeout_s']:.0f} s)"
                 if drain["recorded"] and drain.get("started") else "")
         return CheckResult("stalled-pipeline", VALID, note=NOTES["stalled-pipeline.drained"].format(
             took=took, rates=_rates_note(data)))
-    stalled = liveness.stalled_partitions(data)
     if not stalled:
         return CheckResult("stalled-pipeline", VALID, note=NOTES["stalled-pipeline.caught-up"].format(
             bound=drain["timeout_s"], rates=_rates_note(data)))
@@ -262,7 +263,9 @@ def check_stalled_pipeline(data: Any) -> CheckResult:
         what = f"{s.unprocessed} committed inputs" if s.unprocessed is not None else "the committed inputs"
         cases.append({
             "explanation": explain("stalled-pipeline", what=what, topic=topic, p=s.partition, first=s.first,
-                                   last=s.last, bound=drain["timeout_s"], progress=(
+                                   last=s.last, bound=drain["timeout_s"],
+                                   claimed=explain("stalled-pipeline.claimed-drained") if final["drained"] else "",
+                                   progress=(
                                        explain("stalled-pipeline.never") if s.group_offset is None else
                                        explain("stalled-pipeline.stayed", offset=s.group_offset, still=still))),
             "input": {"topic": topic, "partition": s.partition, "group_offset": s.group_offset,
@@ -290,7 +293,7 @@ def check_unprocessed_assignment(data: Any) -> CheckResult:
     final = data.final
     if "drained" not in final or final.get("interrupted") and not final["drained"]:
         raise NotApplicable("the run recorded no drain that waited out its bound")
-    stalled = [] if final["drained"] else liveness.stalled_partitions(data)
+    stalled = liveness.stalled_partitions(data)  # the final reads, whatever the drained flag says
     if not stalled:
         return CheckResult("unprocessed-assignment", VALID, note=NOTES["unprocessed-assignment.none-left"])
     drain = liveness.drain_of(data)
@@ -355,7 +358,9 @@ def check_unprocessed_assignment(data: Any) -> CheckResult:
 @implements("broker-not-rejoined", "python", "spark")
 def check_broker_not_rejoined(data: Any) -> CheckResult:
     """Every broker registered and unfenced, and every partition of the run's topics led, at the
-    run's end (F9: a broker whose clock was stepped back stays fenced)."""
+    run's end (F9: a broker whose clock was stepped back stays fenced). Where only registration
+    was evidenced (the heal's watch: the metadata read at the end failed), leadership is not
+    judged: not checked (unknown), unless a broker is missing."""
     state = liveness.brokers_at_end(data)
     when = (f"{state.after_heal_s:.0f} s after the final heal" if state.after_heal_s is not None
             else "after the final heal")
@@ -367,7 +372,10 @@ def check_broker_not_rejoined(data: Any) -> CheckResult:
              for b in state.missing]
     cases += [{"explanation": explain("broker-not-rejoined.leaderless", partition=p, when=when), "partition": p,
                **({"observed_at": state.at} if state.at else {}), "brokers_at_end": data.final.get("brokers_at_end")}
-              for p in state.leaderless]
+              for p in state.leaderless or ()]
     if cases:
         return result("broker-not-rejoined", cases)
+    if state.leaderless is None:  # registration judged, leadership not: not checked, never valid
+        raise NotApplicable(NOTES["broker-not-rejoined.leaders-unread"].format(source=state.source,
+                                                                             why=state.leaders_unread))
     return CheckResult("broker-not-rejoined", VALID, note=NOTES["broker-not-rejoined.ok"].format(source=state.source))

@@ -247,16 +247,21 @@ class BrokerState:
     partitions without a leader, and where that was read."""
 
     missing: tuple[int, ...]
-    leaderless: tuple[str, ...]
+    #: None: the leaders were not read (the heal's watch reads registration only)
+    leaderless: tuple[str, ...] | None
     source: str
     at: float | None
     after_heal_s: float | None
+    #: why the leaders were not read
+    leaders_unread: str | None = None
 
 
 def brokers_at_end(data: Any) -> BrokerState:
     """From ``final.json`` ``brokers_at_end`` (one metadata read at the end), else from the heal's
     watch of registration (``heal.at_end``, recorded since F9; a heal that timed out with brokers
-    not registered says so in its error). NotApplicable when the run recorded neither."""
+    not registered says so in its error). NotApplicable when the run recorded neither. The
+    watch and the heal evidence registration only: on them the leaders are not read
+    (``leaderless`` None, and why), never taken as all led."""
     final = data.final
     record = final.get("brokers_at_end") or {}
     heal = final.get("heal") or {}
@@ -265,11 +270,12 @@ def brokers_at_end(data: Any) -> BrokerState:
         missing = sorted(set(record.get("expected") or []) - set(record.get("registered") or []) | set(watched or []))
         return BrokerState(tuple(missing), tuple(record.get("leaderless") or []), "the brokers' metadata at the "
                            "run's end", record.get("at"), record.get("after_heal_s"))
+    unread = record.get("error") or "the run recorded no metadata read at its end"
     if watched is not None:
-        return BrokerState(tuple(watched), (), "the heal's watch of registration", None, None)
+        return BrokerState(tuple(watched), None, "the heal's watch of registration", None, None, unread)
     gave_up = _named_brokers(heal.get("error")) if not heal.get("healthy", True) else []
     if gave_up:  # a run recorded before either: the brokers its final heal waited for in vain
-        return BrokerState(tuple(gave_up), (), HEAL_GAVE_UP, None, None)
+        return BrokerState(tuple(gave_up), None, HEAL_GAVE_UP, None, None, unread)
     why = (f"the brokers' metadata could not be read at the run's end ({record['error']})" if record.get("error")
            else "the run recorded no broker registration at its end (final.json has neither brokers_at_end nor "
                 "heal.at_end: recorded before kchaos kept them)")

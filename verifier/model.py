@@ -151,6 +151,10 @@ class HistoryIndex:
         self.has_history = any(op["f"] == "send" or worker_slot(op["process"]) for op in ops)
         #: the input seeder's transactional ids: its commits are not the pipeline's progress
         self.seeder_txids = {op["txid"] for op in ops if op["process"] == "seeder" and op.get("txid")}
+        #: the seeder's transactions, one ``seed`` operation each (it records no txn_seq), keyed
+        #: ("seeder", op): client transactions for the coordinator's log, never the pipeline's
+        self.seeder_txns: dict[tuple[str, int], dict[str, Any]] = {
+            ("seeder", op["op"]): op for op in ops if op["process"] == "seeder" and op["f"] == "seed"}
         self.txn_ops: dict[tuple[str, int], dict[str, Any]] = {}
         #: last outcome-defining operation wins, in history order
         self.txn_outcome: dict[tuple[str, int], str] = {}
@@ -199,6 +203,15 @@ class HistoryIndex:
             elif op["f"] == "commit_offsets":
                 self.txn_outcome[key] = "offsets-" + (op["outcome"] or "unknown")
 
+    def seeder_outcome(self, key: tuple[str, int]) -> str:
+        """What the seeder saw of its transaction ``key``, as ``txn_outcome`` words it: ``ok``
+        committed (or aborted, a batch it aborted on purpose), ``fail`` its commit failed (then
+        aborted), ``info`` unknown."""
+        op = self.seeder_txns[key]
+        if op["outcome"] == "ok":
+            return "aborted" if op["value"].get("aborted") else "committed"
+        return "commit-failed" if op["outcome"] == "fail" else "unknown"
+
     def commit_requested(self, key: tuple[str, int]) -> float | None:
         """When the client of a transaction first asked to commit it (None: it never did)."""
         return next((op["invoke_time"] for op in self.txn_ends.get(key, ()) if op["f"] == "commit"), None)
@@ -217,14 +230,18 @@ class HistoryIndex:
                 if f["invoke_time"] <= end and start <= (f["complete_time"] or float("inf"))]
 
     def txn_evidence(self, key: tuple[str, int]) -> dict[str, Any]:
-        op = self.txn_ops.get(key)
-        ev: dict[str, Any] = {"process": key[0], "txn_seq": key[1], "outcome": self.txn_outcome.get(key, "unknown")}
+        op = self.txn_ops.get(key) or self.seeder_txns.get(key)
+        seeded = key in self.seeder_txns
+        ev: dict[str, Any] = {"process": key[0], "txn_seq": key[1], "outcome": (
+            self.seeder_outcome(key) if seeded else self.txn_outcome.get(key, "unknown"))}
         if op:
+            life = (op["invoke_time"], op["complete_time"] or op["invoke_time"]) if seeded else \
+                self.txn_life.get(key, (op["invoke_time"],) * 2)
             ev.update({"txid": op.get("txid"), "producer_id": op.get("pid"), "epoch": op.get("epoch"),
                        "history_op": {"process": op["process"], "op": op["op"], "f": op["f"],
                                       "invoke_time": op["invoke_time"], "outcome": op["outcome"]},
                        # over the transaction's whole life: the kill that hit its commit counts
-                       "faults_active": self.faults_during(*self.txn_life.get(key, (op["invoke_time"],) * 2))})
+                       "faults_active": self.faults_during(*life)})
         return ev
 
     def zombie_inputs(self) -> tuple[dict[str, list[dict[str, Any]]], dict[tuple[str, int], dict[str, Any]]]:

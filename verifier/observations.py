@@ -16,9 +16,9 @@ import json
 import zlib
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from kchaos.verifier.checks import before_commit_text, explain, result
+from kchaos.verifier.checks import before_commit_text, before_seed_text, explain, result
 from kchaos.verifier.coordinator_log import CLOCK_EPS_MS
 from kchaos.verifier.results import CheckResult
 
@@ -134,20 +134,61 @@ def before_commit_case(row: Any, txn: tuple[str, int], commit_requested: float |
             "commit_requested": commit_requested, "transactions": [transaction], "faults_active": faults}
 
 
+def _reads_of_final_records(observed: ObservedRun, of: dict[Key, Any]) -> Iterator[tuple[dict[str, Any], Any]]:
+    """Each read of a record ``of`` names that is the record the final log holds there (its CRC),
+    with what ``of`` says of it."""
+    for row in observed.rows:
+        key = (row["topic"], row["partition"], row["offset"])
+        if key in of and observed.raw_crc.get(key) == row["crc"]:
+            yield row, of[key]
+
+
 def reads_before_commit(observed: ObservedRun, owner: dict[Key, tuple[str, int]], history: Any,
                         faults_at: Any) -> list[dict[str, Any]]:
     """Reads of a committed output (the record read, by its CRC) before its transaction's commit
     was requested; ``owner``: the observed committed outputs' transactions the history holds."""
-    cases = []
-    for row in observed.rows:
-        key = (row["topic"], row["partition"], row["offset"])
-        txn = owner.get(key)
-        if txn is None or observed.raw_crc.get(key) != row["crc"]:
-            continue
-        commit = history.commit_requested(txn)
-        if read_before_commit(row["time"], commit):
-            cases.append(before_commit_case(row, txn, commit, faults_at(row["time"]), history.txn_evidence(txn)))
-    return cases
+    return [before_commit_case(row, txn, commit, faults_at(row["time"]), history.txn_evidence(txn))
+            for row, txn in _reads_of_final_records(observed, owner)
+            if read_before_commit(row["time"], commit := history.commit_requested(txn))]
+
+
+def seeded_inputs(history: Any, topic: str) -> dict[Key, tuple[tuple[str, int], float]]:
+    """Each input a committed seeder transaction was acknowledged to write: its position -> (its
+    transaction ("seeder", op), when the seeder began it: its ``seed`` invoke)."""
+    out = {}
+    for key, op in history.seeder_txns.items():
+        if history.seeder_outcome(key) == "committed":
+            for _, p, o in op["value"].get("inputs") or []:
+                out[(topic, int(p), int(o))] = (key, op["invoke_time"])
+    return out
+
+
+def read_before_seed(observed_at: float, seed_invoked: float) -> bool:
+    """A read of an input stamped before the seeder began the transaction that wrote it: the
+    record did not exist yet. The seeder records no mark before its ``commit_transaction`` (a
+    worker's ``commit`` invoke), so its transaction is judged against its begin, not its commit
+    request: a read between the two is not seen here."""
+    return observed_at < seed_invoked - READ_EPS_S
+
+
+def before_seed_case(row: Any, txn: tuple[str, int], seed_invoked: float, faults: list[dict[str, Any]],
+                     transaction: dict[str, Any]) -> dict[str, Any]:
+    """An observed-aborted-read case: an input read before its seeder transaction began (both
+    engines build it from the same fields)."""
+    fields = {k: row[k] for k in ("observer", "topic", "partition", "offset", "poll")}
+    return {"explanation": explain("observed-aborted-read.before-seed", **fields, seq=txn[1], process=txn[0],
+                                   when=before_seed_text(row["time"], seed_invoked)),
+            "observation": {**fields, "observed_at": row["time"], "crc": row["crc"]},
+            "seed_invoked": seed_invoked, "transactions": [transaction], "faults_active": faults}
+
+
+def reads_before_seed(observed: ObservedRun, seeded: dict[Key, tuple[tuple[str, int], float]], history: Any,
+                      faults_at: Any) -> list[dict[str, Any]]:
+    """Reads of a committed input (the record read, by its CRC) before the seeder began its
+    transaction; ``seeded``: :func:`seeded_inputs`."""
+    return [before_seed_case(row, txn, seed_invoked, faults_at(row["time"]), history.txn_evidence(txn))
+            for row, (txn, seed_invoked) in _reads_of_final_records(observed, seeded)
+            if read_before_seed(row["time"], seed_invoked)]
 
 
 def _walks(observed: ObservedRun) -> dict[tuple[int, str, int], list[dict[str, Any]]]:

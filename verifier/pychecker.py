@@ -493,6 +493,8 @@ def check_observed_aborted_read(data: RunData) -> CheckResult:
                  if o["worker"] and (o["topic"], o["partition"], o["offset"]) in seen
                  and (key := data.txn_key(o)) in data.txn_ops}
         early = observations.reads_before_commit(data.observed, owner, data.history, data.faults_at)
+    early += observations.reads_before_seed(data.observed, observations.seeded_inputs(
+        data.history, data.workload.input_topic), data.history, data.faults_at)
     return observations.observed_aborted_reads(data.observed, data.faults_at, early)
 
 

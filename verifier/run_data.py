@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from kchaos.verifier import driver_checks, evidence
-from kchaos.verifier.acknowledged import acknowledged_inputs
+from kchaos.verifier.acknowledged import acknowledged_inputs, doubtful_ids, visible_batches
 from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.coordinator_log import CoordinatorTxn, coordinator_records, coordinator_transactions
 from kchaos.verifier.internal_topics import decoded_txn_log, offset_commit_batches
@@ -174,8 +174,15 @@ class RunData:
         return driver_checks.coordinator_committed_keys(self) if self.txn_log else set()
 
     def visible_transactions(self, keys: set[tuple[str, int]]) -> set[tuple[str, int]]:
-        """Of these client transactions, those with a committed output."""
-        return {k for k in (self.txn_key(o) for o in self.outputs_committed) if k in keys} if keys else set()
+        """Of these client transactions, those with a committed output; of the seeder's, those whose
+        inputs the committed input log holds (acknowledged.visible_batches)."""
+        visible = {k for k in (self.txn_key(o) for o in self.outputs_committed) if k in keys} if keys else set()
+        seeded = [op for process, op in keys if (process, op) in self.history.seeder_txns]
+        if seeded:
+            wanted = doubtful_ids(self.acknowledged, seeded)
+            copies = [(p, o, i) for (p, o), i in self.input_log.items() if i in wanted]
+            visible |= {("seeder", op) for op in visible_batches(self.acknowledged, seeded, copies)}
+        return visible
 
     def latest_txn_records_below(self, bounds: dict[int | None, int | None],
                                  txids: set[str]) -> dict[str, dict[str, Any]]:

@@ -53,7 +53,8 @@ def _holds(results: dict, expectation: tuple[str, ...]) -> bool:
     return results["verdict"] == "unknown" and any(what in r for r in reasons)
 
 
-CORRUPTIONS = corruptions.ANOMALIES + corruptions.GAPS + corruptions.EXCUSED_BEFORE + corruptions.CONTROLS
+CORRUPTIONS = (corruptions.ANOMALIES + corruptions.GAPS + corruptions.EXCUSED_BEFORE + corruptions.MISSED_BEFORE
+               + corruptions.CONTROLS)
 
 
 @pytest.mark.parametrize("corrupt", CORRUPTIONS, ids=lambda f: f.__name__)
@@ -78,7 +79,9 @@ SPARK_IN_MAKE_TEST = {"lose_acknowledged_input", "replace_input", "expose_aborte
                       # visible outputs of an unresolved end, the outputs' transactions against the history,
                       # the reads against the commit requests)
                       "unrecord_a_transaction_past_the_cleaners_point", "forget_a_killed_commit_in_the_coordinators_log",
-                      "lose_the_second_half_of_a_workers_history", "read_an_output_before_its_commit"}
+                      "lose_the_second_half_of_a_workers_history", "read_an_output_before_its_commit",
+                      # issue 60c: the seeder's inputs in the committed input view, and the reads of inputs
+                      "forget_a_seeder_batch_killed_inside_its_commit", "read_an_input_before_its_seeder_began"}
 
 
 @pytest.mark.parametrize("corrupt", [pytest.param(c, id=c.__name__, marks=() if c.__name__ in SPARK_IN_MAKE_TEST

@@ -76,7 +76,8 @@ def test_invalid_run_report_has_a_section_per_anomaly_with_evidence_and_log_line
     b.final_offsets = {"0": 3}                           # offsets-behind (input 3's outputs are committed)
     run = _finish(b.write(tmp_path / "20261122T020000Z-unit-seed5"))
     results = json.loads((run / "results.json").read_text())
-    assert results["anomaly_types"] == ["duplicate", "offsets-behind"]
+    # the group's offset below input 3 also leaves it unprocessed by the final reads: stalled-pipeline
+    assert results["anomaly_types"] == ["duplicate", "offsets-behind", "stalled-pipeline"]
     html = render_run_report(run).read_text()
     assert 'class="banner invalid"' in html
     for anomaly in ("duplicate", "offsets-behind"):
@@ -102,7 +103,7 @@ def test_each_anomaly_section_says_whose_its_cases_are(tmp_path):
 
 def test_unknown_and_incomplete_runs_say_so(tmp_path):
     b = ReportRun()
-    b.committed, b.final_offsets, b.ops = {"a": [], "b": []}, {}, []
+    b.committed, b.final_offsets, b.ops, b.inputs = {"a": [], "b": []}, {}, [], []
     vacuous = _finish(b.write(tmp_path / "20261122T030000Z-unit-seed5"))
     html = render_run_report(vacuous).read_text()
     assert 'class="banner unknown"' in html and "vacuous" in html

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from kchaos.verifier.checks import explain, implements, result
-from kchaos.verifier.observations import (OBSERVATIONS, READ_EPS_S, before_commit_case,
-                                         judges_reads_before_commit)
+from kchaos.verifier.observations import (OBSERVATIONS, READ_EPS_S, before_commit_case, before_seed_case,
+                                         judges_reads_before_commit, seeded_inputs)
 from kchaos.verifier.results import CheckResult
 from kchaos.verifier.spark.run import SparkRun
 
@@ -67,7 +67,7 @@ def check_observed_aborted_read(d: SparkRun) -> CheckResult:
     rows = _first(obs.join(raw, KEY).join(committed, KEY, "left_anti"))
     isolation = d.campaign.observers.isolation
     cases = [_case(d, "observed-aborted-read", r, isolation=isolation) for r in rows]
-    return result("observed-aborted-read", cases + _reads_before_commit(d))
+    return result("observed-aborted-read", cases + _reads_before_commit(d) + _reads_before_seed(d))
 
 
 def _reads_before_commit(d: SparkRun) -> list[dict[str, Any]]:
@@ -85,6 +85,23 @@ def _reads_before_commit(d: SparkRun) -> list[dict[str, Any]]:
              .filter(F.col("time") < F.col("commit_requested") - READ_EPS_S))
     return [before_commit_case(r, (r["process"], r["txn_seq"]), r["commit_requested"], d.history.faults_at(r["time"]),
                                d.history.txn_evidence((r["process"], r["txn_seq"]))) for r in _first(early)]
+
+
+def _reads_before_seed(d: SparkRun) -> list[dict[str, Any]]:
+    """observations.reads_before_seed as joins: observations of a committed input (the record
+    read, by its CRC) before the seeder began the transaction it was acknowledged in."""
+    seeded = seeded_inputs(d.history, d.workload.input_topic)
+    if not seeded:
+        return []
+    F = d.F
+    obs, raw, _ = observed(d)
+    began = d.spark.createDataFrame([(t, p, o, key[0], key[1], at) for (t, p, o), (key, at) in seeded.items()],
+                                    "topic STRING, partition INT, offset BIGINT, process STRING, txn_seq BIGINT, "
+                                    "seed_invoked DOUBLE")
+    early = (obs.join(raw, KEY).filter(F.col("crc") == F.col("final_crc")).join(began, KEY)
+             .filter(F.col("time") < F.col("seed_invoked") - READ_EPS_S))
+    return [before_seed_case(r, (r["process"], r["txn_seq"]), r["seed_invoked"], d.history.faults_at(r["time"]),
+                             d.history.txn_evidence((r["process"], r["txn_seq"]))) for r in _first(early)]
 
 
 def _with_previous(d: SparkRun) -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 from kchaos.files import read_json
 from kchaos.protocol.decoders import TransactionLogEntry
 from kchaos.verifier import evidence
-from kchaos.verifier.acknowledged import acknowledged_inputs
+from kchaos.verifier.acknowledged import acknowledged_inputs, doubtful_ids, visible_batches
 from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier import driver_checks
 from kchaos.verifier.coordinator_log import COORDINATOR_TXN_SCHEMA, CoordinatorTxn
@@ -312,14 +312,22 @@ class SparkRun:
         return driver_checks.coordinator_committed_keys(self) if self.txn_log is not None else set()
 
     def visible_transactions(self, keys: set[tuple[str, int]]) -> set[tuple[str, int]]:
-        """Of these client transactions (few: the unresolved ones), those with a committed output."""
+        """Of these client transactions (few: the unresolved ones), those with a committed output;
+        of the seeder's, those whose inputs the committed input log holds (acknowledged.visible_batches)."""
         if not keys:
             return set()
         F = self.F
         wanted = self.spark.createDataFrame(sorted(keys), "process STRING, txn_seq BIGINT")
         rows = (self.outputs["committed"].join(F.broadcast(wanted), ["process", "txn_seq"], "left_semi")
                 .select("process", "txn_seq").distinct().collect())
-        return {(r["process"], r["txn_seq"]) for r in rows}
+        visible = {(r["process"], r["txn_seq"]) for r in rows}
+        seeded = [op for process, op in keys if (process, op) in self.history.seeder_txns]
+        ids = sorted(doubtful_ids(self.acknowledged, seeded))
+        if ids:
+            copies = [(r["p"], r["o"], r["in_id"]) for r in
+                      self.input_log.filter(F.col("in_id").isin(*ids)).select("p", "o", "in_id").collect()]
+            visible |= {("seeder", op) for op in visible_batches(self.acknowledged, seeded, copies)}
+        return visible
 
     def latest_txn_records_below(self, bounds: dict[int | None, int | None],
                                  txids: set[str]) -> dict[str, dict[str, Any]]:
