@@ -53,6 +53,13 @@ def _case_ids(case: Any, known: set[str]) -> set[str]:
     return ids | {txid for txid in known for slot in slots if txid.endswith(f"-{slot}")}
 
 
+def _written_by_one_transaction(case: Any) -> bool:
+    """Whether every copy of a duplicate case names one and the same client transaction."""
+    records = case.get("records") if isinstance(case, dict) else None
+    writers = {(r.get("txid"), r.get("txn_seq"), r.get("incarnation")) for r in records or [] if isinstance(r, dict)}
+    return len(records or []) > 1 and len(writers) == 1 and None not in next(iter(writers))
+
+
 def protocol_of(counts: dict[str, int] | None) -> str | None:
     """``classic``, ``kip-890``, ``both`` or None (no commit recorded), from one id's commits by
     the client transaction version the coordinator recorded (``"2"``: KIP-890)."""
@@ -82,6 +89,11 @@ def label_case(anomaly: str, case: Any, per_txid: dict[str, dict[str, int]], end
         return {"label": "candidate", "txids": ids,
                 "why": "every id committed under KIP-890: not the classic protocol's; its control is the same "
                        "campaign with the Java client on TV2"}
+    if anomaly == "duplicate" and _written_by_one_transaction(case):
+        return {"label": "candidate", "txids": ids,
+                "why": "one transaction wrote the input twice (a late EndTxn makes copies in two transactions: "
+                       "the client's retry inside a transaction does this); its control is the same campaign "
+                       "with the Java client on TV2"}
     if anomaly not in SHAPES:
         return {"label": "candidate", "txids": ids,
                 "why": f"classic protocol, but a late EndTxn does not make {anomaly}; its control is the same "

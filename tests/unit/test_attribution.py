@@ -78,3 +78,14 @@ def test_no_safety_anomaly_no_attribution():
 def test_a_run_without_the_coordinators_record_attributes_nothing():
     got = attribute({"anomalies": {"lost-write": [_case(txid="run-w0")]}, "facts": {}})
     assert got["labels"] == {"unattributed": 1}
+
+
+def test_a_duplicate_inside_one_transaction_is_a_candidate_not_the_protocols():
+    """KafkaJS's shape (docs/clients.md): one committed transaction holds an input twice, after
+    its own retry; a late EndTxn can only make copies in two transactions."""
+    one = {"records": [{"txid": "run-w0", "txn_seq": 16, "incarnation": 1, "offset": 67},
+                       {"txid": "run-w0", "txn_seq": 16, "incarnation": 1, "offset": 70}]}
+    got = label_case("duplicate", one, PER_TXID, {"run-w0"})
+    assert got["label"] == "candidate" and "one transaction" in got["why"]
+    two = {"records": [{"txid": "run-w0", "txn_seq": 16, "incarnation": 1}, {"txid": "run-w0", "txn_seq": 17, "incarnation": 1}]}
+    assert label_case("duplicate", two, PER_TXID, {"run-w0"})["label"] == "kafka-17754"

@@ -88,16 +88,16 @@ def test_invalid_run_report_has_a_section_per_anomaly_with_evidence_and_log_line
 
 def test_each_anomaly_section_says_whose_its_cases_are(tmp_path):
     b = ReportRun()
-    b.committed["a"].append(_out(0, 2, 0))               # duplicate: a shape of KAFKA-17754
-    b.final_offsets = {"0": 3}                           # offsets-behind: not one
+    b.committed["a"].append(_out(0, 2, 0))               # duplicate, both copies by one transaction: a client's
+    b.final_offsets = {"0": 3}                           # offsets-behind: not a shape of KAFKA-17754
     run = _finish(b.write(tmp_path / "20261122T021000Z-unit-seed5"))
     results = json.loads((run / "results.json").read_text())
     results["attribution"] = attribute(results)          # as judge_run writes it
     (run / "results.json").write_text(json.dumps(results))
-    assert results["attribution"]["by_anomaly"] == {"duplicate": {"classic-protocol": 1},
+    assert results["attribution"]["by_anomaly"] == {"duplicate": {"candidate": 1},
                                                     "offsets-behind": {"candidate": 2}}
     html = render_run_report(run).read_text()
-    assert "Whose: 1 on the classic protocol (KAFKA-17754 allows them; mechanism not seen)" in html
+    assert "Whose: 1 not the classic protocol&#39;s (candidates against a client or broker)" in html
     assert "Whose: 2 not the classic protocol&#39;s (candidates against a client or broker)" in html
 
 
