@@ -287,10 +287,30 @@ def _front_port(node_id: int) -> int:
     return 30000 + abs(int(node_id)) % 30000
 
 
+def _in_utc(value):
+    """``value`` with every timestamp as the same instant in UTC. The wire carries milliseconds
+    since the epoch, no zone: kio reads a timestamp back in UTC, and Python's ``==`` between zones
+    is False for a local time in a repeated hour (a daylight-saving fold, PEP 495), e.g. 00:00 on
+    28 October 3128 in Atlantic/Azores, even though the instants are the same."""
+    import dataclasses
+    import datetime
+
+    if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+        return value.astimezone(datetime.timezone.utc)
+    if isinstance(value, tuple):
+        return tuple(_in_utc(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{f.name: _in_utc(getattr(value, f.name))
+                                             for f in dataclasses.fields(value) if f.init})
+    return value
+
+
 def _as_the_front_says(api: int, response):
     """What the client must read: every broker address the front's (a node id below 0, "none yet",
-    is left alone), the rest untouched."""
+    is left alone), the rest untouched (timestamps as kio reads them: in UTC)."""
     import dataclasses
+
+    response = _in_utc(response)
 
     def moved(endpoint):
         if endpoint.node_id < 0:
@@ -316,29 +336,62 @@ def _as_the_front_says(api: int, response):
 def test_every_layout_against_kio_encoded_responses(api, version):
     """Random responses of each API and version, encoded by kio; after the rewrite, kio reads back
     exactly the original with the front's addresses."""
-    import io
-
     from hypothesis import HealthCheck
-    from kio.serial import entity_reader, entity_writer
-
     from kio.static.primitive import Records
 
     st.register_type_strategy(Records, st.binary(max_size=48).map(Records))  # the record batches: opaque here
     cls = _kio_class(api, version)
-    flexible = cls.__flexible__
 
     @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.from_type(cls))
     def roundtrip(response):
-        body = io.BytesIO()
-        entity_writer(cls)(body, response)
-        frame = Writer().int32(9).raw(b"\x00" if flexible else b"").raw(body.getvalue()).bytes()
-        out = rewrite_response(api, version, frame,
-                               lambda node, host, port: ("127.0.0.1", _front_port(node)))
-        assert out[:4] == frame[:4]
-        body_out = out[5 if flexible else 4:]
-        read, size = entity_reader(cls)(body_out, 0)
-        assert size == len(body_out)  # every byte read, nothing left over
-        assert read == _as_the_front_says(api, response)
+        _kio_roundtrip(api, version, response)
 
     roundtrip()
+
+
+def _kio_roundtrip(api: int, version: int, response) -> None:
+    """``response`` encoded by kio, through the front, read back by kio: what the front says."""
+    import io
+
+    from kio.serial import entity_reader, entity_writer
+
+    cls = _kio_class(api, version)
+    flexible = cls.__flexible__
+    body = io.BytesIO()
+    entity_writer(cls)(body, response)
+    frame = Writer().int32(9).raw(b"\x00" if flexible else b"").raw(body.getvalue()).bytes()
+    out = rewrite_response(api, version, frame, lambda node, host, port: ("127.0.0.1", _front_port(node)))
+    assert out[:4] == frame[:4]
+    body_out = out[5 if flexible else 4:]
+    read, size = entity_reader(cls)(body_out, 0)
+    assert size == len(body_out)  # every byte read, nothing left over
+    assert read == _as_the_front_says(api, response)
+
+
+@pytest.mark.parametrize("version", range(10, 14))
+@pytest.mark.parametrize("endpoints", [False, True])
+def test_produce_answer_with_a_log_append_time_in_a_repeated_hour(version, endpoints):
+    """The shape Hypothesis found (v10-v13): one topic, four partitions with CurrentLeader, one
+    appended at 00:00 on 28 October 3128 in Atlantic/Azores, the hour that clocks repeat when summer
+    time ends; kio reads it back in UTC. Without, with NodeEndpoints."""
+    import datetime
+    import importlib
+    import uuid
+    import zoneinfo
+
+    from kio.schema.errors import ErrorCode
+
+    mod = importlib.import_module(f"kio.schema.produce.v{version}.response")
+    leader = mod.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1)
+    azores = datetime.datetime(3128, 10, 28, 0, 0, tzinfo=zoneinfo.ZoneInfo("Atlantic/Azores"))
+    assert azores != azores.astimezone(datetime.timezone.utc)  # the fold: same instant, not ==
+    partitions = tuple(mod.PartitionProduceResponse(
+        index=0, error_code=ErrorCode.unknown_server_error, base_offset=0, log_append_time=t,
+        log_start_offset=-1, record_errors=(), error_message=None, current_leader=leader)
+        for t in (None, None, None, azores))
+    topic = (mod.TopicProduceResponse(topic_id=uuid.UUID(int=7), partition_responses=partitions) if version >= 13
+             else mod.TopicProduceResponse(name="", partition_responses=partitions))
+    nodes = (mod.NodeEndpoint(node_id=2, host="broker-2", port=9092, rack=None),) if endpoints else ()
+    _kio_roundtrip(0, version, mod.ProduceResponse(responses=(topic,), throttle_time=datetime.timedelta(0),
+                                                   node_endpoints=nodes))
