@@ -38,7 +38,7 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Iterable
 
-from kchaos.faults.kinds import FENCES_TRANSACTIONAL_ID, kinds_with
+from kchaos.faults.kinds import FENCES_TRANSACTIONAL_ID, MOVES_BROKER_CLOCK, kinds_with
 from kchaos.verifier.checks import explain
 
 #: the history (float seconds) and the coordinator (whole milliseconds) read one clock
@@ -328,6 +328,187 @@ def outside_skew(coordinator: list[CoordinatorTxn], clients: list[ClientTxn],
                              "client_transactions": len(clients) - len(kept_c)}
 
 
+#: beyond a clock fault's own window: the library's re-read of the offset (kchaos/runtime/faketime.py,
+#: measured up to 3 s) and a transaction timeout that the moved clock brought forward
+CLOCK_SKEW_MARGIN_MS = 5_000
+#: how far a moved clock may be from the offset its fault set: the fault proves the change on the
+#: broker to within this (faults/kinds/clock.py ``APPLIED_WITHIN_MS``)
+CLOCK_OFFSET_SLACK_MS = 1_000
+
+
+@dataclass(frozen=True)
+class ClockMove:
+    """One clock fault of the history: while it lasted (harness clock, ms; ``end_ms`` infinite when
+    never healed), the range of offsets it applied (ms; the clock read true before the broker took
+    the first up), and the ``__transaction_state`` partitions its targets may have led meanwhile
+    (None: not known, every partition)."""
+
+    start_ms: float
+    end_ms: float
+    lo_ms: float
+    hi_ms: float
+    partitions: "frozenset[int] | None"
+
+
+def _led(detail: dict[str, Any] | None) -> "frozenset[int] | None":
+    led = (detail or {}).get("transaction_log_partitions")
+    return frozenset(led) if isinstance(led, list) else None
+
+
+def clock_moves(history: Any) -> list[ClockMove]:
+    """The history's clock faults (kinds with MOVES_BROKER_CLOCK). Their partitions are those the
+    targets led when the fault resolved them and when it healed (faults/kinds/clock.py records
+    both); a fault that recorded only one of them (a run before the heal's record, a fault never
+    healed) may have moved any partition's coordinator: None. A leadership that came and went
+    between the two is not seen; :func:`match_by_epoch` still places what it stamped."""
+    out = []
+    for op in history.faults:
+        if not (op["f"].startswith("fault:") and op["f"].removeprefix("fault:") in kinds_with(MOVES_BROKER_CLOCK)):
+            continue
+        value = op.get("value") or {}
+        detail = (value.get("resolved") or {}).get("detail") or {}
+        heal = value.get("heal") or {}
+        first = detail.get("first_offset_s") or 0.0
+        lo, hi = heal.get("offset_range_s") or [min(0.0, first), max(0.0, first)]
+        at_resolve, at_heal = _led(detail), _led(heal)
+        parts = at_resolve | at_heal if at_resolve is not None and at_heal is not None else None
+        end = op["complete_time"] * 1000 if op.get("complete_time") else float("inf")
+        out.append(ClockMove(op["invoke_time"] * 1000, end, lo * 1000, hi * 1000, parts))
+    return out
+
+
+def _moved_stamp(ct: CoordinatorTxn, c: ClientTxn, moves: list[ClockMove], eps: float) -> bool:
+    """Whether a clock fault that lasted while client transaction ``c`` ran could have stamped
+    ``ct``'s start: that stamp less an offset the fault applied (none, before the broker took it
+    up; or one of its range, within CLOCK_OFFSET_SLACK_MS) falls in ``c``'s window."""
+    end = c.end_complete_ms if c.end_complete_ms is not None else float("inf")
+    slack = eps + CLOCK_OFFSET_SLACK_MS
+    for m in moves:
+        if c.start_ms > m.end_ms + CLOCK_SKEW_MARGIN_MS or end < m.start_ms - CLOCK_SKEW_MARGIN_MS:
+            continue
+        if (c.start_ms - slack <= ct.start_ms <= end + slack
+                or c.start_ms + m.lo_ms - slack <= ct.start_ms <= end + m.hi_ms + slack):
+            return True
+    return False
+
+
+def _on_time(ct: CoordinatorTxn, c: ClientTxn, moves: list[ClockMove], eps: float) -> bool:
+    """Whether ``ct``'s stamps read the harness's clock: its start and Prepare* lie in ``c``'s
+    window, and no clock fault that lasted then applied an offset (other than none) smaller than
+    that window, which alone could have moved a stamp within it. Then the checks that compare
+    times are made on it as on any transaction attributed by time."""
+    end = c.end_complete_ms if c.end_complete_ms is not None else float("inf")
+    stamps = [ms for ms in (ct.start_ms, ct.prepare_ms, ct.reprepare_ms) if ms is not None]
+    if not all(c.start_ms - eps <= ms <= end + eps for ms in stamps):
+        return False
+    for m in moves:
+        if c.start_ms <= m.end_ms + CLOCK_SKEW_MARGIN_MS and m.start_ms - CLOCK_SKEW_MARGIN_MS <= end:
+            if min((abs(x) for x in (m.lo_ms, m.hi_ms) if x), default=float("inf")) <= end - c.start_ms + 2 * eps:
+                return False
+    return True
+
+
+def match_by_epoch(coordinator: list[CoordinatorTxn], clients: list[ClientTxn], history: Any,
+                   moves: list[ClockMove], candidates: set[int], unheld: set[tuple[str, int]],
+                   eps: float = CLOCK_EPS_MS) -> tuple[dict[int, ClientTxn], list[ClientTxn]]:
+    """What a moved clock kept time from placing, placed by producer epoch: (index in
+    ``coordinator`` -> client transaction, and the client transactions no coordinator transaction
+    has the epoch of). Under KIP-890's protocol (TV2) the coordinator bumps the producer epoch at
+    every transaction's end, so one (transactional id, producer id, producer epoch) opens one
+    transaction. The epoch speaks for a client transaction only when its client ran TV2 and
+    recorded its producer id and epoch itself (``txn_v2`` true in its ``send``: the Java
+    producer's transaction manager, franz-go's EndTxn answer) and no other client transaction
+    recorded the same three. Then, while a clock fault lasted (``moves``; none: nothing here):
+
+    - matched: a client transaction holding nothing by time (``unheld``) and the only coordinator
+      transaction with its three, recorded at client transaction version 2 or more, that no
+      client window holds (``candidates``), when the fault's offsets explain its stamp
+      (:func:`_moved_stamp`);
+    - absent: a client transaction holding nothing whose three no coordinator transaction has,
+      on any partition, at any time (a moved clock moves stamps; it writes no record away).
+
+    Anything else stays as it was: set aside, or unheld (judged)."""
+    def client_key(c: ClientTxn) -> tuple[str, int, int] | None:
+        send = history.txn_ops.get((c.process, c.seq)) or {}
+        if send.get("txn_v2") is not True or send.get("pid") is None or c.epoch is None:
+            return None
+        return (c.txid, int(send["pid"]), int(c.epoch))
+
+    if not moves:
+        return {}, []
+    by_client: dict[tuple[str, int, int], list[ClientTxn]] = defaultdict(list)
+    for c in clients:
+        key = client_key(c)
+        if key is not None:
+            by_client[key].append(c)
+    by_ct: dict[tuple[str, int, int], list[int]] = defaultdict(list)
+    for i, ct in enumerate(coordinator):
+        if ct.producer_id is not None:
+            by_ct[(ct.transactional_id, ct.producer_id, ct.epoch)].append(i)
+    matched, absent = {}, []
+    for key, cs in by_client.items():
+        if len(cs) != 1 or (cs[0].process, cs[0].seq) not in unheld:
+            continue
+        c, found = cs[0], by_ct.get(key) or []
+        if not found:
+            absent.append(c)
+        elif (len(found) == 1 and found[0] in candidates and coordinator[found[0]].client_tv >= 2
+              and _moved_stamp(coordinator[found[0]], c, moves, eps)):
+            matched[found[0]] = c
+    return matched, absent
+
+
+@dataclass
+class Placed:
+    """The coordinator and client transactions the checks judge, which client transaction each
+    coordinator transaction belongs to (``owner``, by index in ``coordinator``), the ones placed
+    by their epoch whose stamps may have been moved (``by_epoch``, not :func:`_on_time`: the
+    checks that compare times skip them), and what stays set aside (``aside``,
+    :func:`outside_skew`'s counts)."""
+
+    coordinator: list[CoordinatorTxn]
+    clients: list[ClientTxn]
+    owner: dict[int, ClientTxn]
+    by_epoch: set[int]
+    aside: dict[str, int]
+    #: how many coordinator transactions :func:`match_by_epoch` placed (moved stamps or not)
+    epoch_matched: int = 0
+
+
+def place(coordinator: list[CoordinatorTxn], history: Any, eps: float = CLOCK_EPS_MS,
+          skewed: Skew | None = None) -> Placed:
+    """Attribution under clock faults, one path for :func:`judge` and the coordinator's decisions:
+    what the skew windows leave placeable is attributed by time (:func:`attribute`); then what
+    neither time nor the windows placed (a client transaction holding nothing, set aside or not,
+    and a coordinator transaction no client window holds, set aside or not) is matched by epoch
+    where the protocol makes the epoch unique (:func:`match_by_epoch`) and judged, as is a set
+    aside client transaction whose epoch no coordinator transaction has (it holds none, whatever
+    the clocks). Only what neither places stays set aside."""
+    clients = client_transactions(history)
+    kept_ct, kept_c, aside = outside_skew(coordinator, clients, skewed)
+    owner = attribute(kept_ct, kept_c, eps)  # by index in kept_ct, which leads the list judged
+    owned = {id(kept_ct[i]) for i in owner}
+    held = {(c.process, c.seq) for i, c in owner.items() if kept_ct[i].partitions}
+    unheld = {(c.process, c.seq) for c in clients} - held
+    candidates = {i for i, ct in enumerate(coordinator) if id(ct) not in owned}
+    moves = clock_moves(history)
+    epoch_owner, absent = match_by_epoch(coordinator, clients, history, moves, candidates, unheld, eps)
+    kept_ids, kept_keys = {id(ct) for ct in kept_ct}, {(c.process, c.seq) for c in kept_c}
+    restored_ct = [coordinator[i] for i in sorted(epoch_owner) if id(coordinator[i]) not in kept_ids]
+    restored_c = [c for c in [*epoch_owner.values(), *absent] if (c.process, c.seq) not in kept_keys]
+    final_ct = kept_ct + restored_ct
+    position = {id(ct): i for i, ct in enumerate(final_ct)}
+    by_epoch = set()
+    for i, c in epoch_owner.items():
+        owner[position[id(coordinator[i])]] = c
+        if not _on_time(coordinator[i], c, moves, eps):
+            by_epoch.add(position[id(coordinator[i])])
+    if aside:
+        aside = {"coordinator_transactions": aside["coordinator_transactions"] - len(restored_ct),
+                 "client_transactions": aside["client_transactions"] - len(restored_c)}
+    return Placed(final_ct, kept_c + restored_c, owner, by_epoch, aside, len(epoch_owner))
+
+
 def attribute(coordinator: list[CoordinatorTxn], clients: list[ClientTxn],
               eps: float = CLOCK_EPS_MS) -> dict[int, ClientTxn]:
     """Index in ``coordinator`` -> the client transaction it belongs to: same transactional id,
@@ -447,6 +628,13 @@ def _ended_early(ct: CoordinatorTxn, c: ClientTxn, inits: dict[str, list[dict[st
     return None
 
 
+def _never_asked(ct: CoordinatorTxn, c: ClientTxn) -> str | None:
+    """What :func:`_ended_early` says of ``ct`` without its times: ``never-asked``, a commit of a
+    client transaction whose client never asked to commit (nothing else commits)."""
+    commits = ct.prepared == "commit" or ct.reprepared == "commit"
+    return "never-asked" if commits and c.commit_invoke_ms is None else None
+
+
 def _partition_text(partitions: list[str]) -> str:
     return ", ".join(partitions) if partitions else "no partition"
 
@@ -495,8 +683,8 @@ def coordinator_decisions(coordinator: list[CoordinatorTxn], history: Any, eps: 
     the coordinator's decision: ``commit``, ``abort`` or ``open``). A client transaction none
     holds, or one split between decisions (split-transaction's case), is left out. ``coordinator``
     on the harness's clock, within ``eps`` ms (as for :func:`judge`)."""
-    coordinator, clients, _ = outside_skew(coordinator, client_transactions(history), skewed)
-    held = _held(coordinator, attribute(coordinator, clients, eps))
+    placed = place(coordinator, history, eps, skewed)
+    clients, held = placed.clients, _held(placed.coordinator, placed.owner)
     out = {}
     for c in clients:
         if (c.process, c.seq) in history.seeder_txns:
@@ -565,8 +753,9 @@ def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, 
     transactions whose outcome the client did not know or saw fail, and ``matched_nothing`` when
     client transactions committed and none could be matched (the check then judged nothing)."""
     all_coordinator = len(coordinator)
-    coordinator, clients, skew_aside = outside_skew(coordinator, client_transactions(history), skewed)
-    owner = attribute(coordinator, clients, eps)
+    placed = place(coordinator, history, eps, skewed)
+    coordinator, clients, owner, skew_aside = placed.coordinator, placed.clients, placed.owner, placed.aside
+    moved = {id(coordinator[i]) for i in placed.by_epoch}
     inits: dict[str, list[dict[str, Any]]] = defaultdict(list)
 
     def acted_until(op: dict[str, Any]) -> float:
@@ -603,7 +792,9 @@ def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, 
     for key, cts in sorted(held.items()):
         c = by_key[key]
         cts.sort(key=lambda ct: (ct.start_ms, ct.first_offset))
-        early = [(ct, how) for ct in cts for how in (_ended_early(ct, c, inits, eps),) if how]
+        # a transaction placed by its epoch has moved stamps: when it was prepared is not comparable
+        early = [(ct, how) for ct in cts for how in ((_never_asked(ct, c) if id(ct) in moved
+                                                      else _ended_early(ct, c, inits, eps)),) if how]
         late_row = ended_by.get(key)
         decided = {ct.decision() for ct in cts}
         if len(cts) >= 2:
@@ -666,6 +857,8 @@ def judge(coordinator: list[CoordinatorTxn], history: Any, late: list[dict[str, 
              "unresolved_with_visible_outputs": len(unrecorded_visible),
              "unrecorded_set_aside": dict(sorted(Counter(c.txid for c in set_aside).items())),
              "clock_skew_set_aside": skew_aside,
+             "matched_by_epoch": placed.epoch_matched,
+             "matched_by_epoch_stamps_moved": len(placed.by_epoch),
              "matched_nothing": bool(not held and any(c.outcome == "committed" for c in clients)),
              "outcomes_the_client_did_not_know": {k: dict(v) for k, v in sorted(resolved.items())}}
     return cases, facts

@@ -9,12 +9,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from kchaos.faults.kinds import MOVES_BROKER_CLOCK, kinds_with
 from kchaos.verifier import evidence, liveness
 from kchaos.verifier.checks import (NOTES, explain, implements, offset_commit_result, result, set_aside_note,
                                     split_result)
-from kchaos.verifier.coordinator_log import (CLOCK_EPS_MS, Skew, coordinator_aborted, coordinator_committed, in_skew,
-                                             judge, on_harness_clock, stamped_in_skew)
+from kchaos.verifier.coordinator_log import (CLOCK_EPS_MS, CLOCK_SKEW_MARGIN_MS, Skew, clock_moves, coordinator_aborted,
+                                             coordinator_committed, in_skew, judge, on_harness_clock, stamped_in_skew)
 from kchaos.verifier.internal_topics import offset_commit_batches
 from kchaos.verifier.model import NotApplicable, worker_slot
 from kchaos.verifier.offsets_log import lost_offset_commit_cases, offsets_backwards_cases
@@ -81,31 +80,19 @@ def superseded_bounds(data: Any, coordinator: list[Any], shift_ms: float = 0.0,
     return out
 
 
-#: beyond a clock fault's own window: the library's re-read of the offset (kchaos/runtime/faketime.py,
-#: measured up to 3 s) and a transaction timeout that the moved clock brought forward
-CLOCK_SKEW_MARGIN_MS = 5_000
-
-
 def clock_skew_windows(history: Any) -> Skew:
     """Harness-clock windows (ms) that a clock fault makes unplaceable, two per fault, each
     widened by CLOCK_SKEW_MARGIN_MS: while it lasted (the transactions that ran then), and where
     its moved stamps land (its start plus the most negative offset it applied, to its heal plus
     the most positive). A step of 8 days ahead sets aside its own seconds and a span 8 days on,
-    not the rest of the run."""
+    not the rest of the run. Each window affects the ``__transaction_state`` partitions the
+    fault's targets led when it resolved them and when it healed; every partition where it did
+    not record both (coordinator_log.clock_moves)."""
     windows: Skew = []
-    for op in history.faults:
-        if not (op["f"].startswith("fault:") and op["f"].removeprefix("fault:") in kinds_with(MOVES_BROKER_CLOCK)):
-            continue
-        value = op.get("value") or {}
-        detail = (value.get("resolved") or {}).get("detail") or {}
-        first = detail.get("first_offset_s") or 0.0
-        led = detail.get("transaction_log_partitions")
-        parts = frozenset(led) if isinstance(led, list) else None
-        lo, hi = (value.get("heal") or {}).get("offset_range_s") or [min(0.0, first), max(0.0, first)]
-        start = op["invoke_time"] * 1000
-        end = op["complete_time"] * 1000 if op.get("complete_time") else float("inf")
-        windows.append((start - CLOCK_SKEW_MARGIN_MS, end + CLOCK_SKEW_MARGIN_MS, parts))
-        windows.append((start + lo * 1000 - CLOCK_SKEW_MARGIN_MS, end + hi * 1000 + CLOCK_SKEW_MARGIN_MS, parts))
+    for m in clock_moves(history):
+        windows.append((m.start_ms - CLOCK_SKEW_MARGIN_MS, m.end_ms + CLOCK_SKEW_MARGIN_MS, m.partitions))
+        windows.append((m.start_ms + m.lo_ms - CLOCK_SKEW_MARGIN_MS, m.end_ms + m.hi_ms + CLOCK_SKEW_MARGIN_MS,
+                        m.partitions))
     return windows
 
 

@@ -12,9 +12,12 @@ backend under ``cluster.clock_control``, which a campaign with clock faults turn
 change is proved on the broker: the clock probe (clusters/clock_probe.py) measures the target's
 clock through a LogAppendTime record after the change and after the heal, and the fault records
 both (``measured_offset_ms``). A fault records the range of offsets it applied
-(``offset_range_s``) and the ``__transaction_state`` partitions its targets led: the verifier
-sets aside the coordinator stamps those partitions got while it lasted, and the client
-transactions of their transactional ids (verifier/driver_checks.py).
+(``offset_range_s``) and the ``__transaction_state`` partitions its targets led when it resolved
+them and again at its heal (leadership moves while it lasts): the verifier sets aside the
+coordinator stamps those partitions got while it lasted, and the client transactions of their
+transactional ids, every partition's where a fault recorded only one of the two
+(verifier/driver_checks.py); what it can match by producer epoch it judges
+(verifier/coordinator_log.py ``match_by_epoch``).
 """
 
 from __future__ import annotations
@@ -194,8 +197,9 @@ class ClockFault(Fault):
         if not self.target.get("nodes"):
             return {}
         applied = [min(self._offsets), max(self._offsets)]
+        led = self._transaction_log_partitions()  # still on the moved clock: what it led at the end
         self._set(0.0)
-        return {"nodes": self.target["nodes"], "offset_range_s": applied,
+        return {"nodes": self.target["nodes"], "offset_range_s": applied, "transaction_log_partitions": led,
                 "measured_offset_ms": self._measure(lambda offset_ms: abs(offset_ms) <= APPLIED_WITHIN_MS),
                 **({"resumed_worker": self._paused_slot} if self._paused_slot else {})}
 

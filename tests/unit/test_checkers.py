@@ -1017,9 +1017,12 @@ def test_clock_skew_windows_span_the_offsets_a_fault_applied():
     assert aside == {"coordinator_transactions": 2, "client_transactions": 1}
     assert outside_skew([ct(1.0)], [], []) == ([ct(1.0)], [], {})
 
-    # the fault recorded the transaction-log partitions its target led: only their stamps, and
-    # the client transactions of their ids, are set aside
+    # the fault recorded the transaction-log partitions its target led when it resolved it and
+    # at its heal: only their stamps, and the client transactions of their ids, are set aside;
+    # the first alone (a run before the heal's record) leaves every partition's
     far[0]["value"]["resolved"]["detail"]["transaction_log_partitions"] = [1]
+    assert clock_skew_windows(SimpleNamespace(faults=far))[0][2] is None
+    far[0]["value"]["heal"]["transaction_log_partitions"] = [1]
     windows = clock_skew_windows(SimpleNamespace(faults=far))
     assert windows[0][2] == frozenset({1})
     other = CoordinatorTxn("ty", 2, 0, 102_000.0, 60_000, 2, log_partition=2)
