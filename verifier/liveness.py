@@ -44,11 +44,17 @@ class Stalled:
 
 
 def stalled_partitions(data: Any) -> list[Stalled]:
-    """The input partitions with committed inputs at or past the group's committed offset in the
-    final reads: from the seeder's acknowledged positions (each input counted), else from the
-    seeder's last committed offset per partition (``final.json`` ``seeder``)."""
+    """The input partitions with committed inputs at or past the furthest offset the group ever
+    committed (the final reads, or a sample of the run's progress: an offset moved back after the
+    pipeline passed it is offsets-backwards, not a stall): from the seeder's acknowledged positions
+    (each input counted), else from the seeder's last committed offset per partition
+    (``final.json`` ``seeder``)."""
     final = data.final
     offsets = {int(p): int(o) for p, o in (final.get("group_offsets") or {}).items()}
+    for _, sampled in (final.get("progress") or {}).get("samples") or []:
+        for p, o in (sampled or {}).items():
+            if o is not None and int(o) > offsets.get(int(p), -1):
+                offsets[int(p)] = int(o)
     by_partition: dict[int, list[int]] = {}
     for (p, o) in data.acknowledged.committed:
         by_partition.setdefault(int(p), []).append(int(o))

@@ -36,6 +36,20 @@ def _kafkajs_duplicates_are_its_retries(h: Harness, results: dict) -> None:
         assert CONCURRENT_TRANSACTIONS in logs
 
 
+def _aiokafka_duplicates_follow_a_rebalance(h: Harness, results: dict) -> None:
+    """aiokafka 0.14.0 has no KIP-447 (docs/clients.md): a member that gets a partition while the
+    previous owner's offsets are still pending in its transaction reads the older committed offset
+    and processes those inputs again. So on a faultless cluster the only anomaly it may show is
+    duplicate, each case's copies written by two transactions with a group assignment between
+    their starts (CI, 2026-11-28: 136 such cases around the second worker's join)."""
+    assert set(results["anomalies"]) <= {"duplicate"}, results["anomalies"].keys()
+    assigns = [op["invoke_time"] for op in _events(h.ops(), "assign")]
+    for case in results["anomalies"].get("duplicate", []):
+        begun = sorted(t["history_op"]["invoke_time"] for t in case["transactions"])
+        assert len({(r["txid"], r["txn_seq"]) for r in case["records"]}) > 1, case
+        assert any(begun[0] <= a <= begun[-1] for a in assigns), case
+
+
 def _settings(ops: list[dict], client: str, static: bool) -> None:
     """Every process said first how it joined: the slot's static member id where the client has
     KIP-345, else a dynamic member that names the setting it could not honour."""
@@ -61,6 +75,8 @@ def test_client_worker_pipeline_is_valid(cluster3, tmp_path, client):
     results = h.finish()
     if client == "kafkajs":
         _kafkajs_duplicates_are_its_retries(h, results)
+    elif client == "aiokafka":
+        _aiokafka_duplicates_follow_a_rebalance(h, results)
     else:
         assert results["verdict"] == "valid", json.dumps(results["checks"], indent=1)
         assert results["facts"]["outputs_committed"] == 600
