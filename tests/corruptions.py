@@ -866,7 +866,7 @@ def read_an_output_before_its_commit(run: Path) -> Expectation:
 
 
 def _move_a_poll_before(run: Path, due: Callable[[list[dict[str, Any]]], float | None]) -> None:
-    """Stamp the first observer poll whose records' ``due`` moment (None: none) lies more than 31 ms
+    """Stamp the first observer poll whose records' ``due`` moment (None: none) lies more than 10 ms
     past the poll before it 30 ms before that moment (after the poll before it: its reads stay in
     order), in the observations and in the observer's own log."""
     path = run / "observers" / "observations.parquet"
@@ -878,10 +878,8 @@ def _move_a_poll_before(run: Path, due: Callable[[list[dict[str, Any]]], float |
     for (observer, poll), got in sorted(polls.items()):
         at = due(got)
         prev = before.get(observer, float("-inf"))
-        # 30 ms before, and after the poll before it: well past the checks' clock slack
-        # (READ_EPS_S), so no engine's rounding decides the case
-        if at is not None and prev < at - 0.031:
-            moved = at - 0.030
+        if at is not None and prev < at - 0.010:
+            moved = max(prev + 0.001, at - 0.030)
             for r in got:
                 r["time"] = moved
             break
