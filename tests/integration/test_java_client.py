@@ -10,14 +10,17 @@ from .test_workload import Harness, _events, _spec, committed, wait_for_history
 
 
 def _run_until_both_commit(h: Harness) -> dict:
-    """Seed until the Java worker (w1) has committed a transaction, then no more inputs.
+    """Seed until each worker has committed a transaction, then no more inputs.
 
     The Java worker's JVM starts seconds after the librdkafka one, which takes every partition
     first; the group hands w1 its share only at w0's next heartbeat. How long that takes depends
     on the machine's load (CI once saw the whole input processed before it), so the run waits on
-    w1's first commit, not on a seeding time long enough."""
+    w1's first commit, not on a seeding time long enough. It waits on w0's too: once CI saw w1
+    commit the run's only 4 transactions (350 inputs) before w0 committed any, and the seeding
+    halted with w0 never having committed."""
     try:
-        wait_for_history(h, "w1.*", committed, timeout_s=120)
+        for slot in ("w1", "w0"):
+            wait_for_history(h, f"{slot}.*", committed, timeout_s=120)
         h.workload.halt_seeding()
         return h.finish()
     finally:
