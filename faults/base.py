@@ -81,16 +81,18 @@ class FaultContext:
 
 
 def resolve_node_target(ctx: FaultContext, target: str, rng: random.Random,
-                        remote_writer: bool = False) -> dict[str, Any]:
+                        remote_writer: bool = False, avoid: set[int] | frozenset[int] = frozenset()) -> dict[str, Any]:
     """Node ids for a role, looked up now. Returns ``{"nodes": [...], "role": ..., "detail": {...}}``.
     ``remote_writer`` (share-coordinator, for a fault on requests between brokers): prefer an
     input partition whose leader is another broker than its share coordinator, since a leader's
-    state writes to itself cross no link."""
+    state writes to itself cross no link. ``avoid`` (random and leader targets): prefer a node
+    outside it when the role allows one; empty, the seeded choices are those of old runs."""
     cluster = ctx.cluster
     brokers = sorted(n.node_id for n in cluster.brokers)
     w = ctx.workload
     if target == "random":
-        return {"nodes": [rng.choice(brokers)], "role": "random broker", "detail": {}}
+        return {"nodes": [rng.choice([b for b in brokers if b not in avoid] or brokers)], "role": "random broker",
+                "detail": {}}
     if target == "minority":
         nodes = sorted(n.node_id for n in cluster.nodes)
         return {"nodes": sorted(rng.sample(nodes, max(1, (len(nodes) - 1) // 2))), "role": "minority", "detail": {}}
@@ -130,7 +132,10 @@ def resolve_node_target(ctx: FaultContext, target: str, rng: random.Random,
         if w is None:
             raise ConfigError(f"target {target} needs a workload")
         topic = w.spec.input_topic if target == "leader-input" else rng.choice(list(w.spec.output_topics))
-        partitions = sorted(cluster.partition_metadata(topic))
+        meta = cluster.partition_metadata(topic)
+        partitions = sorted(meta)
+        if avoid:
+            partitions = [q for q in partitions if int(meta[q].leader) not in avoid] or partitions
         p = rng.choice(partitions)
         leader = cluster.leader(topic, p)
         if leader < 0:

@@ -71,6 +71,9 @@ class FaultEntry(BaseModel):
         if self.target is not None and self.target not in kind.targets:
             raise ValueError(f"fault {self.kind!r} cannot target {self.target!r}; accepted targets: {', '.join(kind.targets)}")
         kind.check_params(self.params)
+        problem = getattr(kind.params, "target_problem", None)
+        if problem is not None and (message := problem(self.resolved_target, self.params)):
+            raise ValueError(f"fault {self.kind!r}: {message}")
         return self
 
     @property

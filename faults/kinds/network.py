@@ -15,11 +15,26 @@ from kchaos.faults.base import Fault, resolve_node_target
 from kchaos.faults.kinds import ClusterNeeds, FaultKind, NoParams, register
 
 
+#: the isolations whose role more than one node can hold, so the active controller can be spared
+SPARES_CONTROLLER = ("isolate-random", "isolate-leader-input", "isolate-leader-output")
+
+
 class Partition(NoParams):
     clients: Literal["reach", "cut"] = Field("reach", description=(
         "reach: the cut nodes' clients still reach them (an isolated leader goes on answering with "
         "its stale metadata); cut: their client links go down too, so the clients fail over to the "
         "rest of the cluster, as a node lost to a switch or a zone is"))
+    spare_controller: bool = Field(False, description=(
+        "isolate a node holding the role that is not the active controller, when one does (else the "
+        "controller, recorded): a combined node's isolation that takes the controller with it spends "
+        "the quorum's failover and then the broker's session timeout, about 20 s here, before anything "
+        "moves (docs/faults.md, \"The controller's partition\"); isolate-controller aims at that"))
+
+    @classmethod
+    def target_problem(cls, target: str, params: dict[str, Any]) -> str | None:
+        if params.get("spare_controller") and target not in SPARES_CONTROLLER:
+            return f"spare_controller needs a role several nodes hold: {', '.join(SPARES_CONTROLLER)}"
+        return None
 
 
 class Latency(NoParams):
@@ -63,11 +78,15 @@ class PartitionFault(NetworkFault):
         target = self.scheduled.target
         nodes = sorted(n.node_id for n in cluster.nodes)
         if target.startswith("isolate-"):
-            resolved = resolve_node_target(self.ctx, target.removeprefix("isolate-"), self.rng)
+            spared = {cluster.active_controller()} if self.params.spare_controller else set()
+            resolved = resolve_node_target(self.ctx, target.removeprefix("isolate-"), self.rng, avoid=spared)
             node = resolved["nodes"][0]
             cut = net.isolate(node)
             self.target = {**resolved, "nodes": [node], "role": f"isolated {resolved['role']}", "detail": {
                 **resolved["detail"], "links_cut": cut}}
+            if spared:
+                self.target["detail"]["active_controller"] = next(iter(spared))
+                self.target["detail"]["controller_spared"] = node not in spared
         elif target == "majority-minority":
             minority = sorted(self.rng.sample(nodes, max(1, (len(nodes) - 1) // 2)))
             majority = [n for n in nodes if n not in minority]

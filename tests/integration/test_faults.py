@@ -151,6 +151,31 @@ def test_isolating_the_active_controller_lets_the_others_elect_and_fence_it(clus
     cluster3.wait_healthy(120)
 
 
+def test_an_isolation_that_spares_the_controller_cuts_another_leader(cluster3):
+    """spare_controller: the output leader isolated is never the active controller while another
+    node leads an output partition, whatever the seed; the target records the controller spared."""
+    import random
+
+    from kchaos.faults.base import resolve_node_target
+
+    ctx = FaultContext(cluster3, _fake_workload(cluster3, uuid.uuid4().hex[:6]))
+    controller = cluster3.active_controller()
+    leaders = {md.leader for t in ctx.workload.spec.output_topics for md in cluster3.partition_metadata(t).values()}
+    assert leaders - {controller}, leaders  # three nodes lead the outputs' partitions: another one is there
+    chosen = {resolve_node_target(ctx, "leader-output", random.Random(seed), avoid={controller})["nodes"][0]
+              for seed in range(20)}
+    assert controller not in chosen and chosen, (controller, chosen)
+    fault = _fault("partition", "isolate-leader-output", ctx, seed=5, hold=0, params={"spare_controller": True})
+    try:
+        target = fault.invoke()
+        assert target["nodes"][0] != controller
+        assert target["detail"]["active_controller"] == controller and target["detail"]["controller_spared"] is True
+    finally:
+        fault.heal()
+        cluster3._close_admin()
+    cluster3.wait_healthy(120)
+
+
 def _log_bytes(cluster, node_id, topic, partition):
     return sum(f.stat().st_size for f in (cluster.node(node_id).data_dir / f"{topic}-{partition}").glob("*.log"))
 

@@ -52,6 +52,8 @@ def test_schedule_round_trips_through_the_run_directory(tmp_path):
     ({"mix": [{"kind": "nuke"}]}, "unknown fault kind 'nuke'; accepted: bandwidth, client-link-down, clock-bump, clock-drift, clock-strobe, disk-full, epoch-jump, kill"),
     ({"mix": [{"kind": "kill", "target": "the-moon"}]}, "cannot target 'the-moon'; accepted targets: random"),
     ({"mix": [{"kind": "latency", "params": {"speed": 1}}]}, "no parameter speed; accepted: jitter_ms, latency_ms"),
+    ({"mix": [{"kind": "partition", "target": "isolate-controller", "params": {"spare_controller": "true"}}]},
+     "spare_controller needs a role several nodes hold: isolate-random, isolate-leader-input, isolate-leader-output"),
     ({"packages": ["everything"]}, "unknown fault package 'everything'"),
     ({"mix": [{"kind": "kill"}], "interval_s": 5, "duration_s": 6}, "must heal before the next starts"),
     ({"mix": [{"kind": "kill", "duration_s": -1}]}, "duration_s"),
