@@ -986,16 +986,22 @@ def forget_a_seeder_batch_killed_inside_its_commit(run: Path) -> Expectation:
 
 
 def read_an_input_before_its_seeder_began(run: Path) -> Expectation:
-    """An observer's poll that returned only inputs is stamped before the seeder began the
-    transaction that wrote one of them (after the observer's poll before it: its reads stay in
-    order). Before: VALID (only outputs were held against their transactions)."""
+    """An observer's poll that returned inputs is stamped before the seeder began the transaction
+    that wrote one of them (after the observer's poll before it: its reads stay in order). Its
+    outputs, if it read some, are then read before their commits too: more cases of the same
+    anomaly, so a poll with at most 20 (the report keeps 50 cases, the outputs' first). A poll of
+    inputs only is not always there: once the workers commit before the observer's first poll,
+    every poll holds outputs; CI saw it. Before: VALID (only outputs were held against their
+    transactions)."""
     from kchaos.verifier.observations import seeded_inputs
 
     seeded = seeded_inputs(_history_index(run), _campaign(run)["input_topic"])
 
-    def seeder_began(got: list[dict[str, Any]]) -> float | None:  # a poll of inputs only
-        began = [seeded.get((r["topic"], r["partition"], r["offset"])) for r in got]
-        return max(at for _, at in began) if all(began) else None
+    def seeder_began(got: list[dict[str, Any]]) -> float | None:
+        hits = [seeded.get((r["topic"], r["partition"], r["offset"])) for r in got]
+        if hits.count(None) > 20:
+            return None
+        return max((at for _, at in filter(None, hits)), default=None)
 
     _move_a_poll_before(run, seeder_began)
     return "anomaly", "observed-aborted-read", "before the seeder began it"
