@@ -247,12 +247,17 @@ class Worker:
                 self.history.complete(op, "commit", "info", {"attempts": attempts}, error=exc, **self.fields())
                 raise Exit(EXIT_UNKNOWN, "exit-unknown", f"commit of transaction {seq} did not complete: {exc!r}") from None
             except Errors.KafkaError as exc:
-                if isinstance(exc, FENCED) or isinstance(exc, FATAL):
+                # kafka-python ends a timed-out EndTxn with a fatal "Could not execute transactional
+                # request for unknown reasons" (never retried, unlike the Java client), though the
+                # coordinator may have committed: a fatal error here leaves the outcome unknown
+                fatal = isinstance(exc, FATAL) or self.producer._transaction_manager.has_fatal_error()
+                if isinstance(exc, FENCED) or fatal:
                     self.history.complete(op, "commit", "info", {"attempts": attempts}, error=exc, **self.fields())
                     raise Exit(EXIT_FENCED if isinstance(exc, FENCED) else EXIT_FATAL,
                                "fenced" if isinstance(exc, FENCED) else "fatal", f"commit: {exc!r}") from None
                 # an abortable error: the transaction manager refused to commit (it sends no EndTxn
-                # once the transaction is in error), so it did not commit; abort and go on
+                # once the transaction is in error; EndTxn's own errors are all fatal or retried),
+                # so it did not commit; abort and go on
                 self.history.complete(op, "commit", "fail", {"attempts": attempts}, error=exc, **self.fields())
                 self.abort(seq, f"error: {exc!r}")
                 return
