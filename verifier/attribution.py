@@ -15,8 +15,10 @@ Each safety anomaly case gets one label, from what the run observed:
 - ``classic-protocol``: classic, and the mechanism was not seen (no message faults, or none ended a
   transaction): the protocol allows the anomaly; nothing attributes it further;
 - ``candidate``: not the classic protocol's: every id the case names committed under KIP-890, or
-  the anomaly is not a shape KAFKA-17754 makes (``SHAPES``): a candidate against the client or the
-  broker, whose clean control is the same campaign with the Java client on TV2;
+  the anomaly is not a shape KAFKA-17754 makes (``SHAPES``; a duplicate one transaction wrote
+  twice; a lost input its own consumer went on past after aborting it, ``passed_over``): a
+  candidate against the client or the broker, whose clean control is the same campaign with the
+  Java client on TV2;
 - ``unattributed``: the case names no transactional id, the log recorded no commit of its ids, or
   they committed under both protocols (a ``transaction.version`` flip).
 
@@ -94,6 +96,14 @@ def label_case(anomaly: str, case: Any, per_txid: dict[str, dict[str, int]], end
                 "why": "one transaction wrote the input twice (a late EndTxn makes copies in two transactions: "
                        "the client's retry inside a transaction does this); its control is the same campaign "
                        "with the Java client on TV2"}
+    passed = case.get("passed_over") if isinstance(case, dict) else None
+    if anomaly == "lost-input" and passed:
+        return {"label": "candidate", "txids": ids,
+                "why": f"every transaction that held the input aborted, and {passed['process']} went on past it "
+                       f"(transaction {passed['next_txn_seq']} from offset {passed['next_first_offset']}, committed) "
+                       "without going back: the consumer's recovery after an abort, not a late EndTxn (which ends "
+                       "transactions, not a consumer's position); its control is the same campaign with the Java "
+                       "client on TV2"}
     if anomaly not in SHAPES:
         return {"label": "candidate", "txids": ids,
                 "why": f"classic protocol, but a late EndTxn does not make {anomaly}; its control is the same "

@@ -71,6 +71,13 @@ def explain(kind: str, **fields: Any) -> str:
     return EXPLANATIONS[kind].format(**fields)
 
 
+def passed_over_evidence(history: Any, p: int, o: int) -> dict[str, Any]:
+    """A lost input's ``passed_over`` field (both engines): how its consumer went on past it after
+    aborting every transaction that held it (HistoryIndex.passed_over), when the history shows it."""
+    seen = history.passed_over(p, o)
+    return {"passed_over": seen} if seen else {}
+
+
 def lost_write_text(key: tuple[str, int], seen: int, expected: int, outcome: str) -> str:
     """A lost-write case's explanation: the client saw the commit (``outcome`` committed), or the
     coordinator's log shows it while the client saw otherwise."""

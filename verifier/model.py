@@ -171,7 +171,10 @@ class HistoryIndex:
         self.process_last: dict[str, float] = {}
         #: each transaction's life: its first operation's invocation, its last operation's last moment
         self.txn_life: dict[tuple[str, int], tuple[float, float]] = {}
+        #: each process's operations, in history order
+        self.process_ops: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for op in ops:
+            self.process_ops[op["process"]].append(op)
             last = max(t for t in (op["invoke_time"], op["complete_time"]) if t is not None)
             if last > self.process_last.get(op["process"], float("-inf")):
                 self.process_last[op["process"]] = last
@@ -243,6 +246,35 @@ class HistoryIndex:
                        # over the transaction's whole life: the kill that hit its commit counts
                        "faults_active": self.faults_during(*life)})
         return ev
+
+    def passed_over(self, p: int, o: int) -> dict[str, Any] | None:
+        """How a consumer itself passed over input ``p@o``: every transaction that held it ended in
+        its client's abort, and the process of the last one went on with partition ``p`` past it
+        until a transaction of it committed, with no rebalance between and no rewind of ``p`` to an
+        offset above ``o`` (a rewind reads the committed offset: one already past ``o`` may be a
+        late EndTxn's doing, so it is not counted). None when the history does not show that.
+        A late EndTxn ends a transaction; it does not move a consumer's position."""
+        sends = self.input_ops.get((p, o), [])
+        keys = [(op["process"], op["value"]["txn_seq"]) for op in sends]
+        if not keys or any(self.txn_outcome.get(k) != "aborted" for k in keys):
+            return None
+        last = max(keys, key=lambda k: self.txn_life.get(k, (0.0, 0.0))[1])
+        aborted_at = self.txn_life.get(last, (0.0, 0.0))[1]
+        for op in self.process_ops.get(last[0], ()):
+            if op["invoke_time"] <= aborted_at:
+                continue
+            if op["f"] in ("assign", "revoke"):
+                return None
+            if op["f"] == "rewind" and (op["value"].get("offsets") or {}).get(str(p), -1) > o:
+                return None
+            mine = [q for pp, q in op["value"].get("inputs", []) if pp == p] if op["f"] == "send" else []
+            if mine and min(mine) <= o:
+                return None  # it went back
+            nxt = (op["process"], op["value"].get("txn_seq"))
+            if mine and self.txn_outcome.get(nxt) == "committed":
+                return {"process": last[0], "aborted_txn_seq": last[1], "next_txn_seq": nxt[1],
+                        "next_first_offset": min(mine)}
+        return None
 
     def zombie_inputs(self) -> tuple[dict[str, list[dict[str, Any]]], dict[tuple[str, int], dict[str, Any]]]:
         """Successful inits per transactional.id and commit operations per transaction."""

@@ -22,7 +22,7 @@ from typing import Any
 
 from kchaos.verifier import evidence
 from kchaos.verifier.acknowledged import seeder_count_cases
-from kchaos.verifier.checks import CHECK_NAMES, explain, implements, lost_write_text, progress_result, result, run_checks
+from kchaos.verifier.checks import CHECK_NAMES, explain, implements, lost_write_text, passed_over_evidence, progress_result, result, run_checks
 from kchaos.verifier.coordinator_log import coordinator_records
 from kchaos.verifier import driver_checks  # noqa: F401 (its checks register for both engines)
 from kchaos.verifier.engine import engine_class
@@ -156,7 +156,8 @@ def check_lost_input(data: RunData) -> CheckResult:
         cases.append({"explanation": explain("lost-input", in_id=in_id, topic=data.workload.input_topic, p=p, o=o,
                                              final=data.final_offsets.get(p)),
                       "input": {"partition": p, "offset": o, "id": in_id},
-                      "transactions": [data.txn_evidence((op["process"], op["value"]["txn_seq"])) for op in ops]})
+                      "transactions": [data.txn_evidence((op["process"], op["value"]["txn_seq"])) for op in ops],
+                      **passed_over_evidence(data.history, p, o)})
     return result("lost-input", cases)
 
 

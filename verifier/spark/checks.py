@@ -13,7 +13,7 @@ from typing import Any
 from kchaos.verifier import driver_checks, evidence  # noqa: F401 (driver_checks: its checks register for both engines)
 from kchaos.verifier.spark import observations as spark_observations  # noqa: F401 (its read-side checks register)
 from kchaos.verifier.acknowledged import seeder_count_cases
-from kchaos.verifier.checks import explain, implements, lost_write_text, progress_result, result, run_checks
+from kchaos.verifier.checks import explain, implements, lost_write_text, passed_over_evidence, progress_result, result, run_checks
 from kchaos.verifier.engine import engine_class
 from kchaos.verifier.late_requests import events_path, late_request_facts, read_message_events
 from kchaos.verifier.model import (DIGEST_MAX_CASES, MAX_CASES, OPEN_TXN_STATES, TXN_NEXT, abandoned_note,
@@ -144,7 +144,8 @@ def check_lost_input(d: SparkRun) -> CheckResult:
         cases.append({"explanation": explain("lost-input", in_id=r["in_id"], topic=d.workload.input_topic, p=r["p"],
                                              o=r["o"], final=d.final_offsets.get(r["p"])),
                       "input": {"partition": r["p"], "offset": r["o"], "id": r["in_id"]},
-                      "transactions": [d.history.txn_evidence((op["process"], op["value"]["txn_seq"])) for op in ops]})
+                      "transactions": [d.history.txn_evidence((op["process"], op["value"]["txn_seq"])) for op in ops],
+                      **passed_over_evidence(d.history, r["p"], r["o"])})
     return result("lost-input", cases, total)
 
 
