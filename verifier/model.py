@@ -265,15 +265,17 @@ class HistoryIndex:
                 continue
             if op["f"] in ("assign", "revoke"):
                 return None
-            if op["f"] == "rewind" and (op["value"].get("offsets") or {}).get(str(p), -1) > o:
-                return None
-            mine = [q for pp, q in op["value"].get("inputs", []) if pp == p] if op["f"] == "send" else []
-            if mine and min(mine) <= o:
-                return None  # it went back
-            nxt = (op["process"], op["value"].get("txn_seq"))
-            if mine and self.txn_outcome.get(nxt) == "committed":
-                return {"process": last[0], "aborted_txn_seq": last[1], "next_txn_seq": nxt[1],
-                        "next_first_offset": min(mine)}
+            if op["f"] == "rewind":
+                rewound_to = (op["value"].get("offsets") or {}).get(str(p))
+                if rewound_to is not None and rewound_to > o:
+                    return None
+            elif op["f"] == "send":
+                mine = [q for pp, q in op["value"].get("inputs", []) if pp == p]
+                if mine and min(mine) <= o:
+                    return None  # it went back
+                if mine and self.txn_outcome.get((op["process"], op["value"]["txn_seq"])) == "committed":
+                    return {"process": last[0], "aborted_txn_seq": last[1], "next_txn_seq": op["value"]["txn_seq"],
+                            "next_first_offset": min(mine)}
         return None
 
     def zombie_inputs(self) -> tuple[dict[str, list[dict[str, Any]]], dict[tuple[str, int], dict[str, Any]]]:

@@ -107,8 +107,8 @@ class ClockFault(Fault):
         # waited for (the wait held such a step 8 s longer than its hold; issue 61)
         broker_ids = {n.node_id for n in self.ctx.cluster.brokers}
         targets = list(self.target["nodes"])
-        unmeasurable = {"controller_only": [n for n in targets if n not in broker_ids]} \
-            if any(n not in broker_ids for n in targets) else {}
+        controller_only = [n for n in targets if n not in broker_ids]
+        unmeasurable = {"controller_only": controller_only} if controller_only else {}
         targets = [n for n in targets if n in broker_ids]
         if not targets:
             return {**unmeasurable, "applied": None, "after_s": 0.0}
