@@ -16,7 +16,8 @@ Each safety anomaly case gets one label, from what the run observed:
   transaction): the protocol allows the anomaly; nothing attributes it further;
 - ``candidate``: not the classic protocol's: every id the case names committed under KIP-890, or
   the anomaly is not a shape KAFKA-17754 makes (``SHAPES``; a duplicate one transaction wrote
-  twice; a lost input its own consumer went on past after aborting it, ``passed_over``): a
+  twice; a lost input its own consumer went on past after aborting it, ``passed_over``; an
+  offset moved back by a member the group had moved on from, ``partition_moved_to``): a
   candidate against the client or the broker, whose clean control is the same campaign with the
   Java client on TV2;
 - ``unattributed``: the case names no transactional id, the log recorded no commit of its ids, or
@@ -104,6 +105,16 @@ def label_case(anomaly: str, case: Any, per_txid: dict[str, dict[str, int]], end
                        "without going back: the consumer's recovery after an abort, not a late EndTxn (which ends "
                        "transactions, not a consumer's position); its control is the same campaign with the Java "
                        "client on TV2"}
+    moved = next((w for w in case.get("written_by") or [] if w.get("partition_moved_to")), None) \
+        if anomaly == "offsets-backwards" and isinstance(case, dict) else None
+    if moved:
+        to = moved["partition_moved_to"]
+        return {"label": "candidate", "txids": ids,
+                "why": f"{moved['process']}'s transaction {moved['txn_seq']} committed the lower offset after the group "
+                       f"had given the partition to {to['process']}: a member the group had moved on from, whose "
+                       "TxnOffsetCommit KIP-447 (its generation and member id) lets the group coordinator refuse; "
+                       "the client's, not a late EndTxn's; its control is the same campaign with the Java client "
+                       "on TV2"}
     if anomaly not in SHAPES:
         return {"label": "candidate", "txids": ids,
                 "why": f"classic protocol, but a late EndTxn does not make {anomaly}; its control is the same "

@@ -176,7 +176,7 @@ def raw_offset_commits(data: Any) -> list[dict[str, Any]] | None:
 
 @implements("offsets-backwards", "python", "spark")
 def check_offsets_backwards(data: Any) -> CheckResult:
-    return result("offsets-backwards", offsets_backwards_cases(data.offset_log, data.workload.input_topic))
+    return result("offsets-backwards", offsets_backwards_cases(data.offset_log, data.workload.input_topic, data.history))
 
 
 def _decided(data: Any, decide: Any) -> Any:

@@ -289,6 +289,25 @@ class HistoryIndex:
                 commits[(op["process"], op["value"].get("txn_seq"))] = op
         return inits, commits
 
+    def partition_moved(self, process: str, p: int, before: float) -> dict[str, Any] | None:
+        """Whether the group had given input partition ``p`` to another member after ``process``
+        was last assigned it and before ``before``: that member's ``assign`` event (process and
+        time), or None. A member paused past its session hears of no revoke; this is the group's
+        side of it, from the other members' own events."""
+        since = None
+        for op in self.process_ops.get(process, ()):
+            if op["invoke_time"] > before:
+                break
+            if op["f"] == "assign" and p in ((op.get("value") or {}).get("partitions") or []):
+                since = op["invoke_time"]
+        if since is None:
+            return None
+        for op in self.ops:
+            if (op["f"] == "assign" and op["process"] != process and since < op["invoke_time"] < before
+                    and p in ((op.get("value") or {}).get("partitions") or [])):
+                return {"process": op["process"], "invoke_time": op["invoke_time"]}
+        return None
+
     def per_txid_outcomes(self) -> dict[str, dict[str, int]]:
         per: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for key, outcome in self.txn_outcome.items():

@@ -103,19 +103,40 @@ def lost_offset_commit_cases(history: Any, offset_log: list[dict[str, Any]], top
     return cases, len(committed), dict(set_aside)
 
 
-def offsets_backwards_cases(offset_log: list[dict[str, Any]], topic: str) -> list[dict[str, Any]]:
+def offsets_backwards_cases(offset_log: list[dict[str, Any]], topic: str, history: Any = None) -> list[dict[str, Any]]:
     """A group's committed offset of one input partition that moved back: the inputs between the
     two positions would be processed again by whoever reads the later commit. Judged in the
     order the group coordinator wrote the commits (log order: a group's commits share one
-    ``__consumer_offsets`` partition)."""
+    ``__consumer_offsets`` partition). With the clients' ``history``, each case names the client
+    transactions that committed the lower offset (``written_by``), and for each the member the
+    group had given the partition to before it asked to commit, if any: a member the group had
+    moved on from, whose commit KIP-447 (the generation in TxnOffsetCommit) lets the coordinator
+    refuse."""
     last: dict[int, dict[str, Any]] = {}
+    committed = committed_offsets_of(history) if history is not None else {}
     cases = []
     for c in sorted(offset_log, key=lambda c: (c["log_partition"], c["log_offset"])):
         before = last.get(c["partition"])
         if before is not None and c["offset"] < before["offset"]:
-            cases.append({"explanation": explain("offsets-backwards", topic=topic, p=c["partition"],
-                                                 before=before["offset"], after=c["offset"]),
-                          "offset_commits": [{**before, "log": f"__consumer_offsets-{before['log_partition']}"},
-                                             {**c, "log": f"__consumer_offsets-{c['log_partition']}"}]})
+            case = {"explanation": explain("offsets-backwards", topic=topic, p=c["partition"],
+                                           before=before["offset"], after=c["offset"]),
+                    "offset_commits": [{**before, "log": f"__consumer_offsets-{before['log_partition']}"},
+                                       {**c, "log": f"__consumer_offsets-{c['log_partition']}"}]}
+            writers = [key for key, offsets in sorted(committed.items()) if offsets.get(c["partition"]) == c["offset"]]
+            if writers:
+                case["written_by"] = [_writer(history, key, c["partition"]) for key in writers]
+            cases.append(case)
         last[c["partition"]] = c
     return cases
+
+
+def _writer(history: Any, key: tuple[str, int], partition: int) -> dict[str, Any]:
+    """A client transaction that committed a partition's offset: its evidence, and the member the
+    group had given the partition to after its process was last assigned it and before it asked
+    to commit (``partition_moved_to``), where the history shows one."""
+    ev = history.txn_evidence(key)
+    asked = history.commit_requested(key)
+    moved = history.partition_moved(key[0], partition, asked) if asked is not None else None
+    if moved:
+        ev["partition_moved_to"] = moved
+    return ev
