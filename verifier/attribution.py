@@ -17,7 +17,8 @@ Each safety anomaly case gets one label, from what the run observed:
 - ``candidate``: not the classic protocol's: every id the case names committed under KIP-890, or
   the anomaly is not a shape KAFKA-17754 makes (``SHAPES``; a duplicate one transaction wrote
   twice; a lost input its own consumer went on past after aborting it, ``passed_over``; an
-  offset moved back by a member the group had moved on from, ``partition_moved_to``): a
+  offset moved back by a member the group had moved on from, ``partition_moved_to``; a lost
+  write whose missing outputs the raw log does not hold at all, ``outputs.in_raw_log``): a
   candidate against the client or the broker, whose clean control is the same campaign with the
   Java client on TV2;
 - ``unattributed``: the case names no transactional id, the log recorded no commit of its ids, or
@@ -105,6 +106,14 @@ def label_case(anomaly: str, case: Any, per_txid: dict[str, dict[str, int]], end
                        "without going back: the consumer's recovery after an abort, not a late EndTxn (which ends "
                        "transactions, not a consumer's position); its control is the same campaign with the Java "
                        "client on TV2"}
+    outputs = case.get("outputs") if anomaly == "lost-write" and isinstance(case, dict) else None
+    seen_commit = isinstance(case, dict) and (case.get("transaction") or {}).get("outcome") == "committed"
+    if seen_commit and outputs and outputs.get("in_raw_log") is not None and outputs["in_raw_log"] <= outputs.get("visible", -1):
+        return {"label": "candidate", "txids": ids,
+                "why": f"{outputs['expected'] - outputs['visible']} of its {outputs['expected']} outputs are nowhere in the "
+                       "log, committed or not: never written under the transaction (a late EndTxn aborts records "
+                       "that were written; it does not unwrite them); the client's or the broker's; its control is "
+                       "the same campaign with the Java client on TV2"}
     moved = next((w for w in case.get("written_by") or [] if w.get("partition_moved_to")), None) \
         if anomaly == "offsets-backwards" and isinstance(case, dict) else None
     if moved:

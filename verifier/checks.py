@@ -88,6 +88,14 @@ def lost_write_text(key: tuple[str, int], seen: int, expected: int, outcome: str
                                                                                              "never learned the end"))
 
 
+def lost_write_outputs(seen: int, expected: int, in_raw_log: int) -> dict[str, Any]:
+    """A lost-write case's ``outputs`` field (both engines): how many outputs the transaction
+    wrote by its client's count, how many are visible, and how many of its records the raw view
+    holds, committed or not. When the raw log holds no more than the visible ones, the rest were
+    never written to any log under the transaction: not aborted by a marker, never there."""
+    return {"outputs": {"expected": expected, "visible": seen, "in_raw_log": in_raw_log}}
+
+
 def before_commit_text(observed_at: float, commit_requested: float) -> str:
     """When an observer read an output, against its transaction's commit request (seconds, one
     clock): the ``when`` of an observed-aborted-read.before-commit case."""

@@ -22,7 +22,7 @@ from typing import Any
 
 from kchaos.verifier import evidence
 from kchaos.verifier.acknowledged import seeder_count_cases
-from kchaos.verifier.checks import CHECK_NAMES, explain, implements, lost_write_text, passed_over_evidence, progress_result, result, run_checks
+from kchaos.verifier.checks import CHECK_NAMES, explain, implements, lost_write_outputs, lost_write_text, passed_over_evidence, progress_result, result, run_checks
 from kchaos.verifier.coordinator_log import coordinator_records
 from kchaos.verifier import driver_checks  # noqa: F401 (its checks register for both engines)
 from kchaos.verifier.engine import engine_class
@@ -398,7 +398,8 @@ def check_lost_write(data: RunData) -> CheckResult:
         if expected is not None and seen < expected:
             lost[key] = (seen, expected, outcome)
     raw = data.raw_outputs_of(set(lost))
-    cases = [_case(data, lost_write_text(key, seen, expected, outcome), raw[key][:20], transaction=data.txn_evidence(key))
+    cases = [_case(data, lost_write_text(key, seen, expected, outcome), raw[key][:20], transaction=data.txn_evidence(key),
+                   **lost_write_outputs(seen, expected, data.raw_per_txn[key]))
              for key, (seen, expected, outcome) in lost.items()]
     return result("lost-write", cases)
 

@@ -89,3 +89,19 @@ def test_a_duplicate_inside_one_transaction_is_a_candidate_not_the_protocols():
     assert got["label"] == "candidate" and "one transaction" in got["why"]
     two = {"records": [{"txid": "run-w0", "txn_seq": 16, "incarnation": 1}, {"txid": "run-w0", "txn_seq": 17, "incarnation": 1}]}
     assert label_case("duplicate", two, PER_TXID, {"run-w0"})["label"] == "kafka-17754"
+
+
+def test_a_lost_write_never_written_is_a_candidate_and_an_aborted_one_the_protocols():
+    """A late EndTxn aborts records that were written: they stay in the raw log. A committed
+    transaction whose missing outputs the raw log does not hold at all was never written whole."""
+    def lost(in_raw_log, outcome="committed"):
+        return {**_case(txid="run-w0"), "transaction": {"txid": "run-w0", "outcome": outcome},
+                "outputs": {"expected": 8, "visible": 4, "in_raw_log": in_raw_log}}
+
+    got = label_case("lost-write", lost(4), PER_TXID, {"run-w0"})
+    assert got["label"] == "candidate" and "4 of its 8 outputs are nowhere in the log" in got["why"]
+    # the missing ones are in the raw log (aborted by a marker): the classic protocol allows it
+    assert label_case("lost-write", lost(8), PER_TXID, set())["label"] == "classic-protocol"
+    assert label_case("lost-write", lost(8), PER_TXID, {"run-w0"})["label"] == "kafka-17754"
+    # the client did not see it commit (the coordinator's log did): not judged by this rule
+    assert label_case("lost-write", lost(4, "unknown"), PER_TXID, set())["label"] == "classic-protocol"

@@ -484,6 +484,12 @@ def test_lost_write(tmp_path):
     # the evidence: what the raw view holds of that transaction, read again for the case
     records = results["anomalies"]["lost-write"][0]["records"]
     assert len(records) == 8 and {(r["worker"], r["txn_seq"]) for r in records} == {("w0", 1)}
+    # the 2 missing are nowhere in the log: never written under the transaction
+    assert results["anomalies"]["lost-write"][0]["outputs"] == {"expected": 10, "visible": 8, "in_raw_log": 8}
+    # written, and not committed (a marker aborted them, say): the raw log holds them
+    b.raw_extra["a"].append(_out(0, 4, 0))
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r2"))
+    assert results["anomalies"]["lost-write"][0]["outputs"] == {"expected": 10, "visible": 8, "in_raw_log": 9}
 
 
 def test_offsets_behind(tmp_path):

@@ -13,7 +13,7 @@ from typing import Any
 from kchaos.verifier import driver_checks, evidence  # noqa: F401 (driver_checks: its checks register for both engines)
 from kchaos.verifier.spark import observations as spark_observations  # noqa: F401 (its read-side checks register)
 from kchaos.verifier.acknowledged import seeder_count_cases
-from kchaos.verifier.checks import explain, implements, lost_write_text, passed_over_evidence, progress_result, result, run_checks
+from kchaos.verifier.checks import explain, implements, lost_write_outputs, lost_write_text, passed_over_evidence, progress_result, result, run_checks
 from kchaos.verifier.engine import engine_class
 from kchaos.verifier.late_requests import events_path, late_request_facts, read_message_events
 from kchaos.verifier.model import (DIGEST_MAX_CASES, MAX_CASES, OPEN_TXN_STATES, TXN_NEXT, abandoned_note,
@@ -318,8 +318,10 @@ def check_lost_write(d: SparkRun) -> CheckResult:
         committed = committed | F.col("by_coordinator").isNotNull()
     else:
         transactions = d.transactions
+    in_raw = d.outputs["raw"].groupBy(*key).agg(F.count("*").alias("in_raw_log"))
     lost = (transactions.filter(committed & F.col("expected_outputs").isNotNull())
-            .join(seen, key, "left").fillna(0, ["seen"]).filter(F.col("seen") < F.col("expected_outputs")))
+            .join(seen, key, "left").fillna(0, ["seen"]).filter(F.col("seen") < F.col("expected_outputs"))
+            .join(in_raw, key, "left").fillna(0, ["in_raw_log"]))
     rows, total = _first_cases(lost, *key)
     cases = []
     for i, r in enumerate(rows):  # evidence for the cases the result keeps
@@ -328,7 +330,8 @@ def check_lost_write(d: SparkRun) -> CheckResult:
             .orderBy("topic", "partition", "offset").limit(20).collect())
         txn = (r["process"], r["txn_seq"])
         cases.append(d.case(lost_write_text(txn, r["seen"], r["expected_outputs"], r["outcome"]),
-                            [d.record(x) for x in raw], transaction=d.history.txn_evidence(txn)))
+                            [d.record(x) for x in raw], transaction=d.history.txn_evidence(txn),
+                            **lost_write_outputs(r["seen"], r["expected_outputs"], r["in_raw_log"])))
     return result("lost-write", cases, total)
 
 
