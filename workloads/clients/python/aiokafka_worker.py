@@ -39,7 +39,7 @@ from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import KafkaError, ProducerFenced, TransactionalIdAuthorizationFailed
 
 from kchaos_worker_common import (EXIT_FATAL, EXIT_FENCED, EXIT_STOPPED, EXIT_UNKNOWN, Exit, History, exit_process,
-                                  lineage, load_config, positions, prop, record_settings, rng)
+                                  lineage, load_config, log_client_warnings, positions, prop, record_settings, rng)
 
 FENCED = (ProducerFenced, TransactionalIdAuthorizationFailed)
 
@@ -283,6 +283,7 @@ class Worker:
 
 
 def main() -> int:
+    log_client_warnings("aiokafka")
     return asyncio.run(Worker(load_config()).run())
 
 

@@ -35,7 +35,7 @@ from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartitio
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
 from kchaos_worker_common import (EXIT_FATAL, EXIT_FENCED, EXIT_STOPPED, EXIT_UNKNOWN, Exit, History, exit_process,
-                                  lineage, load_config, positions, prop, record_settings, rng)
+                                  lineage, load_config, log_client_warnings, positions, prop, record_settings, rng)
 
 FENCED = (Errors.ProducerFencedError, Errors.InvalidProducerEpochError, Errors.TransactionalIdAuthorizationFailedError,
           Errors.FencedInstanceIdError)
@@ -324,6 +324,7 @@ class Worker:
 
 
 def main() -> int:
+    log_client_warnings("kafka")
     worker = Worker(load_config())
 
     def stop(signum: int, frame: Any) -> None:

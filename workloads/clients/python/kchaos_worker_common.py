@@ -6,6 +6,7 @@ workloads/lineage.py instead of importing them (docs/workload.md, "History")."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import sys
@@ -23,6 +24,34 @@ class Exit(Exception):
         super().__init__(reason)
         self.code = code
         self.f = f
+
+
+class _OncePerSecond(logging.Filter):
+    """Lets one record per message template and second through: a dead broker behind the proxy
+    makes a client log its connect failure thousands of times a second."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last: dict[tuple[str, Any], float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, record.msg)
+        if record.created - self.last.get(key, float("-inf")) < 1.0:
+            return False
+        self.last[key] = record.created
+        return True
+
+
+def log_client_warnings(logger: str) -> None:
+    """The client library's warnings and errors on stderr (the worker's log), each line stamped
+    with its epoch time as the history is: what the client saw that its API did not say (a
+    request it dropped, a connection it lost)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(created).3f %(levelname)s %(name)s %(message)s"))
+    handler.addFilter(_OncePerSecond())
+    root = logging.getLogger(logger)
+    root.setLevel(logging.WARNING)
+    root.addHandler(handler)
 
 
 def load_config() -> dict[str, Any]:
