@@ -340,7 +340,8 @@ CHECKS: tuple[CheckDef, ...] = (
     CheckDef("stalled-pipeline",
              "committed inputs the pipeline had not processed when the drain's bound after the final heal ran out",
              explanations={"": ("{what} of {topic}/{p} (offsets {first} to {last}) were never processed: "
-                                "{progress}, through the drain's {bound:.0f} s after the final heal{claimed}"),
+                                "{progress}, through the drain's {bound:.0f} s after the final heal{claimed}{blocked}"),
+                           ".blocked": "; {holders} held it, blocked in a client call that never returned ({calls})",
                            ".claimed-drained": ", though the drain's record says every input was processed",
                            ".stayed": "the group's committed offset there stayed at {offset}{still}",
                            ".never": "the group never committed an offset there"}),

@@ -245,6 +245,10 @@ def check_stalled_pipeline(data: Any) -> CheckResult:
     view = liveness.group_view(data)
     cases = []
     for s in stalled:
+        held_by = [{**m.view(), "errors_in_drain": liveness.last_errors(data, m.process, drain.get("started")),
+                    **({"blocked_in": b} if (b := liveness.blocked_in(data, m.process)) else {})}
+                   for m in members if s.partition in m.holds]
+        blocked = [h for h in held_by if h.get("blocked_in")]
         moved = liveness.last_moved(data, s.partition)
         still = (f" from {end - moved:.0f} s before the drain's end" if moved is not None and end is not None else "")
         what = f"{s.unprocessed} committed inputs" if s.unprocessed is not None else "the committed inputs"
@@ -252,6 +256,10 @@ def check_stalled_pipeline(data: Any) -> CheckResult:
             "explanation": explain("stalled-pipeline", what=what, topic=topic, p=s.partition, first=s.first,
                                    last=s.last, bound=drain["timeout_s"],
                                    claimed=explain("stalled-pipeline.claimed-drained") if final["drained"] else "",
+                                   blocked=explain("stalled-pipeline.blocked", holders=", ".join(h["process"] for h in blocked),
+                                                   calls=", ".join(f"{h['process']} in {h['blocked_in']['f']} for "
+                                                                   f"{end - h['blocked_in']['since']:.0f} s"
+                                                                   for h in blocked)) if blocked and end else "",
                                    progress=(
                                        explain("stalled-pipeline.never") if s.group_offset is None else
                                        explain("stalled-pipeline.stayed", offset=s.group_offset, still=still))),
@@ -260,8 +268,7 @@ def check_stalled_pipeline(data: Any) -> CheckResult:
             # when its progress stopped: the report shows the brokers' log lines around it
             **({"observed_at": moved} if moved is not None else {}),
             "progress": [{"time": t, "committed_offset": o} for t, o in liveness.partition_progress(data, s.partition)],
-            "held_by": [{**m.view(), "errors_in_drain": liveness.last_errors(data, m.process, drain.get("started"))}
-                        for m in members if s.partition in m.holds],
+            "held_by": held_by,
             "assigned_by_coordinator": [{"client_id": m.get("client_id"), "member_id": m.get("member_id")}
                                         for m in (view or {}).get("members") or []
                                         if s.partition in (m.get("partitions") or [])] if view else None,

@@ -211,6 +211,22 @@ def last_errors(data: Any, process: str, since: float | None) -> list[dict[str, 
     return list(seen.values())[-LAST_ERRORS:]
 
 
+#: a client call a worker records as an invocation and its completion
+CLIENT_CALLS = frozenset({"init", "poll", "send", "send_offsets", "commit", "abort", "commit_offsets"})
+
+
+def blocked_in(data: Any, process: str) -> dict[str, Any] | None:
+    """The client call a member invoked and never returned from: its last operation, when that is
+    an invocation with no completion (kafka-python's commit_transaction waits without a bound,
+    F16). None when its last operation ended."""
+    ops = data.history.process_ops.get(process) or ()
+    last = ops[-1] if ops else None
+    if last is None or last["f"] not in CLIENT_CALLS or last["complete_time"] is not None:
+        return None
+    seq = (last.get("value") or {}).get("txn_seq")
+    return {"f": last["f"], "since": last["invoke_time"], **({"txn_seq": seq} if seq is not None else {})}
+
+
 def slot_of_client(client_id: str | None) -> str | None:
     """The worker slot a member's client id names (``kchaos-w2-consumer``,
     ``kchaos-w2-StreamThread-1-consumer``): workloads/client_settings.py's naming."""

@@ -216,7 +216,7 @@ class RunBuilder:
             f, outcome, value = op[:3]
             process, epoch = (op[3], op[4]) if len(op) > 3 else ("w0.1", 0)
             txid = op[5] if len(op) > 5 else "tx-w0"
-            for kind in ("invoke", outcome):
+            for kind in ("invoke", outcome) if outcome else ("invoke",):  # None: a call that never returned
                 t += self.STEP
                 lines.append({"time": round(t, 6), "process": process, "op": op_id, "type": kind, "f": f,
                               "value": value, "txid": txid, "pid": 7, "epoch": epoch})
@@ -2166,6 +2166,21 @@ def test_a_partition_held_by_a_stuck_owner_is_a_stalled_pipeline_only(tmp_path):
     assert (verdict, kinds) == ("invalid", ["stalled-pipeline"])
     assert results["checks"]["unprocessed-assignment"]["verdict"] == "valid"
     assert results["anomalies"]["stalled-pipeline"][0]["held_by"][0]["process"] == "w0.1"
+    assert "blocked_in" not in results["anomalies"]["stalled-pipeline"][0]["held_by"][0]
+
+
+@one_engine
+def test_an_owner_blocked_in_a_call_that_never_returned_is_named_with_it(tmp_path):
+    """F16's shape: kafka-python's send_offsets_to_transaction waits without a bound for a request
+    its sender dropped; the owner holds the partition and its last operation never completed."""
+    b = _stalled("kafka-python", holds=[0])
+    b.ops.append(("send_offsets", None, {"txn_seq": 2, "offsets": {"0": 6}}))
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (results["liveness"], "stalled-pipeline" in kinds) == ("invalid", True), results["checks"]
+    [held] = results["anomalies"]["stalled-pipeline"][0]["held_by"]
+    assert held["blocked_in"]["f"] == "send_offsets" and held["blocked_in"]["txn_seq"] == 2
+    assert "w0.1 held it, blocked in a client call that never returned (w0.1 in send_offsets for" in \
+        results["anomalies"]["stalled-pipeline"][0]["explanation"]
 
 
 @one_engine
