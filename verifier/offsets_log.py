@@ -109,7 +109,7 @@ def offsets_backwards_cases(offset_log: list[dict[str, Any]], topic: str, histor
     order the group coordinator wrote the commits (log order: a group's commits share one
     ``__consumer_offsets`` partition). With the clients' ``history``, each case names the client
     transactions that committed the lower offset (``written_by``), and for each the member the
-    group had given the partition to before it asked to commit, if any: a member the group had
+    group had given the partition to before its commit returned, if any: a member the group had
     moved on from, whose commit KIP-447 (the generation in TxnOffsetCommit) lets the coordinator
     refuse."""
     last: dict[int, dict[str, Any]] = {}
@@ -132,11 +132,13 @@ def offsets_backwards_cases(offset_log: list[dict[str, Any]], topic: str, histor
 
 def _writer(history: Any, key: tuple[str, int], partition: int) -> dict[str, Any]:
     """A client transaction that committed a partition's offset: its evidence, and the member the
-    group had given the partition to after its process was last assigned it and before it asked
-    to commit (``partition_moved_to``), where the history shows one."""
+    group had given the partition to after its process was last assigned it and before its commit
+    returned (``partition_moved_to``: a commit invoked before a pause lands after it), where the
+    history shows one."""
     ev = history.txn_evidence(key)
-    asked = history.commit_requested(key)
-    moved = history.partition_moved(key[0], partition, asked) if asked is not None else None
+    commit = next((op for op in reversed(history.txn_ends.get(key, ())) if op["f"] == "commit"), None)
+    returned = commit and (commit["complete_time"] or commit["invoke_time"])
+    moved = history.partition_moved(key[0], partition, returned) if returned else None
     if moved:
         ev["partition_moved_to"] = moved
     return ev
