@@ -88,10 +88,18 @@ def lost_write_text(key: tuple[str, int], seen: int, expected: int, outcome: str
                                                                                              "never learned the end"))
 
 
+#: what names one output of a transaction: its input and its slot (the n-th output of that input)
+OUTPUT_ID = ("in_partition", "in_offset", "slot")
+
+
+def output_id(out: Any) -> tuple[Any, ...]:
+    return tuple(out[c] for c in OUTPUT_ID)
+
+
 def lost_write_outputs(seen: int, expected: int, in_raw_log: int) -> dict[str, Any]:
     """A lost-write case's ``outputs`` field (both engines): how many outputs the transaction
-    wrote by its client's count, how many are visible, and how many of its records the raw view
-    holds, committed or not. When the raw log holds no more than the visible ones, the rest were
+    wrote by its client's count, how many distinct ones (``OUTPUT_ID``) are visible, and how many
+    distinct ones of it the raw view holds, committed or not. When the raw log holds no more than the visible ones, the rest were
     never written to any log under the transaction: not aborted by a marker, never there."""
     return {"outputs": {"expected": expected, "visible": seen, "in_raw_log": in_raw_log}}
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from kchaos.verifier import evidence
 from kchaos.verifier.acknowledged import seeder_count_cases
-from kchaos.verifier.checks import CHECK_NAMES, explain, implements, lost_write_outputs, lost_write_text, passed_over_evidence, progress_result, result, run_checks
+from kchaos.verifier.checks import CHECK_NAMES, explain, implements, lost_write_outputs, lost_write_text, output_id, passed_over_evidence, progress_result, result, run_checks
 from kchaos.verifier.coordinator_log import coordinator_records
 from kchaos.verifier import driver_checks  # noqa: F401 (its checks register for both engines)
 from kchaos.verifier.engine import engine_class
@@ -386,7 +386,8 @@ def check_input_mismatch(data: RunData) -> CheckResult:
 def check_lost_write(data: RunData) -> CheckResult:
     """Fewer visible outputs than a committed transaction wrote: one the client saw commit, or one
     the coordinator's log shows committed though its client did not see it commit."""
-    committed_by_txn = Counter(data.txn_key(o) for o in data.outputs_committed)
+    # distinct outputs (input, slot): a copy written twice (F12) must not hide one never written
+    committed_by_txn = Counter(key for key, _ in {(data.txn_key(o), output_id(o)) for o in data.outputs_committed})
     by_coordinator = data.coordinator_committed()
     lost = {}
     for key in sorted(set(data.txn_outcome) | by_coordinator):
@@ -399,7 +400,7 @@ def check_lost_write(data: RunData) -> CheckResult:
             lost[key] = (seen, expected, outcome)
     raw = data.raw_outputs_of(set(lost))
     cases = [_case(data, lost_write_text(key, seen, expected, outcome), raw[key][:20], transaction=data.txn_evidence(key),
-                   **lost_write_outputs(seen, expected, data.raw_per_txn[key]))
+                   **lost_write_outputs(seen, expected, len({output_id(o) for o in raw[key]})))
              for key, (seen, expected, outcome) in lost.items()]
     return result("lost-write", cases)
 

@@ -492,6 +492,18 @@ def test_lost_write(tmp_path):
     assert results["anomalies"]["lost-write"][0]["outputs"] == {"expected": 10, "visible": 8, "in_raw_log": 9}
 
 
+def test_a_lost_write_hidden_by_a_duplicate_is_still_named(tmp_path):
+    """KafkaJS's seed-3 shape (docs/findings.md F15 and F12): one output never written, another
+    written twice: the transaction holds as many records as it sent, but not every output."""
+    b = RunBuilder()
+    b.committed["a"] = [_out(0, o, 0) for o in (0, 1, 2)] + [_out(0, 0, 0)]  # input 3's slot 0 missing, input 0's twice
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert "lost-write" in kinds and "duplicate" in kinds, results["checks"]
+    [case] = results["anomalies"]["lost-write"]
+    assert "only 7 of its 8 outputs" in case["explanation"]
+    assert case["outputs"] == {"expected": 8, "visible": 7, "in_raw_log": 7}
+
+
 def test_offsets_behind(tmp_path):
     b = RunBuilder()
     b.final_offsets = {"0": 3}  # input 3 has committed outputs but the group would process it again

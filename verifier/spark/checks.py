@@ -13,7 +13,7 @@ from typing import Any
 from kchaos.verifier import driver_checks, evidence  # noqa: F401 (driver_checks: its checks register for both engines)
 from kchaos.verifier.spark import observations as spark_observations  # noqa: F401 (its read-side checks register)
 from kchaos.verifier.acknowledged import seeder_count_cases
-from kchaos.verifier.checks import explain, implements, lost_write_outputs, lost_write_text, passed_over_evidence, progress_result, result, run_checks
+from kchaos.verifier.checks import OUTPUT_ID, explain, implements, lost_write_outputs, lost_write_text, passed_over_evidence, progress_result, result, run_checks
 from kchaos.verifier.engine import engine_class
 from kchaos.verifier.late_requests import events_path, late_request_facts, read_message_events
 from kchaos.verifier.model import (DIGEST_MAX_CASES, MAX_CASES, OPEN_TXN_STATES, TXN_NEXT, abandoned_note,
@@ -88,7 +88,7 @@ def _duplicate_keys(d: SparkRun) -> Any:
 
 
 def _seen_per_transaction(d: SparkRun) -> Any:
-    """Committed outputs per transaction (process, txn_seq): torn and lost-write both read it."""
+    """Committed outputs per transaction (process, txn_seq), as records: torn reads it."""
     return d.shared("seen_per_transaction", lambda: (
         d.outputs["committed"].groupBy("process", "txn_seq").agg(d.F.count("*").alias("seen")).persist()))
 
@@ -308,7 +308,8 @@ def check_lost_write(d: SparkRun) -> CheckResult:
     coordinator's log shows committed though their client did not, against their visible outputs."""
     F = d.F
     key = ["process", "txn_seq"]
-    seen = _seen_per_transaction(d)
+    # distinct outputs (input, slot): a copy written twice (F12) must not hide one never written
+    seen = d.outputs["committed"].groupBy(*key).agg(F.countDistinct(*OUTPUT_ID).alias("seen"))
     committed = F.col("outcome") == "committed"
     by_coordinator = d.coordinator_committed()
     if by_coordinator:
@@ -318,7 +319,7 @@ def check_lost_write(d: SparkRun) -> CheckResult:
         committed = committed | F.col("by_coordinator").isNotNull()
     else:
         transactions = d.transactions
-    in_raw = d.outputs["raw"].groupBy(*key).agg(F.count("*").alias("in_raw_log"))
+    in_raw = d.outputs["raw"].groupBy(*key).agg(F.countDistinct(*OUTPUT_ID).alias("in_raw_log"))
     lost = (transactions.filter(committed & F.col("expected_outputs").isNotNull())
             .join(seen, key, "left").fillna(0, ["seen"]).filter(F.col("seen") < F.col("expected_outputs"))
             .join(in_raw, key, "left").fillna(0, ["in_raw_log"]))
