@@ -27,15 +27,16 @@ class Exit(Exception):
 
 
 class _OncePerSecond(logging.Filter):
-    """Lets one record per message template and second through: a dead broker behind the proxy
-    makes a client log its connect failure thousands of times a second."""
+    """Lets one record per message and second through: a dead broker behind the proxy makes a
+    client log its connect failure thousands of times a second. Keyed on the formatted message, so
+    that one line per partition or node is kept (two batches expiring together are two lines)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.last: dict[tuple[str, Any], float] = {}
+        self.last: dict[tuple[str, str], float] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        key = (record.name, record.msg)
+        key = (record.name, record.getMessage())
         if record.created - self.last.get(key, float("-inf")) < 1.0:
             return False
         self.last[key] = record.created
