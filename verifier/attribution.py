@@ -108,7 +108,9 @@ def label_case(anomaly: str, case: Any, per_txid: dict[str, dict[str, int]], end
                        "client on TV2"}
     outputs = case.get("outputs") if anomaly == "lost-write" and isinstance(case, dict) else None
     seen_commit = isinstance(case, dict) and (case.get("transaction") or {}).get("outcome") == "committed"
-    if seen_commit and outputs and outputs.get("in_raw_log") is not None and outputs["in_raw_log"] <= outputs.get("visible", -1):
+    never_written = bool(outputs) and outputs.get("in_raw_log") is not None \
+        and outputs["in_raw_log"] <= outputs.get("visible", -1)
+    if seen_commit and never_written:
         return {"label": "candidate", "txids": ids,
                 "why": f"{outputs['expected'] - outputs['visible']} of its {outputs['expected']} outputs are nowhere in the "
                        "log, committed or not: never written under the transaction (a late EndTxn aborts records "

@@ -99,8 +99,9 @@ def output_id(out: Any) -> tuple[Any, ...]:
 def lost_write_outputs(seen: int, expected: int, in_raw_log: int) -> dict[str, Any]:
     """A lost-write case's ``outputs`` field (both engines): how many outputs the transaction
     wrote by its client's count, how many distinct ones (``OUTPUT_ID``) are visible, and how many
-    distinct ones of it the raw view holds, committed or not. When the raw log holds no more than the visible ones, the rest were
-    never written to any log under the transaction: not aborted by a marker, never there."""
+    distinct ones of it the raw view holds, committed or not. When the raw log holds no more than
+    the visible ones, the rest were never written to any log under the transaction: not aborted
+    by a marker, never there."""
     return {"outputs": {"expected": expected, "visible": seen, "in_raw_log": in_raw_log}}
 
 
