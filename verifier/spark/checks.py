@@ -13,7 +13,7 @@ from typing import Any
 from kchaos.verifier import driver_checks, evidence  # noqa: F401 (driver_checks: its checks register for both engines)
 from kchaos.verifier.spark import observations as spark_observations  # noqa: F401 (its read-side checks register)
 from kchaos.verifier.acknowledged import seeder_count_cases
-from kchaos.verifier.checks import OUTPUT_ID, explain, implements, lost_write_outputs, lost_write_text, passed_over_evidence, progress_result, result, run_checks
+from kchaos.verifier.checks import OUTPUT_ID, explain, implements, lost_write_outputs, lost_write_text, output_id, passed_over_evidence, progress_result, result, run_checks
 from kchaos.verifier.engine import engine_class
 from kchaos.verifier.late_requests import events_path, late_request_facts, read_message_events
 from kchaos.verifier.model import (DIGEST_MAX_CASES, MAX_CASES, OPEN_TXN_STATES, TXN_NEXT, abandoned_note,
@@ -319,20 +319,21 @@ def check_lost_write(d: SparkRun) -> CheckResult:
         committed = committed | F.col("by_coordinator").isNotNull()
     else:
         transactions = d.transactions
-    in_raw = d.outputs["raw"].groupBy(*key).agg(F.countDistinct(*OUTPUT_ID).alias("in_raw_log"))
     lost = (transactions.filter(committed & F.col("expected_outputs").isNotNull())
-            .join(seen, key, "left").fillna(0, ["seen"]).filter(F.col("seen") < F.col("expected_outputs"))
-            .join(in_raw, key, "left").fillna(0, ["in_raw_log"]))
+            .join(seen, key, "left").fillna(0, ["seen"]).filter(F.col("seen") < F.col("expected_outputs")))
     rows, total = _first_cases(lost, *key)
     cases = []
     for i, r in enumerate(rows):  # evidence for the cases the result keeps
-        raw = [] if i >= MAX_CASES else (
-            d.outputs["raw"].filter((F.col("process") == r["process"]) & (F.col("txn_seq") == r["txn_seq"]))
-            .orderBy("topic", "partition", "offset").limit(20).collect())
         txn = (r["process"], r["txn_seq"])
+        if i >= MAX_CASES:
+            cases.append(d.case(lost_write_text(txn, r["seen"], r["expected_outputs"], r["outcome"]), []))
+            continue
+        # every raw record of the transaction (a transaction's few): its distinct outputs, and the evidence
+        raw = (d.outputs["raw"].filter((F.col("process") == r["process"]) & (F.col("txn_seq") == r["txn_seq"]))
+               .orderBy("topic", "partition", "offset").collect())
         cases.append(d.case(lost_write_text(txn, r["seen"], r["expected_outputs"], r["outcome"]),
-                            [d.record(x) for x in raw], transaction=d.history.txn_evidence(txn),
-                            **lost_write_outputs(r["seen"], r["expected_outputs"], r["in_raw_log"])))
+                            [d.record(x) for x in raw[:20]], transaction=d.history.txn_evidence(txn),
+                            **lost_write_outputs(r["seen"], r["expected_outputs"], len({output_id(x) for x in raw}))))
     return result("lost-write", cases, total)
 
 

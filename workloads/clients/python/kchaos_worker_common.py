@@ -26,21 +26,24 @@ class Exit(Exception):
         self.f = f
 
 
-class _OncePerSecond(logging.Filter):
-    """Lets one record per message and second through: a dead broker behind the proxy makes a
-    client log its connect failure thousands of times a second. Keyed on the formatted message, so
-    that one line per partition or node is kept (two batches expiring together are two lines)."""
+class _FewPerSecond(logging.Filter):
+    """Lets at most PER_SECOND records of one message template through each second: a dead
+    broker behind the proxy makes a client log its connect failure thousands of times a second
+    (each line naming a new local port), while the lines that matter come a few at once (one per
+    expired batch). Keyed on the template, so what it keeps stays bounded."""
+
+    PER_SECOND = 20
 
     def __init__(self) -> None:
         super().__init__()
-        self.last: dict[tuple[str, str], float] = {}
+        self.window: dict[tuple[str, Any], tuple[int, int]] = {}  # template -> (second, lines let through)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        key = (record.name, record.getMessage())
-        if record.created - self.last.get(key, float("-inf")) < 1.0:
-            return False
-        self.last[key] = record.created
-        return True
+        key, second = (record.name, record.msg), int(record.created)
+        at, n = self.window.get(key, (second, 0))
+        n = n + 1 if at == second else 1
+        self.window[key] = (second, n)
+        return n <= self.PER_SECOND
 
 
 def log_client_warnings(logger: str) -> None:
@@ -49,7 +52,7 @@ def log_client_warnings(logger: str) -> None:
     request it dropped, a connection it lost)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(created).3f %(levelname)s %(name)s %(message)s"))
-    handler.addFilter(_OncePerSecond())
+    handler.addFilter(_FewPerSecond())
     root = logging.getLogger(logger)
     root.setLevel(logging.WARNING)
     root.addHandler(handler)
