@@ -58,6 +58,7 @@ MUTATIONS = {
     "txn-ended-early": "split-transaction",
     "lost-offset-commit": "lost-offset-commit",
     "offsets-backwards": "offsets-backwards",
+    "stray-offset-commit": "stray-offset-commit",
     "lost-acknowledged-input": "lost-acknowledged-input",
     "input-replaced": "input-mismatch",
     "seeder-aborted-visible": "aborted-read",
@@ -66,7 +67,7 @@ MUTATIONS = {
 OUTPUT_TOPICS = ("a", "b")
 #: anomalies only a client history can show (what the client saw commit, abort or initialise)
 NEEDS_HISTORY = ("lost-write", "aborted-read", "zombie-write", "split-transaction", "txn-ended-early",
-                 "lost-offset-commit", "failed-commit-visible")
+                 "lost-offset-commit", "stray-offset-commit", "failed-commit-visible")
 #: a transaction's times after its send (ms): the coordinator's Ongoing, the client's end (commit
 #: or abort invoked), the coordinator's Prepare and Complete
 ONGOING_MS, END_MS, PREPARE_MS, COMPLETE_MS = 1, 7, 8, 9
@@ -353,6 +354,17 @@ class World:
             if o == 0:
                 return False
             self.offset_commits.insert(i + 1, (p, o - 1))
+        elif name == "stray-offset-commit":  # an aborted transaction's refused offsets, carried by a later commit
+            sent = {(p, o) for t in self.txns if t.client != "aborted" for p, o in self.offsets_of(t).items()}
+            picks = [(t, p, o) for t in self.txns if t.client == "aborted"
+                     for p, o in sorted(self.offsets_of(t).items()) if (p, o) not in sent]
+            if not picks:
+                return False
+            t, p, o = rng.choice(picks)
+            at = 100.0 + self.txns.index(t) * 0.01 + 0.003  # between its send and its abort
+            self.extra_ops.append(("send_offsets", "fail", {"txn_seq": t.seq, "offsets": {str(p): o}}, t.process,
+                                   t.txid, t.epoch, at))
+            self.offset_commits.append((p, o))
         elif name == "lost-acknowledged-input":  # acknowledged, then gone from the log: nobody consumed it
             p = rng.randrange(self.partitions)
             o = (self.inputs[p][-1][0] + 1) if self.inputs[p] else 0

@@ -18,7 +18,8 @@ Each safety anomaly case gets one label, from what the run observed:
   the anomaly is not a shape KAFKA-17754 makes (``SHAPES``; a duplicate one transaction wrote
   twice; a lost input its own consumer went on past after aborting it, ``passed_over``; an
   offset moved back by a member the group had moved on from, ``partition_moved_to``; a lost
-  write whose missing outputs the raw log does not hold at all, ``outputs.in_raw_log``): a
+  write whose missing outputs the raw log does not hold at all, ``outputs.in_raw_log``; a stray
+  offset commit whose senders the group coordinator refused, ``refused``): a
   candidate against the client or the broker, whose clean control is the same campaign with the
   Java client on TV2;
 - ``unattributed``: the case names no transactional id, the log recorded no commit of its ids, or
@@ -41,7 +42,7 @@ LABELS = ("kafka-17754", "classic-protocol", "candidate", "unattributed")
 #: what a late EndTxn that ends a later transaction leaves (docs/findings.md F1: the client then
 #: commits or aborts a transaction the coordinator already ended, and writes on in a new one)
 SHAPES = frozenset({"aborted-read", "duplicate", "lost-input", "lost-write", "split-transaction",
-                    "torn-transaction", "zombie-write"})
+                    "stray-offset-commit", "torn-transaction", "zombie-write"})
 #: each label as the log line and the report say it (after a count of cases)
 WORDS = {"kafka-17754": "the classic protocol's (KAFKA-17754, its late EndTxn seen)",
          "classic-protocol": "on the classic protocol (KAFKA-17754 allows them; mechanism not seen)",
@@ -126,6 +127,12 @@ def label_case(anomaly: str, case: Any, per_txid: dict[str, dict[str, int]], end
                        "TxnOffsetCommit KIP-447 (its generation and member id) lets the group coordinator refuse; "
                        "the client's, not a late EndTxn's; its control is the same campaign with the Java client "
                        "on TV2"}
+    if anomaly == "stray-offset-commit" and isinstance(case, dict) and case.get("refused"):
+        return {"label": "candidate", "txids": ids,
+                "why": "the group coordinator refused the offset in every transaction that sent it (it writes nothing "
+                       "for a refused TxnOffsetCommit), so no late EndTxn can have committed it there: a later "
+                       "transaction carried it, unasked; the client's; its control is the same campaign with the "
+                       "Java client on TV2"}
     if anomaly not in SHAPES:
         return {"label": "candidate", "txids": ids,
                 "why": f"classic protocol, but a late EndTxn does not make {anomaly}; its control is the same "

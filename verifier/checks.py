@@ -32,6 +32,10 @@ NOTES = {
                                           "up, so nothing was judged"),
     "lost-offset-commit.recorded-nothing": ("the history records no offsets for the {n} committed transactions: "
                                             "nothing to look for"),
+    "stray-offset-commit.recorded-nothing": ("the history records no offsets sent by any transaction: nothing to "
+                                             "match the group's {n} offset commits against"),
+    "set-aside.history-hole": ("{n} of processes whose history has a hole ({processes}): a coordinator "
+                               "transaction of theirs may belong to a transaction the history lost"),
     "observer-window": "judged on the reads made before the failure only: {failed}",
     "set-aside": "; set aside, as the log may rightly no longer hold them: {why}",
     "set-aside.compacted": ("{n} below where the log cleaner compacted {log} ({clean}), each followed by a commit "
@@ -260,6 +264,16 @@ CHECKS: tuple[CheckDef, ...] = (
              (Requirement("offsets-log", UNKNOWN, _NO_OFFSETS_LOG),),
              explanations={"": "the group's committed offset of {topic}/{p} moved back from {before} to {after}"},
              reads_broker_logs=True),
+    CheckDef("stray-offset-commit",
+             "a committed offset commit of the group that no transaction which may have committed sent: a "
+             "transaction carried offsets it was not given",
+             (Requirement("history", None, f"{_NO_HISTORY}: nothing says which offsets each transaction sent"),
+              Requirement("offsets-log", UNKNOWN, _NO_OFFSETS_LOG)),
+             explanations={"": ("the group committed {topic}/{p} at {o}, an offset no transaction of the history "
+                                "sent"),
+                           ".aborted": ("the group committed {topic}/{p} at {o}, an offset sent only by transactions "
+                                        "their client saw abort ({senders}): another transaction carried it")},
+             reads_broker_logs=True),
     CheckDef("lost-acknowledged-input",
              "an input the seeder's committed transaction wrote that the committed input log does not hold, at its "
              "position and with its id",
@@ -439,7 +453,7 @@ assert set(LIVENESS_CHECKS) <= set(CHECK_NAMES), "every liveness check is regist
 HISTORY_CHECKS = tuple(c.anomaly for c in CHECKS if any(r.needs == "history" for r in c.requires))
 #: the checks that read the coordinator's log, the offsets log, and neither (the user topics)
 _TXN_LOG_CHECKS = ("invalid-txn-transition", "split-transaction")
-_OFFSETS_LOG_CHECKS = ("lost-offset-commit", "offsets-backwards")
+_OFFSETS_LOG_CHECKS = ("lost-offset-commit", "offsets-backwards", "stray-offset-commit")
 #: the checks that read what no client of the pipeline sees: the brokers' own logs (the
 #: coordinator's and the offsets log). The observers' checks read what readers got during the
 #: run. Every other check judges the end state: the committed topics, the group's committed
@@ -474,6 +488,7 @@ NOT_FOR_SHARE = {
     "nonmonotonic": "share groups do not promise order",
     "lost-offset-commit": "a share group commits no consumer offsets (acknowledgements instead: the share ledger)",
     "offsets-backwards": "a share group has no committed offsets",
+    "stray-offset-commit": "a share group commits no consumer offsets",
     "stalled-pipeline": "a share group has no committed offsets: its drain waits for every input's acknowledgement "
                         "(share-lost, share-stuck-acquired)",
     "unprocessed-assignment": "a share group assigns no partitions to one member",

@@ -16,7 +16,7 @@ from kchaos.verifier.coordinator_log import (CLOCK_EPS_MS, CLOCK_SKEW_MARGIN_MS,
                                              coordinator_committed, in_skew, judge, on_harness_clock, stamped_in_skew)
 from kchaos.verifier.internal_topics import offset_commit_batches
 from kchaos.verifier.model import NotApplicable, worker_slot
-from kchaos.verifier.offsets_log import lost_offset_commit_cases, offsets_backwards_cases
+from kchaos.verifier.offsets_log import lost_offset_commit_cases, offsets_backwards_cases, stray_offset_commit_cases
 from kchaos.verifier.results import UNKNOWN, VALID, CheckResult
 
 
@@ -108,7 +108,20 @@ def check_split_transaction(data: Any) -> CheckResult:
                                           {txid: b["before_ms"] for txid, b in bounds.items()},
                                           CLOCK_EPS_MS + tolerance, skewed, data.visible_transactions)
     data.coordinator_facts["clock"] = {"shift_ms": shift, "tolerance_ms": tolerance, "how": clock}
+    # a process whose history has a hole (evidence.gaps says so: the verdict is unknown) ran
+    # transactions its history lost, and their coordinator transactions have no client
+    # transaction to belong to: one that began within the clocks' tolerance of a kept transaction
+    # is taken for a second half of it. Its processes' cases are set aside, counted, not judged
+    recorded = {op["process"] for op in data.history.ops}
+    holed = sorted(p for p in (data.unrecorded_output_transactions or {}) if p in recorded)
+    aside_holed = [c for c in cases if {t["process"] for t in c.get("transactions") or []} & set(holed)]
+    cases = [c for c in cases if c not in aside_holed]
     found = split_result(cases, data.coordinator_facts)
+    if aside_holed:
+        found.note = (found.note or f"{data.coordinator_facts['attributed']} coordinator transactions attributed") + \
+            set_aside_note([NOTES["set-aside.history-hole"].format(n=len(aside_holed), processes=", ".join(holed))])
+        if found.verdict == VALID:
+            found.verdict = UNKNOWN
     skew_aside = data.coordinator_facts.get("clock_skew_set_aside") or {}
     if skew_aside.get("client_transactions") and found.verdict != UNKNOWN:
         if not data.coordinator_facts["client_transactions"] and not cases:
@@ -177,6 +190,17 @@ def raw_offset_commits(data: Any) -> list[dict[str, Any]] | None:
 @implements("offsets-backwards", "python", "spark")
 def check_offsets_backwards(data: Any) -> CheckResult:
     return result("offsets-backwards", offsets_backwards_cases(data.offset_log, data.workload.input_topic, data.history))
+
+
+@implements("stray-offset-commit", "python", "spark")
+def check_stray_offset_commit(data: Any) -> CheckResult:
+    """Judged on the committed view of the group's offset commits: an aborted transaction's commit
+    is not in it, so each one there was carried by a transaction that may have committed."""
+    cases, recorded = stray_offset_commit_cases(data.history, data.offset_log, data.workload.input_topic)
+    if data.offset_log and not recorded:
+        return CheckResult("stray-offset-commit", UNKNOWN, note=NOTES["stray-offset-commit.recorded-nothing"].format(
+            n=len(data.offset_log)))
+    return result("stray-offset-commit", cases)
 
 
 def _decided(data: Any, decide: Any) -> Any:

@@ -36,6 +36,11 @@ class CheckGroups:
     observations: tuple[str, ...] = ()  #: those that read the observers' reads
 
 
+#: what a history with a hole blinds beside making the verdict unknown: the offsets its lost
+#: transactions sent are not known, so a commit of theirs would look sent by nobody
+_UNSENT_UNKNOWN = ("stray-offset-commit",)
+
+
 @dataclass(frozen=True)
 class Gap:
     reason: str
@@ -153,7 +158,7 @@ def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
         if silent:
             out.append(Gap(f"committed outputs name {len(silent)} process(es) with no history "
                            f"({', '.join(silent[:5])}{', ...' if len(silent) > 5 else ''}): their transactions are not "
-                           "known"))
+                           "known", _UNSENT_UNKNOWN))
         # a worker writes a transaction's "send" before its first output, each line one write(2)
         # that a killed process leaves whole: an output of a transaction its history lacks means
         # the history has a hole, and what that transaction did is not known
@@ -162,7 +167,7 @@ def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
             named = "; ".join(f"{p}: {_ranges(seqs)}" for p, seqs in sorted(holes.items())[:5])
             out.append(Gap(f"committed outputs name {sum(map(len, holes.values()))} transaction(s) that the history "
                            f"of their process does not hold ({named}{'; ...' if len(holes) > 5 else ''}): the history "
-                           "has a gap, so what those transactions did is not known"))
+                           "has a gap, so what those transactions did is not known", _UNSENT_UNKNOWN))
 
     seeded = any(op["process"] == "seeder" for op in history.ops)
     if not seeded and (data.inputs_committed_count or 0) > 0:

@@ -142,3 +142,96 @@ def _writer(history: Any, key: tuple[str, int], partition: int) -> dict[str, Any
     if moved:
         ev["partition_moved_to"] = moved
     return ev
+
+
+#: how the clients word the group coordinator's refusal of a TxnOffsetCommit for its member or
+#: generation (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID), lowercase: it writes
+#: nothing for a refused one (it checks the member before it appends)
+REFUSALS = ("unknownmemberid", "unknown_member_id", "not aware of this member", "illegalgeneration",
+            "illegal_generation", "generation id is not valid", "fencedinstanceid", "fenced_instance_id")
+
+
+def refused(error: str | None) -> bool:
+    """Whether a failed ``send_offsets`` says the group coordinator refused the offsets."""
+    return bool(error) and any(word in error.lower() for word in REFUSALS)
+
+
+def sent_offsets_of(history: Any) -> tuple[dict[tuple[int, int], list[tuple[str, int]]],
+                                           dict[tuple[str, int], dict[str, Any]], set[tuple[str, int]], int]:
+    """Every offset the clients asked to commit, with the transactions that asked: (input
+    partition, offset) -> the client transactions whose ``send_offsets`` (or commit, or the
+    negative controls' consumer commit) carried it; each transaction's ``send_offsets`` operation;
+    the transactions their client saw abort for certain (an abort that returned, and no commit
+    asked that returned or ended unknown: such a commit may have taken effect before the abort);
+    and how many transactions recorded offsets."""
+    by_offset: dict[tuple[int, int], list[tuple[str, int]]] = defaultdict(list)
+    send_ops: dict[tuple[str, int], dict[str, Any]] = {}
+    recorded: set[tuple[str, int]] = set()
+    for op in history.ops:
+        seq = op["value"].get("txn_seq")
+        if seq is None or op["f"] not in ("send_offsets", "commit", "commit_offsets"):
+            continue
+        key = (op["process"], seq)
+        if op["f"] == "send_offsets":
+            send_ops[key] = op
+        for p, o in (op["value"].get("offsets") or {}).items():
+            recorded.add(key)
+            if key not in by_offset[(int(p), int(o))]:
+                by_offset[(int(p), int(o))].append(key)
+    aborted = set()
+    for key, ends in history.txn_ends.items():
+        commits = [op for op in ends if op["f"] == "commit"]
+        if any(op["f"] == "abort" and op["outcome"] == "ok" for op in ends) and \
+                all(op["outcome"] == "fail" for op in commits):
+            aborted.add(key)
+    return by_offset, send_ops, aborted, len(recorded)
+
+
+def stray_offset_commit_cases(history: Any, offset_log: list[dict[str, Any]], topic: str,
+                              ) -> tuple[list[dict[str, Any]], int]:
+    """An offset commit in the group's committed offsets log that no transaction which may have
+    committed asked for: sent by no transaction at all, or only by transactions their client saw
+    abort. An aborted transaction's offset commit is aborted with it (the committed view leaves it
+    out), so one that is committed was carried by another transaction: a client that keeps a
+    failed transaction's offsets and sends them with a later one (a partition's position then
+    jumps over inputs no committed transaction processed, or moves back). Each case names the
+    transactions that sent the offset, with their ``send_offsets`` outcome and whether the group
+    coordinator refused it (``refused``: it then wrote nothing), and for each the next transaction
+    its process saw commit after it (``next_committed``, the likely carrier). ``refused`` on the
+    case: every sender's offsets were refused (or nobody sent them), so no transaction the
+    coordinator accepted them in can have been committed late. Returns the cases and how many
+    transactions recorded offsets."""
+    sent, send_ops, aborted, recorded = sent_offsets_of(history)
+    committed_after: dict[str, list[tuple[float, tuple[str, int]]]] = defaultdict(list)
+    for key, ends in history.txn_ends.items():
+        for op in ends:
+            if op["f"] == "commit" and op["outcome"] == "ok":
+                committed_after[key[0]].append((op["complete_time"] or op["invoke_time"], key))
+    for commits in committed_after.values():
+        commits.sort()
+    cases = []
+    for c in offset_log:
+        senders = sent.get((c["partition"], c["offset"]), [])
+        if any(key not in aborted for key in senders):
+            continue
+        evidence = []
+        for key in senders:
+            ev = history.txn_evidence(key)
+            op = send_ops.get(key)
+            if op is not None:
+                ev["send_offsets"] = {"outcome": op["outcome"], "error": op.get("error"),
+                                      "refused": op["outcome"] == "fail" and refused(op.get("error"))}
+            ended = max(op["complete_time"] or op["invoke_time"] for op in history.txn_ends[key])
+            carrier = next((k for t, k in committed_after.get(key[0], ()) if t > ended), None)
+            if carrier is not None:
+                ev["next_committed"] = history.txn_evidence(carrier)
+            evidence.append(ev)
+        explanation = (explain("stray-offset-commit.aborted", topic=topic, p=c["partition"], o=c["offset"],
+                               senders=", ".join(f"{k[0]}'s {k[1]}" for k in senders[:5])
+                               + (f" and {len(senders) - 5} more" if len(senders) > 5 else "")) if senders
+                       else explain("stray-offset-commit", topic=topic, p=c["partition"], o=c["offset"]))
+        cases.append({"explanation": explanation,
+                      "offset_commit": {**c, "log": f"__consumer_offsets-{c['log_partition']}"},
+                      "refused": all((ev.get("send_offsets") or {}).get("refused") for ev in evidence),
+                      "transactions": evidence})
+    return cases, recorded

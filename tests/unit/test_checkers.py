@@ -1664,6 +1664,8 @@ def test_an_offset_commit_lost_past_the_cleaners_point_is_a_case(tmp_path):
         b = RunBuilder()
         _second_transaction(b)
         b.offset_commits = [(0, 2), (0, 5)]  # an older commit, then transaction 2's; transaction 1's is gone
+        b.ops[:0] = [("send_offsets", "ok", {"txn_seq": 0, "offsets": {"0": 2}}),  # the older commit's
+                     ("commit", "ok", {"txn_seq": 0, "offsets": {"0": 2}})]
         b.final_extra = {"compaction": {"__consumer_offsets": {"0": clean}, "__transaction_state": {}}}
         return _anomalies(b.write(tmp_path / name))
 
@@ -1680,8 +1682,10 @@ def test_a_committed_offset_that_moves_back(tmp_path):
     _second_transaction(b)
     b.offset_commits = [(0, 4), (0, 2), (0, 5)]  # a commit back to 2 between two, hidden by the next
     verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
-    assert (verdict, kinds) == ("invalid", ["offsets-backwards"]), results["checks"]
+    # no transaction sent 2: it is a stray commit too (offsets_log.stray_offset_commit_cases)
+    assert (verdict, kinds) == ("invalid", ["offsets-backwards", "stray-offset-commit"]), results["checks"]
     assert "in/0 moved back from 4 to 2" in results["anomalies"]["offsets-backwards"][0]["explanation"]
+    assert "in/0 at 2, an offset no transaction" in results["anomalies"]["stray-offset-commit"][0]["explanation"]
 
 
 def test_an_acknowledged_input_lost_or_replaced(tmp_path):
@@ -2246,3 +2250,26 @@ def test_a_broker_fenced_at_the_end_is_named(tmp_path):
     assert (verdict, kinds, results["safety"], results["liveness"]) == ("invalid", ["broker-not-rejoined"], "valid",
                                                                         "invalid")
     assert results["anomalies"]["broker-not-rejoined"][0]["broker"] == 2
+
+
+def test_a_coordinator_transaction_right_after_a_history_hole_is_not_a_split(tmp_path):
+    """w0.1's history stops after transaction 1, though it ran on: transaction 2's outputs are
+    committed, and its coordinator transaction began 1 ms after transaction 1 ended (within the
+    clocks' tolerance of transaction 1's window). That transaction belongs to the history's hole,
+    not to transaction 1: no split is judged there (CI, 2026-11-29: a corruption that cut a real
+    history made split-transaction INVALID). The hole makes the verdict unknown."""
+    b = RunBuilder()
+    b.inputs.append((0, 4))
+    b.final_offsets = {"0": 5}
+    for topic, slot in (("a", 0), ("b", 1)):
+        b.committed[topic].append(_out(0, 4, slot, seq=2))
+    # transaction 1 was sent at 0 ms, asked to commit at 40 and returned at 50 (RunBuilder's clock)
+    b.coordinator[("w0.1", 1)] = [("Ongoing", TXN_PARTITIONS, 1, None), ("PrepareCommit", TXN_PARTITIONS, 41, None),
+                                  ("CompleteCommit", {}, 42, None), ("Ongoing", TXN_PARTITIONS, 51, None),
+                                  ("PrepareCommit", TXN_PARTITIONS, 80, None), ("CompleteCommit", {}, 81, None)]
+    b.offset_commits = [(0, 4), (0, 5)]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert verdict == "unknown" and kinds == [], (kinds, results["checks"]["split-transaction"])
+    assert any("does not hold (w0.1: 2)" in e for e in results["errors"]), results["errors"]
+    split = results["checks"]["split-transaction"]
+    assert split["verdict"] == "unknown" and "history has a hole" in split["note"], split

@@ -1,0 +1,117 @@
+"""An offset commit no transaction that may have committed sent (offsets_log.stray_offset_commit_cases)
+and its label. Hand-made histories on the shape of kafka-python's kept offsets (docs/findings.md
+F19): w1 holds p2 and p3; its transaction 34 sends p2@75 and the group coordinator refuses it
+(UNKNOWN_MEMBER_ID: w1 was paused past its session); w1 aborts it, rejoins, and its transaction
+47 sends p3@76 alone and commits. The log then holds p2@75 too: transaction 47 carried it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kchaos.verifier.attribution import label_case
+from kchaos.verifier.model import HistoryIndex
+from kchaos.verifier.offsets_log import refused, stray_offset_commit_cases
+from kchaos.workloads.history import pair_operations
+
+REFUSAL = ("CommitFailedError: Transaction offset commit failed due to consumer group metadata mismatch: "
+           "UnknownMemberIdError")
+
+
+def _history(first: str = "refused", commit: str | None = None) -> HistoryIndex:
+    """``first``: how transaction 34's send_offsets ended (refused, timeout, ok); ``commit``: a
+    commit of 34 before its abort, and how it ended (None: none asked)."""
+    lines: list[dict[str, Any]] = []
+    n = 0
+    clock = 0.0
+
+    def add(f: str, value: dict[str, Any], outcome: str = "ok", error: str | None = None) -> None:
+        nonlocal n, clock
+        n += 1
+        clock += 1.0
+        base = {"process": "w1.1", "op": n, "f": f, "txid": "run-w1", "pid": 1000, "epoch": 0}
+        lines.append({**base, "time": clock, "type": "invoke", "value": value})
+        lines.append({**base, "time": clock + 0.1, "type": outcome, "value": {},
+                      **({"error": error} if error else {})})
+
+    add("send", {"txn_seq": 33, "inputs": [[2, 70], [3, 71]]})
+    add("send_offsets", {"txn_seq": 33, "offsets": {"2": 71, "3": 72}})
+    add("commit", {"txn_seq": 33, "offsets": {"2": 71, "3": 72}})
+    add("send", {"txn_seq": 34, "inputs": [[2, o] for o in range(71, 75)]})
+    if first == "refused":
+        add("send_offsets", {"txn_seq": 34, "offsets": {"2": 75}}, "fail", REFUSAL)
+    elif first == "timeout":
+        add("send_offsets", {"txn_seq": 34, "offsets": {"2": 75}}, "fail", "KafkaTimeoutError: timed out")
+    else:
+        add("send_offsets", {"txn_seq": 34, "offsets": {"2": 75}})
+    if commit is not None:
+        add("commit", {"txn_seq": 34, "offsets": {"2": 75}}, commit)
+    add("abort", {"txn_seq": 34, "reason": "error"})
+    add("send", {"txn_seq": 47, "inputs": [[3, 72], [3, 73], [3, 74], [3, 75]]})
+    add("send_offsets", {"txn_seq": 47, "offsets": {"3": 76}})
+    add("commit", {"txn_seq": 47, "offsets": {"3": 76}})
+    return HistoryIndex(pair_operations(lines))
+
+
+def _log(*commits: tuple[int, int]) -> list[dict[str, Any]]:
+    return [{"log_partition": 4, "log_offset": i, "partition": p, "offset": o, "commit_timestamp": i}
+            for i, (p, o) in enumerate(commits)]
+
+
+CARRIED = _log((2, 71), (3, 72), (2, 75), (3, 76))
+PER_TXID = {"run-w1": {"0": 3}}  # classic protocol (kafka-python has no KIP-890 part 2)
+
+
+def test_an_offset_only_an_aborted_transaction_sent_is_named_with_the_next_commit_of_its_process():
+    cases, recorded = stray_offset_commit_cases(_history(), CARRIED, "in")
+    assert recorded == 3
+    [case] = cases
+    assert "in/2 at 75" in case["explanation"] and "w1.1's 34" in case["explanation"]
+    assert case["offset_commit"]["log"] == "__consumer_offsets-4"
+    [sender] = case["transactions"]
+    assert (sender["txn_seq"], sender["outcome"]) == (34, "aborted")
+    assert sender["send_offsets"]["refused"] and case["refused"]
+    assert sender["next_committed"]["txn_seq"] == 47
+    got = label_case("stray-offset-commit", case, PER_TXID, set())
+    assert got["label"] == "candidate" and "refused" in got["why"]
+
+
+def test_the_offsets_of_transactions_that_may_have_committed_are_no_stray():
+    assert stray_offset_commit_cases(_history(), _log((2, 71), (3, 72), (3, 76)), "in")[0] == []
+    # a commit of 34 that ended unknown, or failed then: the abort after it does not undo an
+    # unknown one, so its offsets may be committed
+    assert stray_offset_commit_cases(_history(commit="info"), CARRIED, "in")[0] == []
+    assert stray_offset_commit_cases(_history(commit="ok"), CARRIED, "in")[0] == []
+    [case] = stray_offset_commit_cases(_history(commit="fail"), CARRIED, "in")[0]
+    assert case["transactions"][0]["txn_seq"] == 34
+
+
+def test_an_offset_the_coordinator_may_have_taken_is_the_classic_protocols_to_explain():
+    # a timed-out send_offsets (or one that returned) may have reached the coordinator; a late
+    # EndTxn of an earlier transaction can then commit it before the client's abort (KAFKA-17754)
+    for first in ("timeout", "ok"):
+        [case] = stray_offset_commit_cases(_history(first), CARRIED, "in")[0]
+        assert not case["refused"]
+        assert label_case("stray-offset-commit", case, PER_TXID, set())["label"] == "classic-protocol"
+        assert label_case("stray-offset-commit", case, PER_TXID, {"run-w1"})["label"] == "kafka-17754"
+
+
+def test_an_offset_nobody_sent_is_named_too():
+    [case] = stray_offset_commit_cases(_history(), _log((2, 71), (3, 72), (2, 99), (3, 76)), "in")[0]
+    assert "no transaction of the history sent" in case["explanation"] and case["transactions"] == []
+
+
+def test_a_history_without_offsets_matches_nothing():
+    history = HistoryIndex(pair_operations([
+        {"process": "w1.1", "op": 1, "f": "send", "time": 1.0, "type": "invoke", "value": {"txn_seq": 1}},
+        {"process": "w1.1", "op": 1, "f": "send", "time": 1.1, "type": "ok", "value": {}}]))
+    assert stray_offset_commit_cases(history, CARRIED, "in")[1] == 0
+
+
+def test_refusals_in_each_clients_words():
+    for error in (REFUSAL, "UNKNOWN_MEMBER_ID: The coordinator is not aware of this member.",
+                  "CommitFailedException: ... The coordinator is not aware of this member.",
+                  "kafka server: Specified group generation id is not valid", "IllegalGenerationError",
+                  "FencedInstanceIdError"):
+        assert refused(error), error
+    for error in (None, "", "KafkaTimeoutError: timed out", "NotCoordinatorError", "REQUEST_TIMED_OUT"):
+        assert not refused(error), error
