@@ -35,7 +35,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from tests.unit.test_checkers import _offset_record, _txn_record, _write_topic
+from tests.unit.test_checkers import _offset_record, _sent_ms, _txn_record, _write_topic
 
 #: injected anomaly -> the anomaly a checker must name for it
 MUTATIONS = {
@@ -465,7 +465,9 @@ class World:
             key, value = _txn_record(txid, status or "Empty", epoch, max(pid, 0), parts, update_ms, start_ms)
             log.append((0, i, key, None if pid < 0 else value))
         _write_topic(run, "__transaction_state", "raw", log)
-        offsets = [(0, i, *_offset_record("g", "in", p, o)) for i, (p, o) in enumerate(self.offset_commits)]
+        lines = self._history()
+        offsets = [(0, i, *_offset_record("g", "in", p, o, _sent_ms(lines, p, o)))
+                   for i, (p, o) in enumerate(self.offset_commits)]
         _write_topic(run, "__consumer_offsets", "committed", offsets)
         _write_topic(run, "__consumer_offsets", "raw", offsets)
         exposed = self.exposed_set

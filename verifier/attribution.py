@@ -19,7 +19,8 @@ Each safety anomaly case gets one label, from what the run observed:
   twice; a lost input its own consumer went on past after aborting it, ``passed_over``; an
   offset moved back by a member the group had moved on from, ``partition_moved_to``; a lost
   write whose missing outputs the raw log does not hold at all, ``outputs.in_raw_log``; a stray
-  offset commit whose senders the group coordinator refused, ``refused``): a
+  offset commit whose senders the group coordinator refused, ``refused``, and a lost input or an
+  offset moved back that such a commit made): a
   candidate against the client or the broker, whose clean control is the same campaign with the
   Java client on TV2;
 - ``unattributed``: the case names no transactional id, the log recorded no commit of its ids, or
@@ -76,9 +77,41 @@ def protocol_of(counts: dict[str, int] | None) -> str | None:
     return "both" if KIP890_TV in versions else "classic"
 
 
-def label_case(anomaly: str, case: Any, per_txid: dict[str, dict[str, int]], ended_by_late: set[str]) -> dict[str, Any]:
-    """One case of type ``anomaly``: its label and why (see the module's docstring)."""
+def refused_strays(anomalies: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """The stray offset commits whose senders the group coordinator refused (``refused``), each as
+    its partition, the offset it moved from and the one it committed."""
+    return [{"partition": c["offset_commit"]["partition"], "from": c.get("moved_from"), "to": c["offset_commit"]["offset"]}
+            for c in anomalies.get("stray-offset-commit") or [] if isinstance(c, dict) and c.get("refused")]
+
+
+def _moved_by_stray(anomaly: str, case: Any, strays: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The refused stray commit that explains a lost input (it moved the partition's offset from at
+    or below the input to past it) or an offset moved back (it is the lower commit), if any."""
+    if not isinstance(case, dict):
+        return None
+    if anomaly == "lost-input" and isinstance(case.get("input"), dict):
+        p, o = case["input"].get("partition"), case["input"].get("offset")
+        return next((s for s in strays if s["partition"] == p and s["from"] is not None and s["from"] <= o < s["to"]),
+                    None)
+    if anomaly == "offsets-backwards" and len(case.get("offset_commits") or []) == 2:
+        after = case["offset_commits"][1]
+        return next((s for s in strays if (s["partition"], s["to"]) == (after["partition"], after["offset"])), None)
+    return None
+
+
+def label_case(anomaly: str, case: Any, per_txid: dict[str, dict[str, int]], ended_by_late: set[str],
+               strays: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One case of type ``anomaly``: its label and why (see the module's docstring). ``strays``:
+    the run's refused stray offset commits (refused_strays)."""
     ids = sorted(_case_ids(case, set(per_txid)))
+    stray = _moved_by_stray(anomaly, case, strays or [])
+    if stray:
+        return {"label": "candidate", "txids": ids,
+                "why": f"the group's offset of partition {stray['partition']} moved from {stray['from']} to "
+                       f"{stray['to']} by an offset commit that no transaction which may have committed sent, and "
+                       "that the group coordinator refused where it was sent (stray-offset-commit): a later "
+                       "transaction carried it; the client's; its control is the same campaign with the Java client "
+                       "on TV2"}
     if not ids:
         return {"label": "unattributed", "why": "the case names no transactional id"}
     protocols = {txid: protocol_of(per_txid.get(txid)) for txid in ids}
@@ -157,7 +190,8 @@ def attribute(results: dict[str, Any]) -> dict[str, Any] | None:
     per_txid = facts.get("commits_by_client_tv_per_txid") or {}
     late = (facts.get("late_requests") or {}).get("requests") or []
     ended_by_late = {r["transactional_id"] for r in late if r.get("ended_a_transaction") and r.get("transactional_id")}
-    cases = {name: [label_case(name, case, per_txid, ended_by_late) for case in cs]
+    strays = refused_strays(anomalies)
+    cases = {name: [label_case(name, case, per_txid, ended_by_late, strays) for case in cs]
              for name, cs in sorted(anomalies.items())}
     by_anomaly = {name: dict(Counter(c["label"] for c in labelled)) for name, labelled in cases.items()}
     labels = Counter(c["label"] for labelled in cases.values() for c in labelled)

@@ -36,6 +36,8 @@ NOTES = {
                                              "match the group's {n} offset commits against"),
     "set-aside.history-hole": ("{n} of processes whose history has a hole ({processes}): a coordinator "
                                "transaction of theirs may belong to a transaction the history lost"),
+    "stray-offset-commit.by-value": ("; matched by value alone: the group coordinator's stamps do not line up "
+                                     "with the history ({outside} outside their senders' windows, {placed} in one)"),
     "observer-window": "judged on the reads made before the failure only: {failed}",
     "set-aside": "; set aside, as the log may rightly no longer hold them: {why}",
     "set-aside.compacted": ("{n} below where the log cleaner compacted {log} ({clean}), each followed by a commit "
@@ -272,7 +274,10 @@ CHECKS: tuple[CheckDef, ...] = (
              explanations={"": ("the group committed {topic}/{p} at {o}, an offset no transaction of the history "
                                 "sent"),
                            ".aborted": ("the group committed {topic}/{p} at {o}, an offset sent only by transactions "
-                                        "their client saw abort ({senders}): another transaction carried it")},
+                                        "their client saw abort ({senders}): another transaction carried it"),
+                           ".outside": ("the group committed {topic}/{p} at {o} at {at:.3f} (harness clock), while "
+                                        "no transaction that sent it and may have committed was sending it "
+                                        "({senders}): another transaction carried it")},
              reads_broker_logs=True),
     CheckDef("lost-acknowledged-input",
              "an input the seeder's committed transaction wrote that the committed input log does not hold, at its "

@@ -15,9 +15,10 @@ out the offset commits of aborted transactions, so what remains is what a restar
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, Callable
 
 from kchaos.verifier.checks import explain
+from kchaos.verifier.coordinator_log import CLOCK_EPS_MS
 
 #: offset commits shown around a missing one
 NEIGHBOURS = 2
@@ -156,15 +157,16 @@ def refused(error: str | None) -> bool:
     return bool(error) and any(word in error.lower() for word in REFUSALS)
 
 
-def sent_offsets_of(history: Any) -> tuple[dict[tuple[int, int], list[tuple[str, int]]],
+def sent_offsets_of(history: Any) -> tuple[dict[tuple[int, int], dict[tuple[str, int], list[tuple[float, float]]]],
                                            dict[tuple[str, int], dict[str, Any]], set[tuple[str, int]], int]:
-    """Every offset the clients asked to commit, with the transactions that asked: (input
-    partition, offset) -> the client transactions whose ``send_offsets`` (or commit, or the
-    negative controls' consumer commit) carried it; each transaction's ``send_offsets`` operation;
-    the transactions their client saw abort for certain (an abort that returned, and no commit
-    asked that returned or ended unknown: such a commit may have taken effect before the abort);
-    and how many transactions recorded offsets."""
-    by_offset: dict[tuple[int, int], list[tuple[str, int]]] = defaultdict(list)
+    """Every offset the clients asked to commit: (input partition, offset) -> the client
+    transactions whose ``send_offsets`` (or commit, or the negative controls' consumer commit)
+    carried it, each with the windows (ms, harness clock) of those operations (one that did not
+    return ok ends at infinity: its request may land later). Also each transaction's
+    ``send_offsets`` operation; the transactions their client saw abort for certain (an abort
+    that returned, and no commit asked that returned or ended unknown: such a commit may have
+    taken effect before the abort); and how many transactions recorded offsets."""
+    by_offset: dict[tuple[int, int], dict[tuple[str, int], list[tuple[float, float]]]] = defaultdict(dict)
     send_ops: dict[tuple[str, int], dict[str, Any]] = {}
     recorded: set[tuple[str, int]] = set()
     for op in history.ops:
@@ -174,10 +176,11 @@ def sent_offsets_of(history: Any) -> tuple[dict[tuple[int, int], list[tuple[str,
         key = (op["process"], seq)
         if op["f"] == "send_offsets":
             send_ops[key] = op
+        window = (op["invoke_time"] * 1000, op["complete_time"] * 1000
+                  if op["outcome"] == "ok" and op["complete_time"] is not None else float("inf"))
         for p, o in (op["value"].get("offsets") or {}).items():
             recorded.add(key)
-            if key not in by_offset[(int(p), int(o))]:
-                by_offset[(int(p), int(o))].append(key)
+            by_offset[(int(p), int(o))].setdefault(key, []).append(window)
     aborted = set()
     for key, ends in history.txn_ends.items():
         commits = [op for op in ends if op["f"] == "commit"]
@@ -188,19 +191,34 @@ def sent_offsets_of(history: Any) -> tuple[dict[tuple[int, int], list[tuple[str,
 
 
 def stray_offset_commit_cases(history: Any, offset_log: list[dict[str, Any]], topic: str,
-                              ) -> tuple[list[dict[str, Any]], int]:
+                              clock: tuple[float, float] | None = None,
+                              unplaceable: Callable[[float], bool] | None = None,
+                              ) -> tuple[list[dict[str, Any]], int, dict[str, Any]]:
     """An offset commit in the group's committed offsets log that no transaction which may have
-    committed asked for: sent by no transaction at all, or only by transactions their client saw
-    abort. An aborted transaction's offset commit is aborted with it (the committed view leaves it
-    out), so one that is committed was carried by another transaction: a client that keeps a
-    failed transaction's offsets and sends them with a later one (a partition's position then
-    jumps over inputs no committed transaction processed, or moves back). Each case names the
-    transactions that sent the offset, with their ``send_offsets`` outcome and whether the group
-    coordinator refused it (``refused``: it then wrote nothing), and for each the next transaction
-    its process saw commit after it (``next_committed``, the likely carrier). ``refused`` on the
-    case: every sender's offsets were refused (or nobody sent them), so no transaction the
-    coordinator accepted them in can have been committed late. Returns the cases and how many
-    transactions recorded offsets."""
+    committed sent: sent by no transaction at all, or only by transactions their client saw abort,
+    or (``clock``) written when none of those that may have committed was sending it. An aborted
+    transaction's offset commit is aborted with it (the committed view leaves it out), so one that
+    is committed was carried by another transaction: a client that keeps a failed transaction's
+    offsets and sends them with a later one (a partition's position then jumps over inputs no
+    committed transaction processed, or moves back).
+
+    ``clock``: (the brokers' clock ahead of the harness's, the tolerance), both ms; None where it
+    is not known, and then a commit is matched to its senders by value alone. The group
+    coordinator stamps an offset commit with its own time when it takes the request, so a commit
+    one transaction sent lies within that transaction's sending operation (which returned ok:
+    one that did not may land later); ``unplaceable``: a harness-clock time (ms) a clock fault may
+    have moved the stamp of, judged by value alone.
+
+    Each case names the transactions that sent the offset, with their ``send_offsets`` outcome and
+    whether the group coordinator refused it (``refused``: it then wrote nothing), and for each the
+    next transaction its process saw commit after it (``next_committed``, the likely carrier), and
+    the partition's offset the log held before it (``moved_from``; None: its first commit).
+    ``refused`` on the case: no transaction the coordinator may have taken the offset in can have
+    written it (each sender that aborted was refused; each that may have committed was placed
+    outside), so no late EndTxn can have committed it either. Returns the cases, how many
+    transactions recorded offsets, and the timing: how many commits with such senders were placed
+    in one's window and how many outside, and ``by_value_only`` (no clock, or more outside than
+    placed: the stamps do not line up, so none was judged by its time)."""
     sent, send_ops, aborted, recorded = sent_offsets_of(history)
     committed_after: dict[str, list[tuple[float, tuple[str, int]]]] = defaultdict(list)
     for key, ends in history.txn_ends.items():
@@ -209,11 +227,35 @@ def stray_offset_commit_cases(history: Any, offset_log: list[dict[str, Any]], to
                 committed_after[key[0]].append((op["complete_time"] or op["invoke_time"], key))
     for commits in committed_after.values():
         commits.sort()
+    def placed(c: dict[str, Any], live: list[tuple[str, int]]) -> bool | None:
+        """Whether a commit's stamp lies in a window of one of its senders that may have committed
+        (None: it cannot be placed)."""
+        if clock is None or c.get("commit_timestamp") is None:
+            return None
+        at = c["commit_timestamp"] - clock[0]
+        if unplaceable is not None and unplaceable(at):
+            return None
+        eps = CLOCK_EPS_MS + clock[1]
+        return any(lo - eps <= at <= hi + eps for key in live for lo, hi in sent[(c["partition"], c["offset"])][key])
+
+    log = sorted(offset_log, key=lambda c: (c["log_partition"], c["log_offset"]))
+    where = {id(c): placed(c, live) for c in log
+             if (live := [k for k in sent.get((c["partition"], c["offset"]), {}) if k not in aborted])}
+    timing = {"placed": sum(1 for v in where.values() if v), "outside": sum(1 for v in where.values() if v is False)}
+    # stamps that mostly miss their senders' windows say the clocks do not line up (a wrong
+    # measurement), not that most commits were carried: then match by value alone
+    timing["by_value_only"] = clock is None or timing["outside"] > timing["placed"]
     cases = []
-    for c in offset_log:
-        senders = sent.get((c["partition"], c["offset"]), [])
-        if any(key not in aborted for key in senders):
-            continue
+    before: dict[int, int] = {}
+    for c in log:
+        previous = before.get(c["partition"])
+        before[c["partition"]] = c["offset"]
+        senders = sent.get((c["partition"], c["offset"]), {})
+        at = None
+        if id(c) in where:
+            if where[id(c)] is not False or timing["by_value_only"]:
+                continue
+            at = c["commit_timestamp"] - clock[0]
         evidence = []
         for key in senders:
             ev = history.txn_evidence(key)
@@ -221,17 +263,26 @@ def stray_offset_commit_cases(history: Any, offset_log: list[dict[str, Any]], to
             if op is not None:
                 ev["send_offsets"] = {"outcome": op["outcome"], "error": op.get("error"),
                                       "refused": op["outcome"] == "fail" and refused(op.get("error"))}
-            ended = max(op["complete_time"] or op["invoke_time"] for op in history.txn_ends[key])
-            carrier = next((k for t, k in committed_after.get(key[0], ()) if t > ended), None)
+            ends = history.txn_ends.get(key)
+            ended = max(op["complete_time"] or op["invoke_time"] for op in ends) if ends else None
+            carrier = next((k for t, k in committed_after.get(key[0], ()) if ended is not None and t > ended), None)
             if carrier is not None:
                 ev["next_committed"] = history.txn_evidence(carrier)
             evidence.append(ev)
-        explanation = (explain("stray-offset-commit.aborted", topic=topic, p=c["partition"], o=c["offset"],
-                               senders=", ".join(f"{k[0]}'s {k[1]}" for k in senders[:5])
-                               + (f" and {len(senders) - 5} more" if len(senders) > 5 else "")) if senders
-                       else explain("stray-offset-commit", topic=topic, p=c["partition"], o=c["offset"]))
+        names = ", ".join(f"{k[0]}'s {k[1]}" for k in list(senders)[:5]) + \
+            (f" and {len(senders) - 5} more" if len(senders) > 5 else "")
+        if at is not None:
+            explanation = explain("stray-offset-commit.outside", topic=topic, p=c["partition"], o=c["offset"],
+                                  at=at / 1000, senders=names)
+        elif senders:
+            explanation = explain("stray-offset-commit.aborted", topic=topic, p=c["partition"], o=c["offset"],
+                                  senders=names)
+        else:
+            explanation = explain("stray-offset-commit", topic=topic, p=c["partition"], o=c["offset"])
         cases.append({"explanation": explanation,
                       "offset_commit": {**c, "log": f"__consumer_offsets-{c['log_partition']}"},
-                      "refused": all((ev.get("send_offsets") or {}).get("refused") for ev in evidence),
+                      "moved_from": previous,
+                      "refused": all((ev.get("send_offsets") or {}).get("refused")
+                                     for ev, key in zip(evidence, senders) if key in aborted),
                       "transactions": evidence})
-    return cases, recorded
+    return cases, recorded, timing

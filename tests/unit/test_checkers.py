@@ -108,6 +108,13 @@ def _cleaned(rows: list[tuple[int, int, bytes, bytes]], to: int | None) -> list[
     return [r for r in rows if r[1] >= to or last[r[2]] == r[1]]
 
 
+def _sent_ms(lines: list[dict], partition: int, offset: int) -> int:
+    """When the group coordinator stamps an offset commit: when the first operation of the history
+    that carries it was invoked (the client's request), else 1 (nobody sent it)."""
+    return next((round(l["time"] * 1000) for l in lines if l["type"] == "invoke"
+                 and (l["value"].get("offsets") or {}).get(str(partition)) == offset), 1)
+
+
 def _offset_record(group: str, topic: str, partition: int, offset: int, ts: int = 1) -> tuple[bytes, bytes]:
     """An OffsetCommitKey (type 1) / OffsetCommitValue v1 record, encoded by hand."""
     import struct
@@ -362,10 +369,12 @@ class RunBuilder:
         if commits is None:
             commits = [(int(p), o) for l in lines if l["f"] in ("commit", "commit_offsets") and l["type"] == "ok"
                        for p, o in (l["value"].get("offsets") or {}).items()]
-        offsets = [(0, i, *_offset_record("g", "in", p, o)) for i, (p, o) in enumerate(commits)]
+        offsets = [(0, i, *_offset_record("g", "in", p, o, _sent_ms(lines, p, o) + self.broker_clock_ms))
+                   for i, (p, o) in enumerate(commits)]
         _write_topic(run, "__consumer_offsets", "committed", offsets)
         _write_topic(run, "__consumer_offsets", "raw", offsets + [
-            (0, len(offsets) + i, *_offset_record("g", "in", p, o)) for i, (p, o) in enumerate(self.raw_only_offset_commits)])
+            (0, len(offsets) + i, *_offset_record("g", "in", p, o, _sent_ms(lines, p, o) + self.broker_clock_ms))
+            for i, (p, o) in enumerate(self.raw_only_offset_commits)])
         inputs = [(p, o, self.input_ids.get((p, o), f"id-{p}-{o}").encode(), b"{}") for p, o in self.inputs]
         _write_topic(run, "in", "committed", inputs)
         _write_topic(run, "in", "raw", inputs + [(p, o, f"id-{p}-{o}".encode(), b"{}") for p, o in self.raw_only_inputs])

@@ -62,7 +62,7 @@ PER_TXID = {"run-w1": {"0": 3}}  # classic protocol (kafka-python has no KIP-890
 
 
 def test_an_offset_only_an_aborted_transaction_sent_is_named_with_the_next_commit_of_its_process():
-    cases, recorded = stray_offset_commit_cases(_history(), CARRIED, "in")
+    cases, recorded, _ = stray_offset_commit_cases(_history(), CARRIED, "in")
     assert recorded == 3
     [case] = cases
     assert "in/2 at 75" in case["explanation"] and "w1.1's 34" in case["explanation"]
@@ -115,3 +115,61 @@ def test_refusals_in_each_clients_words():
         assert refused(error), error
     for error in (None, "", "KafkaTimeoutError: timed out", "NotCoordinatorError", "REQUEST_TIMED_OUT"):
         assert not refused(error), error
+
+
+def test_the_inputs_a_refused_stray_commit_skipped_are_the_clients():
+    """The stray commit moved p2 from 71 to 75: inputs 71-74 are lost inputs, and an offset moved
+    back to a stray one is its doing too; both labelled candidates through it (attribution.attribute)."""
+    from kchaos.verifier.attribution import attribute
+
+    [stray] = stray_offset_commit_cases(_history(), CARRIED, "in")[0]
+    assert stray["moved_from"] == 71
+    lost = [{"explanation": f"input at in/2@{o}", "input": {"id": f"i{o}", "partition": 2, "offset": o},
+             "transactions": [{"process": "w1.1", "txn_seq": 34, "txid": "run-w1"}]} for o in (70, 71, 74, 75)]
+    back = {"explanation": "moved back", "offset_commits": [{"partition": 2, "offset": 80}, {"partition": 2, "offset": 75}],
+            "written_by": []}
+    got = attribute({"anomalies": {"stray-offset-commit": [stray], "lost-input": lost, "offsets-backwards": [back]},
+                     "facts": {"commits_by_client_tv_per_txid": PER_TXID}})
+    labels = [c["label"] for c in got["cases"]["lost-input"]]
+    assert labels == ["classic-protocol", "candidate", "candidate", "classic-protocol"], got["cases"]["lost-input"]
+    assert "moved from 71 to 75" in got["cases"]["lost-input"][1]["why"]
+    assert got["cases"]["offsets-backwards"][0]["label"] == "candidate"
+    # a stray whose senders may have reached the coordinator explains nothing further
+    [maybe] = stray_offset_commit_cases(_history("timeout"), CARRIED, "in")[0]
+    got = attribute({"anomalies": {"stray-offset-commit": [maybe], "lost-input": lost[1:2]},
+                     "facts": {"commits_by_client_tv_per_txid": PER_TXID}})
+    assert got["cases"]["lost-input"][0]["label"] == "classic-protocol"
+
+
+def _stamped(*commits: tuple[int, int, float]) -> list[dict[str, Any]]:
+    """Offset commits stamped by the group coordinator (ms, its clock)."""
+    return [{"log_partition": 4, "log_offset": i, "partition": p, "offset": o, "commit_timestamp": ms}
+            for i, (p, o, ms) in enumerate(commits)]
+
+
+def test_a_second_commit_of_an_offset_outside_its_senders_windows_is_carried():
+    """F19's second shape (client-zombie seed 2): another member committed p3@76 in its own
+    transaction 47 (sent at 11.0-11.1 s), and w1's refused transaction 34 had sent the same offset
+    (here: 34 sends p3@76). The log holds p3@76 twice; the second, stamped at 20 s, lies in no
+    window of a sender that may have committed: carried. By value alone it would pass."""
+    history = _history()
+    history.ops = [op if not (op["f"] == "send_offsets" and op["value"].get("txn_seq") == 34)
+                   else {**op, "value": {"txn_seq": 34, "offsets": {"3": 76}}} for op in history.ops]
+    sent_at = next(op["invoke_time"] for op in history.ops if op["f"] == "send_offsets" and op["value"]["txn_seq"] == 47)
+    log = _stamped((2, 71, 3000), (3, 72, 3000), (3, 76, sent_at * 1000 + 1), (3, 76, 20000))
+    [case], _, timing = stray_offset_commit_cases(history, log, "in", clock=(0.0, 0.0))
+    assert "in/3 at 76 at 20.000" in case["explanation"] and "w1.1's 47" in case["explanation"]
+    assert case["offset_commit"]["log_offset"] == 3 and case["moved_from"] == 76 and case["refused"]
+    assert timing == {"placed": 3, "outside": 1, "by_value_only": False}
+    assert stray_offset_commit_cases(history, log, "in")[0] == []  # no clock: by value
+    # a stamp a clock fault may have moved is matched by value alone
+    assert stray_offset_commit_cases(history, log, "in", (0.0, 0.0), lambda ms: ms > 15000)[0] == []
+    # the brokers' clock measured 9 s ahead: the late stamp is 11 s on the harness's, in 47's window
+    shifted = _stamped((2, 71, 12000), (3, 72, 12000), (3, 76, sent_at * 1000 + 9001), (3, 76, sent_at * 1000 + 9002))
+    assert stray_offset_commit_cases(history, shifted, "in", clock=(9000.0, 5.0))[0] == []
+
+
+def test_stamps_that_miss_most_windows_are_a_wrong_clock_not_carried_commits():
+    log = _stamped((2, 71, 99000), (3, 72, 99000), (3, 76, 99000))
+    cases, _, timing = stray_offset_commit_cases(_history(), log, "in", clock=(0.0, 1.0))
+    assert cases == [] and timing["by_value_only"] and timing["outside"] == 3
