@@ -19,8 +19,8 @@ Each safety anomaly case gets one label, from what the run observed:
   twice; a lost input its own consumer went on past after aborting it, ``passed_over``; an
   offset moved back by a member the group had moved on from, ``partition_moved_to``; a lost
   write whose missing outputs the raw log does not hold at all, ``outputs.in_raw_log``; a stray
-  offset commit whose senders the group coordinator refused, ``refused``, and a lost input or an
-  offset moved back that such a commit made): a
+  offset commit that no sender's request can have written, ``carried``, and a lost input, a
+  duplicate or an offset moved back that such a commit made): a
   candidate against the client or the broker, whose clean control is the same campaign with the
   Java client on TV2;
 - ``unattributed``: the case names no transactional id, the log recorded no commit of its ids, or
@@ -77,21 +77,28 @@ def protocol_of(counts: dict[str, int] | None) -> str | None:
     return "both" if KIP890_TV in versions else "classic"
 
 
-def refused_strays(anomalies: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    """The stray offset commits whose senders the group coordinator refused (``refused``), each as
-    its partition, the offset it moved from and the one it committed."""
+def carried_strays(anomalies: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """The stray offset commits no sender's request can have written (``carried``), each as its
+    partition, the offset it moved from and the one it committed."""
     return [{"partition": c["offset_commit"]["partition"], "from": c.get("moved_from"), "to": c["offset_commit"]["offset"]}
-            for c in anomalies.get("stray-offset-commit") or [] if isinstance(c, dict) and c.get("refused")]
+            for c in anomalies.get("stray-offset-commit") or [] if isinstance(c, dict) and c.get("carried")]
 
 
 def _moved_by_stray(anomaly: str, case: Any, strays: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The refused stray commit that explains a lost input (it moved the partition's offset from at
-    or below the input to past it) or an offset moved back (it is the lower commit), if any."""
+    """The carried stray commit that explains a lost input (it moved the partition's offset from at
+    or below the input to past it), a duplicate (it moved the offset back from past the input to
+    at or below it: the input was processed again) or an offset moved back (it is the lower
+    commit), if any."""
     if not isinstance(case, dict):
         return None
     if anomaly == "lost-input" and isinstance(case.get("input"), dict):
         p, o = case["input"].get("partition"), case["input"].get("offset")
         return next((s for s in strays if s["partition"] == p and s["from"] is not None and s["from"] <= o < s["to"]),
+                    None)
+    if anomaly == "duplicate" and case.get("records"):
+        # processed again: the stray moved its partition's offset back past it
+        p, o = case["records"][0].get("in_partition"), case["records"][0].get("in_offset")
+        return next((s for s in strays if s["partition"] == p and s["from"] is not None and s["to"] <= o < s["from"]),
                     None)
     if anomaly == "offsets-backwards" and len(case.get("offset_commits") or []) == 2:
         after = case["offset_commits"][1]
@@ -102,16 +109,15 @@ def _moved_by_stray(anomaly: str, case: Any, strays: list[dict[str, Any]]) -> di
 def label_case(anomaly: str, case: Any, per_txid: dict[str, dict[str, int]], ended_by_late: set[str],
                strays: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """One case of type ``anomaly``: its label and why (see the module's docstring). ``strays``:
-    the run's refused stray offset commits (refused_strays)."""
+    the run's carried stray offset commits (carried_strays)."""
     ids = sorted(_case_ids(case, set(per_txid)))
     stray = _moved_by_stray(anomaly, case, strays or [])
     if stray:
         return {"label": "candidate", "txids": ids,
                 "why": f"the group's offset of partition {stray['partition']} moved from {stray['from']} to "
-                       f"{stray['to']} by an offset commit that no transaction which may have committed sent, and "
-                       "that the group coordinator refused where it was sent (stray-offset-commit): a later "
-                       "transaction carried it; the client's; its control is the same campaign with the Java client "
-                       "on TV2"}
+                       f"{stray['to']} by an offset commit that no request of a transaction that sent it can have "
+                       "written (stray-offset-commit): another transaction carried it; the client's; its control is "
+                       "the same campaign with the Java client on TV2"}
     if not ids:
         return {"label": "unattributed", "why": "the case names no transactional id"}
     protocols = {txid: protocol_of(per_txid.get(txid)) for txid in ids}
@@ -160,12 +166,12 @@ def label_case(anomaly: str, case: Any, per_txid: dict[str, dict[str, int]], end
                        "TxnOffsetCommit KIP-447 (its generation and member id) lets the group coordinator refuse; "
                        "the client's, not a late EndTxn's; its control is the same campaign with the Java client "
                        "on TV2"}
-    if anomaly == "stray-offset-commit" and isinstance(case, dict) and case.get("refused"):
+    if anomaly == "stray-offset-commit" and isinstance(case, dict) and case.get("carried"):
         return {"label": "candidate", "txids": ids,
-                "why": "the group coordinator refused the offset in every transaction that sent it (it writes nothing "
-                       "for a refused TxnOffsetCommit), so no late EndTxn can have committed it there: a later "
-                       "transaction carried it, unasked; the client's; its control is the same campaign with the "
-                       "Java client on TV2"}
+                "why": "no request of a transaction that sent the offset can have written the record (the group "
+                       "coordinator refused it, or stamped the record while that transaction was not sending it), so "
+                       "no late EndTxn of theirs committed it: another transaction carried it, unasked; the client's; "
+                       "its control is the same campaign with the Java client on TV2"}
     if anomaly not in SHAPES:
         return {"label": "candidate", "txids": ids,
                 "why": f"classic protocol, but a late EndTxn does not make {anomaly}; its control is the same "
@@ -190,7 +196,7 @@ def attribute(results: dict[str, Any]) -> dict[str, Any] | None:
     per_txid = facts.get("commits_by_client_tv_per_txid") or {}
     late = (facts.get("late_requests") or {}).get("requests") or []
     ended_by_late = {r["transactional_id"] for r in late if r.get("ended_a_transaction") and r.get("transactional_id")}
-    strays = refused_strays(anomalies)
+    strays = carried_strays(anomalies)
     cases = {name: [label_case(name, case, per_txid, ended_by_late, strays) for case in cs]
              for name, cs in sorted(anomalies.items())}
     by_anomaly = {name: dict(Counter(c["label"] for c in labelled)) for name, labelled in cases.items()}

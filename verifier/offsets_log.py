@@ -209,13 +209,14 @@ def stray_offset_commit_cases(history: Any, offset_log: list[dict[str, Any]], to
     one that did not may land later); ``unplaceable``: a harness-clock time (ms) a clock fault may
     have moved the stamp of, judged by value alone.
 
-    Each case names the transactions that sent the offset, with their ``send_offsets`` outcome and
-    whether the group coordinator refused it (``refused``: it then wrote nothing), and for each the
-    next transaction its process saw commit after it (``next_committed``, the likely carrier), and
-    the partition's offset the log held before it (``moved_from``; None: its first commit).
-    ``refused`` on the case: no transaction the coordinator may have taken the offset in can have
-    written it (each sender that aborted was refused; each that may have committed was placed
-    outside), so no late EndTxn can have committed it either. Returns the cases, how many
+    Each case names the transactions that sent the offset, with their ``send_offsets`` outcome,
+    whether the group coordinator refused it (``refused``: it then wrote nothing), whether its
+    request can have written the record (``wrote_it``: not if refused, nor if the stamp lies
+    outside its sending), and the next transaction its process saw commit after it
+    (``next_committed``, the likely carrier); and the partition's offset the log held before it
+    (``moved_from``; None: its first commit). ``carried`` on the case: no sender's request can
+    have written the record, so another transaction's did, and no late EndTxn of a sender's
+    transaction can have committed it. Returns the cases, how many
     transactions recorded offsets, and the timing: how many commits with such senders were placed
     in one's window and how many outside, and ``by_value_only`` (no clock, or more outside than
     placed: the stamps do not line up, so none was judged by its time)."""
@@ -227,20 +228,25 @@ def stray_offset_commit_cases(history: Any, offset_log: list[dict[str, Any]], to
                 committed_after[key[0]].append((op["complete_time"] or op["invoke_time"], key))
     for commits in committed_after.values():
         commits.sort()
-    def placed(c: dict[str, Any], live: list[tuple[str, int]]) -> bool | None:
-        """Whether a commit's stamp lies in a window of one of its senders that may have committed
-        (None: it cannot be placed)."""
+    def stamp(c: dict[str, Any]) -> float | None:
+        """A commit's stamp on the harness's clock, or None where it cannot be placed."""
         if clock is None or c.get("commit_timestamp") is None:
             return None
         at = c["commit_timestamp"] - clock[0]
-        if unplaceable is not None and unplaceable(at):
-            return None
-        eps = CLOCK_EPS_MS + clock[1]
-        return any(lo - eps <= at <= hi + eps for key in live for lo, hi in sent[(c["partition"], c["offset"])][key])
+        return None if unplaceable is not None and unplaceable(at) else at
+
+    eps = CLOCK_EPS_MS + (clock[1] if clock else 0.0)
+
+    def within(at: float, key: tuple[str, int], p: int, o: int) -> bool:
+        return any(lo - eps <= at <= hi + eps for lo, hi in sent[(p, o)][key])
 
     log = sorted(offset_log, key=lambda c: (c["log_partition"], c["log_offset"]))
-    where = {id(c): placed(c, live) for c in log
-             if (live := [k for k in sent.get((c["partition"], c["offset"]), {}) if k not in aborted])}
+    where: dict[int, bool | None] = {}
+    for c in log:
+        live = [k for k in sent.get((c["partition"], c["offset"]), {}) if k not in aborted]
+        if live:
+            at = stamp(c)
+            where[id(c)] = None if at is None else any(within(at, k, c["partition"], c["offset"]) for k in live)
     timing = {"placed": sum(1 for v in where.values() if v), "outside": sum(1 for v in where.values() if v is False)}
     # stamps that mostly miss their senders' windows say the clocks do not line up (a wrong
     # measurement), not that most commits were carried: then match by value alone
@@ -250,19 +256,23 @@ def stray_offset_commit_cases(history: Any, offset_log: list[dict[str, Any]], to
     for c in log:
         previous = before.get(c["partition"])
         before[c["partition"]] = c["offset"]
+        if id(c) in where and (where[id(c)] is not False or timing["by_value_only"]):
+            continue
         senders = sent.get((c["partition"], c["offset"]), {})
-        at = None
-        if id(c) in where:
-            if where[id(c)] is not False or timing["by_value_only"]:
-                continue
-            at = c["commit_timestamp"] - clock[0]
+        at = None if timing["by_value_only"] else stamp(c)
         evidence = []
         for key in senders:
             ev = history.txn_evidence(key)
             op = send_ops.get(key)
+            no = op is not None and op["outcome"] == "fail" and refused(op.get("error"))
             if op is not None:
-                ev["send_offsets"] = {"outcome": op["outcome"], "error": op.get("error"),
-                                      "refused": op["outcome"] == "fail" and refused(op.get("error"))}
+                ev["send_offsets"] = {"outcome": op["outcome"], "error": op.get("error"), "refused": no}
+            # whether this sender's request can have written the record: not if the coordinator
+            # refused it (it writes nothing then), nor if it stamped the record while the sender
+            # was not sending it
+            ev["wrote_it"] = ("no: the group coordinator refused it" if no else
+                              "no: stamped outside its sending" if at is not None
+                              and not within(at, key, c["partition"], c["offset"]) else "maybe")
             ends = history.txn_ends.get(key)
             ended = max(op["complete_time"] or op["invoke_time"] for op in ends) if ends else None
             carrier = next((k for t, k in committed_after.get(key[0], ()) if ended is not None and t > ended), None)
@@ -271,7 +281,7 @@ def stray_offset_commit_cases(history: Any, offset_log: list[dict[str, Any]], to
             evidence.append(ev)
         names = ", ".join(f"{k[0]}'s {k[1]}" for k in list(senders)[:5]) + \
             (f" and {len(senders) - 5} more" if len(senders) > 5 else "")
-        if at is not None:
+        if id(c) in where:
             explanation = explain("stray-offset-commit.outside", topic=topic, p=c["partition"], o=c["offset"],
                                   at=at / 1000, senders=names)
         elif senders:
@@ -282,7 +292,6 @@ def stray_offset_commit_cases(history: Any, offset_log: list[dict[str, Any]], to
         cases.append({"explanation": explanation,
                       "offset_commit": {**c, "log": f"__consumer_offsets-{c['log_partition']}"},
                       "moved_from": previous,
-                      "refused": all((ev.get("send_offsets") or {}).get("refused")
-                                     for ev, key in zip(evidence, senders) if key in aborted),
+                      "carried": all(ev["wrote_it"] != "maybe" for ev in evidence),
                       "transactions": evidence})
     return cases, recorded, timing

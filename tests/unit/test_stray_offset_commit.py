@@ -69,10 +69,10 @@ def test_an_offset_only_an_aborted_transaction_sent_is_named_with_the_next_commi
     assert case["offset_commit"]["log"] == "__consumer_offsets-4"
     [sender] = case["transactions"]
     assert (sender["txn_seq"], sender["outcome"]) == (34, "aborted")
-    assert sender["send_offsets"]["refused"] and case["refused"]
+    assert sender["send_offsets"]["refused"] and sender["wrote_it"].startswith("no") and case["carried"]
     assert sender["next_committed"]["txn_seq"] == 47
     got = label_case("stray-offset-commit", case, PER_TXID, set())
-    assert got["label"] == "candidate" and "refused" in got["why"]
+    assert got["label"] == "candidate" and "carried it" in got["why"]
 
 
 def test_the_offsets_of_transactions_that_may_have_committed_are_no_stray():
@@ -90,7 +90,7 @@ def test_an_offset_the_coordinator_may_have_taken_is_the_classic_protocols_to_ex
     # EndTxn of an earlier transaction can then commit it before the client's abort (KAFKA-17754)
     for first in ("timeout", "ok"):
         [case] = stray_offset_commit_cases(_history(first), CARRIED, "in")[0]
-        assert not case["refused"]
+        assert not case["carried"] and case["transactions"][0]["wrote_it"] == "maybe"
         assert label_case("stray-offset-commit", case, PER_TXID, set())["label"] == "classic-protocol"
         assert label_case("stray-offset-commit", case, PER_TXID, {"run-w1"})["label"] == "kafka-17754"
 
@@ -117,7 +117,7 @@ def test_refusals_in_each_clients_words():
         assert not refused(error), error
 
 
-def test_the_inputs_a_refused_stray_commit_skipped_are_the_clients():
+def test_the_inputs_a_carried_stray_commit_skipped_are_the_clients():
     """The stray commit moved p2 from 71 to 75: inputs 71-74 are lost inputs, and an offset moved
     back to a stray one is its doing too; both labelled candidates through it (attribution.attribute)."""
     from kchaos.verifier.attribution import attribute
@@ -128,8 +128,13 @@ def test_the_inputs_a_refused_stray_commit_skipped_are_the_clients():
              "transactions": [{"process": "w1.1", "txn_seq": 34, "txid": "run-w1"}]} for o in (70, 71, 74, 75)]
     back = {"explanation": "moved back", "offset_commits": [{"partition": 2, "offset": 80}, {"partition": 2, "offset": 75}],
             "written_by": []}
-    got = attribute({"anomalies": {"stray-offset-commit": [stray], "lost-input": lost, "offsets-backwards": [back]},
+    again = [{"explanation": f"input 2@{o} twice", "records": [{"in_partition": 2, "in_offset": o, "txid": "run-w1"}] * 2}
+             for o in (76, 80)]
+    moved_back = {**stray, "moved_from": 80}  # had it moved 80 -> 75, input 2@76 would be read again
+    got = attribute({"anomalies": {"stray-offset-commit": [stray, moved_back], "lost-input": lost,
+                                   "offsets-backwards": [back], "duplicate": again},
                      "facts": {"commits_by_client_tv_per_txid": PER_TXID}})
+    assert [c["label"] for c in got["cases"]["duplicate"]] == ["candidate", "classic-protocol"]
     labels = [c["label"] for c in got["cases"]["lost-input"]]
     assert labels == ["classic-protocol", "candidate", "candidate", "classic-protocol"], got["cases"]["lost-input"]
     assert "moved from 71 to 75" in got["cases"]["lost-input"][1]["why"]
@@ -149,7 +154,7 @@ def _stamped(*commits: tuple[int, int, float]) -> list[dict[str, Any]]:
 
 def test_a_second_commit_of_an_offset_outside_its_senders_windows_is_carried():
     """F19's second shape (client-zombie seed 2): another member committed p3@76 in its own
-    transaction 47 (sent at 11.0-11.1 s), and w1's refused transaction 34 had sent the same offset
+    transaction 47 (sent at 8.0-8.1 s), and w1's refused transaction 34 had sent the same offset
     (here: 34 sends p3@76). The log holds p3@76 twice; the second, stamped at 20 s, lies in no
     window of a sender that may have committed: carried. By value alone it would pass."""
     history = _history()
@@ -159,7 +164,7 @@ def test_a_second_commit_of_an_offset_outside_its_senders_windows_is_carried():
     log = _stamped((2, 71, 3000), (3, 72, 3000), (3, 76, sent_at * 1000 + 1), (3, 76, 20000))
     [case], _, timing = stray_offset_commit_cases(history, log, "in", clock=(0.0, 0.0))
     assert "in/3 at 76 at 20.000" in case["explanation"] and "w1.1's 47" in case["explanation"]
-    assert case["offset_commit"]["log_offset"] == 3 and case["moved_from"] == 76 and case["refused"]
+    assert case["offset_commit"]["log_offset"] == 3 and case["moved_from"] == 76 and case["carried"]
     assert timing == {"placed": 3, "outside": 1, "by_value_only": False}
     assert stray_offset_commit_cases(history, log, "in")[0] == []  # no clock: by value
     # a stamp a clock fault may have moved is matched by value alone
@@ -173,3 +178,17 @@ def test_stamps_that_miss_most_windows_are_a_wrong_clock_not_carried_commits():
     log = _stamped((2, 71, 99000), (3, 72, 99000), (3, 76, 99000))
     cases, _, timing = stray_offset_commit_cases(_history(), log, "in", clock=(0.0, 1.0))
     assert cases == [] and timing["by_value_only"] and timing["outside"] == 3
+
+
+def test_an_aborted_sender_stamped_outside_its_sending_did_not_write_it():
+    """Transaction 34's send_offsets returned ok and it aborted: by value alone a late EndTxn of
+    an earlier transaction could have committed its offsets (classic protocol). With the clocks
+    known, a record stamped while 34 was not sending it was written by another request."""
+    history = _history("ok")
+    op = next(op for op in history.ops if op["f"] == "send_offsets" and op["value"]["txn_seq"] == 34)
+    for ms, carried in ((op["invoke_time"] * 1000 + 1, False), (op["complete_time"] * 1000 + 5000, True)):
+        log = _stamped((2, 71, 3000), (3, 72, 3000), (2, 75, ms), (3, 76, 8050))
+        [case] = stray_offset_commit_cases(history, log, "in", clock=(0.0, 0.0))[0]
+        assert case["carried"] is carried, case["transactions"][0]["wrote_it"]
+        label = label_case("stray-offset-commit", case, PER_TXID, set())["label"]
+        assert label == ("candidate" if carried else "classic-protocol")
