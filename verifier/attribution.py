@@ -20,7 +20,8 @@ Each safety anomaly case gets one label, from what the run observed:
   offset moved back by a member the group had moved on from, ``partition_moved_to``; a lost
   write whose missing outputs the raw log does not hold at all, ``outputs.in_raw_log``; a stray
   offset commit that no sender's request can have written, ``carried``, and a lost input, a
-  duplicate or an offset moved back that such a commit made): a
+  duplicate or an offset moved back that such a commit made; a duplicate in the range an
+  offsets-backwards candidate moved the group's offset back over): a
   candidate against the client or the broker, whose clean control is the same campaign with the
   Java client on TV2;
 - ``unattributed``: the case names no transactional id, the log recorded no commit of its ids, or
@@ -199,6 +200,20 @@ def attribute(results: dict[str, Any]) -> dict[str, Any] | None:
     strays = carried_strays(anomalies)
     cases = {name: [label_case(name, case, per_txid, ended_by_late, strays) for case in cs]
              for name, cs in sorted(anomalies.items())}
+    # an input processed again because the group's offset moved back over it is the move's doing:
+    # a duplicate in the range of an offsets-backwards case labelled a candidate is one too
+    moves = [(c["offset_commits"][0], c["offset_commits"][1], label)
+             for c, label in zip(anomalies.get("offsets-backwards") or [], cases.get("offsets-backwards") or [])
+             if label["label"] == "candidate" and isinstance(c, dict) and len(c.get("offset_commits") or []) == 2]
+    for case, label in zip(anomalies.get("duplicate") or [], cases.get("duplicate") or []):
+        record = (case.get("records") or [{}])[0] if isinstance(case, dict) else {}
+        p, o = record.get("in_partition"), record.get("in_offset")
+        move = next((m for m in moves if m[0]["partition"] == p and o is not None
+                     and m[1]["offset"] <= o < m[0]["offset"]), None)
+        if label["label"] != "candidate" and move:
+            label.update(label="candidate", why=(
+                f"processed again after the group's committed offset of partition {p} moved back from "
+                f"{move[0]['offset']} to {move[1]['offset']} (offsets-backwards, a candidate: {move[2]['why']})"))
     by_anomaly = {name: dict(Counter(c["label"] for c in labelled)) for name, labelled in cases.items()}
     labels = Counter(c["label"] for labelled in cases.values() for c in labelled)
     return {"labels": {k: labels[k] for k in LABELS if labels[k]}, "by_anomaly": by_anomaly, "cases": cases,

@@ -105,3 +105,21 @@ def test_a_lost_write_never_written_is_a_candidate_and_an_aborted_one_the_protoc
     assert label_case("lost-write", lost(8), PER_TXID, {"run-w0"})["label"] == "kafka-17754"
     # the client did not see it commit (the coordinator's log did): not judged by this rule
     assert label_case("lost-write", lost(4, "unknown"), PER_TXID, set())["label"] == "classic-protocol"
+
+
+def test_a_duplicate_in_the_range_an_offset_moved_back_over_is_that_moves():
+    """The group's offset of partition 3 went back from 1768 to 4 (F17's rewind to the start,
+    committed): inputs 4 to 1767 are processed again. Those duplicates are the move's, a
+    candidate; one outside its range keeps the protocol's label."""
+    from kchaos.verifier.attribution import attribute
+
+    back = {"explanation": "moved back", "offset_commits": [{"partition": 3, "offset": 1768}, {"partition": 3, "offset": 4}],
+            "written_by": [{"process": "w3.2", "txn_seq": 9, "txid": "run-w0"}]}
+    dups = [{"explanation": f"input 3@{o} twice", "records": [{"in_partition": p, "in_offset": o, "txid": "run-w0"}] * 2}
+            for p, o in ((3, 4), (3, 1767), (3, 1768), (2, 100))]
+    got = attribute({"anomalies": {"offsets-backwards": [back], "duplicate": dups},
+                     "facts": {"commits_by_client_tv_per_txid": PER_TXID}})
+    assert got["cases"]["offsets-backwards"][0]["label"] == "candidate"
+    assert [c["label"] for c in got["cases"]["duplicate"]] == ["candidate", "candidate", "classic-protocol",
+                                                               "classic-protocol"]
+    assert "moved back from 1768 to 4" in got["cases"]["duplicate"][0]["why"]
