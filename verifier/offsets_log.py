@@ -162,7 +162,7 @@ def sent_offsets_of(history: Any) -> tuple[dict[tuple[int, int], dict[tuple[str,
     """Every offset the clients asked to commit: (input partition, offset) -> the client
     transactions whose ``send_offsets`` (or commit, or the negative controls' consumer commit)
     carried it, each with the windows (ms, harness clock) of those operations (one that did not
-    return ok ends at infinity: its request may land later). Also each transaction's
+    return ok, or a consumer's own commit, ends at infinity: its request may land later). Also each transaction's
     ``send_offsets`` operation; the transactions their client saw abort for certain (an abort
     that returned, and no commit asked that returned or ended unknown: such a commit may have
     taken effect before the abort); and how many transactions recorded offsets."""
@@ -176,8 +176,11 @@ def sent_offsets_of(history: Any) -> tuple[dict[tuple[int, int], dict[tuple[str,
         key = (op["process"], seq)
         if op["f"] == "send_offsets":
             send_ops[key] = op
+        # a consumer's own commit (the negative controls') may be sent after its call returns
+        # (an asynchronous commit): its window is not bounded
         window = (op["invoke_time"] * 1000, op["complete_time"] * 1000
-                  if op["outcome"] == "ok" and op["complete_time"] is not None else float("inf"))
+                  if op["outcome"] == "ok" and op["complete_time"] is not None and op["f"] != "commit_offsets"
+                  else float("inf"))
         for p, o in (op["value"].get("offsets") or {}).items():
             recorded.add(key)
             by_offset[(int(p), int(o))].setdefault(key, []).append(window)
