@@ -269,7 +269,9 @@ CHECKS: tuple[CheckDef, ...] = (
     CheckDef("stray-offset-commit",
              "a committed offset commit of the group that no transaction which may have committed sent: a "
              "transaction carried offsets it was not given",
-             (Requirement("history", None, f"{_NO_HISTORY}: nothing says which offsets each transaction sent"),
+             (Requirement("transactional", None, "not transactional: the consumer commits its own offsets (Kafka "
+                                                 "Streams' at_least_once records none)"),
+              Requirement("history", None, f"{_NO_HISTORY}: nothing says which offsets each transaction sent"),
               Requirement("offsets-log", UNKNOWN, _NO_OFFSETS_LOG)),
              explanations={"": ("the group committed {topic}/{p} at {o}, an offset no transaction of the history "
                                 "sent"),
