@@ -162,8 +162,8 @@ def sent_offsets_of(history: Any) -> tuple[dict[tuple[int, int], dict[tuple[str,
     """Every offset the clients asked to commit: (input partition, offset) -> the client
     transactions whose ``send_offsets`` (or commit, or the negative controls' consumer commit)
     carried it, each with the windows (ms, harness clock) of those operations (one that did not
-    return ok, or a consumer's own commit, ends at infinity: its request may land later). Also each transaction's
-    ``send_offsets`` operation; the transactions their client saw abort for certain (an abort
+    return ok, or a consumer's own commit, ends at infinity: its request may land later). Also
+    each transaction's ``send_offsets`` operation; the transactions their client saw abort for certain (an abort
     that returned, and no commit asked that returned or ended unknown: such a commit may have
     taken effect before the abort); and how many transactions recorded offsets."""
     by_offset: dict[tuple[int, int], dict[tuple[str, int], list[tuple[float, float]]]] = defaultdict(dict)
@@ -193,6 +193,18 @@ def sent_offsets_of(history: Any) -> tuple[dict[tuple[int, int], dict[tuple[str,
     return by_offset, send_ops, aborted, len(recorded)
 
 
+def _committed_in_order(history: Any) -> dict[str, list[tuple[float, tuple[str, int]]]]:
+    """Per process, its transactions that its client saw commit, by when the commit returned."""
+    out: dict[str, list[tuple[float, tuple[str, int]]]] = defaultdict(list)
+    for key, ends in history.txn_ends.items():
+        for op in ends:
+            if op["f"] == "commit" and op["outcome"] == "ok":
+                out[key[0]].append((op["complete_time"] or op["invoke_time"], key))
+    for commits in out.values():
+        commits.sort()
+    return out
+
+
 def stray_offset_commit_cases(history: Any, offset_log: list[dict[str, Any]], topic: str,
                               clock: tuple[float, float] | None = None,
                               unplaceable: Callable[[float], bool] | None = None,
@@ -219,18 +231,15 @@ def stray_offset_commit_cases(history: Any, offset_log: list[dict[str, Any]], to
     (``next_committed``, the likely carrier); and the partition's offset the log held before it
     (``moved_from``; None: its first commit). ``carried`` on the case: no sender's request can
     have written the record, so another transaction's did, and no late EndTxn of a sender's
-    transaction can have committed it. Returns the cases, how many
-    transactions recorded offsets, and the timing: how many commits with such senders were placed
-    in one's window and how many outside, and ``by_value_only`` (no clock, or more outside than
-    placed: the stamps do not line up, so none was judged by its time)."""
+    transaction can have committed it.
+
+    Returns the cases, how many transactions recorded offsets, and the timing: how many commits
+    with such senders were placed in one's window and how many outside, and ``by_value_only`` (no
+    clock, or more outside than placed: the stamps do not line up, so none was judged by time)."""
     sent, send_ops, aborted, recorded = sent_offsets_of(history)
-    committed_after: dict[str, list[tuple[float, tuple[str, int]]]] = defaultdict(list)
-    for key, ends in history.txn_ends.items():
-        for op in ends:
-            if op["f"] == "commit" and op["outcome"] == "ok":
-                committed_after[key[0]].append((op["complete_time"] or op["invoke_time"], key))
-    for commits in committed_after.values():
-        commits.sort()
+    committed_after = _committed_in_order(history)
+    eps = CLOCK_EPS_MS + (clock[1] if clock else 0.0)
+
     def stamp(c: dict[str, Any]) -> float | None:
         """A commit's stamp on the harness's clock, or None where it cannot be placed."""
         if clock is None or c.get("commit_timestamp") is None:
@@ -238,19 +247,35 @@ def stray_offset_commit_cases(history: Any, offset_log: list[dict[str, Any]], to
         at = c["commit_timestamp"] - clock[0]
         return None if unplaceable is not None and unplaceable(at) else at
 
-    eps = CLOCK_EPS_MS + (clock[1] if clock else 0.0)
+    def sending(at: float, key: tuple[str, int], c: dict[str, Any]) -> bool:
+        """Whether transaction ``key`` was sending ``c``'s offset at ``at``."""
+        return any(lo - eps <= at <= hi + eps for lo, hi in sent[(c["partition"], c["offset"])][key])
 
-    def within(at: float, key: tuple[str, int], p: int, o: int) -> bool:
-        return any(lo - eps <= at <= hi + eps for lo, hi in sent[(p, o)][key])
+    def sender(key: tuple[str, int], c: dict[str, Any], at: float | None) -> dict[str, Any]:
+        ev = history.txn_evidence(key)
+        op = send_ops.get(key)
+        no = op is not None and op["outcome"] == "fail" and refused(op.get("error"))
+        if op is not None:
+            ev["send_offsets"] = {"outcome": op["outcome"], "error": op.get("error"), "refused": no}
+        # whether its request can have written the record: not if the coordinator refused it (it
+        # writes nothing then), nor if it stamped the record while this one was not sending it
+        ev["wrote_it"] = ("no: the group coordinator refused it" if no else "no: stamped outside its sending"
+                          if at is not None and not sending(at, key, c) else "maybe")
+        ends = history.txn_ends.get(key)
+        ended = max(op["complete_time"] or op["invoke_time"] for op in ends) if ends else None
+        carrier = next((k for t, k in committed_after.get(key[0], ()) if ended is not None and t > ended), None)
+        if carrier is not None:
+            ev["next_committed"] = history.txn_evidence(carrier)
+        return ev
 
     log = sorted(offset_log, key=lambda c: (c["log_partition"], c["log_offset"]))
-    where: dict[int, bool | None] = {}
+    placed: dict[int, bool | None] = {}  # a commit with a sender that may have committed: in its window?
     for c in log:
         live = [k for k in sent.get((c["partition"], c["offset"]), {}) if k not in aborted]
         if live:
             at = stamp(c)
-            where[id(c)] = None if at is None else any(within(at, k, c["partition"], c["offset"]) for k in live)
-    timing = {"placed": sum(1 for v in where.values() if v), "outside": sum(1 for v in where.values() if v is False)}
+            placed[id(c)] = None if at is None else any(sending(at, k, c) for k in live)
+    timing = {"placed": sum(1 for v in placed.values() if v), "outside": sum(1 for v in placed.values() if v is False)}
     # stamps that mostly miss their senders' windows say the clocks do not line up (a wrong
     # measurement), not that most commits were carried: then match by value alone
     timing["by_value_only"] = clock is None or timing["outside"] > timing["placed"]
@@ -259,32 +284,14 @@ def stray_offset_commit_cases(history: Any, offset_log: list[dict[str, Any]], to
     for c in log:
         previous = before.get(c["partition"])
         before[c["partition"]] = c["offset"]
-        if id(c) in where and (where[id(c)] is not False or timing["by_value_only"]):
+        if id(c) in placed and (placed[id(c)] is not False or timing["by_value_only"]):
             continue
         senders = sent.get((c["partition"], c["offset"]), {})
         at = None if timing["by_value_only"] else stamp(c)
-        evidence = []
-        for key in senders:
-            ev = history.txn_evidence(key)
-            op = send_ops.get(key)
-            no = op is not None and op["outcome"] == "fail" and refused(op.get("error"))
-            if op is not None:
-                ev["send_offsets"] = {"outcome": op["outcome"], "error": op.get("error"), "refused": no}
-            # whether this sender's request can have written the record: not if the coordinator
-            # refused it (it writes nothing then), nor if it stamped the record while the sender
-            # was not sending it
-            ev["wrote_it"] = ("no: the group coordinator refused it" if no else
-                              "no: stamped outside its sending" if at is not None
-                              and not within(at, key, c["partition"], c["offset"]) else "maybe")
-            ends = history.txn_ends.get(key)
-            ended = max(op["complete_time"] or op["invoke_time"] for op in ends) if ends else None
-            carrier = next((k for t, k in committed_after.get(key[0], ()) if ended is not None and t > ended), None)
-            if carrier is not None:
-                ev["next_committed"] = history.txn_evidence(carrier)
-            evidence.append(ev)
+        evidence = [sender(key, c, at) for key in senders]
         names = ", ".join(f"{k[0]}'s {k[1]}" for k in list(senders)[:5]) + \
             (f" and {len(senders) - 5} more" if len(senders) > 5 else "")
-        if id(c) in where:
+        if id(c) in placed:
             explanation = explain("stray-offset-commit.outside", topic=topic, p=c["partition"], o=c["offset"],
                                   at=at / 1000, senders=names)
         elif senders:
