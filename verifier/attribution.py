@@ -21,7 +21,9 @@ Each safety anomaly case gets one label, from what the run observed:
   write whose missing outputs the raw log does not hold at all, ``outputs.in_raw_log``; a stray
   offset commit that no sender's request can have written, ``carried``, and a lost input, a
   duplicate or an offset moved back that such a commit made; a duplicate in the range an
-  offsets-backwards candidate moved the group's offset back over): a
+  offsets-backwards candidate moved the group's offset back over, or one a copy of which a
+  zombie's transaction wrote, one whose offset commit moved a partition back after the group had
+  given it to another member): a
   candidate against the client or the broker, whose clean control is the same campaign with the
   Java client on TV2;
 - ``unattributed``: the case names no transactional id, the log recorded no commit of its ids, or
@@ -205,15 +207,30 @@ def attribute(results: dict[str, Any]) -> dict[str, Any] | None:
     moves = [(c["offset_commits"][0], c["offset_commits"][1], label)
              for c, label in zip(anomalies.get("offsets-backwards") or [], cases.get("offsets-backwards") or [])
              if label["label"] == "candidate" and isinstance(c, dict) and len(c.get("offset_commits") or []) == 2]
+    # a copy written by a transaction that committed after the group had given its partition to
+    # another member (an offsets-backwards writer's partition_moved_to) is a zombie's write
+    zombies = {(w.get("process"), w.get("txn_seq")): w["partition_moved_to"]
+               for c in anomalies.get("offsets-backwards") or [] if isinstance(c, dict)
+               for w in c.get("written_by") or [] if w.get("partition_moved_to")}
     for case, label in zip(anomalies.get("duplicate") or [], cases.get("duplicate") or []):
-        record = (case.get("records") or [{}])[0] if isinstance(case, dict) else {}
+        if label["label"] == "candidate" or not isinstance(case, dict):
+            continue
+        record = (case.get("records") or [{}])[0]
         p, o = record.get("in_partition"), record.get("in_offset")
         move = next((m for m in moves if m[0]["partition"] == p and o is not None
                      and m[1]["offset"] <= o < m[0]["offset"]), None)
-        if label["label"] != "candidate" and move:
+        zombie = next(((t["process"], t["txn_seq"]) for t in case.get("transactions") or []
+                       if (t.get("process"), t.get("txn_seq")) in zombies), None)
+        if move:
             label.update(label="candidate", why=(
                 f"processed again after the group's committed offset of partition {p} moved back from "
                 f"{move[0]['offset']} to {move[1]['offset']} (offsets-backwards, a candidate: {move[2]['why']})"))
+        elif zombie:
+            label.update(label="candidate", why=(
+                f"one copy is {zombie[0]}'s transaction {zombie[1]}, which committed after the group had given its "
+                f"partition to {zombies[zombie].get('process')} (offsets-backwards): a zombie's write, which KIP-447 "
+                "(the generation in TxnOffsetCommit) lets the group coordinator refuse; the client's; its control is "
+                "the same campaign with the Java client on TV2"))
     by_anomaly = {name: dict(Counter(c["label"] for c in labelled)) for name, labelled in cases.items()}
     labels = Counter(c["label"] for labelled in cases.values() for c in labelled)
     return {"labels": {k: labels[k] for k in LABELS if labels[k]}, "by_anomaly": by_anomaly, "cases": cases,

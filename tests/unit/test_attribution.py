@@ -123,3 +123,23 @@ def test_a_duplicate_in_the_range_an_offset_moved_back_over_is_that_moves():
     assert [c["label"] for c in got["cases"]["duplicate"]] == ["candidate", "candidate", "classic-protocol",
                                                                "classic-protocol"]
     assert "moved back from 1768 to 4" in got["cases"]["duplicate"][0]["why"]
+
+
+def test_a_duplicate_a_zombie_transaction_wrote_is_the_clients():
+    """F14's shape: w1.1's transaction 48 committed after the group had given partition 1 to w2.1
+    (its offset commit moved the partition back: written_by, partition_moved_to). A duplicate one
+    of whose copies it wrote is the zombie's write, a candidate; another keeps its label."""
+    from kchaos.verifier.attribution import attribute
+
+    back = {"explanation": "moved back", "offset_commits": [{"partition": 1, "offset": 461}, {"partition": 1, "offset": 115}],
+            "written_by": [{"process": "w1.1", "txn_seq": 48, "txid": "run-w0",
+                            "partition_moved_to": {"process": "w2.1"}}]}
+    dups = [{"explanation": f"input 1@{o} twice", "records": [{"in_partition": 1, "in_offset": o, "txid": "run-w0"}] * 2,
+             "transactions": [{"process": p, "txn_seq": s, "txid": "run-w0"}, {"process": "w2.1", "txn_seq": 3,
+                                                                               "txid": "run-w0"}]}
+            for o, p, s in ((111, "w1.1", 48), (470, "w1.1", 60))]
+    got = attribute({"anomalies": {"offsets-backwards": [back], "duplicate": dups},
+                     "facts": {"commits_by_client_tv_per_txid": PER_TXID}})
+    labels = got["cases"]["duplicate"]
+    assert labels[0]["label"] == "candidate" and "w1.1's transaction 48" in labels[0]["why"]
+    assert labels[1]["label"] != "candidate"  # (unattributed here: its slots name ids of both protocols)
