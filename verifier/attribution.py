@@ -23,7 +23,8 @@ Each safety anomaly case gets one label, from what the run observed:
   duplicate or an offset moved back that such a commit made; a duplicate in the range an
   offsets-backwards candidate moved the group's offset back over, or one a copy of which a
   zombie's transaction wrote, one whose offset commit moved a partition back after the group had
-  given it to another member): a
+  given it to another member; a duplicate its own process read again after it was assigned the
+  partition while its earlier transaction's offsets were being committed, ``reread``): a
   candidate against the client or the broker, whose clean control is the same campaign with the
   Java client on TV2;
 - ``unattributed``: the case names no transactional id, the log recorded no commit of its ids, or
@@ -159,6 +160,15 @@ def label_case(anomaly: str, case: Any, per_txid: dict[str, dict[str, int]], end
                        "log, committed or not: never written under the transaction (a late EndTxn aborts records "
                        "that were written; it does not unwrite them); the client's or the broker's; its control is "
                        "the same campaign with the Java client on TV2"}
+    reread = case.get("reread") if anomaly == "duplicate" and isinstance(case, dict) else None
+    if reread:
+        return {"label": "candidate", "txids": ids,
+                "why": f"{reread['process']} was assigned the input's partition again while its transaction "
+                       f"{reread['txn_seq']}'s offsets were being committed, and read the input again: its consumer "
+                       "fetched the committed offset while its own offset commit was pending (KIP-447's "
+                       "require_stable makes the group coordinator answer UNSTABLE_OFFSET_COMMIT until it is "
+                       "stable); the client's, not a late EndTxn's; its control is the same campaign with the Java "
+                       "client on TV2"}
     moved = next((w for w in case.get("written_by") or [] if w.get("partition_moved_to")), None) \
         if anomaly == "offsets-backwards" and isinstance(case, dict) else None
     if moved:

@@ -77,6 +77,19 @@ def explain(kind: str, **fields: Any) -> str:
     return EXPLANATIONS[kind].format(**fields)
 
 
+def reread_evidence(history: Any, p: int, records: list[Any]) -> dict[str, Any]:
+    """A duplicate's ``reread`` field (both engines): its copies are two committed transactions of
+    one process, and that process was (re)assigned the input's partition while the earlier one's
+    offsets were being committed (HistoryIndex.reassigned_during_commit), so its consumer read
+    the input again."""
+    keys = sorted({(f"{r['worker']}.{r['incarnation']}", r["txn_seq"]) for r in records if r.get("worker")})
+    if len(keys) != 2 or keys[0][0] != keys[1][0] or \
+            any(history.txn_outcome.get(k) != "committed" for k in keys):
+        return {}
+    seen = history.reassigned_during_commit(keys[0], p)
+    return {"reread": seen} if seen else {}
+
+
 def passed_over_evidence(history: Any, p: int, o: int) -> dict[str, Any]:
     """A lost input's ``passed_over`` field (both engines): how its consumer went on past it after
     aborting every transaction that held it (HistoryIndex.passed_over), when the history shows it."""

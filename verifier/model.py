@@ -308,6 +308,27 @@ class HistoryIndex:
                 return {"process": op["process"], "invoke_time": op["invoke_time"]}
         return None
 
+    def reassigned_during_commit(self, key: tuple[str, int], p: int) -> dict[str, Any] | None:
+        """Whether transaction ``key``'s process was (re)assigned input partition ``p`` while the
+        transaction's offsets were being committed: after it began sending them and before its
+        commit returned. Its consumer then fetched ``p``'s committed offset while its own
+        transaction's offset commit was pending, and without KIP-447's require_stable the group
+        coordinator answers with the offset before it: the consumer reads those inputs again.
+        The ``assign`` event and the commit's return, or None."""
+        commit = next((op for op in reversed(self.txn_ends.get(key, ())) if op["f"] == "commit" and op["outcome"] == "ok"),
+                      None)
+        sent = next((op for op in self.process_ops.get(key[0], ())
+                     if op["f"] == "send_offsets" and op["value"].get("txn_seq") == key[1]), None)
+        if commit is None or sent is None:
+            return None
+        returned = commit["complete_time"] or commit["invoke_time"]
+        for op in self.process_ops[key[0]]:
+            if (op["f"] == "assign" and sent["invoke_time"] <= op["invoke_time"] <= returned
+                    and p in ((op.get("value") or {}).get("partitions") or [])):
+                return {"process": key[0], "txn_seq": key[1], "assigned_at": op["invoke_time"],
+                        "commit_returned": returned}
+        return None
+
     def per_txid_outcomes(self) -> dict[str, dict[str, int]]:
         per: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for key, outcome in self.txn_outcome.items():

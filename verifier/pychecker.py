@@ -22,7 +22,7 @@ from typing import Any
 
 from kchaos.verifier import evidence
 from kchaos.verifier.acknowledged import seeder_count_cases
-from kchaos.verifier.checks import CHECK_NAMES, explain, implements, lost_write_outputs, lost_write_text, output_id, passed_over_evidence, progress_result, result, run_checks
+from kchaos.verifier.checks import CHECK_NAMES, explain, implements, lost_write_outputs, lost_write_text, output_id, passed_over_evidence, progress_result, reread_evidence, result, run_checks
 from kchaos.verifier.coordinator_log import coordinator_records
 from kchaos.verifier import driver_checks  # noqa: F401 (its checks register for both engines)
 from kchaos.verifier.engine import engine_class
@@ -101,7 +101,8 @@ def _outputs_of(data: RunData, keys: set[Any], key: Any) -> dict[Any, list[Outpu
 def check_duplicate(data: RunData) -> CheckResult:
     dups = _duplicates(data)
     outs = _outputs_of(data, set(dups), lambda out: (out["in_partition"], out["in_offset"], out["slot"]))
-    cases = [_case(data, explain("duplicate", p=p, o=o, slot=s, n=n), outs[(p, o, s)])
+    cases = [_case(data, explain("duplicate", p=p, o=o, slot=s, n=n), outs[(p, o, s)],
+                   **reread_evidence(data.history, p, outs[(p, o, s)]))
              for (p, o, s), n in sorted(dups.items())]
     return result("duplicate", cases)
 

@@ -2282,3 +2282,28 @@ def test_a_coordinator_transaction_right_after_a_history_hole_is_not_a_split(tmp
     assert any("does not hold (w0.1: 2)" in e for e in results["errors"]), results["errors"]
     split = results["checks"]["split-transaction"]
     assert split["verdict"] == "unknown" and "history has a hole" in split["note"], split
+
+
+def test_a_duplicate_read_again_after_an_assignment_during_its_commit_says_so(tmp_path):
+    """w0.1 is assigned partition 0 again while transaction 1's offsets are being committed (a
+    client that rebalances beside the application: aiokafka), and its transaction 2 reads input 3
+    again: the consumer fetched the committed offset while 1's offset commit was pending. The
+    duplicate names it (``reread``), and attribution makes it the client's."""
+    b = RunBuilder()
+    b.ops.insert(3, ("assign", "ok", {"partitions": [0]}))  # after 1's send_offsets, before its commit
+    b.ops += [("send", "ok", {"txn_seq": 2, "inputs": [[0, 3]], "outputs": 2}),
+              ("send_offsets", "ok", {"txn_seq": 2, "offsets": {"0": 4}}),
+              ("commit", "ok", {"txn_seq": 2, "offsets": {"0": 4}})]
+    for topic, slot in (("a", 0), ("b", 1)):
+        b.committed[topic].append(_out(0, 3, slot, seq=2))
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["duplicate"]), results["checks"]
+    case = results["anomalies"]["duplicate"][0]
+    assert (case["reread"]["process"], case["reread"]["txn_seq"]) == ("w0.1", 1), case
+    from kchaos.verifier.attribution import attribute
+
+    assert all(c["label"] == "candidate" for c in attribute(results)["cases"]["duplicate"])
+    # assigned before the transaction began sending its offsets: nothing says it read again
+    b.ops.insert(1, b.ops.pop(3))
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "s"))
+    assert kinds == ["duplicate"] and "reread" not in results["anomalies"]["duplicate"][0]

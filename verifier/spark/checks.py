@@ -13,7 +13,7 @@ from typing import Any
 from kchaos.verifier import driver_checks, evidence  # noqa: F401 (driver_checks: its checks register for both engines)
 from kchaos.verifier.spark import observations as spark_observations  # noqa: F401 (its read-side checks register)
 from kchaos.verifier.acknowledged import seeder_count_cases
-from kchaos.verifier.checks import OUTPUT_ID, explain, implements, lost_write_outputs, lost_write_text, output_id, passed_over_evidence, progress_result, result, run_checks
+from kchaos.verifier.checks import OUTPUT_ID, explain, implements, lost_write_outputs, lost_write_text, output_id, passed_over_evidence, progress_result, reread_evidence, result, run_checks
 from kchaos.verifier.engine import engine_class
 from kchaos.verifier.late_requests import events_path, late_request_facts, read_message_events
 from kchaos.verifier.model import (DIGEST_MAX_CASES, MAX_CASES, OPEN_TXN_STATES, TXN_NEXT, abandoned_note,
@@ -107,8 +107,11 @@ def check_duplicate(d: SparkRun) -> CheckResult:
     key = ["in_partition", "in_offset", "slot"]
     rows, total = _first_cases(_duplicate_keys(d), *key)
     records = _records_of(d, d.outputs["committed"], rows[:MAX_CASES], key, 10)
-    cases = [d.case(explain("duplicate", p=r["in_partition"], o=r["in_offset"], slot=r["slot"], n=r["n"]),
-                    [d.record(x) for x in records.get(tuple(r[c] for c in key), [])]) for r in rows]
+    cases = []
+    for r in rows:
+        found = [d.record(x) for x in records.get(tuple(r[c] for c in key), [])]
+        cases.append(d.case(explain("duplicate", p=r["in_partition"], o=r["in_offset"], slot=r["slot"], n=r["n"]),
+                            found, **reread_evidence(d.history, r["in_partition"], found)))
     return result("duplicate", cases, total)
 
 
