@@ -198,27 +198,14 @@ def label_case(anomaly: str, case: Any, per_txid: dict[str, dict[str, int]], end
             "why": "classic protocol, which allows it (KAFKA-17754); no late EndTxn was seen ending a transaction"}
 
 
-def attribute(results: dict[str, Any]) -> dict[str, Any] | None:
-    """The ``attribution`` block of results.json, or None when the run has no safety anomaly.
-    ``results``: the checker's results (``anomalies`` and ``facts``)."""
-    anomalies = {name: cases for name, cases in (results.get("anomalies") or {}).items()
-                 if name not in LIVENESS_CHECKS and cases}
-    if not anomalies:
-        return None
-    facts = results.get("facts") or {}
-    per_txid = facts.get("commits_by_client_tv_per_txid") or {}
-    late = (facts.get("late_requests") or {}).get("requests") or []
-    ended_by_late = {r["transactional_id"] for r in late if r.get("ended_a_transaction") and r.get("transactional_id")}
-    strays = carried_strays(anomalies)
-    cases = {name: [label_case(name, case, per_txid, ended_by_late, strays) for case in cs]
-             for name, cs in sorted(anomalies.items())}
-    # an input processed again because the group's offset moved back over it is the move's doing:
-    # a duplicate in the range of an offsets-backwards case labelled a candidate is one too
+def _relabel_duplicates(anomalies: dict[str, list[Any]], cases: dict[str, list[dict[str, Any]]]) -> None:
+    """Make the duplicates another candidate explains candidates too (in place): one processed
+    again because a candidate offsets-backwards moved the group's offset back over it, and one a
+    copy of which a zombie's transaction wrote (an offsets-backwards writer that committed after the
+    group had given its partition to another member, ``partition_moved_to``)."""
     moves = [(c["offset_commits"][0], c["offset_commits"][1], label)
              for c, label in zip(anomalies.get("offsets-backwards") or [], cases.get("offsets-backwards") or [])
              if label["label"] == "candidate" and isinstance(c, dict) and len(c.get("offset_commits") or []) == 2]
-    # a copy written by a transaction that committed after the group had given its partition to
-    # another member (an offsets-backwards writer's partition_moved_to) is a zombie's write
     zombies = {(w.get("process"), w.get("txn_seq")): w["partition_moved_to"]
                for c in anomalies.get("offsets-backwards") or [] if isinstance(c, dict)
                for w in c.get("written_by") or [] if w.get("partition_moved_to")}
@@ -241,6 +228,23 @@ def attribute(results: dict[str, Any]) -> dict[str, Any] | None:
                 f"partition to {zombies[zombie].get('process')} (offsets-backwards): a zombie's write, which KIP-447 "
                 "(the generation in TxnOffsetCommit) lets the group coordinator refuse; the client's; its control is "
                 "the same campaign with the Java client on TV2"))
+
+
+def attribute(results: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``attribution`` block of results.json, or None when the run has no safety anomaly.
+    ``results``: the checker's results (``anomalies`` and ``facts``)."""
+    anomalies = {name: cases for name, cases in (results.get("anomalies") or {}).items()
+                 if name not in LIVENESS_CHECKS and cases}
+    if not anomalies:
+        return None
+    facts = results.get("facts") or {}
+    per_txid = facts.get("commits_by_client_tv_per_txid") or {}
+    late = (facts.get("late_requests") or {}).get("requests") or []
+    ended_by_late = {r["transactional_id"] for r in late if r.get("ended_a_transaction") and r.get("transactional_id")}
+    strays = carried_strays(anomalies)
+    cases = {name: [label_case(name, case, per_txid, ended_by_late, strays) for case in cs]
+             for name, cs in sorted(anomalies.items())}
+    _relabel_duplicates(anomalies, cases)
     by_anomaly = {name: dict(Counter(c["label"] for c in labelled)) for name, labelled in cases.items()}
     labels = Counter(c["label"] for labelled in cases.values() for c in labelled)
     return {"labels": {k: labels[k] for k in LABELS if labels[k]}, "by_anomaly": by_anomaly, "cases": cases,
