@@ -23,8 +23,8 @@ Each safety anomaly case gets one label, from what the run observed:
   duplicate or an offset moved back that such a commit made; a duplicate in the range an
   offsets-backwards candidate moved the group's offset back over, or one a copy of which a
   zombie's transaction wrote, one whose offset commit moved a partition back after the group had
-  given it to another member; a duplicate its own process read again after it was assigned the
-  partition while its earlier transaction's offsets were being committed, ``reread``): a
+  given it to another member; a duplicate a process read again after it was assigned the
+  partition while the earlier copy's transaction was committing its offsets, ``reread``): a
   candidate against the client or the broker, whose clean control is the same campaign with the
   Java client on TV2;
 - ``unattributed``: the case names no transactional id, the log recorded no commit of its ids, or
@@ -163,9 +163,9 @@ def label_case(anomaly: str, case: Any, per_txid: dict[str, dict[str, int]], end
     reread = case.get("reread") if anomaly == "duplicate" and isinstance(case, dict) else None
     if reread:
         return {"label": "candidate", "txids": ids,
-                "why": f"{reread['process']} was assigned the input's partition again while its transaction "
-                       f"{reread['txn_seq']}'s offsets were being committed, and read the input again: its consumer "
-                       "fetched the committed offset while its own offset commit was pending (KIP-447's "
+                "why": f"{reread['assigned']} was assigned the input's partition while {reread['process']}'s "
+                       f"transaction {reread['txn_seq']}'s offsets were being committed, and read the input again: "
+                       "its consumer fetched the committed offset while that offset commit was pending (KIP-447's "
                        "require_stable makes the group coordinator answer UNSTABLE_OFFSET_COMMIT until it is "
                        "stable); the client's, not a late EndTxn's; its control is the same campaign with the Java "
                        "client on TV2"}

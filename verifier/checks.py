@@ -78,15 +78,15 @@ def explain(kind: str, **fields: Any) -> str:
 
 
 def reread_evidence(history: Any, p: int, records: list[Any]) -> dict[str, Any]:
-    """A duplicate's ``reread`` field (both engines): its copies are two committed transactions of
-    one process, and that process was (re)assigned the input's partition while the earlier one's
-    offsets were being committed (HistoryIndex.reassigned_during_commit), so its consumer read
-    the input again."""
+    """A duplicate's ``reread`` field (both engines): its copies are two committed transactions,
+    and the later one's process was assigned the input's partition while the earlier one's
+    offsets were being committed (HistoryIndex.assigned_during_commit), so it read the input
+    again from the offset before that commit."""
     keys = sorted({(f"{r['worker']}.{r['incarnation']}", r["txn_seq"]) for r in records if r.get("worker")})
-    if len(keys) != 2 or keys[0][0] != keys[1][0] or \
-            any(history.txn_outcome.get(k) != "committed" for k in keys):
+    if len(keys) != 2 or any(history.txn_outcome.get(k) != "committed" for k in keys):
         return {}
-    seen = history.reassigned_during_commit(keys[0], p)
+    first, second = sorted(keys, key=lambda k: history.commit_requested(k) or 0.0)
+    seen = history.assigned_during_commit(first, p, second[0])
     return {"reread": seen} if seen else {}
 
 

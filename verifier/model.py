@@ -308,13 +308,13 @@ class HistoryIndex:
                 return {"process": op["process"], "invoke_time": op["invoke_time"]}
         return None
 
-    def reassigned_during_commit(self, key: tuple[str, int], p: int) -> dict[str, Any] | None:
-        """Whether transaction ``key``'s process was (re)assigned input partition ``p`` while the
-        transaction's offsets were being committed: after it began sending them and before its
-        commit returned. Its consumer then fetched ``p``'s committed offset while its own
-        transaction's offset commit was pending, and without KIP-447's require_stable the group
-        coordinator answers with the offset before it: the consumer reads those inputs again.
-        The ``assign`` event and the commit's return, or None."""
+    def assigned_during_commit(self, key: tuple[str, int], p: int, process: str) -> dict[str, Any] | None:
+        """Whether ``process`` was assigned input partition ``p`` while transaction ``key``'s
+        offsets were being committed: after it began sending them and before its commit returned.
+        That consumer then fetched ``p``'s committed offset while the transaction's offset commit
+        was pending, and without KIP-447's require_stable the group coordinator answers with the
+        offset before it: it reads the transaction's inputs again. The ``assign`` event and the
+        commit's return, or None."""
         commit = next((op for op in reversed(self.txn_ends.get(key, ())) if op["f"] == "commit" and op["outcome"] == "ok"),
                       None)
         sent = next((op for op in self.process_ops.get(key[0], ())
@@ -322,10 +322,10 @@ class HistoryIndex:
         if commit is None or sent is None:
             return None
         returned = commit["complete_time"] or commit["invoke_time"]
-        for op in self.process_ops[key[0]]:
+        for op in self.process_ops.get(process, ()):
             if (op["f"] == "assign" and sent["invoke_time"] <= op["invoke_time"] <= returned
                     and p in ((op.get("value") or {}).get("partitions") or [])):
-                return {"process": key[0], "txn_seq": key[1], "assigned_at": op["invoke_time"],
+                return {"process": key[0], "txn_seq": key[1], "assigned": process, "assigned_at": op["invoke_time"],
                         "commit_returned": returned}
         return None
 

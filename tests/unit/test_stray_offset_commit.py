@@ -192,3 +192,4 @@ def test_an_aborted_sender_stamped_outside_its_sending_did_not_write_it():
         assert case["carried"] is carried, case["transactions"][0]["wrote_it"]
         label = label_case("stray-offset-commit", case, PER_TXID, set())["label"]
         assert label == ("candidate" if carried else "classic-protocol")
+
