@@ -90,19 +90,13 @@ def carried_strays(anomalies: dict[str, list[Any]]) -> list[dict[str, Any]]:
 
 def _moved_by_stray(anomaly: str, case: Any, strays: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The carried stray commit that explains a lost input (it moved the partition's offset from at
-    or below the input to past it), a duplicate (it moved the offset back from past the input to
-    at or below it: the input was processed again) or an offset moved back (it is the lower
-    commit), if any."""
+    or below the input to past it) or an offset moved back (it is the lower commit), if any. The
+    duplicates a move back makes follow from the offsets-backwards case (_relabel_duplicates)."""
     if not isinstance(case, dict):
         return None
     if anomaly == "lost-input" and isinstance(case.get("input"), dict):
         p, o = case["input"].get("partition"), case["input"].get("offset")
         return next((s for s in strays if s["partition"] == p and s["from"] is not None and s["from"] <= o < s["to"]),
-                    None)
-    if anomaly == "duplicate" and case.get("records"):
-        # processed again: the stray moved its partition's offset back past it
-        p, o = case["records"][0].get("in_partition"), case["records"][0].get("in_offset")
-        return next((s for s in strays if s["partition"] == p and s["from"] is not None and s["to"] <= o < s["from"]),
                     None)
     if anomaly == "offsets-backwards" and len(case.get("offset_commits") or []) == 2:
         after = case["offset_commits"][1]

@@ -112,8 +112,7 @@ def check_split_transaction(data: Any) -> CheckResult:
     # transactions its history lost, and their coordinator transactions have no client
     # transaction to belong to: one that began within the clocks' tolerance of a kept transaction
     # is taken for a second half of it. Its processes' cases are set aside, counted, not judged
-    recorded = {op["process"] for op in data.history.ops}
-    holed = sorted(p for p in (data.unrecorded_output_transactions or {}) if p in recorded)
+    holed = sorted(evidence.history_holes(data))
     aside_holed = [c for c in cases if {t["process"] for t in c.get("transactions") or []} & set(holed)]
     cases = [c for c in cases if c not in aside_holed]
     found = split_result(cases, data.coordinator_facts)

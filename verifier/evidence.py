@@ -116,6 +116,15 @@ def records_history(workload: dict[str, Any]) -> bool:
     return not workload.external_command
 
 
+def history_holes(data: Any) -> dict[str, list[int]]:
+    """The processes whose history has a hole: process -> the transactions its committed outputs
+    name that its history does not hold. A worker writes a transaction's "send" before its first
+    output, each line one write(2) that a killed process leaves whole: an output of a transaction
+    its history lacks means the history lost it, and what that transaction did is not known."""
+    recorded = {op["process"] for op in data.history.ops}
+    return {p: seqs for p, seqs in (data.unrecorded_output_transactions or {}).items() if p in recorded}
+
+
 def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
     """Every gap in the run's evidence; ``groups``: which checks each kind of evidence feeds."""
     workload, final, history = data.workload, data.final, data.history
@@ -159,10 +168,7 @@ def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
             out.append(Gap(f"committed outputs name {len(silent)} process(es) with no history "
                            f"({', '.join(silent[:5])}{', ...' if len(silent) > 5 else ''}): their transactions are not "
                            "known", _UNSENT_UNKNOWN))
-        # a worker writes a transaction's "send" before its first output, each line one write(2)
-        # that a killed process leaves whole: an output of a transaction its history lacks means
-        # the history has a hole, and what that transaction did is not known
-        holes = {p: seqs for p, seqs in (data.unrecorded_output_transactions or {}).items() if p in recorded}
+        holes = history_holes(data)
         if holes:
             named = "; ".join(f"{p}: {_ranges(seqs)}" for p, seqs in sorted(holes.items())[:5])
             out.append(Gap(f"committed outputs name {sum(map(len, holes.values()))} transaction(s) that the history "
