@@ -383,8 +383,16 @@ CHECKS: tuple[CheckDef, ...] = (
     CheckDef("stalled-pipeline",
              "committed inputs the pipeline had not processed when the drain's bound after the final heal ran out",
              explanations={"": ("{what} of {topic}/{p} (offsets {first} to {last}) were never processed: "
-                                "{progress}, through the drain's {bound:.0f} s after the final heal{claimed}{blocked}"),
+                                "{progress}, through the drain's {bound:.0f} s after the final heal{claimed}{blocked}"
+                                "{left}"),
                            ".blocked": "; {holders} held it, blocked in a client call that never returned ({calls})",
+                           ".left-behind": ("; {process} aborted transaction {seq}, which held offset {first}, "
+                                            "{ago:.0f} s before the drain's end, and read nothing of the partition "
+                                            "after it, with no rebalance{reset}: its own recovery left the inputs "
+                                            "behind (the client's; Kafka serves a consumer its partition's "
+                                            "committed records)"),
+                           ".reset-in-place": (", its recovery a reset of the offset to commit to {offset} that does "
+                                               "not move the consumer"),
                            ".claimed-drained": ", though the drain's record says every input was processed",
                            ".stayed": "the group's committed offset there stayed at {offset}{still}",
                            ".never": "the group never committed an offset there"}),

@@ -254,6 +254,26 @@ def _rates_note(data: Any) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
+def _left_behind(data: Any, p: int, first: int | None, end: float | None,
+                 held_by: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """How a holder of the stalled partition left its first unprocessed input behind after
+    aborting it (HistoryIndex.left_behind), when that holder still held it at the drain's end."""
+    if first is None or end is None:
+        return None
+    left = data.history.left_behind(p, first, end)
+    return left if left and left["process"] in {h["process"] for h in held_by} else None
+
+
+def _left_behind_text(left: dict[str, Any] | None, first: int | None, end: float | None) -> str:
+    if not left or end is None:
+        return ""
+    reset = left.get("reset_offset")
+    return explain("stalled-pipeline.left-behind", process=left["process"], seq=left["aborted_txn_seq"], first=first,
+                   ago=end - left["aborted_at"],
+                   reset=explain("stalled-pipeline.reset-in-place", offset=reset["offset"])
+                   if reset and reset.get("rewinds_claim") is False else "")
+
+
 @implements("stalled-pipeline", "python", "spark")
 def check_stalled_pipeline(data: Any) -> CheckResult:
     """The pipeline resumes: every committed input processed within the drain's bound after the
@@ -288,6 +308,7 @@ def check_stalled_pipeline(data: Any) -> CheckResult:
         moved = liveness.last_moved(data, s.partition)
         still = (f" from {end - moved:.0f} s before the drain's end" if moved is not None and end is not None else "")
         what = f"{s.unprocessed} committed inputs" if s.unprocessed is not None else "the committed inputs"
+        left = _left_behind(data, s.partition, s.first, end, held_by)
         cases.append({
             "explanation": explain("stalled-pipeline", what=what, topic=topic, p=s.partition, first=s.first,
                                    last=s.last, bound=drain["timeout_s"],
@@ -296,6 +317,7 @@ def check_stalled_pipeline(data: Any) -> CheckResult:
                                                    calls=", ".join(f"{h['process']} in {h['blocked_in']['f']} for "
                                                                    f"{end - h['blocked_in']['since']:.0f} s"
                                                                    for h in blocked)) if blocked and end else "",
+                                   left=_left_behind_text(left, s.first, end),
                                    progress=(
                                        explain("stalled-pipeline.never") if s.group_offset is None else
                                        explain("stalled-pipeline.stayed", offset=s.group_offset, still=still))),
@@ -305,6 +327,7 @@ def check_stalled_pipeline(data: Any) -> CheckResult:
             **({"observed_at": moved} if moved is not None else {}),
             "progress": [{"time": t, "committed_offset": o} for t, o in liveness.partition_progress(data, s.partition)],
             "held_by": held_by,
+            **({"left_behind": left} if left else {}),
             "assigned_by_coordinator": [{"client_id": m.get("client_id"), "member_id": m.get("member_id")}
                                         for m in (view or {}).get("members") or []
                                         if s.partition in (m.get("partitions") or [])] if view else None,

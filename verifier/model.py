@@ -247,6 +247,15 @@ class HistoryIndex:
                        "faults_active": self.faults_during(*life)})
         return ev
 
+    def _last_abort_of(self, p: int, o: int) -> tuple[tuple[str, int], float] | None:
+        """The last transaction that held input ``p@o`` and when it ended, when every transaction
+        that held it ended in its client's abort; None otherwise (or when none held it)."""
+        keys = [(op["process"], op["value"]["txn_seq"]) for op in self.input_ops.get((p, o), [])]
+        if not keys or any(self.txn_outcome.get(k) != "aborted" for k in keys):
+            return None
+        last = max(keys, key=lambda k: self.txn_life.get(k, (0.0, 0.0))[1])
+        return last, self.txn_life.get(last, (0.0, 0.0))[1]
+
     def passed_over(self, p: int, o: int) -> dict[str, Any] | None:
         """How a consumer itself passed over input ``p@o``: every transaction that held it ended in
         its client's abort, and the process of the last one went on with partition ``p`` past it
@@ -254,12 +263,10 @@ class HistoryIndex:
         offset above ``o`` (a rewind reads the committed offset: one already past ``o`` may be a
         late EndTxn's doing, so it is not counted). None when the history does not show that.
         A late EndTxn ends a transaction; it does not move a consumer's position."""
-        sends = self.input_ops.get((p, o), [])
-        keys = [(op["process"], op["value"]["txn_seq"]) for op in sends]
-        if not keys or any(self.txn_outcome.get(k) != "aborted" for k in keys):
+        aborted = self._last_abort_of(p, o)
+        if aborted is None:
             return None
-        last = max(keys, key=lambda k: self.txn_life.get(k, (0.0, 0.0))[1])
-        aborted_at = self.txn_life.get(last, (0.0, 0.0))[1]
+        last, aborted_at = aborted
         for op in self.process_ops.get(last[0], ()):
             if op["invoke_time"] <= aborted_at:
                 continue
@@ -277,6 +284,36 @@ class HistoryIndex:
                     return {"process": last[0], "aborted_txn_seq": last[1], "next_txn_seq": op["value"]["txn_seq"],
                             "next_first_offset": min(mine)}
         return None
+
+    def left_behind(self, p: int, o: int, until: float) -> dict[str, Any] | None:
+        """How a consumer left input ``p@o`` unread: every transaction that held it ended in its
+        client's abort, and the process of the last one, whose reads of ``p`` the history records,
+        then read nothing of ``p`` until ``until``: no poll, no send, no rewind of ``p``, no
+        rebalance. Its own reset of the offset to commit (``reset-offset``, which may not move the
+        consumer) is given. None when the history does not show that. Kafka does not keep a
+        consumer from reading its own partition's committed records; its recovery does."""
+        aborted = self._last_abort_of(p, o)
+        if aborted is None:
+            return None
+        (process, seq), aborted_at = aborted
+        reads_recorded, reset = False, None
+        for op in self.process_ops.get(process, ()):
+            value = op.get("value") or {}
+            if op["invoke_time"] <= aborted_at:
+                reads_recorded = reads_recorded or (op["f"] == "poll" and str(p) in (value.get("positions") or {}))
+                continue
+            if op["invoke_time"] > until:
+                break
+            if op["f"] in ("assign", "revoke") or (op["f"] == "rewind" and str(p) in (value.get("offsets") or {})) \
+                    or (op["f"] == "poll" and str(p) in (value.get("positions") or {})) \
+                    or (op["f"] == "send" and any(pp == p for pp, _ in value.get("inputs") or [])):
+                return None
+            if op["f"] == "reset-offset" and value.get("partition") == p:
+                reset = {"offset": value.get("offset"), "rewinds_claim": value.get("rewinds_claim")}
+        if not reads_recorded:
+            return None
+        return {"process": process, "aborted_txn_seq": seq, "aborted_at": aborted_at,
+                **({"reset_offset": reset} if reset else {})}
 
     def zombie_inputs(self) -> tuple[dict[str, list[dict[str, Any]]], dict[tuple[str, int], dict[str, Any]]]:
         """Successful inits per transactional.id and commit operations per transaction."""

@@ -2208,6 +2208,37 @@ def test_an_owner_blocked_in_a_call_that_never_returned_is_named_with_it(tmp_pat
         results["anomalies"]["stalled-pipeline"][0]["explanation"]
 
 
+def _aborted_at_the_end(b: RunBuilder, then: list[tuple]) -> RunBuilder:
+    """The owner reads inputs 4 and 5, aborts their transaction and resets the offset it would
+    commit as sarama's example does (``rewinds_claim`` false); ``then``: what it does after."""
+    b.ops += [("poll", "ok", {"count": 2, "positions": {"0": [4, 5]}}),
+              ("send", "ok", {"txn_seq": 2, "inputs": [[0, 4], [0, 5]], "outputs": 4}),
+              ("send_offsets", "ok", {"txn_seq": 2, "offsets": {"0": 6}}),
+              ("abort", "ok", {"txn_seq": 2, "reason": "intentional"}),
+              ("reset-offset", "ok", {"partition": 0, "offset": 4, "rewinds_claim": False}), *then]
+    return b
+
+
+@one_engine
+def test_inputs_an_owner_aborted_and_never_read_again_are_left_behind_by_its_recovery(tmp_path):
+    """sarama's default-campaign stall (F13's end of a partition): the last transaction of the
+    partition was aborted, and the client's recovery does not move the consumer, which has no
+    later input to read: the owner holds the partition and reads nothing of it again. The case
+    names the abort and the reset; the same owner reading the inputs again is not left behind."""
+    verdict, kinds, results = _anomalies(_aborted_at_the_end(_stalled("sarama", holds=[0]), []).write(tmp_path / "r"))
+    assert (results["liveness"], "stalled-pipeline" in kinds) == ("invalid", True), results["checks"]
+    case = results["anomalies"]["stalled-pipeline"][0]
+    assert case["left_behind"]["process"] == "w0.1" and case["left_behind"]["aborted_txn_seq"] == 2
+    assert case["left_behind"]["reset_offset"] == {"offset": 4, "rewinds_claim": False}
+    assert ("; w0.1 aborted transaction 2, which held offset 4, 170 s before the drain's end, and read nothing of the "
+            "partition after it, with no rebalance, its recovery a reset of the offset to commit to 4 that does not "
+            "move the consumer: its own recovery left the inputs behind") in case["explanation"]
+    again = _aborted_at_the_end(_stalled("sarama", holds=[0]), [("poll", "ok", {"count": 2, "positions": {"0": [4, 5]}})])
+    verdict, kinds, results = _anomalies(again.write(tmp_path / "again"))
+    case = results["anomalies"]["stalled-pipeline"][0]
+    assert "left_behind" not in case and "left the inputs behind" not in case["explanation"]
+
+
 @one_engine
 def test_a_drain_that_finished_or_caught_up_by_the_final_reads_is_live(tmp_path):
     b = _stalled()

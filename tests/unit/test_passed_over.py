@@ -71,3 +71,38 @@ def test_a_passed_over_lost_input_is_a_candidate_against_the_client():
     assert got["label"] == "candidate" and "went on past it" in got["why"] and "offset 12" in got["why"]
     # the mechanism seen does not outrank what the consumer's own history shows
     assert label_case("lost-input", passed, PER_TXID, {"run-w0"})["label"] == "candidate"
+
+
+def _ended_with(*after: tuple[str, dict[str, Any]], polls: bool = True) -> HistoryIndex:
+    """w0.1 reads p0@10-11 (its poll recorded, or not), aborts their transaction, resets the
+    offset to commit as sarama's example does; then ``after``, 1 s apart from t=10."""
+    lines: list[dict[str, Any]] = []
+    steps = ([("poll", {"count": 2, "positions": {"0": [10, 11]}})] if polls else []) + [
+        ("send", {"txn_seq": 1, "inputs": [[0, 10], [0, 11]], "outputs": 4}),
+        ("send_offsets", {"txn_seq": 1, "offsets": {"0": 12}}),
+        ("abort", {"txn_seq": 1, "reason": "intentional"}),
+        ("reset-offset", {"partition": 0, "offset": 10, "rewinds_claim": False})]
+    for op, (f, value) in enumerate(steps + list(after)):
+        clock = 0.01 * op if op < len(steps) else 10.0 + op - len(steps)
+        base = {"process": "w0.1", "op": op, "f": f, "txid": "run-w0", "pid": 1000, "epoch": 0}
+        lines += [{**base, "time": clock, "type": "invoke", "value": value},
+                  {**base, "time": clock + 0.001, "type": "ok", "value": value}]
+    return HistoryIndex(pair_operations(lines))
+
+
+def test_an_aborted_input_its_consumer_never_read_again_is_left_behind():
+    assert _ended_with().left_behind(0, 10, until=60.0) == {
+        "process": "w0.1", "aborted_txn_seq": 1, "aborted_at": 0.031,
+        "reset_offset": {"offset": 10, "rewinds_claim": False}}
+    # reads of other partitions, and what came after the bound, do not count
+    other = _ended_with(("poll", {"count": 1, "positions": {"1": [3, 3]}}), ("poll", {"count": 1, "positions": {"0": [10, 10]}}))
+    assert other.left_behind(0, 10, until=10.5) is not None
+    assert other.left_behind(0, 10, until=12.0) is None  # it read p0 again at t=11
+
+
+def test_what_the_history_cannot_show_or_a_rebalance_explains_is_not_left_behind():
+    assert _ended_with(polls=False).left_behind(0, 10, until=60.0) is None  # its reads are not recorded
+    assert _ended_with(("revoke", {"partitions": [0]})).left_behind(0, 10, until=60.0) is None
+    assert _ended_with(("rewind", {"offsets": {"0": 10}})).left_behind(0, 10, until=60.0) is None
+    assert _ended_with(("send", {"txn_seq": 2, "inputs": [[0, 12]], "outputs": 2})).left_behind(0, 10, until=60.0) is None
+    assert _ended_with().left_behind(0, 12, until=60.0) is None  # no transaction held p0@12
