@@ -71,6 +71,18 @@ def test_the_hunt_campaign_schedules_its_message_faults_with_their_parameters():
     assert campaign.workload.producer["request.timeout.ms"] == 3000
 
 
+@pytest.mark.parametrize("client", ["franz-go", "sarama", "aiokafka", "kafka-python", "kafkajs"])
+def test_the_kip890_hunt_loads_on_every_client_with_its_short_request_timeout(client):
+    """librdkafka's own names (socket.timeout.ms, its delivery timeout) are the confluent worker's;
+    another client's worker runs without them and says so."""
+    from kchaos.workloads.native_clients import not_honoured
+
+    campaign = load_campaign(Path("hunt-kip890"), [f"workload.client={client}"])
+    assert campaign.workload.producer == {"request.timeout.ms": 3000}
+    assert campaign.workload.producer_for("confluent")["socket.timeout.ms"] == 3000
+    assert "workload.client_properties" in not_honoured(campaign.workload.model_dump())
+
+
 @pytest.mark.parametrize("client", ["confluent", "franz-go", "sarama", "aiokafka", "kafka-python", "kafkajs", "java"])
 def test_the_client_errors_campaign_loads_on_every_client_with_its_forged_errors(client):
     campaign = load_campaign(Path("hunt-client-errors"), [f"workload.client={client}"])
