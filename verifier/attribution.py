@@ -21,7 +21,8 @@ Each safety anomaly case gets one label, from what the run observed:
   write whose missing outputs the raw log does not hold at all, ``outputs.in_raw_log``; a stray
   offset commit that no sender's request can have written, ``carried``, and a lost input, a
   duplicate or an offset moved back that such a commit made; a duplicate in the range an
-  offsets-backwards candidate moved the group's offset back over, or one a copy of which a
+  offsets-backwards candidate moved the group's offset back over, one below that move's lower
+  offset that a transaction sending the lower offset read again, or one a copy of which a
   zombie's transaction wrote, one whose offset commit moved a partition back after the group had
   given it to another member; a duplicate a process read again after it was assigned the
   partition while the earlier copy's transaction was committing its offsets, ``reread``): a
@@ -192,14 +193,27 @@ def label_case(anomaly: str, case: Any, per_txid: dict[str, dict[str, int]], end
             "why": "classic protocol, which allows it (KAFKA-17754); no late EndTxn was seen ending a transaction"}
 
 
+def _by_send_time(transactions: list[Any]) -> list[dict[str, Any]]:
+    """A duplicate's transactions, first sent first (their history op's invoke time; the case's own
+    order where that is missing)."""
+    txns = [t for t in transactions if isinstance(t, dict)]
+    return sorted(txns, key=lambda t: ((t.get("history_op") or {}).get("invoke_time") is None,
+                                       (t.get("history_op") or {}).get("invoke_time") or 0.0))
+
+
 def _relabel_duplicates(anomalies: dict[str, list[Any]], cases: dict[str, list[dict[str, Any]]]) -> None:
     """Make the duplicates another candidate explains candidates too (in place): one processed
-    again because a candidate offsets-backwards moved the group's offset back over it, and one a
+    again because a candidate offsets-backwards moved the group's offset back over it, one below
+    such a move's lower offset that a transaction sending that offset read again (the consumer
+    that moved it back had started below it: F17's reset to the partition's start), and one a
     copy of which a zombie's transaction wrote (an offsets-backwards writer that committed after the
     group had given its partition to another member, ``partition_moved_to``)."""
-    moves = [(c["offset_commits"][0], c["offset_commits"][1], label)
-             for c, label in zip(anomalies.get("offsets-backwards") or [], cases.get("offsets-backwards") or [])
+    backs = [(c, label) for c, label in zip(anomalies.get("offsets-backwards") or [], cases.get("offsets-backwards") or [])
              if label["label"] == "candidate" and isinstance(c, dict) and len(c.get("offset_commits") or []) == 2]
+    moves = [(c["offset_commits"][0], c["offset_commits"][1], label) for c, label in backs]
+    #: each candidate move back's lower commit and the transactions that sent its offset
+    lowered = [(c["offset_commits"][1], {(w.get("process"), w.get("txn_seq")) for w in c.get("written_by") or []}, label)
+               for c, label in backs]
     zombies = {(w.get("process"), w.get("txn_seq")): w["partition_moved_to"]
                for c in anomalies.get("offsets-backwards") or [] if isinstance(c, dict)
                for w in c.get("written_by") or [] if w.get("partition_moved_to")}
@@ -210,12 +224,21 @@ def _relabel_duplicates(anomalies: dict[str, list[Any]], cases: dict[str, list[d
         p, o = record.get("in_partition"), record.get("in_offset")
         move = next((m for m in moves if m[0]["partition"] == p and o is not None
                      and m[1]["offset"] <= o < m[0]["offset"]), None)
+        later = {(t.get("process"), t.get("txn_seq")) for t in _by_send_time(case.get("transactions") or [])[1:]}
+        mover = next((m for m in lowered if m[0]["partition"] == p and o is not None and o < m[0]["offset"]
+                      and later & m[1]), None)
         zombie = next(((t["process"], t["txn_seq"]) for t in case.get("transactions") or []
                        if (t.get("process"), t.get("txn_seq")) in zombies), None)
         if move:
             label.update(label="candidate", why=(
                 f"processed again after the group's committed offset of partition {p} moved back from "
                 f"{move[0]['offset']} to {move[1]['offset']} (offsets-backwards, a candidate: {move[2]['why']})"))
+        elif mover:
+            again = sorted(later & mover[1], key=str)[0]
+            label.update(label="candidate", why=(
+                f"processed again by {again[0]}'s transaction {again[1]}, which sent the lower offset "
+                f"{mover[0]['offset']} of partition {p} that a move back committed (offsets-backwards, a candidate: "
+                f"{mover[2]['why']}): the consumer that moved the offset back had read from below it"))
         elif zombie:
             label.update(label="candidate", why=(
                 f"one copy is {zombie[0]}'s transaction {zombie[1]}, which committed after the group had given its "

@@ -125,6 +125,33 @@ def test_a_duplicate_in_the_range_an_offset_moved_back_over_is_that_moves():
     assert "moved back from 1768 to 4" in got["cases"]["duplicate"][0]["why"]
 
 
+def test_a_duplicate_below_a_move_back_read_again_by_its_mover_is_that_moves():
+    """F17's first inputs: aiokafka read an OffsetFetch error as "no offset" and went back to the
+    partition's start, so its transaction 91 read inputs 0-3 again and sent offset 4, which moved
+    the group's offset back from 125. Inputs 0-3 lie below the move's range; the transaction that
+    read them again is the one that sent the lower offset. A copy by another transaction, or only
+    the first copy being a sender of it, keeps the duplicate's label."""
+    from kchaos.verifier.attribution import attribute
+
+    def txn(seq, t):
+        return {"process": "w0.1", "txn_seq": seq, "txid": "run-w0", "history_op": {"invoke_time": t}}
+
+    back = {"explanation": "moved back", "offset_commits": [{"partition": 0, "offset": 125}, {"partition": 0, "offset": 4}],
+            "written_by": [txn(5, 10.0), txn(91, 40.0)]}
+    dups = [{"explanation": "input 0@0 twice", "records": [{"in_partition": 0, "in_offset": 0, "txid": "run-w0"}] * 2,
+             "transactions": [txn(91, 40.0), txn(5, 10.0)]},
+            {"explanation": "input 0@1 twice", "records": [{"in_partition": 0, "in_offset": 1, "txid": "run-w0"}] * 2,
+             "transactions": [txn(5, 10.0), txn(77, 30.0)]},
+            {"explanation": "input 1@1 twice", "records": [{"in_partition": 1, "in_offset": 1, "txid": "run-w0"}] * 2,
+             "transactions": [txn(5, 10.0), txn(91, 40.0)]}]
+    got = attribute({"anomalies": {"offsets-backwards": [back], "duplicate": dups},
+                     "facts": {"commits_by_client_tv_per_txid": PER_TXID}})
+    labels = got["cases"]["duplicate"]
+    assert labels[0]["label"] == "candidate"
+    assert "processed again by w0.1's transaction 91, which sent the lower offset 4 of partition 0" in labels[0]["why"]
+    assert [c["label"] for c in labels[1:]] == ["classic-protocol", "classic-protocol"]
+
+
 def test_a_duplicate_a_zombie_transaction_wrote_is_the_clients():
     """F14's shape: w1.1's transaction 48 committed after the group had given partition 1 to w2.1
     (its offset commit moved the partition back: written_by, partition_moved_to). A duplicate one
