@@ -59,6 +59,7 @@ NOTES = {
     "stalled-pipeline.drained": "every committed input was processed within the drain's bound{took}{rates}",
     "stalled-pipeline.caught-up": ("the drain's {bound:.0f} s ran out, but by the final reads every committed input "
                                    "was processed{rates}"),
+    "hung-client-call.none": "no pipeline process was stuck in a client call at the drain's end (bound {bound:.0f} s)",
     "unprocessed-assignment.none-left": "every committed input was processed: no partition was left to nobody",
     "unprocessed-assignment.members-only": ("; the group coordinator's view was not recorded ({why}): judged on the "
                                             "members' own account"),
@@ -396,6 +397,16 @@ CHECKS: tuple[CheckDef, ...] = (
                            ".claimed-drained": ", though the drain's record says every input was processed",
                            ".stayed": "the group's committed offset there stayed at {offset}{still}",
                            ".never": "the group never committed an offset there"}),
+    CheckDef("hung-client-call",
+             "a pipeline process stuck in a client call it invoked and never returned from, longer than the drain's "
+             "bound, while the process ran to the drain",
+             (Requirement("history", None, f"{_NO_HISTORY}: no client call is recorded"),),
+             explanations={"": ("{process} ({client}) invoked {call}{txn} and it never returned in the {hung:.0f} s "
+                                "the process lived after{ended} (the drain's bound: {bound:.0f} s): the "
+                                "application's thread is stuck in its client{holds}"),
+                           ".ended": ", to its exit ({meaning})",
+                           ".holds": "; by its own account it still held input partitions {partitions}",
+                           ".let-go": "; by its own account it held no input partition"}),
     CheckDef("unprocessed-assignment",
              "an input partition (a task's) with inputs left that the group coordinator assigns to a member that "
              "does not hold it, or to nobody, or that no running instance holds",

@@ -335,6 +335,38 @@ def check_stalled_pipeline(data: Any) -> CheckResult:
     return result("stalled-pipeline", cases)
 
 
+@implements("hung-client-call", "python", "spark")
+def check_hung_client_call(data: Any) -> CheckResult:
+    """No pipeline process hangs in its client: each one that ran into the drain returned from
+    every client call within the drain's bound. The pipeline may still drain without it (the group
+    gives a silent member's partitions to others, F16's seed 2), but the application's thread is
+    stuck for good: the Java client bounds its blocking calls (max.block.ms), and kafka-python's
+    commit_transaction() waits without one (F16)."""
+    drain = liveness.drain_of(data)
+    # a call that hung for the drain's bound is stuck, whether or not the run was cut short;
+    # without the drain's record, the history's last moment stands for its end
+    end = drain.get("ended") or max((t for op in data.history.ops for t in (op["invoke_time"], op["complete_time"])
+                                     if t is not None), default=None)
+    if end is None or drain.get("timeout_s") is None:
+        raise NotApplicable("the run recorded neither a drain nor a history: how long a call hung cannot be judged")
+    bound = float(drain["timeout_s"])
+    cases = []
+    for hung in liveness.hung_calls(data, drain.get("started"), end, bound):
+        call, seq = hung["blocked_in"]["f"], hung["blocked_in"].get("txn_seq")
+        cases.append({
+            "explanation": explain("hung-client-call", process=hung["process"], client=hung["client"] or "?", call=call,
+                                   txn=f" (transaction {seq})" if seq is not None else "",
+                                   hung=hung["hung_s"], bound=bound,
+                                   ended=explain("hung-client-call.ended", meaning=hung["exit"]["meaning"] or "?")
+                                   if "exit" in hung else "",
+                                   holds=explain("hung-client-call.holds", partitions=hung["holds"]) if hung["holds"]
+                                   else explain("hung-client-call.let-go")),
+            **hung, "drain": drain})
+    if not cases:
+        return CheckResult("hung-client-call", VALID, note=NOTES["hung-client-call.none"].format(bound=bound))
+    return result("hung-client-call", cases)
+
+
 @implements("unprocessed-assignment", "python", "spark")
 def check_unprocessed_assignment(data: Any) -> CheckResult:
     """Every partition with inputs left is held by a member that processes it: for each input

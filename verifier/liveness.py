@@ -227,6 +227,38 @@ def blocked_in(data: Any, process: str) -> dict[str, Any] | None:
     return {"f": last["f"], "since": last["invoke_time"], **({"txn_seq": seq} if seq is not None else {})}
 
 
+def hung_calls(data: Any, started: float | None, end: float, bound: float) -> list[dict[str, Any]]:
+    """The pipeline processes stuck in a client call: each one that had not exited when the drain
+    began (``started``; without it, ``bound`` before ``end``), whose last operation is a client
+    call it invoked and never returned from (blocked_in) while it lived for at least ``bound``
+    seconds after: to its exit (the pool's stop, which kills a worker that does not stop when
+    asked) or, still running, to the drain's ``end``. Its client, the call, how long it hung, how
+    the process ended, and the partitions it says it held at the drain's end."""
+    exits: dict[str, tuple[float, str | None]] = {}
+    clients: dict[str, str | None] = {}
+    for op in data.history.ops:
+        value = op.get("value") or {}
+        name = f"{value.get('slot')}.{value.get('incarnation')}"
+        if op["f"] == "worker-start":
+            clients[name] = value.get("client")
+        elif op["f"] == "worker-exit" and op["invoke_time"] is not None:
+            exits[name] = (op["invoke_time"], value.get("meaning"))
+    since = started if started is not None else end - bound
+    held = {m.process: sorted(m.holds) for m in members_at(data, end)}
+    out = []
+    for process in sorted(clients):
+        exited, meaning = exits.get(process, (None, None))
+        if exited is not None and exited < since:
+            continue
+        blocked = blocked_in(data, process)
+        until = max(exited or end, end)
+        if blocked and until - blocked["since"] >= bound:
+            out.append({"process": process, "client": clients[process], "blocked_in": blocked,
+                        "hung_s": round(until - blocked["since"], 3), "holds": held.get(process, []),
+                        **({"exit": {"at": exited, "meaning": meaning}} if exited is not None else {})})
+    return out
+
+
 def slot_of_client(client_id: str | None) -> str | None:
     """The worker slot a member's client id names (``kchaos-w2-consumer``,
     ``kchaos-w2-StreamThread-1-consumer``): workloads/client_settings.py's naming."""

@@ -14,7 +14,8 @@ _RANK = {VALID: 0, UNKNOWN: 1, INVALID: 2}
 
 #: the liveness guarantees' checks (verifier/liveness.py, verifier/checks.py): what the run did
 #: after the final heal, judged apart from safety; results.json gives ``safety`` and ``liveness``
-LIVENESS_CHECKS = ("stalled-pipeline", "unprocessed-assignment", "broker-not-rejoined", "hanging-transaction")
+LIVENESS_CHECKS = ("stalled-pipeline", "unprocessed-assignment", "hung-client-call", "broker-not-rejoined",
+                   "hanging-transaction")
 
 
 def merge_verdicts(*verdicts: str) -> str:

@@ -2239,6 +2239,39 @@ def test_inputs_an_owner_aborted_and_never_read_again_are_left_behind_by_its_rec
     assert "left_behind" not in case and "left the inputs behind" not in case["explanation"]
 
 
+def _with_a_second_worker(then: list[tuple]) -> RunBuilder:
+    """A clean run with a second worker, w1.1 (kafka-python), whose operations are ``then`` (a
+    call with outcome None never returned), all at about t=100. The drain: 150 s to 270 s, a
+    bound of 120 s, drained."""
+    b = RunBuilder()
+    start = ("worker-start", "ok", {"slot": "w1", "incarnation": 1, "client": "kafka-python"}, "harness", 0, None)
+    b.ops = [start, *b.ops, *then]
+    b.final_extra = {"progress": {"drain": {"started": 150.0, "ended": 270.0, "timeout_s": 120.0, "drained": True}}}
+    return b
+
+
+def test_a_worker_stuck_in_a_client_call_is_named_though_the_pipeline_drained(tmp_path):
+    """F16 where the pipeline drained without the stuck member (kafka-python default seed 2): its
+    commit never returned, for longer than the drain's bound, while the other members took its
+    partitions. Liveness is invalid, safety holds; a call that returned is no case."""
+    hung = ("commit", None, {"txn_seq": 9, "offsets": {"0": 4}}, "w1.1", 0, "tx-w1")
+    verdict, kinds, results = _anomalies(_with_a_second_worker([hung]).write(tmp_path / "r"))
+    assert (verdict, kinds, results["safety"], results["liveness"]) == ("invalid", ["hung-client-call"], "valid",
+                                                                        "invalid"), results["checks"]
+    [case] = results["anomalies"]["hung-client-call"]
+    assert case["process"] == "w1.1" and case["blocked_in"]["f"] == "commit" and case["blocked_in"]["txn_seq"] == 9
+    assert case["explanation"].startswith("w1.1 (kafka-python) invoked commit (transaction 9) and it never returned in "
+                                          "the 170 s the process lived after (the drain's bound: 120 s)")
+    returned = ("commit", "ok", {"txn_seq": 9, "offsets": {"0": 4}}, "w1.1", 0, "tx-w1")
+    verdict, kinds, results = _anomalies(_with_a_second_worker([returned]).write(tmp_path / "ok"))
+    assert "hung-client-call" not in kinds and results["checks"]["hung-client-call"]["verdict"] == "valid"
+    # a process that ended before the drain (a crash, a fence) is not stuck in the client
+    crashed = ("worker-exit", "info", {"slot": "w1", "incarnation": 1, "exit_code": -9, "meaning": "killed"}, "harness", 0,
+               None)
+    verdict, kinds, results = _anomalies(_with_a_second_worker([hung, crashed]).write(tmp_path / "crashed"))
+    assert "hung-client-call" not in kinds
+
+
 @one_engine
 def test_a_drain_that_finished_or_caught_up_by_the_final_reads_is_live(tmp_path):
     b = _stalled()
