@@ -251,7 +251,7 @@ def hung_calls(data: Any, started: float | None, end: float, bound: float) -> li
         if exited is not None and exited < since:
             continue
         blocked = blocked_in(data, process)
-        until = max(exited or end, end)
+        until = exited if exited is not None else end
         if blocked and until - blocked["since"] >= bound:
             out.append({"process": process, "client": clients[process], "blocked_in": blocked,
                         "hung_s": round(until - blocked["since"], 3), "holds": held.get(process, []),
