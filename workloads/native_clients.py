@@ -70,6 +70,16 @@ class NativeClient:
     #: the client's option for KIP-345's group.instance.id (workload.static_membership); None: the
     #: client has none, and its workers join as dynamic members
     instance_id_option: str | None = None
+    #: the client gives up after a count of retries (sarama: Producer.Retry.Max 3, Transaction.Retry.Max
+    #: 50; KafkaJS: retries 5), not after a time: kchaos' short backoff would cut its retry budget ten-
+    #: to thirtyfold (KafkaJS's from about 9 s to 0.3 s), a harsher client than its users run, so its
+    #: own backoff stands unless the campaign sets retry.backoff.ms (docs/clients.md)
+    counts_retries: bool = False
+
+    def producer_defaults(self) -> dict[str, str | int | float | bool]:
+        """kchaos' producer defaults for this client's worker, under the campaign's own."""
+        return {k: v for k, v in NATIVE_PRODUCER_DEFAULTS.items()
+                if not (self.counts_retries and k == "retry.backoff.ms")}
 
 
 CLIENTS: dict[str, NativeClient] = {c.name: c for c in (
@@ -78,7 +88,8 @@ CLIENTS: dict[str, NativeClient] = {c.name: c for c in (
                  group_protocols=("classic", "consumer"), instance_id_option="kgo.InstanceID"),
     NativeClient("sarama", "IBM/sarama 1.61.1", "go", "sarama",
                  _COMMON_PRODUCER | {"linger.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"},
-                 txid_strategies=("per-worker", "per-partition"), instance_id_option="Consumer.Group.InstanceId"),
+                 txid_strategies=("per-worker", "per-partition"), instance_id_option="Consumer.Group.InstanceId",
+                 counts_retries=True),
     NativeClient("aiokafka", "aiokafka 0.14.0", "python", "aiokafka_worker.py",
                  _COMMON_PRODUCER | {"linger.ms", "delivery.timeout.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"},
                  instance_id_option="group_instance_id"),
@@ -88,7 +99,7 @@ CLIENTS: dict[str, NativeClient] = {c.name: c for c in (
     # KafkaJS 2.2.4 encodes a group instance id in its JoinGroup v5+ / SyncGroup v3+ / Heartbeat
     # v3+ requests, but its consumer has no option for one and never passes it (broker/index.js)
     NativeClient("kafkajs", "kafkajs 2.2.4", "node", "worker.js",
-                 _COMMON_PRODUCER, _COMMON_CONSUMER | {"fetch.max.wait.ms"}),
+                 _COMMON_PRODUCER, _COMMON_CONSUMER | {"fetch.max.wait.ms"}, counts_retries=True),
 )}
 
 #: the pinned Python clients of the Python workers' own virtualenv
@@ -137,7 +148,7 @@ def worker_config(config: dict[str, Any]) -> dict[str, Any]:
     the slot's group instance id where the client can join as a static member, and what it cannot
     honour."""
     spec = config["workload"]
-    producer = {**NATIVE_PRODUCER_DEFAULTS, **(spec.get("producer") or {})}
+    producer = {**CLIENTS[spec["client"]].producer_defaults(), **(spec.get("producer") or {})}
     consumer = dict(spec.get("consumer") or {})
     as_text = {True: "true", False: "false"}
     static = bool(spec.get("static_membership")) and CLIENTS[spec["client"]].instance_id_option is not None

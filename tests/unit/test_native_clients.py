@@ -56,7 +56,7 @@ def test_every_client_takes_the_default_campaign_with_static_members(client):
     spec = WorkloadSpec(client=client, **DEFAULT_59)
     config = _worker_config(spec)
     # the confluent worker's own table is not given to another client's worker, and it says so
-    assert config["properties"]["producer"] == {**{k: str(v) for k, v in NATIVE_PRODUCER_DEFAULTS.items()},
+    assert config["properties"]["producer"] == {**{k: str(v) for k, v in CLIENTS[client].producer_defaults().items()},
                                                 "request.timeout.ms": "10000"}
     assert config["properties"]["consumer"] == {"max.poll.interval.ms": "30000"}
     assert "workload.client_properties" in config["not_honoured"]
@@ -112,6 +112,20 @@ def test_the_java_version_check_is_the_java_clients_alone():
     WorkloadSpec(client="franz-go", java_client_version="not-a-version")
     with pytest.raises(ValidationError, match="java_client_version"):
         WorkloadSpec(client="java", java_client_version="3.9.0")
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_a_client_that_counts_its_retries_keeps_its_own_backoff_unless_the_campaign_sets_one(client):
+    """sarama and KafkaJS give up after a number of retries: kchaos' 10 ms backoff would shrink their
+    retry budget (KafkaJS's from about 9 s to 0.3 s, F12's condition). Time-bounded clients get it."""
+    counted = client in ("sarama", "kafkajs")
+    assert CLIENTS[client].counts_retries is counted
+    plain = _worker_config(WorkloadSpec(client=client))["properties"]["producer"]
+    assert ("retry.backoff.ms" in plain) is not counted
+    if counted:
+        assert plain == {"acks": "all", "linger.ms": "5"}
+    pinned = _worker_config(WorkloadSpec(client=client, producer={"retry.backoff.ms": 10}))["properties"]["producer"]
+    assert pinned["retry.backoff.ms"] == "10"
 
 
 def test_a_worker_gets_kchaos_defaults_under_the_campaigns_properties_as_text():
