@@ -254,14 +254,18 @@ def _rates_note(data: Any) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def _left_behind(data: Any, p: int, first: int | None, end: float | None,
+def _left_behind(data: Any, p: int, first: int | None, end: float | None, bound: float,
                  held_by: list[dict[str, Any]]) -> dict[str, Any] | None:
     """How a holder of the stalled partition left its first unprocessed input behind after
-    aborting it (HistoryIndex.left_behind), when that holder still held it at the drain's end."""
+    aborting it (HistoryIndex.left_behind), when that holder still held it at the drain's end and
+    read nothing of it for at least half the drain's ``bound``: an abort just before the end
+    explains nothing (the drain ran out on a pipeline still moving), and one left behind for good
+    spans the whole drain, whose last inputs come just before it begins."""
     if first is None or end is None:
         return None
     left = data.history.left_behind(p, first, end)
-    return left if left and left["process"] in {h["process"] for h in held_by} else None
+    return left if left and left["process"] in {h["process"] for h in held_by} \
+        and end - left["aborted_at"] >= bound / 2 else None
 
 
 def _left_behind_text(left: dict[str, Any] | None, first: int | None, end: float | None) -> str:
@@ -308,7 +312,7 @@ def check_stalled_pipeline(data: Any) -> CheckResult:
         moved = liveness.last_moved(data, s.partition)
         still = (f" from {end - moved:.0f} s before the drain's end" if moved is not None and end is not None else "")
         what = f"{s.unprocessed} committed inputs" if s.unprocessed is not None else "the committed inputs"
-        left = _left_behind(data, s.partition, s.first, end, held_by)
+        left = _left_behind(data, s.partition, s.first, end, drain["timeout_s"], held_by)
         cases.append({
             "explanation": explain("stalled-pipeline", what=what, topic=topic, p=s.partition, first=s.first,
                                    last=s.last, bound=drain["timeout_s"],
