@@ -312,6 +312,8 @@ def check_stalled_pipeline(data: Any) -> CheckResult:
         moved = liveness.last_moved(data, s.partition)
         still = (f" from {end - moved:.0f} s before the drain's end" if moved is not None and end is not None else "")
         what = f"{s.unprocessed} committed inputs" if s.unprocessed is not None else "the committed inputs"
+        # its offset last moved within a sixth of the bound from the drain's end: slow, not stuck
+        moving = moved is not None and end is not None and end - moved < drain["timeout_s"] / 6
         left = _left_behind(data, s.partition, s.first, end, drain["timeout_s"], held_by)
         cases.append({
             "explanation": explain("stalled-pipeline", what=what, topic=topic, p=s.partition, first=s.first,
@@ -324,6 +326,8 @@ def check_stalled_pipeline(data: Any) -> CheckResult:
                                    left=_left_behind_text(left, s.first, end),
                                    progress=(
                                        explain("stalled-pipeline.never") if s.group_offset is None else
+                                       explain("stalled-pipeline.moving", offset=s.group_offset, ago=abs(end - moved))
+                                       if moving else
                                        explain("stalled-pipeline.stayed", offset=s.group_offset, still=still))),
             "input": {"topic": topic, "partition": s.partition, "group_offset": s.group_offset,
                       "unprocessed": s.unprocessed, "first_unprocessed": s.first, "last_committed": s.last},
@@ -331,7 +335,7 @@ def check_stalled_pipeline(data: Any) -> CheckResult:
             **({"observed_at": moved} if moved is not None else {}),
             "progress": [{"time": t, "committed_offset": o} for t, o in liveness.partition_progress(data, s.partition)],
             "held_by": held_by,
-            **({"left_behind": left} if left else {}),
+            **({"left_behind": left} if left else {}), **({"still_moving": True} if moving else {}),
             "assigned_by_coordinator": [{"client_id": m.get("client_id"), "member_id": m.get("member_id")}
                                         for m in (view or {}).get("members") or []
                                         if s.partition in (m.get("partitions") or [])] if view else None,

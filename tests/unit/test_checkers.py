@@ -2208,6 +2208,19 @@ def test_an_owner_blocked_in_a_call_that_never_returned_is_named_with_it(tmp_pat
         results["anomalies"]["stalled-pipeline"][0]["explanation"]
 
 
+@one_engine
+def test_a_partition_still_moving_when_the_drain_ran_out_is_slow_not_stuck(tmp_path):
+    """KafkaJS with its own retry backoff (2026-11-29): the drain's bound ran out while the group's
+    offset was still moving. Still a stall (the bound is the claim), worded as slow, not stuck."""
+    b = _stalled("confluent", holds=[0])
+    b.final_extra["progress"]["samples"] = [[100.0, {}], [110.0, {"0": 2}], [265.0, {"0": 4}]]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    case = results["anomalies"]["stalled-pipeline"][0]
+    assert case["still_moving"] is True
+    assert ("the group's committed offset there was still moving (4 at the last sample, 5 s from the drain's end): "
+            "too slow to catch up, not stuck") in case["explanation"]
+
+
 def _aborted_at_the_end(b: RunBuilder, then: list[tuple]) -> RunBuilder:
     """The owner reads inputs 4 and 5, aborts their transaction and resets the offset it would
     commit as sarama's example does (``rewinds_claim`` false); ``then``: what it does after."""
