@@ -149,6 +149,7 @@ class Member:
     client: str | None
     started: float
     exited: float | None = None
+    exit_meaning: str | None = None
     holds: set[int] = field(default_factory=set)
     held_since: float | None = None
     state: str | None = None
@@ -164,6 +165,12 @@ def members_at(data: Any, at: float) -> list[Member]:
     """The pipeline's processes alive at ``at`` (started, not exited), each with the input
     partitions it says it holds then (``assign`` and ``revoke`` events; a Kafka Streams
     instance's ``assign`` names all its tasks' partitions) and its last Streams state."""
+    return [m for m in members_until(data, at) if m.exited is None]
+
+
+def members_until(data: Any, at: float) -> list[Member]:
+    """The pipeline's processes started by ``at``, as members_at tells them, with those that had
+    exited by then (``exited``, ``exit_meaning``)."""
     members: dict[str, Member] = {}
     for op in data.history.ops:
         t = op["invoke_time"]
@@ -176,7 +183,7 @@ def members_at(data: Any, at: float) -> list[Member]:
         elif op["f"] == "worker-exit":
             gone = members.get(f"{value.get('slot')}.{value.get('incarnation')}")
             if gone is not None:
-                gone.exited = t
+                gone.exited, gone.exit_meaning = t, value.get("meaning")
         elif op["f"] in ("assign", "revoke", "streams-state") and op["process"] in members:
             m = members[op["process"]]
             if op["f"] == "streams-state":
@@ -188,7 +195,7 @@ def members_at(data: Any, at: float) -> list[Member]:
                 parts = set(value.get("partitions") or [])
                 m.holds = parts if m.client == "streams" else m.holds | parts
                 m.held_since = t
-    return [m for _, m in sorted(members.items()) if m.exited is None]
+    return [m for _, m in sorted(members.items())]
 
 
 #: the distinct errors of a member's failed operations kept in a case, its last ones
@@ -234,28 +241,18 @@ def hung_calls(data: Any, started: float | None, end: float, bound: float) -> li
     seconds after: to its exit (the pool's stop, which kills a worker that does not stop when
     asked) or, still running, to the drain's ``end``. Its client, the call, how long it hung, how
     the process ended, and the partitions it says it held at the drain's end."""
-    exits: dict[str, tuple[float, str | None]] = {}
-    clients: dict[str, str | None] = {}
-    for op in data.history.ops:
-        value = op.get("value") or {}
-        name = f"{value.get('slot')}.{value.get('incarnation')}"
-        if op["f"] == "worker-start":
-            clients[name] = value.get("client")
-        elif op["f"] == "worker-exit" and op["invoke_time"] is not None:
-            exits[name] = (op["invoke_time"], value.get("meaning"))
     since = started if started is not None else end - bound
     held = {m.process: sorted(m.holds) for m in members_at(data, end)}
     out = []
-    for process in sorted(clients):
-        exited, meaning = exits.get(process, (None, None))
-        if exited is not None and exited < since:
+    for m in members_until(data, float("inf")):
+        if m.exited is not None and m.exited < since:
             continue
-        blocked = blocked_in(data, process)
-        until = exited if exited is not None else end
+        blocked = blocked_in(data, m.process)
+        until = m.exited if m.exited is not None else end
         if blocked and until - blocked["since"] >= bound:
-            out.append({"process": process, "client": clients[process], "blocked_in": blocked,
-                        "hung_s": round(until - blocked["since"], 3), "holds": held.get(process, []),
-                        **({"exit": {"at": exited, "meaning": meaning}} if exited is not None else {})})
+            out.append({"process": m.process, "client": m.client, "blocked_in": blocked,
+                        "hung_s": round(until - blocked["since"], 3), "holds": held.get(m.process, []),
+                        **({"exit": {"at": m.exited, "meaning": m.exit_meaning}} if m.exited is not None else {})})
     return out
 
 
