@@ -13,18 +13,22 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.files import atomic_write
-from kchaos.reports.what_ran import app_name
-from kchaos.rundir import RunDir
+from kchaos.reports.what_ran import app_name, native_library_ran
+from kchaos.rundir import ENVIRONMENT_FILE, RunDir
 
 COLUMNS = ("release", "client", "TV", "seed", "verdict", "anomalies", "committed txns",
            "late accepted / ended / against", "run")
 
 
-def client_of(workload: dict[str, Any]) -> str:
+def client_of(workload: dict[str, Any], environment: dict[str, Any] | None = None) -> str:
     """The client a row names: a user's app by its name, the Java drivers by their kafka-clients
-    release, else the kind."""
+    release, a native client's worker by the library release the run recorded (environment.json),
+    else the kind."""
     if workload.get("external_command"):
         return f"app {app_name(workload['external_command'])}"
+    native = native_library_ran((environment or {}).get("workers"))
+    if native:
+        return native
     client = str(workload.get("client", "?"))
     if client in ("java", "streams", "external") and workload.get("java_client_version"):
         return f"{client} {workload['java_client_version']}"
@@ -43,7 +47,8 @@ def release_row(run_dir: Path, name: str, verdict: str) -> dict[str, Any]:
     return {
         "name": name,
         "release": cluster.get("kafka_version"),
-        "client": client_of(workload) if workload else None,
+        "client": client_of(workload, rd.read(ENVIRONMENT_FILE, None, tolerate=(ValueError,)))
+        if workload else None,
         "transaction_version": cluster.get("transaction_version"),
         "seed": seed,
         "verdict": verdict,

@@ -28,6 +28,17 @@ def app_name(command: Sequence[str]) -> str:
     return PurePath(command[0]).name
 
 
+NATIVE_WORKER_NOTE = " (kchaos' worker on that client, docs/clients.md)"
+
+
+def native_library_ran(workers: str | None) -> str | None:
+    """The client library and release a native-client run recorded (environment.json's
+    ``workers``, written by ``workers_client``), or None for any other workers."""
+    if workers and workers.endswith(NATIVE_WORKER_NOTE):
+        return workers[: -len(NATIVE_WORKER_NOTE)]
+    return None
+
+
 def workers_client(workload: WorkloadSpec, confluent: str) -> str:
     """What ran as the workers, by client library: ``confluent`` is the installed
     confluent-kafka, as ``confluent-kafka 2.16.1 (librdkafka 2.16.1)``."""
@@ -36,7 +47,7 @@ def workers_client(workload: WorkloadSpec, confluent: str) -> str:
         return f"the user's app {app_name(workload.external_command)} (external_command{jars})"
     java = f"Java kafka-clients {workload.java_client_version}"
     if workload.client in NATIVE_CLIENTS:
-        return f"{NATIVE_CLIENTS[workload.client].library} (kchaos' worker on that client, docs/clients.md)"
+        return f"{NATIVE_CLIENTS[workload.client].library}{NATIVE_WORKER_NOTE}"
     return {
         "confluent": confluent,
         "java": java,

@@ -99,6 +99,8 @@ def test_a_run_directory_without_results_has_no_outcome(tmp_path):
 def test_shipped_nightly_matrix_loads_and_validates_every_campaign():
     matrix, entries = load_matrix(Path(__file__).resolve().parents[2] / "campaigns" / "nightly.toml")
     assert matrix.name == "nightly" and any(e.expect == "invalid" for e, *_ in entries)
+    from kchaos.workloads.native_clients import CLIENTS
+    assert set(CLIENTS) <= {c.workload.client for *_, c in entries}  # every client worker, every night
 
 
 def test_release_matrix_expands_each_entry_per_release_and_transaction_version():
@@ -110,6 +112,21 @@ def test_release_matrix_expands_each_entry_per_release_and_transaction_version()
     releases = ["4.0.0", "4.1.1", "4.2.2", "4.3.1", "4.4.0"]
     assert seen == {(r, r, 1, "invalid") for r in releases} | {(r, r, 2, "valid") for r in releases}
     assert len({label for _, label, *_ in entries}) == 10  # every variant named apart
+
+
+def test_client_matrix_runs_every_client_on_two_releases_with_its_controls():
+    """The shipped client matrix (issue 63): the default campaign on 10 seeds per client and
+    release, the Java control, and every client's at-least-once negative control expected caught."""
+    matrix, entries = load_matrix(Path(__file__).resolve().parents[2] / "campaigns" / "matrix-clients.toml")
+    clients = {"franz-go", "sarama", "aiokafka", "kafka-python", "kafkajs"}
+    default = {(c.workload.client, c.cluster.kafka_version) for e, _, _, _, c in entries
+               if c.name == "default" and len(e.seeds) == 10}
+    assert default == {(client, release) for client in clients for release in ("4.2.1", "4.4.0")}
+    assert {c.workload.client for e, _, _, _, c in entries if c.name == "default" and e.expect == "valid"} >= {"java"}
+    controls = {c.workload.client for e, _, _, _, c in entries if e.expect == "invalid"}
+    assert controls == clients and all(c.workload.delivery == "at-least-once"
+                                       for e, _, _, _, c in entries if e.expect == "invalid")
+    assert len({label for _, label, *_ in entries}) == len(entries)
 
 
 def test_release_table_reads_what_each_run_recorded(tmp_path):
@@ -135,6 +152,25 @@ def test_release_table_reads_what_each_run_recorded(tmp_path):
     table = render_markdown(rows, "t").splitlines()
     assert "| 4.0.0 | java 4.0.0 | 1 | 13 | INVALID | duplicate 1, lost-write 2 | 1334 | 7 / 4 / 2 |" in table[4]
     assert table[5].startswith("| 4.0.0 | java 4.0.0 | 2 | - | harness-error | - | - | - |")
+
+
+def test_release_table_names_a_native_client_by_the_library_its_run_recorded(tmp_path):
+    """A client worker's row names the library release the run's environment.json recorded (a
+    later pin must not rename an old run); without that record, the client's name alone."""
+    import json
+
+    from kchaos.ci.release_table import release_row
+
+    recorded, bare = tmp_path / "20261129T120000Z-default-seed1", tmp_path / "20261129T121000Z-default-seed1"
+    for run in (recorded, bare):
+        run.mkdir()
+        (run / "campaign.json").write_text(json.dumps({
+            "cluster": {"kafka_version": "4.4.0", "transaction_version": 2},
+            "workload": {"client": "sarama", "java_client_version": "4.4.0"}}))
+    (recorded / "environment.json").write_text(json.dumps(
+        {"workers": "IBM/sarama 1.60.0 (kchaos' worker on that client, docs/clients.md)"}))
+    assert release_row(recorded, "a", "invalid")["client"] == "IBM/sarama 1.60.0"
+    assert release_row(bare, "b", "invalid")["client"] == "sarama"
 
 
 @pytest.mark.parametrize("text, needle", [
