@@ -278,6 +278,12 @@ def _left_behind_text(left: dict[str, Any] | None, first: int | None, end: float
                    if reset and reset.get("rewinds_claim") is False else "")
 
 
+def _relative_to_end(t: float, end: float) -> str:
+    """A moment beside the drain's end; a progress sample may be read after it (the final one)."""
+    return (f"{end - t:.0f} s before the drain's end" if t <= end else f"{t - end:.0f} s after the drain's end, "
+            "at the sample that first saw it")
+
+
 @implements("stalled-pipeline", "python", "spark")
 def check_stalled_pipeline(data: Any) -> CheckResult:
     """The pipeline resumes: every committed input processed within the drain's bound after the
@@ -326,7 +332,7 @@ def check_stalled_pipeline(data: Any) -> CheckResult:
                                    left=_left_behind_text(left, s.first, end),
                                    progress=(
                                        explain("stalled-pipeline.never") if s.group_offset is None else
-                                       explain("stalled-pipeline.moving", offset=s.group_offset, ago=abs(end - moved))
+                                       explain("stalled-pipeline.moving", offset=s.group_offset, when=_relative_to_end(moved, end))
                                        if moving else
                                        explain("stalled-pipeline.stayed", offset=s.group_offset, still=still))),
             "input": {"topic": topic, "partition": s.partition, "group_offset": s.group_offset,

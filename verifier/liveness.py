@@ -189,7 +189,8 @@ def members_until(data: Any, at: float) -> list[Member]:
             if op["f"] == "streams-state":
                 m.state, m.state_since = value.get("to"), t
             elif op["f"] == "revoke":
-                m.holds -= set(value.get("partitions") or [])
+                # no list: an eager rebalance gives up every partition held (KafkaJS's REBALANCING)
+                m.holds = m.holds - set(value["partitions"]) if value.get("partitions") is not None else set()
                 m.held_since = t
             else:  # Streams names every task it runs; a consumer's callback names what it gains
                 parts = set(value.get("partitions") or [])

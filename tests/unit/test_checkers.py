@@ -2217,8 +2217,20 @@ def test_a_partition_still_moving_when_the_drain_ran_out_is_slow_not_stuck(tmp_p
     verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
     case = results["anomalies"]["stalled-pipeline"][0]
     assert case["still_moving"] is True
-    assert ("the group's committed offset there was still moving (4 at the last sample, 5 s from the drain's end): "
-            "too slow to catch up, not stuck") in case["explanation"]
+    assert ("the group's committed offset there was still moving (last seen moving, to 4, 5 s before the drain's "
+            "end): too slow to catch up, not stuck") in case["explanation"]
+
+
+@one_engine
+def test_a_move_first_seen_after_the_drain_is_worded_after_it(tmp_path):
+    """The final progress sample is read after the drain's end: a move it is the first to see is
+    said to be seen after the end, never "from" it as if before."""
+    b = _stalled("confluent", holds=[0])
+    b.final_extra["progress"]["samples"] = [[100.0, {}], [110.0, {"0": 2}], [286.0, {"0": 4}]]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    case = results["anomalies"]["stalled-pipeline"][0]
+    assert case["still_moving"] is True
+    assert "(last seen moving, to 4, 16 s after the drain's end, at the sample that first saw it)" in case["explanation"]
 
 
 def _aborted_at_the_end(b: RunBuilder, then: list[tuple]) -> RunBuilder:

@@ -50,3 +50,13 @@ def test_members_hold_what_their_events_say_a_streams_instance_its_whole_set():
     assert sorted(members) == ["w0.1", "w1.1"]  # w2.1 exited
     assert members["w0.1"].holds == {1, 2} and members["w1.1"].holds == set() and members["w1.1"].state == "RUNNING"
     assert members_at(data, 2.5)[0].holds == {0, 1}
+
+
+def test_a_revoke_without_partitions_gives_up_everything_held():
+    """KafkaJS's eager rebalance (its REBALANCING event) names no partitions: the member holds
+    nothing until its next assignment, never what it held before piled on the new one."""
+    ops = [_op("worker-start", 1, {"slot": "w0", "incarnation": 1, "client": "kafkajs"}),
+           _op("assign", 2, {"partitions": [2, 5]}, "w0.1"), _op("revoke", 3, {"partitions": None}, "w0.1"),
+           _op("assign", 4, {"partitions": [0, 3]}, "w0.1")]
+    data = SimpleNamespace(history=SimpleNamespace(ops=ops))
+    assert members_at(data, 3.5)[0].holds == set() and members_at(data, 5)[0].holds == {0, 3}

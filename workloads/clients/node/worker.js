@@ -248,11 +248,16 @@ const main = async () => {
   const onSignal = () => { stopping = true }
   process.on('SIGTERM', onSignal)
   process.on('SIGINT', onSignal)
+  // KafkaJS rebalances eagerly: REBALANCING gives up everything the last join assigned
+  let held = []
   consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
-    const parts = ((payload.memberAssignment || {})[wl.input_topic] || []).slice().sort((a, b) => a - b)
-    event('assign', { partitions: parts }, 'ok', slotFields())
+    held = ((payload.memberAssignment || {})[wl.input_topic] || []).slice().sort((a, b) => a - b)
+    event('assign', { partitions: held }, 'ok', slotFields())
   })
-  consumer.on(consumer.events.REBALANCING, () => event('revoke', { partitions: null }, 'ok', slotFields()))
+  consumer.on(consumer.events.REBALANCING, () => {
+    event('revoke', { partitions: held }, 'ok', slotFields())
+    held = []
+  })
   consumer.on(consumer.events.CRASH, ({ payload }) => {
     process.stderr.write(`${(Date.now() / 1000).toFixed(3)} consumer crash (restart: ${payload.restart}): ${payload.error && payload.error.message}\n`)
     if (!payload.restart) die(payload.error)
@@ -290,7 +295,9 @@ const main = async () => {
           inTransaction = step.catch(() => {})
           kept = await step
         } catch (e) {
-          await die(e)
+          // not awaited: die() disconnects the consumer, which waits for this eachBatch to return;
+          // awaiting it here held the exit to finish()'s 5 s timer, without a LeaveGroup
+          die(e)
           return
         }
         if (!kept) return
