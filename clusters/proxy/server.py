@@ -47,6 +47,8 @@ affecting at most ``count`` requests per client id (0: every match) and ``total`
 * ``drop-response``: the broker gets the request; its response and every later one on that
   connection are swallowed, so the client sees a silent connection and times out: an unknown
   outcome. (A lone lost response would desynchronise a client that matches responses in order.)
+  When the rule is removed (its fault heals) the proxy closes each connection it silenced, as a
+  network that comes back resets it; a client that kept one open reconnects.
   With ``answer_carries`` (e.g. ``assignment``) only an answer that carries it is dropped, and
   only those count against ``count`` and ``total``; every other matching exchange passes and is
   recorded (``passed``, with its answer): the exchange around the lost answer is the evidence.
@@ -105,6 +107,7 @@ class Connection:
         self.pending: deque[Pending] = deque()
         self.client_open = True
         self.deaf = False  # after a dropped response: nothing more reaches the client
+        self.deaf_by: str | None = None  # the rule whose drop silenced it: its heal closes it
 
     def to_client(self, data: bytes) -> None:
         if self.client_open and not self.deaf:
@@ -112,6 +115,16 @@ class Connection:
                 self.cwriter.write(data)
             except (ConnectionError, OSError, RuntimeError):
                 self.client_open = False
+
+    def hang_up(self) -> None:
+        """The fault that silenced this connection healed: close it, as a network that comes back
+        resets a connection that lost an answer, so the client reconnects. Left open, a client
+        that never gives up a connection (KafkaJS) would stay deaf long after the heal."""
+        self.client_open = False
+        try:
+            self.cwriter.close()
+        except Exception:
+            pass
 
     def flush_forged(self) -> None:
         while self.pending and self.pending[0].forged is not None:
@@ -184,7 +197,7 @@ class Connection:
                 head.rule.unanswered -= 1
                 self.proxy.log(head.record)
             if head is not None and head.drop:
-                self.deaf = True
+                self.deaf, self.deaf_by = True, head.rule.id
             if head is not None:
                 Observe.on_answer(self, head, answer)
             self.to_client(frame_bytes(frame))
@@ -282,6 +295,8 @@ class MessageProxy:
         deadline = time.monotonic() + ANSWER_WAIT_S
         while rule.unanswered > 0 and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
+        for conn in [c for c in self.connections if c.deaf_by == rule_id]:
+            conn.hang_up()
         return rule.events
 
     # -- control API (tiny HTTP/1.1, one request per connection) ----------------------------

@@ -29,9 +29,9 @@ def task_ids(w: Writer, tasks: list[tuple[str, list[int]]] | None) -> Writer:
 
 
 def heartbeat(epoch: int, owned: list[tuple[str, list[int]]] | None, correlation_id: int = 5, version: int = 0,
-              joining: bool = False) -> bytes:
+              joining: bool = False, client_id: str = "kchaos-w2-StreamThread-1-consumer") -> bytes:
     """A StreamsGroupHeartbeat request (common/message/StreamsGroupHeartbeatRequest.json)."""
-    w = Writer().int16(88).int16(version).int32(correlation_id).string("kchaos-w2-StreamThread-1-consumer")
+    w = Writer().int16(88).int16(version).int32(correlation_id).string(client_id)
     w.no_tagged_fields().compact_string(GROUP).compact_string(MEMBER).int32(epoch).int32(0)
     w.compact_string(None).compact_string(None).int32(-1)  # instance id, rack id, rebalance timeout
     if joining:  # a topology of one subtopology reading one topic; nothing after it is read
@@ -283,3 +283,44 @@ def test_an_observed_request_never_answered_is_recorded_when_its_connection_ends
 
     [event] = asyncio.run(scenario())
     assert (event["action"], event["member_epoch"], event["answer"], event["delivered"]) == ("observed", 5, None, False)
+
+
+def test_the_heal_of_a_drop_closes_the_connection_it_silenced(tmp_path):
+    """A client that never gives up a connection (KafkaJS) must not stay deaf after the fault
+    heals: removing the rule closes the connection it silenced, and leaves the others open."""
+
+    async def scenario() -> tuple[bytes | None, bytes | None, bool, bool]:
+        async def broker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while (frame := await read_frame(reader)) is not None:
+                writer.write(frame_bytes(answer(parse_request_header(frame).correlation_id, 5, None)))
+                await writer.drain()
+
+        upstream = await asyncio.start_server(broker, "127.0.0.1", 0)
+        proxy = MessageProxy([], tmp_path / "events.jsonl")
+        rule = {"id": "drop", "kind": "drop-response", "apis": ["StreamsGroupHeartbeat"], "client_prefix": "kchaos-w2-"}
+        assert (await proxy.route("POST", "/rules", rule))[0] == 200
+        route = Route("n3", 3, "client", None, 0, upstream.sockets[0].getsockname()[1])
+        front = await asyncio.start_server(lambda r, w: proxy.client_connected(route, r, w), "127.0.0.1", 0)
+        port = front.sockets[0].getsockname()[1]
+        (silenced_r, silenced_w), (other_r, other_w) = [await asyncio.open_connection("127.0.0.1", port)
+                                                        for _ in range(2)]
+        silenced_w.write(frame_bytes(heartbeat(5, None, 1)))
+        other_w.write(frame_bytes(heartbeat(5, None, 2, client_id="kchaos-w1-consumer")))
+        try:
+            lost = await asyncio.wait_for(read_frame(silenced_r), 1.0)
+        except asyncio.TimeoutError:
+            lost = None
+        heard = await asyncio.wait_for(read_frame(other_r), 1.0)
+        await proxy.route("DELETE", "/rules/drop", None)
+        closed = await asyncio.wait_for(silenced_r.read(1), 1.0) == b""
+        other_w.write(frame_bytes(heartbeat(5, None, 3, client_id="kchaos-w1-consumer")))
+        still_open = await asyncio.wait_for(read_frame(other_r), 1.0) is not None
+        for w in (silenced_w, other_w):
+            w.close()
+        front.close()
+        upstream.close()
+        return lost, heard, closed, still_open
+
+    lost, heard, closed, still_open = asyncio.run(scenario())
+    assert lost is None and heard is not None  # the rule took w2's answer only
+    assert closed and still_open
