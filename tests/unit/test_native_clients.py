@@ -96,9 +96,11 @@ def test_a_librdkafka_name_in_the_shared_table_is_still_refused():
         WorkloadSpec(client="sarama", **{**DEFAULT_59, "producer": {"message.timeout.ms": 20000}})
 
 
+@pytest.mark.parametrize("name", ["default", "client-zombie", "client-at-least-once", "hunt-member-paused",
+                                  "hunt-client-errors", "hunt-produce-answer-lost", "hunt-kip890"])
 @pytest.mark.parametrize("client", sorted(CLIENTS))
-def test_every_client_loads_the_shipped_default_campaign(client):
-    campaign = load_campaign(CAMPAIGNS_DIR / "default.toml", [f"workload.client={client}"])
+def test_every_client_loads_the_shipped_client_campaigns(client, name):
+    campaign = load_campaign(CAMPAIGNS_DIR / f"{name}.toml", [f"workload.client={client}"])
     assert campaign.workload.client == client
 
 
