@@ -396,8 +396,8 @@ CHECKS: tuple[CheckDef, ...] = (
                                                "not move the consumer"),
                            ".claimed-drained": ", though the drain's record says every input was processed",
                            ".stayed": "the group's committed offset there stayed at {offset}{still}",
-                           ".moving": ("the group's committed offset there was still moving (last seen moving, to {offset}, "
-                                       "{when}): too slow to catch up, not stuck"),
+                           ".moving": ("the group's committed offset there was still moving (last seen moving, to "
+                                       "{offset}, {when}): too slow to catch up, not stuck"),
                            ".never": "the group never committed an offset there"}),
     CheckDef("hung-client-call",
              "a pipeline process stuck in a client call it invoked and never returned from, longer than the drain's "

@@ -332,7 +332,8 @@ def check_stalled_pipeline(data: Any) -> CheckResult:
                                    left=_left_behind_text(left, s.first, end),
                                    progress=(
                                        explain("stalled-pipeline.never") if s.group_offset is None else
-                                       explain("stalled-pipeline.moving", offset=s.group_offset, when=_relative_to_end(moved, end))
+                                       explain("stalled-pipeline.moving", offset=s.group_offset,
+                                               when=_relative_to_end(moved, end))
                                        if moving else
                                        explain("stalled-pipeline.stayed", offset=s.group_offset, still=still))),
             "input": {"topic": topic, "partition": s.partition, "group_offset": s.group_offset,

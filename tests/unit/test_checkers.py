@@ -2230,7 +2230,8 @@ def test_a_move_first_seen_after_the_drain_is_worded_after_it(tmp_path):
     verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
     case = results["anomalies"]["stalled-pipeline"][0]
     assert case["still_moving"] is True
-    assert "(last seen moving, to 4, 16 s after the drain's end, at the sample that first saw it)" in case["explanation"]
+    assert ("(last seen moving, to 4, 16 s after the drain's end, at the sample that first saw it)"
+            in case["explanation"])
 
 
 def _aborted_at_the_end(b: RunBuilder, then: list[tuple]) -> RunBuilder:
