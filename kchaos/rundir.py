@@ -31,6 +31,9 @@ FINAL_FILE, METRICS_FILE, REPLAY_FILE = "final.json", "metrics.json", "replay.js
 CLUSTER_FILE, ENVIRONMENT_FILE, EXPECT_FILE = "cluster.json", "environment.json", "expect.json"
 SCHEDULE_FILE, SEED_FILE, HISTORY_FILE = "schedule.json", "seed", "history.jsonl"
 REPORT_FILE = "report.html"
+#: a kchaos-started node's directory in ``cluster/`` and its log directory (the brokers' own
+#: segments; a cluster kchaos did not start, or the docker backend, leaves none there)
+NODE_DIR, NODE_DATA_DIR = "node-{}", "data"
 SPARK_RESULTS_FILE, PYTHON_RESULTS_FILE = "results.spark.json", "results.python.json"
 #: what a new check of a run replaces, kept beside it as *.previous.json
 REPLACED = (RESULTS_FILE, SPARK_RESULTS_FILE, PYTHON_RESULTS_FILE, CERTIFICATION_FILE)
@@ -104,6 +107,11 @@ class RunDir:
     @property
     def cluster_dir(self) -> Path:
         return self.path / "cluster"
+
+    def node_data_dirs(self) -> dict[str, Path]:
+        """Each kchaos-started node's log directory in the run, by node directory name."""
+        return {d.parent.name: d for d in sorted(self.cluster_dir.glob(f"{NODE_DIR.format('*')}/{NODE_DATA_DIR}"))
+                if d.is_dir()}
 
     @property
     def started(self) -> str:

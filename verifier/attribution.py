@@ -14,7 +14,9 @@ Each safety anomaly case gets one label, from what the run observed:
   late EndTxn of one of them end a later transaction (``facts.late_requests``): the mechanism, seen;
 - ``classic-protocol``: classic, and the mechanism was not seen (no message faults, or none ended a
   transaction): the protocol allows the anomaly; nothing attributes it further;
-- ``candidate``: not the classic protocol's: every id the case names committed under KIP-890, or
+- ``candidate``: not the classic protocol's: an aborted read made visible by a COMMIT marker the
+  coordinator's log never prepared (``facts.commit_markers``, verifier/markers.py: the broker's,
+  F8), every id the case names committed under KIP-890, or
   the anomaly is not a shape KAFKA-17754 makes (``SHAPES``; a duplicate one transaction wrote
   twice; a lost input its own consumer went on past after aborting it, ``passed_over``; an
   offset moved back by a member the group had moved on from, ``partition_moved_to``; a lost
@@ -41,6 +43,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from kchaos.verifier.markers import covering_marker
 from kchaos.verifier.model import case_names
 from kchaos.verifier.results import LIVENESS_CHECKS
 
@@ -105,11 +108,34 @@ def _moved_by_stray(anomaly: str, case: Any, strays: list[dict[str, Any]]) -> di
     return None
 
 
+def _made_visible_by_unprepared(anomaly: str, case: Any, unprepared: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """For an aborted-read case: the COMMIT marker the coordinator's log never prepared
+    (markers.py) that made every record of the case visible, if one marker did; else None."""
+    if anomaly != "aborted-read" or not isinstance(case, dict) or not unprepared or not case.get("records"):
+        return None
+    pids = {t["producer_id"] for t in case.get("transactions") or [] if isinstance(t, dict) and t.get("producer_id") is not None}
+    found = [covering_marker(unprepared, r.get("topic"), r.get("partition"), r.get("offset"), pids)
+             for r in case["records"] if isinstance(r, dict)]
+    return found[0] if found and all(found) else None
+
+
 def label_case(anomaly: str, case: Any, per_txid: dict[str, dict[str, int]], ended_by_late: set[str],
-               strays: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+               strays: list[dict[str, Any]] | None = None, unprepared: list[dict[str, Any]] | None = None
+               ) -> dict[str, Any]:
     """One case of type ``anomaly``: its label and why (see the module's docstring). ``strays``:
-    the run's carried stray offset commits (carried_strays)."""
+    the run's carried stray offset commits (carried_strays); ``unprepared``: the COMMIT markers
+    the coordinator's log never prepared (the ``commit_markers`` fact)."""
     ids = sorted(_case_ids(case, set(per_txid)))
+    marker = _made_visible_by_unprepared(anomaly, case, unprepared or [])
+    if marker:
+        log = marker["log"]
+        return {"label": "candidate", "txids": ids,
+                "why": f"the COMMIT marker that made it visible ({marker['topic']}-{marker['partition']} offset "
+                       f"{marker['offset']}, coordinator epoch {marker['coordinator_epoch']}) was written while the "
+                       f"surviving transaction log's latest record of producer {marker['producer_id']} was "
+                       f"{log['status']} ({log['before_marker_ms']} ms before): a coordinator acted on a PrepareCommit "
+                       "the log no longer holds (docs/findings.md F8: records above the high watermark, truncated "
+                       "when the partition moved); the broker's, on either protocol"}
     stray = _moved_by_stray(anomaly, case, strays or [])
     if stray:
         return {"label": "candidate", "txids": ids,
@@ -259,7 +285,8 @@ def attribute(results: dict[str, Any]) -> dict[str, Any] | None:
     late = (facts.get("late_requests") or {}).get("requests") or []
     ended_by_late = {r["transactional_id"] for r in late if r.get("ended_a_transaction") and r.get("transactional_id")}
     strays = carried_strays(anomalies)
-    cases = {name: [label_case(name, case, per_txid, ended_by_late, strays) for case in cs]
+    unprepared = (facts.get("commit_markers") or {}).get("unprepared") or []
+    cases = {name: [label_case(name, case, per_txid, ended_by_late, strays, unprepared) for case in cs]
              for name, cs in sorted(anomalies.items())}
     _relabel_duplicates(anomalies, cases)
     by_anomaly = {name: dict(Counter(c["label"] for c in labelled)) for name, labelled in cases.items()}

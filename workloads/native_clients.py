@@ -90,8 +90,10 @@ CLIENTS: dict[str, NativeClient] = {c.name: c for c in (
                  _COMMON_PRODUCER | {"linger.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"},
                  txid_strategies=("per-worker", "per-partition"), instance_id_option="Consumer.Group.InstanceId",
                  counts_retries=True),
+    # aiokafka 0.14.0 has no delivery timeout (its producer takes no delivery_timeout_ms): a batch
+    # without an answer is retried until the transaction ends
     NativeClient("aiokafka", "aiokafka 0.14.0", "python", "aiokafka_worker.py",
-                 _COMMON_PRODUCER | {"linger.ms", "delivery.timeout.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"},
+                 _COMMON_PRODUCER | {"linger.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"},
                  instance_id_option="group_instance_id"),
     NativeClient("kafka-python", "kafka-python 3.0.12", "python", "kafka_python_worker.py",
                  _COMMON_PRODUCER | {"linger.ms", "delivery.timeout.ms"}, _COMMON_CONSUMER | {"fetch.max.wait.ms"},

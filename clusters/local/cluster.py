@@ -45,6 +45,7 @@ from kchaos.clusters.proxy.toxiproxy import Proxy, ToxiproxyClient, ensure_toxip
 from kchaos.clusters.spec import ClusterSpec
 from kchaos.errors import CapabilityError, ClusterError, ConfigError
 from kchaos.files import atomic_write
+from kchaos.rundir import NODE_DATA_DIR, NODE_DIR
 from kchaos.runtime import faketime, small_disk
 from kchaos.runtime.artifacts import JarSet, require_java, resolve_kafka
 from kchaos.runtime.kafka_tools import run_tool, tool_jars
@@ -60,8 +61,8 @@ class LocalNode(Node):
         self.cluster = cluster
         self.node_id = node_id
         self.roles = roles
-        self.dir = cluster.work_dir / f"node-{node_id}"
-        self.data_dir = self.dir / "data"
+        self.dir = cluster.work_dir / NODE_DIR.format(node_id)
+        self.data_dir = self.dir / NODE_DATA_DIR
         self.logs_dir = self.dir / "logs"
         self.config_path = self.dir / "server.properties"
         self.process: ManagedProcess | None = None

@@ -44,7 +44,8 @@ class Reader:
     def int64(self) -> int:
         return struct.unpack(">q", self._take(8))[0]
 
-    def uvarint(self) -> int:
+    def uvarint(self, max_shift: int = 35) -> int:
+        """An unsigned varint (``max_shift`` 63: a varlong)."""
         shift = result = 0
         while True:
             byte = self._take(1)[0]
@@ -52,8 +53,13 @@ class Reader:
             if not byte & 0x80:
                 return result
             shift += 7
-            if shift > 35:
+            if shift > max_shift:
                 raise DecodeError("unsigned varint too long")
+
+    def varint(self) -> int:
+        """A signed zig-zag varint or varlong (record fields in a RecordBatch v2)."""
+        unsigned = self.uvarint(max_shift=63)
+        return (unsigned >> 1) ^ -(unsigned & 1)
 
     def string(self) -> str | None:
         n = self.int16()

@@ -159,3 +159,50 @@ def test_share_state_decoder_matches_dumplogsegments(cluster3, tmp_path):
     assert kinds == {"snapshot", "update"}
     states = {b.delivery_state for pos in common for b in decode_share_state_record(ours[pos]["key"], ours[pos]["value"]).batches}
     assert {2, 4} <= states  # acknowledged and archived (the rejected record) both seen
+
+
+_BATCH = re.compile(r"baseOffset: (\d+) lastOffset: (\d+) count: (\d+) baseSequence: (-?\d+) lastSequence: -?\d+ "
+                    r"producerId: (-?\d+) producerEpoch: (-?\d+) partitionLeaderEpoch: (-?\d+) isTransactional: (\w+) "
+                    r"isControl: (\w+) .*?CreateTime: (-?\d+)")
+_MARKER = re.compile(r"\| offset: (\d+) .*endTxnMarker: (COMMIT|ABORT) coordinatorEpoch: (\d+)")
+
+
+def test_segment_reader_matches_dumplogsegments_and_real_markers_agree_with_the_log(cluster3, tmp_path):
+    """kchaos/protocol/log_segments.py reads a real broker's segments as DumpLogSegments does
+    (headers, markers, coordinator epochs), and verifier/markers.py finds every COMMIT marker of
+    a healthy broker prepared in the coordinator's log (no false unprepared marker)."""
+    from kchaos.protocol.log_segments import read_partition
+    from kchaos.verifier.markers import read_commit_markers, unprepared_commit_markers
+
+    topic = f"seg-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster3, topic, 1, 3)
+    producer = Producer(quiet({**cluster3.client_config(), "transactional.id": f"{topic}-tx"}))
+    producer.init_transactions(60)
+    for end in ("commit", "abort", "commit"):
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic, f"{end}-{i}".encode(), partition=0)
+        producer.flush(30)
+        getattr(producer, f"{end}_transaction")(60)
+    part_dir = cluster3.node(1).data_dir / f"{topic}-0"
+    tool_batches, tool_markers = [], {}
+    for segment in sorted(part_dir.glob("*.log")):
+        text = run_tool("dump-log", ["--files", str(segment), "--print-data-log"], cluster3.kafka_version).stdout
+        for line in text.splitlines():
+            if (b := _BATCH.search(line)) and not line.startswith("|"):
+                tool_batches.append(tuple(int(g) if g.lstrip("-").isdigit() else g == "true" for g in b.groups()))
+            elif m := _MARKER.search(line):
+                tool_markers[int(m.group(1))] = (m.group(2) == "COMMIT", int(m.group(3)))
+    ours = read_partition(part_dir)
+    assert [(b.base_offset, b.last_offset, b.count, b.base_sequence, b.producer_id, b.producer_epoch, b.leader_epoch,
+             b.transactional, b.control, b.max_timestamp) for b in ours] == tool_batches
+    assert {b.base_offset: (b.committed, b.coordinator_epoch) for b in ours if b.control} == tool_markers
+    assert sorted(committed for committed, _ in tool_markers.values()) == [False, True, True]
+
+    markers = [m for m in read_commit_markers({"node-1": cluster3.node(1).data_dir}) if m["topic"] == topic]
+    abort_at = next(b.base_offset for b in ours if b.committed is False)
+    assert [m["covers_from"] for m in markers] == [0, abort_at + 1]  # the second commit's range starts after the abort
+    log = [{"partition": r["partition"], "offset": r["offset"], "entry": decode_transaction_record(r["key"], r["value"])}
+           for r in _ours(cluster3, "__transaction_state", tmp_path).values()]
+    judged = unprepared_commit_markers(markers, [r for r in log if r["entry"] is not None])
+    assert judged["unprepared"] == [] and judged["no_log_record_before"] == 0 and judged["commit_markers"] == 2

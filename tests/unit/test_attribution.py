@@ -170,3 +170,42 @@ def test_a_duplicate_a_zombie_transaction_wrote_is_the_clients():
     labels = got["cases"]["duplicate"]
     assert labels[0]["label"] == "candidate" and "w1.1's transaction 48" in labels[0]["why"]
     assert labels[1]["label"] != "candidate"  # (unattributed here: its slots name ids of both protocols)
+
+
+def _unprepared(topic="out", partition=0, offset=9, covers_from=0, producer_id=7):
+    return {"topic": topic, "partition": partition, "offset": offset, "covers_from": covers_from,
+            "producer_id": producer_id, "producer_epoch": 0, "coordinator_epoch": 3, "time_ms": 5000,
+            "log": {"transactional_id": "run-w0", "status": "Ongoing", "before_marker_ms": 4000}}
+
+
+def _aborted_read(*offsets, producer_id=7):
+    return {"explanation": "hand-made", "records": [{"topic": "out", "partition": 0, "offset": o, "txid": "run-w0"}
+                                                    for o in offsets],
+            "transactions": [{"txid": "run-w0", "producer_id": producer_id}]}
+
+
+def test_an_aborted_read_a_marker_the_log_never_prepared_made_visible_is_the_brokers():
+    got = label_case("aborted-read", _aborted_read(2, 5), PER_TXID, set(), unprepared=[_unprepared()])
+    assert got["label"] == "candidate" and "F8" in got["why"] and "coordinator epoch 3" in got["why"]
+    assert "Ongoing" in got["why"] and "out-0 offset 9" in got["why"]
+    # the same case without such a marker stays the classic protocol's
+    assert label_case("aborted-read", _aborted_read(2, 5), PER_TXID, set())["label"] == "classic-protocol"
+
+
+def test_an_unprepared_marker_explains_only_the_records_it_ends_of_its_own_producer():
+    marker = [_unprepared(offset=9, covers_from=4)]
+    # a record below the range, another producer's, or another partition's: not explained
+    assert label_case("aborted-read", _aborted_read(2, 5), PER_TXID, set(), unprepared=marker)["label"] == "classic-protocol"
+    assert label_case("aborted-read", _aborted_read(5, producer_id=8), PER_TXID, set(),
+                      unprepared=marker)["label"] == "classic-protocol"
+    assert label_case("aborted-read", _aborted_read(9), PER_TXID, set(), unprepared=marker)["label"] == "classic-protocol"
+    # another anomaly is not made by a marker that made records visible
+    assert label_case("lost-write", _aborted_read(5), PER_TXID, set(), unprepared=marker)["label"] == "classic-protocol"
+
+
+def test_attribute_reads_the_unprepared_markers_from_the_commit_markers_fact():
+    results = {"anomalies": {"aborted-read": [_aborted_read(2)]},
+               "facts": {"commits_by_client_tv_per_txid": PER_TXID,
+                         "commit_markers": {"commit_markers": 40, "unprepared": [_unprepared()]}}}
+    got = attribute(results)
+    assert got["by_anomaly"] == {"aborted-read": {"candidate": 1}}

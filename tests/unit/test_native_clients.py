@@ -29,6 +29,8 @@ def test_a_property_a_worker_does_not_map_is_refused_on_load():
         WorkloadSpec(client="franz-go", producer={"socket.timeout.ms": 3000})
     with pytest.raises(ValidationError, match="linger.ms"):  # KafkaJS has no linger
         WorkloadSpec(client="kafkajs", producer={"linger.ms": 5})
+    with pytest.raises(ValidationError, match="delivery.timeout.ms: the aiokafka worker"):  # aiokafka has none
+        WorkloadSpec(client="aiokafka", producer={"delivery.timeout.ms": 20000})
 
 
 def test_what_a_client_cannot_speak_is_refused_on_load():

@@ -16,13 +16,14 @@ from kchaos.verifier.acknowledged import seeder_count_cases
 from kchaos.verifier.checks import OUTPUT_ID, explain, implements, lost_write_outputs, lost_write_text, output_id, passed_over_evidence, progress_result, reread_evidence, result, run_checks
 from kchaos.verifier.engine import engine_class
 from kchaos.verifier.late_requests import events_path, late_request_facts, read_message_events
+from kchaos.verifier.markers import commit_marker_facts
 from kchaos.verifier.model import (DIGEST_MAX_CASES, MAX_CASES, OPEN_TXN_STATES, TXN_NEXT, abandoned_note,
                                    commits_by_client_tv, hanging_cases, pipeline_txids, zombie_successor)
 from kchaos.verifier.producer_ids import PREPARED, judge_producer_ids
 from kchaos.verifier.run_data import RunData
 from kchaos.verifier.results import CheckResult, Results, VALID
 from kchaos.verifier.share_checks import share_checks
-from kchaos.verifier.spark.run import SparkRun, txn_log_entries, raw_only
+from kchaos.verifier.spark.run import SparkRun, txn_log_entries, txn_log_entries_of_producers, raw_only
 
 #: checks (and the facts) submitted to Spark at once. At a small run's size a query is mostly the
 #: driver planning and compiling it, one thread at a time per query, while the executors idle;
@@ -621,6 +622,8 @@ def facts(d: SparkRun) -> dict[str, Any]:
         # for both engines; only when the run had message faults
         "late_requests": (late_request_facts(d.run, txn_log_entries(d, read_message_events(d.run)), d.history.ops)
                           if events_path(d.run).exists() else None),
+        "commit_markers": commit_marker_facts(d.run, lambda pids: txn_log_entries_of_producers(d, pids),
+                                              driver_checks.clock_skew_windows(d.history)),
     }
 
 

@@ -429,11 +429,21 @@ class SparkRun:
 def txn_log_entries(d: SparkRun, events: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     """The transaction log's records of the transactional ids the message proxy's events name,
     in log order, as late_requests reads them."""
+    txids = sorted({e["transactional_id"] for e in events if e.get("transactional_id")})
+    return _txn_log_rows(d, "transactional_id", txids)
+
+
+def txn_log_entries_of_producers(d: SparkRun, producer_ids: set[int]) -> list[dict[str, Any]] | None:
+    """The transaction log's records of some producer ids, in log order (markers.py reads them)."""
+    return _txn_log_rows(d, "producer_id", sorted(producer_ids))
+
+
+def _txn_log_rows(d: SparkRun, column: str, values: list[Any]) -> list[dict[str, Any]] | None:
+    """The transaction log's records whose ``column`` is one of ``values``, collected to the
+    driver as {partition, offset, entry} (small: what one fact needs); None without the log."""
     if d.txn_log is None:
         return None
-
-    txids = sorted({e["transactional_id"] for e in events if e.get("transactional_id")})
-    rows = d.txn_log.filter(d.F.col("transactional_id").isin(*txids)).orderBy("partition", "offset").collect() if txids else []
+    rows = d.txn_log.filter(d.F.col(column).isin(*values)).orderBy("partition", "offset").collect() if values else []
     return [{"partition": r["partition"], "offset": r["offset"],
              "entry": TransactionLogEntry(r["transactional_id"], r["producer_id"], r["producer_epoch"], status=r["status"],
                                           partitions=json.loads(r["partitions"]), last_update_ms=r["last_update_ms"],

@@ -80,7 +80,7 @@ class Worker:
         conf: dict[str, Any] = {"bootstrap_servers": c["client"]["bootstrap.servers"],
                                 "client_id": f"kchaos-{self.worker}-producer", "acks": "all"}
         for name, key in (("linger.ms", "linger_ms"), ("retry.backoff.ms", "retry_backoff_ms"),
-                          ("request.timeout.ms", "request_timeout_ms"), ("delivery.timeout.ms", "delivery_timeout_ms")):
+                          ("request.timeout.ms", "request_timeout_ms")):
             if prop(c, "producer", name) is not None:
                 conf[key] = prop(c, "producer", name)
         if self.transactional:

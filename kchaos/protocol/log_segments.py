@@ -1,0 +1,105 @@
+"""Record batches as a broker stored them: its own log segment files (``<topic>-<partition>/*.log``).
+
+A consumer never sees a transaction marker, so what a coordinator actually wrote to a partition
+(COMMIT or ABORT, and the coordinator epoch it wrote it at) is read here, from the segments a
+kchaos-started cluster leaves in the run directory. Only the batch headers are decoded, and the
+one record of a control batch (control batches are never compressed); data records are not.
+
+The layout, from Kafka's DefaultRecordBatch and EndTransactionMarker (magic 2): a batch is
+baseOffset int64, batchLength int32 (the bytes after it), partitionLeaderEpoch int32, magic int8,
+crc uint32, attributes int16 (0x10 transactional, 0x20 control), lastOffsetDelta int32,
+baseTimestamp int64, maxTimestamp int64, producerId int64, producerEpoch int16, baseSequence
+int32, recordsCount int32, then the records. A control record's key is version int16 + type int16
+(0 ABORT, 1 COMMIT); its value is version int16 + coordinatorEpoch int32.
+tests/integration/test_decoders.py holds this reader to Kafka's DumpLogSegments.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from kchaos.protocol.wire import DecodeError, Reader
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+#: the bytes of a batch that batchLength does not count (baseOffset, batchLength)
+LENGTH_PREFIX = 12
+TRANSACTIONAL, CONTROL = 0x10, 0x20
+#: a control record's type: its key's second int16
+MARKER_TYPES = {0: False, 1: True}  # committed?
+
+
+@dataclass(frozen=True)
+class Batch:
+    base_offset: int
+    last_offset: int
+    leader_epoch: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    count: int
+    #: the batch's largest timestamp (a marker's: when the partition leader appended it)
+    max_timestamp: int
+    transactional: bool
+    control: bool
+    #: a transaction marker's kind (True: COMMIT) and its coordinator epoch; None for data batches
+    #: and other control records (a leader change, a snapshot header)
+    committed: bool | None = None
+    coordinator_epoch: int | None = None
+
+
+def _marker(body: bytes) -> tuple[bool, int] | None:
+    """(committed, coordinator epoch) of a control batch's first record, None if it is no marker."""
+    r = Reader(body)
+    r.varint()  # the record's length
+    r.int8()  # attributes
+    r.varint()  # timestamp delta
+    r.varint()  # offset delta
+    if r.varint() < 4:
+        return None
+    r.int16()  # key version
+    kind = r.int16()
+    if kind not in MARKER_TYPES or r.varint() < 6:
+        return None
+    r.int16()  # value version
+    return MARKER_TYPES[kind], r.int32()
+
+
+def read_segment(data: bytes) -> Iterator[Batch]:
+    """The batches of one segment file's bytes, in order. Stops at a batch cut short (a broker
+    killed mid-write leaves one; recovery truncates it on the next start) or at a zero tail."""
+    at = 0
+    while at + HEADER.size <= len(data):
+        (base, length, leader_epoch, magic, _crc, attributes, last_delta, _base_ts, max_ts, producer_id,
+         producer_epoch, base_sequence, count) = HEADER.unpack_from(data, at)
+        end = at + LENGTH_PREFIX + length
+        if length <= 0 or end > len(data) or magic != 2:
+            return
+        marker = None
+        if attributes & CONTROL:
+            try:
+                marker = _marker(data[at + HEADER.size:end])
+            except DecodeError:
+                marker = None
+        yield Batch(base, base + last_delta, leader_epoch, producer_id, producer_epoch, base_sequence, count, max_ts,
+                    bool(attributes & TRANSACTIONAL), bool(attributes & CONTROL),
+                    marker[0] if marker else None, marker[1] if marker else None)
+        at = end
+
+
+def read_partition(directory: Path) -> list[Batch]:
+    """Every batch of one partition replica's directory, its segments in offset order (a segment's
+    file name is its base offset)."""
+    return [batch for segment in sorted(Path(directory).glob("*.log"), key=lambda p: int(p.stem))
+            for batch in read_segment(segment.read_bytes())]
+
+
+def partition_dirs(data_dir: Path) -> Iterator[tuple[str, int, Path]]:
+    """(topic, partition, directory) of every partition replica in one node's log directory;
+    directories a deletion renamed (``-delete``) or a move left (``-future``) are skipped."""
+    for entry in sorted(Path(data_dir).iterdir()) if Path(data_dir).is_dir() else ():
+        topic, _, partition = entry.name.rpartition("-")
+        if entry.is_dir() and topic and partition.isdigit():
+            yield topic, int(partition), entry

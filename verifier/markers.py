@@ -1,0 +1,139 @@
+"""COMMIT markers the transaction coordinator's log never prepared: what the brokers' own segments
+hold against what the surviving ``__transaction_state`` says.
+
+A coordinator writes a COMMIT marker to a partition only after it appended (and replicated) a
+``PrepareCommit`` for that producer, so the producer's latest record in the log at the marker's
+time is a ``PrepareCommit`` or ``CompleteCommit``. A marker whose producer's latest record then is
+anything else (``Ongoing``, ``PrepareAbort``, ``CompleteAbort``) was written by a coordinator
+acting on a record the log no longer holds: docs/findings.md F8, where a restarted broker acts on
+``__transaction_state`` records above its high watermark that the next leader truncates. The
+consumer's view (an output visible whose transaction the log aborted: aborted-read) cannot say
+why; the marker and its coordinator epoch can. A late EndTxn (KAFKA-17754) does not do this: the
+coordinator prepares what it applies, so its markers agree with its log.
+
+What may look like this and is not judged:
+
+- a producer with no record in the log at or before the marker (the log cleaner removes a key's
+  older records first, so a removed ``PrepareCommit`` leaves no earlier record of it behind);
+- markers or records stamped while a clock fault moved a broker's clock (``skewed``);
+- a run whose brokers' segments are not in the run directory (a cluster kchaos did not start, the
+  docker backend): the fact is None.
+
+Markers are read from every node's replica of every partition and merged by offset (the copy most
+nodes hold). Small data both engines read through this one function.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kchaos.protocol.log_segments import Batch, partition_dirs, read_partition
+from kchaos.rundir import RunDir
+from kchaos.verifier.coordinator_log import Skew, in_skew
+
+#: the log records after which a COMMIT marker is what the coordinator prepared
+COMMIT_STATES = ("PrepareCommit", "CompleteCommit")
+#: topics whose partitions hold no transaction markers
+NO_MARKERS = ("__cluster_metadata", "__transaction_state")
+
+
+def read_commit_markers(data_dirs: dict[str, Path]) -> list[dict[str, Any]]:
+    """Every COMMIT marker of the nodes' log directories, merged across replicas by offset, each
+    with the first offset of its producer's records it ends on that partition (``covers_from``:
+    one past the producer's previous marker there)."""
+    copies: dict[tuple[str, int, int], Counter[Batch]] = defaultdict(Counter)
+    holders: dict[tuple[str, int, int, Batch], list[str]] = defaultdict(list)
+    for node, data_dir in sorted(data_dirs.items()):
+        for topic, partition, directory in partition_dirs(data_dir):
+            if topic in NO_MARKERS:
+                continue
+            for batch in read_partition(directory):
+                if batch.committed is not None:
+                    copies[(topic, partition, batch.base_offset)][batch] += 1
+                    holders[(topic, partition, batch.base_offset, batch)].append(node)
+    merged: dict[tuple[str, int], list[Batch]] = defaultdict(list)
+    for (topic, partition, _), counted in copies.items():
+        merged[(topic, partition)].append(counted.most_common(1)[0][0])
+    out = []
+    for (topic, partition), batches in sorted(merged.items()):
+        previous: dict[int, int] = {}
+        for b in sorted(batches, key=lambda b: b.base_offset):
+            if b.committed:
+                out.append({"topic": topic, "partition": partition, "offset": b.base_offset,
+                            "producer_id": b.producer_id, "producer_epoch": b.producer_epoch,
+                            "coordinator_epoch": b.coordinator_epoch, "time_ms": b.max_timestamp,
+                            "covers_from": previous.get(b.producer_id, -1) + 1,
+                            "nodes": holders[(topic, partition, b.base_offset, b)]})
+            previous[b.producer_id] = b.base_offset
+    return out
+
+
+def _log_state_at(records: list[dict[str, Any]], stamps: list[int], ms: float) -> dict[str, Any] | None:
+    """The producer's latest log record stamped at or before ``ms`` (``records`` in stamp order,
+    ``stamps`` their stamps); of several stamped in that same millisecond, a commit if there is
+    one (the next transaction's first record can share the millisecond of its predecessor's last
+    marker). The coordinator stamps a Prepare record before it is replicated and its markers are
+    sent, and the partition leader stamps the marker when it appends it, both on this machine's
+    clock, so no slack is needed."""
+    end = bisect_right(stamps, ms)
+    if not end:
+        return None
+    same = records[bisect_left(stamps, stamps[end - 1]):end]
+    return next((r for r in same if r["entry"].status in COMMIT_STATES), same[-1])
+
+
+def unprepared_commit_markers(markers: list[dict[str, Any]], entries: list[dict[str, Any]],
+                              skewed: Skew | None = None) -> dict[str, Any]:
+    """The fact: of ``markers`` (read_commit_markers), those whose producer's latest record in the
+    transaction log ``entries`` ({partition, offset, entry}) at the marker's time is not a commit
+    (COMMIT_STATES), each with that record; and what could not be judged."""
+    by_producer: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for r in sorted(entries, key=lambda r: (r["entry"].last_update_ms, r["partition"], r["offset"])):
+        if r["entry"].producer_id is not None:
+            by_producer[r["entry"].producer_id].append(r)
+    stamps = {pid: [r["entry"].last_update_ms for r in records] for pid, records in by_producer.items()}
+    unprepared, no_record, skew_aside = [], 0, 0
+    for m in markers:
+        pid = m["producer_id"]
+        state = _log_state_at(by_producer.get(pid, []), stamps.get(pid, []), m["time_ms"])
+        if state is None:
+            no_record += 1
+            continue
+        e = state["entry"]
+        if in_skew(m["time_ms"], None, skewed) or in_skew(e.last_update_ms, state["partition"], skewed):
+            skew_aside += 1
+            continue
+        if e.status not in COMMIT_STATES:
+            unprepared.append({**m, "log": {"transactional_id": e.transactional_id, "status": e.status,
+                                            "producer_epoch": e.producer_epoch, "last_update_ms": e.last_update_ms,
+                                            "partition": state["partition"], "offset": state["offset"],
+                                            "before_marker_ms": m["time_ms"] - e.last_update_ms}})
+    return {"commit_markers": len(markers), "unprepared": unprepared,
+            "no_log_record_before": no_record, "clock_skew_set_aside": skew_aside}
+
+
+def commit_marker_facts(run: Path, entries_of: Callable[[set[int]], list[dict[str, Any]] | None],
+                        skewed: Skew | None = None) -> dict[str, Any] | None:
+    """The ``commit_markers`` fact of results.json: None when the run holds no broker segments or
+    no transaction log (``entries_of``: the log's records of some producer ids, or None)."""
+    data_dirs = RunDir(run).node_data_dirs()
+    if not data_dirs:
+        return None
+    markers = read_commit_markers(data_dirs)
+    entries = entries_of({m["producer_id"] for m in markers}) if markers else []
+    if entries is None:
+        return None
+    return {"nodes": sorted(data_dirs), **unprepared_commit_markers(markers, entries, skewed)}
+
+
+def covering_marker(unprepared: list[dict[str, Any]], topic: str, partition: int, offset: int,
+                    producer_ids: set[int]) -> dict[str, Any] | None:
+    """The unprepared COMMIT marker that made the record at ``offset`` visible: on its partition,
+    of one of ``producer_ids`` (any, when empty), ending a range that holds it."""
+    return next((m for m in unprepared if (m["topic"], m["partition"]) == (topic, partition)
+                 and m["covers_from"] <= offset < m["offset"]
+                 and (not producer_ids or m["producer_id"] in producer_ids)), None)
