@@ -206,12 +206,15 @@ def _is_f6(results: dict) -> bool:
     """Kafka's F6 (docs/findings.md), as the verifier names it: a transaction its client never
     saw end whose outputs are partly visible though the coordinator's log aborts it (torn, and an
     aborted read of the coordinator's abort), and nothing else but the duplicates its
-    reprocessing leaves."""
+    reprocessing leaves; each aborted read made visible by a COMMIT marker the surviving log never
+    prepared (the brokers' segments, facts.commit_markers), which attribution names."""
     kinds = set(results["anomaly_types"])
     return (results["verdict"] == "invalid" and {"torn-transaction", "aborted-read"} <= kinds
             and kinds <= {"torn-transaction", "aborted-read", "duplicate"}
             and all("the coordinator's log shows aborted" in c["explanation"]
-                    for c in results["anomalies"]["aborted-read"]))
+                    for c in results["anomalies"]["aborted-read"])
+            and all(c["label"] == "candidate" and "F8" in c["why"]
+                    for c in results["attribution"]["cases"]["aborted-read"]))
 
 
 def test_run_default_campaign_end_to_end_then_analyze(tmp_path, browser, spark):
@@ -253,6 +256,11 @@ def test_run_default_campaign_end_to_end_then_analyze(tmp_path, browser, spark):
     # the Spark job read as many records of each topic and view as the client's final reads
     assert results["checker"] == "spark" and results["facts"]["topic_source"] == "spark-kafka-source"
     assert results["cross_check"]["agrees"] is True
+    # the markers as the brokers stored them, read from the run's segments by one function for both engines
+    markers = results["facts"]["commit_markers"]
+    assert markers["nodes"] == ["node-1", "node-2", "node-3"] and markers["commit_markers"] >= 100
+    assert markers["no_log_record_before"] == 0 and markers["clock_skew_set_aside"] == 0
+    assert json.loads((run_dir / "results.python.json").read_text())["facts"]["commit_markers"] == markers
     client_dump = {t["topic"] + "." + t["view"]: t["records"] for t in json.loads((run_dir / "final.json").read_text())["topics"]}
     ingested = json.loads((run_dir / "topics-spark" / "ingest.json").read_text())["topics"]
     assert {k: v["records"] for k, v in ingested.items()} == {k: client_dump[k] for k in ingested}

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from kchaos.errors import ConfigError
 from kchaos.harness.campaign import CAMPAIGNS_DIR, load_campaign
 from kchaos.workloads.native_clients import CLIENTS, NATIVE_PRODUCER_DEFAULTS, SOURCES, not_honoured, worker_config
 from kchaos.workloads.spec import WorkloadSpec
@@ -104,6 +105,20 @@ def test_a_librdkafka_name_in_the_shared_table_is_still_refused():
 def test_every_client_loads_the_shipped_client_campaigns(client, name):
     campaign = load_campaign(CAMPAIGNS_DIR / f"{name}.toml", [f"workload.client={client}"])
     assert campaign.workload.client == client
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_the_undeliverable_outputs_hunt_loads_only_on_clients_with_a_delivery_timeout(client):
+    """hunt-output-undeliverable sets delivery.timeout.ms: a client without one (aiokafka 0.14.0
+    has no delivery_timeout_ms; sarama and KafkaJS count retries) refuses it on load, before any
+    cluster starts, instead of its worker failing to start."""
+    path = CAMPAIGNS_DIR / "hunt-output-undeliverable.toml"
+    if "delivery.timeout.ms" in CLIENTS[client].producer_properties:
+        assert load_campaign(path, [f"workload.client={client}"]).workload.client == client
+    else:
+        with pytest.raises(ConfigError, match=f"delivery.timeout.ms: the {client} worker does not map"):
+            load_campaign(path, [f"workload.client={client}"])
+    assert ("delivery.timeout.ms" in CLIENTS[client].producer_properties) == (client in ("franz-go", "kafka-python"))
 
 
 @pytest.mark.parametrize("delivery", ["at-least-once", "at-least-once-no-idempotence"])
