@@ -231,3 +231,18 @@ def test_a_liveness_failure_is_said_on_the_first_screen(tmp_path):
     assert first_screen.index("stalled-pipeline") < first_screen.index("unprocessed-assignment")
     assert ("in/0: the group coordinator assigns it to kchaos-w0-StreamThread-1-consumer (Stable group), but that "
             "instance holds [] and is RUNNING: nobody processes it") in first_screen
+
+
+def test_the_facts_name_commit_markers_the_coordinators_log_never_prepared(tmp_path):
+    run = _finish(ReportRun().write(tmp_path / "20261122T030000Z-unit-seed5"))
+    results = json.loads((run / "results.json").read_text())
+    assert results["facts"]["commit_markers"] is None  # a hand-made run holds no broker segments
+    results["facts"]["commit_markers"] = {
+        "nodes": ["node-1", "node-2"], "commit_markers": 120, "no_log_record_before": 0, "clock_skew_set_aside": 3,
+        "unprepared": [{"topic": "out", "partition": 2, "offset": 77, "producer_id": 9, "producer_epoch": 0,
+                        "coordinator_epoch": 4, "log": {"status": "Ongoing", "before_marker_ms": 8100}}]}
+    (run / "results.json").write_text(json.dumps(results))
+    html = render_run_report(run).read_text()
+    assert "120 read from node-1, node-2" in html and "<b>1 written while the coordinator" in html
+    assert "<code>out-2@77</code> producer 9/0, coordinator epoch 4: the log said Ongoing (8100 ms before)" in html
+    assert "3 in a clock fault" in html
