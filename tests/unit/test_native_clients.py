@@ -100,7 +100,8 @@ def test_a_librdkafka_name_in_the_shared_table_is_still_refused():
 
 
 @pytest.mark.parametrize("name", ["default", "client-zombie", "client-at-least-once", "hunt-member-paused",
-                                  "hunt-client-errors", "hunt-produce-answer-lost", "hunt-kip890"])
+                                  "hunt-client-errors", "hunt-produce-answer-lost", "hunt-kip890",
+                                  "hunt-produce-error"])
 @pytest.mark.parametrize("client", sorted(CLIENTS))
 def test_every_client_loads_the_shipped_client_campaigns(client, name):
     campaign = load_campaign(CAMPAIGNS_DIR / f"{name}.toml", [f"workload.client={client}"])
