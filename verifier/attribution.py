@@ -110,7 +110,9 @@ def _moved_by_stray(anomaly: str, case: Any, strays: list[dict[str, Any]]) -> di
 
 def _made_visible_by_unprepared(anomaly: str, case: Any, unprepared: list[dict[str, Any]]) -> dict[str, Any] | None:
     """For an aborted-read case: the COMMIT marker the coordinator's log never prepared
-    (markers.py) that made every record of the case visible, if one marker did; else None."""
+    (markers.py) that made the case's records visible, if such markers made every one of them
+    visible (the first); else None. (A torn transaction's case lists the records that are not
+    visible, so the markers that made the rest visible are not matched to it.)"""
     if anomaly != "aborted-read" or not isinstance(case, dict) or not unprepared or not case.get("records"):
         return None
     pids = {t["producer_id"] for t in case.get("transactions") or [] if isinstance(t, dict) and t.get("producer_id") is not None}
@@ -130,7 +132,7 @@ def label_case(anomaly: str, case: Any, per_txid: dict[str, dict[str, int]], end
     if marker:
         log = marker["log"]
         return {"label": "candidate", "txids": ids,
-                "why": f"the COMMIT marker that made it visible ({marker['topic']}-{marker['partition']} offset "
+                "why": f"the COMMIT marker that made its records visible ({marker['topic']}-{marker['partition']} offset "
                        f"{marker['offset']}, coordinator epoch {marker['coordinator_epoch']}) was written while the "
                        f"surviving transaction log's latest record of producer {marker['producer_id']} was "
                        f"{log['status']} ({log['before_marker_ms']} ms before): a coordinator acted on a PrepareCommit "

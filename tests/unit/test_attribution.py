@@ -187,7 +187,7 @@ def _aborted_read(*offsets, producer_id=7):
 def test_an_aborted_read_a_marker_the_log_never_prepared_made_visible_is_the_brokers():
     got = label_case("aborted-read", _aborted_read(2, 5), PER_TXID, set(), unprepared=[_unprepared()])
     assert got["label"] == "candidate" and "F8" in got["why"] and "coordinator epoch 3" in got["why"]
-    assert "Ongoing" in got["why"] and "out-0 offset 9" in got["why"]
+    assert "Ongoing" in got["why"] and "out-0 offset 9" in got["why"] and "made its records visible" in got["why"]
     # the same case without such a marker stays the classic protocol's
     assert label_case("aborted-read", _aborted_read(2, 5), PER_TXID, set())["label"] == "classic-protocol"
 
