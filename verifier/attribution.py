@@ -14,9 +14,12 @@ Each safety anomaly case gets one label, from what the run observed:
   late EndTxn of one of them end a later transaction (``facts.late_requests``): the mechanism, seen;
 - ``classic-protocol``: classic, and the mechanism was not seen (no message faults, or none ended a
   transaction): the protocol allows the anomaly; nothing attributes it further;
-- ``candidate``: not the classic protocol's: an aborted read made visible by a COMMIT marker the
-  coordinator's log never prepared (``facts.commit_markers``, verifier/markers.py: the broker's,
-  F8), every id the case names committed under KIP-890, or
+- ``candidate``: not the classic protocol's: a lost write, torn transaction or lost input whose
+  committed transaction sent a batch with an aborted batch's sequence range, which the broker
+  took for a duplicate (``facts.sequence_reuse``, verifier/sequences.py: the client's, F21); an
+  aborted read made visible by a COMMIT marker the coordinator's log never prepared
+  (``facts.commit_markers``, verifier/markers.py: the broker's, F8); every id the case names
+  committed under KIP-890, or
   the anomaly is not a shape KAFKA-17754 makes (``SHAPES``; a duplicate one transaction wrote
   twice; a lost input its own consumer went on past after aborting it, ``passed_over``; an
   offset moved back by a member the group had moved on from, ``partition_moved_to``; a lost
@@ -44,6 +47,7 @@ from collections import Counter
 from typing import Any
 
 from kchaos.verifier.markers import covering_marker
+from kchaos.verifier.sequences import reuses_for
 from kchaos.verifier.model import case_names
 from kchaos.verifier.results import LIVENESS_CHECKS
 
@@ -121,13 +125,47 @@ def _made_visible_by_unprepared(anomaly: str, case: Any, unprepared: list[dict[s
     return found[0] if found and all(found) else None
 
 
+#: the anomalies a batch answered as a duplicate and never written makes (sequences.py)
+UNWRITTEN = ("lost-write", "torn-transaction", "lost-input")
+
+
+def _written_as_duplicate(anomaly: str, case: Any, reused: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The sequence reuses (sequences.py) whose unwritten batches one of the case's committed
+    transactions sent: those of the first such transaction, one per partition."""
+    if anomaly not in UNWRITTEN or not isinstance(case, dict) or not reused:
+        return []
+    txns = {(t.get("process"), t.get("txn_seq")) for t in case.get("transactions") or []
+            if isinstance(t, dict) and t.get("outcome") in (None, "committed")}
+    txns |= {(f"{r['worker']}.{r['incarnation']}", r.get("txn_seq")) for r in case.get("records") or []
+             if isinstance(r, dict) and r.get("worker") and r.get("incarnation") is not None}
+    return next((found for process, seq in sorted(txns, key=str) if process and seq is not None
+                 for found in [reuses_for(reused, process, seq)] if found), [])
+
+
+def _reuse_text(r: dict[str, Any]) -> str:
+    x = r["aborted_batch"]
+    return (f"{r['topic']}-{r['partition']} (the aborted batch at offset {x['offset']}, base sequence "
+            f"{x['base_sequence']}, {x['count']} record{'' if x['count'] == 1 else 's'}, of "
+            f"{x['transaction'][0]}'s transaction {x['transaction'][1]}, whose send failed; the producer's next "
+            f"batch there starts at {r['next_batch']['base_sequence']}, and the commit marker at offset "
+            f"{r['empty_commit']['offset']} ends a range with no batch of it)")
+
+
 def label_case(anomaly: str, case: Any, per_txid: dict[str, dict[str, int]], ended_by_late: set[str],
-               strays: list[dict[str, Any]] | None = None, unprepared: list[dict[str, Any]] | None = None
-               ) -> dict[str, Any]:
+               strays: list[dict[str, Any]] | None = None, unprepared: list[dict[str, Any]] | None = None,
+               reused: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """One case of type ``anomaly``: its label and why (see the module's docstring). ``strays``:
     the run's carried stray offset commits (carried_strays); ``unprepared``: the COMMIT markers
-    the coordinator's log never prepared (the ``commit_markers`` fact)."""
+    the coordinator's log never prepared (the ``commit_markers`` fact); ``reused``: the sequence
+    ranges sent again after an abort (the ``sequence_reuse`` fact)."""
     ids = sorted(_case_ids(case, set(per_txid)))
+    reuses = _written_as_duplicate(anomaly, case, reused or [])
+    if reuses:
+        return {"label": "candidate", "txids": ids,
+                "why": "its transaction sent batches with the sequence numbers of aborted batches, on "
+                       + "; and on ".join(_reuse_text(r) for r in reuses)
+                       + ". The broker answers such a batch as a duplicate and writes nothing (docs/findings.md F21): "
+                         "the client's, which gave the numbers back and used them again under the same epoch"}
     marker = _made_visible_by_unprepared(anomaly, case, unprepared or [])
     if marker:
         log = marker["log"]
@@ -288,7 +326,8 @@ def attribute(results: dict[str, Any]) -> dict[str, Any] | None:
     ended_by_late = {r["transactional_id"] for r in late if r.get("ended_a_transaction") and r.get("transactional_id")}
     strays = carried_strays(anomalies)
     unprepared = (facts.get("commit_markers") or {}).get("unprepared") or []
-    cases = {name: [label_case(name, case, per_txid, ended_by_late, strays, unprepared) for case in cs]
+    reused = (facts.get("sequence_reuse") or {}).get("reused") or []
+    cases = {name: [label_case(name, case, per_txid, ended_by_late, strays, unprepared, reused) for case in cs]
              for name, cs in sorted(anomalies.items())}
     _relabel_duplicates(anomalies, cases)
     by_anomaly = {name: dict(Counter(c["label"] for c in labelled)) for name, labelled in cases.items()}

@@ -19,55 +19,37 @@ What may look like this and is not judged:
 - a run whose brokers' segments are not in the run directory (a cluster kchaos did not start, the
   docker backend): the fact is None.
 
-Markers are read from every node's replica of every partition and merged by offset (the copy most
-nodes hold). Small data both engines read through this one function.
+Markers are read from every node's replica of every partition, merged by offset (segments.py).
+Small data both engines read through this one function.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from kchaos.protocol.log_segments import Batch, partition_dirs, read_partition
-from kchaos.rundir import RunDir
 from kchaos.verifier.coordinator_log import Skew, in_skew
+from kchaos.verifier.segments import Replicas
 
 #: the log records after which a COMMIT marker is what the coordinator prepared
 COMMIT_STATES = ("PrepareCommit", "CompleteCommit")
-#: topics whose partitions hold no transaction markers
-NO_MARKERS = ("__cluster_metadata", "__transaction_state")
-
-
-def read_commit_markers(data_dirs: dict[str, Path]) -> list[dict[str, Any]]:
-    """Every COMMIT marker of the nodes' log directories, merged across replicas by offset, each
-    with the first offset of its producer's records it ends on that partition (``covers_from``:
-    one past the producer's previous marker there)."""
-    copies: dict[tuple[str, int, int], Counter[Batch]] = defaultdict(Counter)
-    holders: dict[tuple[str, int, int, Batch], list[str]] = defaultdict(list)
-    for node, data_dir in sorted(data_dirs.items()):
-        for topic, partition, directory in partition_dirs(data_dir):
-            if topic in NO_MARKERS:
-                continue
-            for batch in read_partition(directory):
-                if batch.committed is not None:
-                    copies[(topic, partition, batch.base_offset)][batch] += 1
-                    holders[(topic, partition, batch.base_offset, batch)].append(node)
-    merged: dict[tuple[str, int], list[Batch]] = defaultdict(list)
-    for (topic, partition, _), counted in copies.items():
-        merged[(topic, partition)].append(counted.most_common(1)[0][0])
+def read_commit_markers(replicas: Replicas) -> list[dict[str, Any]]:
+    """Every COMMIT marker of the merged batches (segments.py), each with the first offset of its
+    producer's records it ends on that partition (``covers_from``: one past the producer's
+    previous marker there) and the nodes that hold it."""
     out = []
-    for (topic, partition), batches in sorted(merged.items()):
+    for (topic, partition), batches in replicas.items():
         previous: dict[int, int] = {}
-        for b in sorted(batches, key=lambda b: b.base_offset):
+        for b, nodes in batches:
+            if b.committed is None:
+                continue
             if b.committed:
                 out.append({"topic": topic, "partition": partition, "offset": b.base_offset,
                             "producer_id": b.producer_id, "producer_epoch": b.producer_epoch,
                             "coordinator_epoch": b.coordinator_epoch, "time_ms": b.max_timestamp,
-                            "covers_from": previous.get(b.producer_id, -1) + 1,
-                            "nodes": holders[(topic, partition, b.base_offset, b)]})
+                            "covers_from": previous.get(b.producer_id, -1) + 1, "nodes": nodes})
             previous[b.producer_id] = b.base_offset
     return out
 
@@ -116,18 +98,19 @@ def unprepared_commit_markers(markers: list[dict[str, Any]], entries: list[dict[
             "no_log_record_before": no_record, "clock_skew_set_aside": skew_aside}
 
 
-def commit_marker_facts(run: Path, entries_of: Callable[[set[int]], list[dict[str, Any]] | None],
+def commit_marker_facts(replicas: Replicas | None, entries_of: Callable[[set[int]], list[dict[str, Any]] | None],
                         skewed: Skew | None = None) -> dict[str, Any] | None:
-    """The ``commit_markers`` fact of results.json: None when the run holds no broker segments or
-    no transaction log (``entries_of``: the log's records of some producer ids, or None)."""
-    data_dirs = RunDir(run).node_data_dirs()
-    if not data_dirs:
+    """The ``commit_markers`` fact of results.json from the run's merged batches
+    (segments.run_replicas): None when the run holds no broker segments or no transaction log
+    (``entries_of``: the log's records of some producer ids, or None)."""
+    if replicas is None:
         return None
-    markers = read_commit_markers(data_dirs)
+    markers = read_commit_markers(replicas)
     entries = entries_of({m["producer_id"] for m in markers}) if markers else []
     if entries is None:
         return None
-    return {"nodes": sorted(data_dirs), **unprepared_commit_markers(markers, entries, skewed)}
+    nodes = sorted({n for batches in replicas.values() for _, held in batches for n in held})
+    return {"nodes": nodes, **unprepared_commit_markers(markers, entries, skewed)}
 
 
 def covering_marker(unprepared: list[dict[str, Any]], topic: str, partition: int, offset: int,

@@ -28,6 +28,7 @@ from kchaos.verifier import driver_checks  # noqa: F401 (its checks register for
 from kchaos.verifier.engine import engine_class
 from kchaos.verifier.late_requests import late_request_facts
 from kchaos.verifier.markers import commit_marker_facts
+from kchaos.verifier.sequences import sequence_reuse_facts
 from kchaos.verifier.model import (HistoryIndex, OPEN_TXN_STATES, Output, TXN_NEXT, abandoned_append, abandoned_note,
                                    as_evidence, commits_by_client_tv, coordinator_commits, hanging_cases, in_scope,
                                    pipeline_txids, read_ops, zombie_successor)
@@ -477,9 +478,10 @@ def facts(data: RunData) -> dict[str, Any]:
         "client_transaction_versions": dict(Counter(str(r["entry"].client_transaction_version)
                                                     for r in data.txn_log or [] if r["entry"].producer_id is not None)),
         "late_requests": late_request_facts(data.run, data.txn_log, data.ops),
-        "commit_markers": commit_marker_facts(data.run, lambda pids: None if data.txn_log is None else
+        "commit_markers": commit_marker_facts(data.replicas, lambda pids: None if data.txn_log is None else
                                               [r for r in data.txn_log if r["entry"].producer_id in pids],
                                               driver_checks.clock_skew_windows(data.history)),
+        "sequence_reuse": sequence_reuse_facts(data.replicas, data.history.ops),
         "commits_by_client_tv_per_txid": commits_by_client_tv(
             ((r["entry"].transactional_id, r["entry"].status, r["entry"].client_transaction_version, 1)
              for r in data.txn_log or [] if r["entry"].producer_id is not None), data.txid_prefix),

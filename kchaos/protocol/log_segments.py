@@ -2,12 +2,13 @@
 
 A consumer never sees a transaction marker, so what a coordinator actually wrote to a partition
 (COMMIT or ABORT, and the coordinator epoch it wrote it at) is read here, from the segments a
-kchaos-started cluster leaves in the run directory. Only the batch headers are decoded, and the
-one record of a control batch (control batches are never compressed); data records are not.
+kchaos-started cluster leaves in the run directory. Only the batch headers are decoded, the one
+record of a control batch (control batches are never compressed), and on request the first
+record's value of an uncompressed data batch; the rest of a data batch is not.
 
 The layout, from Kafka's DefaultRecordBatch and EndTransactionMarker (magic 2): a batch is
 baseOffset int64, batchLength int32 (the bytes after it), partitionLeaderEpoch int32, magic int8,
-crc uint32, attributes int16 (0x10 transactional, 0x20 control), lastOffsetDelta int32,
+crc uint32, attributes int16 (0x07 compression, 0x10 transactional, 0x20 control), lastOffsetDelta int32,
 baseTimestamp int64, maxTimestamp int64, producerId int64, producerEpoch int16, baseSequence
 int32, recordsCount int32, then the records. A control record's key is version int16 + type int16
 (0 ABORT, 1 COMMIT); its value is version int16 + coordinatorEpoch int32.
@@ -26,7 +27,7 @@ from kchaos.protocol.wire import DecodeError, Reader
 HEADER = struct.Struct(">qiibIhiqqqhii")
 #: the bytes of a batch that batchLength does not count (baseOffset, batchLength)
 LENGTH_PREFIX = 12
-TRANSACTIONAL, CONTROL = 0x10, 0x20
+TRANSACTIONAL, CONTROL, COMPRESSION = 0x10, 0x20, 0x07
 #: a control record's type: its key's second int16
 MARKER_TYPES = {0: False, 1: True}  # committed?
 
@@ -48,6 +49,22 @@ class Batch:
     #: and other control records (a leader change, a snapshot header)
     committed: bool | None = None
     coordinator_epoch: int | None = None
+    #: the first record's value of an uncompressed data batch, when read with ``values``
+    first_value: bytes | None = None
+
+
+def _first_value(body: bytes) -> bytes | None:
+    """The first record's value of an uncompressed batch's records, None when it has none."""
+    r = Reader(body)
+    r.varint()  # the record's length
+    r.int8()  # attributes
+    r.varint()  # timestamp delta
+    r.varint()  # offset delta
+    key_length = r.varint()
+    if key_length > 0:
+        r.take(key_length)
+    value_length = r.varint()
+    return r.take(value_length) if value_length >= 0 else None
 
 
 def _marker(body: bytes) -> tuple[bool, int] | None:
@@ -67,9 +84,10 @@ def _marker(body: bytes) -> tuple[bool, int] | None:
     return MARKER_TYPES[kind], r.int32()
 
 
-def read_segment(data: bytes) -> Iterator[Batch]:
-    """The batches of one segment file's bytes, in order. Stops at a batch cut short (a broker
-    killed mid-write leaves one; recovery truncates it on the next start) or at a zero tail."""
+def read_segment(data: bytes, values: bool = False) -> Iterator[Batch]:
+    """The batches of one segment file's bytes, in order (``values``: with each uncompressed data
+    batch's first record value). Stops at a batch cut short (a broker killed mid-write leaves
+    one; recovery truncates it on the next start) or at a zero tail."""
     at = 0
     while at + HEADER.size <= len(data):
         (base, length, leader_epoch, magic, _crc, attributes, last_delta, _base_ts, max_ts, producer_id,
@@ -77,23 +95,25 @@ def read_segment(data: bytes) -> Iterator[Batch]:
         end = at + LENGTH_PREFIX + length
         if length <= 0 or end > len(data) or magic != 2:
             return
-        marker = None
-        if attributes & CONTROL:
-            try:
+        marker = value = None
+        try:
+            if attributes & CONTROL:
                 marker = _marker(data[at + HEADER.size:end])
-            except DecodeError:
-                marker = None
+            elif values and not attributes & COMPRESSION:
+                value = _first_value(data[at + HEADER.size:end])
+        except DecodeError:
+            pass
         yield Batch(base, base + last_delta, leader_epoch, producer_id, producer_epoch, base_sequence, count, max_ts,
                     bool(attributes & TRANSACTIONAL), bool(attributes & CONTROL),
-                    marker[0] if marker else None, marker[1] if marker else None)
+                    marker[0] if marker else None, marker[1] if marker else None, value)
         at = end
 
 
-def read_partition(directory: Path) -> list[Batch]:
+def read_partition(directory: Path, values: bool = False) -> list[Batch]:
     """Every batch of one partition replica's directory, its segments in offset order (a segment's
     file name is its base offset)."""
     return [batch for segment in sorted(Path(directory).glob("*.log"), key=lambda p: int(p.stem))
-            for batch in read_segment(segment.read_bytes())]
+            for batch in read_segment(segment.read_bytes(), values)]
 
 
 def partition_dirs(data_dir: Path) -> Iterator[tuple[str, int, Path]]:

@@ -32,6 +32,10 @@ class Reader:
         self.pos += n
         return chunk
 
+    def take(self, n: int) -> bytes:
+        """``n`` raw bytes (a record's key or value)."""
+        return self._take(n)
+
     def int8(self) -> int:
         return struct.unpack(">b", self._take(1))[0]
 

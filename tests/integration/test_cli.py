@@ -260,7 +260,10 @@ def test_run_default_campaign_end_to_end_then_analyze(tmp_path, browser, spark):
     markers = results["facts"]["commit_markers"]
     assert markers["nodes"] == ["node-1", "node-2", "node-3"] and markers["commit_markers"] >= 100
     assert markers["no_log_record_before"] == 0 and markers["clock_skew_set_aside"] == 0
-    assert json.loads((run_dir / "results.python.json").read_text())["facts"]["commit_markers"] == markers
+    python_facts = json.loads((run_dir / "results.python.json").read_text())["facts"]
+    assert python_facts["commit_markers"] == markers
+    reuse = results["facts"]["sequence_reuse"]  # no batch sent again with an aborted batch's numbers (a lost write)
+    assert reuse["reused"] == [] and reuse["transactional_batches"] > 0 and python_facts["sequence_reuse"] == reuse
     client_dump = {t["topic"] + "." + t["view"]: t["records"] for t in json.loads((run_dir / "final.json").read_text())["topics"]}
     ingested = json.loads((run_dir / "topics-spark" / "ingest.json").read_text())["topics"]
     assert {k: v["records"] for k, v in ingested.items()} == {k: client_dump[k] for k in ingested}

@@ -173,6 +173,7 @@ def test_segment_reader_matches_dumplogsegments_and_real_markers_agree_with_the_
     a healthy broker prepared in the coordinator's log (no false unprepared marker)."""
     from kchaos.protocol.log_segments import read_partition
     from kchaos.verifier.markers import read_commit_markers, unprepared_commit_markers
+    from kchaos.verifier.segments import read_replicas
 
     topic = f"seg-{uuid.uuid4().hex[:6]}"
     create_topic(cluster3, topic, 1, 3)
@@ -198,8 +199,10 @@ def test_segment_reader_matches_dumplogsegments_and_real_markers_agree_with_the_
              b.transactional, b.control, b.max_timestamp) for b in ours] == tool_batches
     assert {b.base_offset: (b.committed, b.coordinator_epoch) for b in ours if b.control} == tool_markers
     assert sorted(committed for committed, _ in tool_markers.values()) == [False, True, True]
+    firsts = [b.first_value for b in read_partition(part_dir, values=True) if not b.control]
+    assert firsts[0] == b"commit-0" and b"abort-0" in firsts  # each data batch's first record, as produced
 
-    markers = [m for m in read_commit_markers({"node-1": cluster3.node(1).data_dir}) if m["topic"] == topic]
+    markers = [m for m in read_commit_markers(read_replicas({"node-1": cluster3.node(1).data_dir})) if m["topic"] == topic]
     abort_at = next(b.base_offset for b in ours if b.committed is False)
     assert [m["covers_from"] for m in markers] == [0, abort_at + 1]  # the second commit's range starts after the abort
     log = [{"partition": r["partition"], "offset": r["offset"], "entry": decode_transaction_record(r["key"], r["value"])}

@@ -2,6 +2,7 @@
 
 from kchaos.protocol.decoders import TransactionLogEntry
 from kchaos.verifier.markers import read_commit_markers, unprepared_commit_markers
+from kchaos.verifier.segments import read_replicas
 
 from tests.segments import control_batch, data_batch
 
@@ -59,7 +60,7 @@ def test_markers_merge_across_replicas_and_know_the_range_they_end(tmp_path):
         if node == "node-1":
             segment += control_batch(6, 7, 0, 1, 2, ts=7000)  # only node-1 holds the last marker
         (part / "00000000000000000000.log").write_bytes(segment)
-    markers = read_commit_markers({"node-1": tmp_path / "node-1", "node-2": tmp_path / "node-2"})
+    markers = read_commit_markers(read_replicas({"node-1": tmp_path / "node-1", "node-2": tmp_path / "node-2"}))
     assert [(m["offset"], m["covers_from"], m["coordinator_epoch"], m["nodes"]) for m in markers] == [
         (1, 0, 0, ["node-1", "node-2"]), (6, 5, 2, ["node-1"])]
     assert markers[1]["time_ms"] == 7000

@@ -17,6 +17,7 @@ from kchaos.verifier.checks import OUTPUT_ID, explain, implements, lost_write_ou
 from kchaos.verifier.engine import engine_class
 from kchaos.verifier.late_requests import events_path, late_request_facts, read_message_events
 from kchaos.verifier.markers import commit_marker_facts
+from kchaos.verifier.sequences import sequence_reuse_facts
 from kchaos.verifier.model import (DIGEST_MAX_CASES, MAX_CASES, OPEN_TXN_STATES, TXN_NEXT, abandoned_note,
                                    commits_by_client_tv, hanging_cases, pipeline_txids, zombie_successor)
 from kchaos.verifier.producer_ids import PREPARED, judge_producer_ids
@@ -615,6 +616,7 @@ def facts(d: SparkRun) -> dict[str, Any]:
         "faults": len(d.history.faults),
         "transaction_log_records": d.counts["transaction_log"],
         "client_transaction_versions": dict(sorted(ctv.items())),
+        "sequence_reuse": sequence_reuse_facts(d.replicas, d.history.ops),
         "commits_by_client_tv_per_txid": per_txid,
         "liveness": d.final.get("liveness"),
         "topic_source": d.source,
@@ -622,7 +624,7 @@ def facts(d: SparkRun) -> dict[str, Any]:
         # for both engines; only when the run had message faults
         "late_requests": (late_request_facts(d.run, txn_log_entries(d, read_message_events(d.run)), d.history.ops)
                           if events_path(d.run).exists() else None),
-        "commit_markers": commit_marker_facts(d.run, lambda pids: txn_log_entries_of_producers(d, pids),
+        "commit_markers": commit_marker_facts(d.replicas, lambda pids: txn_log_entries_of_producers(d, pids),
                                               driver_checks.clock_skew_windows(d.history)),
     }
 

@@ -22,6 +22,7 @@ from kchaos.verifier import driver_checks
 from kchaos.verifier.coordinator_log import COORDINATOR_TXN_SCHEMA, CoordinatorTxn
 from kchaos.verifier.internal_topics import (OFFSET_COMMIT_SCHEMA, TXN_LOG_SCHEMA, coordinator_transactions_of, offset_commit_batches, transaction_log_batches)
 from kchaos.verifier.late_requests import late_requests, read_message_events
+from kchaos.verifier.segments import Replicas, run_replicas
 from kchaos.verifier.model import HistoryIndex, LINEAGE_FIELDS, RECORD_COLUMNS, read_ops, run_seed
 from kchaos.verifier.observations import observer_summary
 from kchaos.verifier.spark.ingest import VIEWS, TopicSource
@@ -374,6 +375,11 @@ class SparkRun:
                 out.setdefault(r["process"], []).append(r["txn_seq"])
             return {p: sorted(seqs) for p, seqs in sorted(out.items())}
         return self.shared("unrecorded_output_transactions", build)
+
+    @property
+    def replicas(self) -> Replicas | None:
+        """The brokers' own batches, merged across replicas (segments.py), read once."""
+        return self.shared("replicas", lambda: run_replicas(self.run))
 
     def late_requests(self) -> list[dict[str, Any]] | None:
         """The message proxy's late or duplicated requests (late_requests.py), built once."""
