@@ -246,3 +246,18 @@ def test_the_facts_name_commit_markers_the_coordinators_log_never_prepared(tmp_p
     assert "120 read from node-1, node-2" in html and "<b>1 written while the coordinator" in html
     assert "<code>out-2@77</code> producer 9/0, coordinator epoch 4: the log said Ongoing (8100 ms before)" in html
     assert "3 in a clock fault" in html
+
+
+def test_the_facts_name_batches_sent_with_an_aborted_batchs_sequence_numbers(tmp_path):
+    run = _finish(ReportRun().write(tmp_path / "20261122T031000Z-unit-seed5"))
+    results = json.loads((run / "results.json").read_text())
+    assert results["facts"]["sequence_reuse"] is None  # a hand-made run holds no broker segments
+    results["facts"]["sequence_reuse"] = {"transactional_batches": 40, "unread": 4, "reused": [
+        {"topic": "out", "partition": 1, "producer_id": 7, "producer_epoch": 0,
+         "aborted_batch": {"offset": 100, "base_sequence": 10, "count": 2, "transaction": ["w0.1", 5]},
+         "empty_commit": {"offset": 103, "coordinator_epoch": 0},
+         "next_batch": {"offset": 104, "base_sequence": 12, "transaction": ["w0.1", 7]}}]}
+    (run / "results.json").write_text(json.dumps(results))
+    html = render_run_report(run).read_text()
+    assert "40 transactional batches read (4 not read" in html and "<b>1 batches sent with an aborted" in html
+    assert "the aborted batch at 100 (sequence 10, 2 records, w0.1 transaction 5), the empty commit at 103" in html
