@@ -30,7 +30,8 @@ Each safety anomaly case gets one label, from what the run observed:
   offset that a transaction sending the lower offset read again, or one a copy of which a
   zombie's transaction wrote, one whose offset commit moved a partition back after the group had
   given it to another member; a duplicate a process read again after it was assigned the
-  partition while the earlier copy's transaction was committing its offsets, ``reread``): a
+  partition while the earlier copy's transaction was committing its offsets, ``reread``; a torn
+  transaction or lost input of a transaction whose lost write was never written): a
   candidate against the client or the broker, whose clean control is the same campaign with the
   Java client on TV2;
 - ``unattributed``: the case names no transactional id, the log recorded no commit of its ids, or
@@ -313,6 +314,34 @@ def _relabel_duplicates(anomalies: dict[str, list[Any]], cases: dict[str, list[d
                 "the same campaign with the Java client on TV2"))
 
 
+def _relabel_unwritten(anomalies: dict[str, list[Any]], cases: dict[str, list[dict[str, Any]]]) -> None:
+    """Make the torn transactions and lost inputs of a transaction whose lost-write case is a
+    candidate because its missing outputs were never written (``outputs.in_raw_log``) candidates
+    too (in place): the same records missing, seen from an input or a topic; a late EndTxn
+    aborts what was written, it does not unwrite it."""
+    unwritten = {}
+    for case, label in zip(anomalies.get("lost-write") or [], cases.get("lost-write") or []):
+        outputs = case.get("outputs") if isinstance(case, dict) else None
+        txn = (case.get("transaction") or {}) if isinstance(case, dict) else {}
+        if label["label"] == "candidate" and outputs and outputs.get("in_raw_log") is not None \
+                and outputs["in_raw_log"] <= outputs.get("visible", -1) and txn.get("process"):
+            unwritten[(txn["process"], txn.get("txn_seq"))] = outputs
+    for anomaly in ("torn-transaction", "lost-input"):
+        for case, label in zip(anomalies.get(anomaly) or [], cases.get(anomaly) or []):
+            if label["label"] == "candidate" or not isinstance(case, dict):
+                continue
+            key = next(((t.get("process"), t.get("txn_seq")) for t in case.get("transactions") or []
+                        if isinstance(t, dict) and t.get("outcome") == "committed"
+                        and (t.get("process"), t.get("txn_seq")) in unwritten), None)
+            if key:
+                out = unwritten[key]
+                label.update(label="candidate", why=(
+                    f"{key[0]}'s transaction {key[1]} committed with {out['expected'] - out['visible']} of its "
+                    f"{out['expected']} outputs nowhere in the log (its lost-write case): never written under the "
+                    "transaction, which a late EndTxn does not do; the client's or the broker's; its control is "
+                    "the same campaign with the Java client on TV2"))
+
+
 def attribute(results: dict[str, Any]) -> dict[str, Any] | None:
     """The ``attribution`` block of results.json, or None when the run has no safety anomaly.
     ``results``: the checker's results (``anomalies`` and ``facts``)."""
@@ -330,6 +359,7 @@ def attribute(results: dict[str, Any]) -> dict[str, Any] | None:
     cases = {name: [label_case(name, case, per_txid, ended_by_late, strays, unprepared, reused) for case in cs]
              for name, cs in sorted(anomalies.items())}
     _relabel_duplicates(anomalies, cases)
+    _relabel_unwritten(anomalies, cases)
     by_anomaly = {name: dict(Counter(c["label"] for c in labelled)) for name, labelled in cases.items()}
     labels = Counter(c["label"] for labelled in cases.values() for c in labelled)
     return {"labels": {k: labels[k] for k in LABELS if labels[k]}, "by_anomaly": by_anomaly, "cases": cases,

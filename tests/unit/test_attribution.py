@@ -209,3 +209,21 @@ def test_attribute_reads_the_unprepared_markers_from_the_commit_markers_fact():
                          "commit_markers": {"commit_markers": 40, "unprepared": [_unprepared()]}}}
     got = attribute(results)
     assert got["by_anomaly"] == {"aborted-read": {"candidate": 1}}
+
+
+def test_a_torn_transaction_or_lost_input_of_a_never_written_lost_write_is_a_candidate_too():
+    txn = {"process": "w0.1", "txn_seq": 8, "outcome": "committed", "txid": "run-w0"}
+    results = {"anomalies": {
+        "lost-write": [{"explanation": "lost", "transaction": txn, "transactions": [txn],
+                        "outputs": {"expected": 6, "visible": 4, "in_raw_log": 4}}],
+        "torn-transaction": [{"explanation": "torn", "transactions": [txn]}],
+        "lost-input": [{"explanation": "lost input", "transactions": [txn]},
+                       {"explanation": "another's", "transactions": [{**txn, "txn_seq": 9}]}]},
+        "facts": {"commits_by_client_tv_per_txid": PER_TXID}}
+    got = attribute(results)
+    assert got["by_anomaly"]["torn-transaction"] == {"candidate": 1}
+    assert got["by_anomaly"]["lost-input"] == {"candidate": 1, "classic-protocol": 1}
+    assert "w0.1's transaction 8 committed with 2 of its 6 outputs nowhere in the log" in got["cases"]["torn-transaction"][0]["why"]
+    # outputs that were written and aborted (a late EndTxn can do that) leave them the protocol's
+    results["anomalies"]["lost-write"][0]["outputs"]["in_raw_log"] = 6
+    assert attribute(results)["by_anomaly"]["torn-transaction"] == {"classic-protocol": 1}
