@@ -35,6 +35,8 @@ from kchaos.verifier.segments import Replicas
 
 #: the log records after which a COMMIT marker is what the coordinator prepared
 COMMIT_STATES = ("PrepareCommit", "CompleteCommit")
+
+
 def read_commit_markers(replicas: Replicas) -> list[dict[str, Any]]:
     """Every COMMIT marker of the merged batches (segments.py), each with the first offset of its
     producer's records it ends on that partition (``covers_from``: one past the producer's
