@@ -7,7 +7,6 @@ evidence a case cites."""
 from __future__ import annotations
 
 import functools
-
 import json
 import sys
 from collections import Counter, defaultdict

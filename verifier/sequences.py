@@ -73,17 +73,16 @@ def reused_sequences(replicas: Replicas, failed: set[tuple[str, int]]) -> list[d
             if st is not None and st["aborted"] and len(st["empty_commits"]) == 1:
                 x, empty = st["batch"], st["empty_commits"][0]
                 if (b.producer_epoch == x.producer_epoch and b.base_sequence == x.base_sequence + x.count
-                        and st["transaction"] in failed):
+                        and (aborted := _transaction(x)) in failed):
                     out.append({"topic": topic, "partition": partition, "producer_id": b.producer_id,
                                 "producer_epoch": b.producer_epoch,
                                 "aborted_batch": {"offset": x.base_offset, "base_sequence": x.base_sequence,
-                                                  "count": x.count, "transaction": list(st["transaction"])},
+                                                  "count": x.count, "transaction": list(aborted)},
                                 "empty_commit": {"offset": empty.base_offset,
                                                  "coordinator_epoch": empty.coordinator_epoch},
                                 "next_batch": {"offset": b.base_offset, "base_sequence": b.base_sequence,
                                                "transaction": list(t) if (t := _transaction(b)) else None}})
-            state[b.producer_id] = {"batch": b, "transaction": _transaction(b), "aborted": False,
-                                    "empty_commits": [], "data_since_marker": True}
+            state[b.producer_id] = {"batch": b, "aborted": False, "empty_commits": [], "data_since_marker": True}
     return out
 
 
@@ -92,7 +91,7 @@ def sequence_reuse_facts(replicas: Replicas | None, ops: list[dict[str, Any]]) -
     if replicas is None:
         return None
     data = [b for batches in replicas.values() for b, _ in batches if b.transactional and not b.control]
-    return {"transactional_batches": len(data), "unread": sum(1 for b in data if _transaction(b) is None),
+    return {"transactional_batches": len(data), "unread": sum(1 for b in data if b.first_value is None),
             "reused": reused_sequences(replicas, failed_sends(ops))}
 
 

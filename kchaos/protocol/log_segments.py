@@ -53,35 +53,29 @@ class Batch:
     first_value: bytes | None = None
 
 
-def _first_value(body: bytes) -> bytes | None:
-    """The first record's value of an uncompressed batch's records, None when it has none."""
+def _first_record(body: bytes) -> tuple[bytes | None, bytes | None]:
+    """(key, value) of the first record of an uncompressed batch's records."""
     r = Reader(body)
     r.varint()  # the record's length
     r.int8()  # attributes
     r.varint()  # timestamp delta
     r.varint()  # offset delta
-    key_length = r.varint()
-    if key_length > 0:
-        r.take(key_length)
-    value_length = r.varint()
-    return r.take(value_length) if value_length >= 0 else None
+    fields = []
+    for _ in range(2):
+        length = r.varint()
+        fields.append(r.take(length) if length >= 0 else None)
+    return fields[0], fields[1]
 
 
 def _marker(body: bytes) -> tuple[bool, int] | None:
-    """(committed, coordinator epoch) of a control batch's first record, None if it is no marker."""
-    r = Reader(body)
-    r.varint()  # the record's length
-    r.int8()  # attributes
-    r.varint()  # timestamp delta
-    r.varint()  # offset delta
-    if r.varint() < 4:
+    """(committed, coordinator epoch) of a control batch's record, None if it is no marker."""
+    key, value = _first_record(body)
+    if key is None or value is None or len(key) < 4 or len(value) < 6:
         return None
-    r.int16()  # key version
-    kind = r.int16()
-    if kind not in MARKER_TYPES or r.varint() < 6:
+    kind = struct.unpack_from(">h", key, 2)[0]
+    if kind not in MARKER_TYPES:
         return None
-    r.int16()  # value version
-    return MARKER_TYPES[kind], r.int32()
+    return MARKER_TYPES[kind], struct.unpack_from(">i", value, 2)[0]
 
 
 def read_segment(data: bytes, values: bool = False) -> Iterator[Batch]:
@@ -100,7 +94,7 @@ def read_segment(data: bytes, values: bool = False) -> Iterator[Batch]:
             if attributes & CONTROL:
                 marker = _marker(data[at + HEADER.size:end])
             elif values and not attributes & COMPRESSION:
-                value = _first_value(data[at + HEADER.size:end])
+                value = _first_record(data[at + HEADER.size:end])[1]
         except DecodeError:
             pass
         yield Batch(base, base + last_delta, leader_epoch, producer_id, producer_epoch, base_sequence, count, max_ts,

@@ -259,5 +259,5 @@ def test_the_facts_name_batches_sent_with_an_aborted_batchs_sequence_numbers(tmp
          "next_batch": {"offset": 104, "base_sequence": 12, "transaction": ["w0.1", 7]}}]}
     (run / "results.json").write_text(json.dumps(results))
     html = render_run_report(run).read_text()
-    assert "40 transactional batches read (4 not read" in html and "<b>1 batches sent with an aborted" in html
+    assert "40 transactional batches read (4 with values not read" in html and "<b>1 batches sent with an aborted" in html
     assert "the aborted batch at 100 (sequence 10, 2 records, w0.1 transaction 5), the empty commit at 103" in html
