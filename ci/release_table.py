@@ -21,15 +21,24 @@ COLUMNS = ("release", "client", "TV", "seed", "verdict", "anomalies", "committed
 
 
 def client_of(workload: dict[str, Any], environment: dict[str, Any] | None = None) -> str:
-    """The client a row names: a user's app by its name, the Java drivers by their kafka-clients
-    release, a native client's worker by the library release the run recorded (environment.json),
-    else the kind."""
+    """The client a row names: a user's app by its name; kchaos' workers by the clients and releases
+    the run recorded (environment.json's ``fleet``: ``java 4.2.1``, a fleet as ``confluent 2.16.1 +
+    java 3.9.1``, labels of workloads/registry.py); for a run recorded before that, a native client's
+    worker by its library release (environment.json's ``workers``), the Java drivers by their
+    kafka-clients release, else the kind."""
     if workload.get("external_command"):
         return f"app {app_name(workload['external_command'])}"
+    fleet = (environment or {}).get("fleet")
+    if fleet:
+        return " + ".join(str(group.get("label")) for group in fleet)
     native = native_library_ran((environment or {}).get("workers"))
     if native:
         return native
     client = str(workload.get("client", "?"))
+    if client == "fleet" and workload.get("fleet"):
+        return " + ".join(
+            f"{e.get('client')} {e.get('version') or (workload.get('java_client_version') if e.get('client') == 'java' else '')}"
+            .strip() for e in workload["fleet"] if isinstance(e, dict))
     if client in ("java", "streams", "external") and workload.get("java_client_version"):
         return f"{client} {workload['java_client_version']}"
     return client

@@ -178,7 +178,8 @@ def on_release(campaign: Campaign, release: str) -> Campaign:
     """The campaign with its brokers, and its Java clients when it has them, at ``release``."""
     data = campaign.model_dump(mode="json")
     data["cluster"]["kafka_version"] = release
-    if data["workload"].get("client") in ("java", "mixed", "streams") and data["workload"].get("java_client_version"):
+    # (a fleet's java entries that name no version of their own follow java_client_version)
+    if data["workload"].get("client") in ("java", "mixed", "streams", "fleet") and data["workload"].get("java_client_version"):
         data["workload"]["java_client_version"] = release
     return Campaign.model_validate(data)
 

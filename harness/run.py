@@ -49,8 +49,8 @@ from kchaos.verifier.verdict import judge_run
 from kchaos.workloads import make_workload
 from kchaos.workloads.ctp import CtpWorkload
 from kchaos.workloads.history import HistoryWriter, merge_history
-from kchaos.workloads.java_client import CTP_WORKER, STREAMS_APP, check_java_properties, client_classpath
-from kchaos.workloads.native_clients import CLIENTS, worker_program
+from kchaos.workloads.java_client import check_java_properties
+from kchaos.workloads.registry import library_label, prepare
 
 #: after a graceful stop, how long the drain may take at most (the user wants out soon)
 INTERRUPTED_DRAIN_S = 60.0
@@ -334,14 +334,18 @@ def prepare_artifacts(campaign: Campaign) -> None:
     if campaign.cluster.backend == "docker":
         DockerCluster.preflight(campaign.cluster)
         resolve_kafka(campaign.cluster.kafka_version)  # kchaos' image is built from these jars
-    if campaign.workload.client in CLIENTS:
-        worker_program(campaign.workload.client)  # built from its registry into the cache
-    elif campaign.workload.client != "confluent":
-        client_classpath(campaign.workload.java_client_version, CTP_WORKER)  # --check-config runs on it
-        if campaign.workload.client == "streams":
-            client_classpath(campaign.workload.java_client_version, STREAMS_APP)
-        check_java_properties(campaign.workload.model_dump(mode="json"), campaign.workload.java_client_version)
-    campaign.workload.external_jars()
+    workload = campaign.workload
+    if not workload.external_command:
+        # every client and release of the fleet (workload.client, mixed or [[workload.fleet]]), built
+        # from its registry into the cache (workloads/registry.py); a release that is not there stops here
+        java = set()
+        for slot, _ in workload.fleet_groups():
+            prepare(slot.client, slot.version)
+            if slot.client in ("java", "streams"):
+                java.add(slot.version)
+        for version in sorted(java):  # the driver's --check-config, on each kafka-clients release
+            check_java_properties(workload.model_dump(mode="json"), version)
+    workload.external_jars()
     for step in campaign.steps:
         if step.action == "rolling-upgrade" and step.version:
             resolve_kafka(step.version)
@@ -358,6 +362,11 @@ def environment(campaign: Campaign) -> dict[str, Any]:
                             else confluent,
                             "workers": workers_client(campaign.workload, confluent),
                             "seeder": seeder_client(confluent)}
+    if not campaign.workload.external_command:
+        # what ran in which slots, by client and release (the release table, the report and run.clients read it)
+        info["fleet"] = [{"client": slot.client, "version": slot.version, "label": slot.label,
+                          "library": library_label(slot.client, slot.version), "slots": slots}
+                         for slot, slots in campaign.workload.fleet_groups()]
     try:
         info["pyspark"] = importlib.metadata.version("pyspark")
     except importlib.metadata.PackageNotFoundError:

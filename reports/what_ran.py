@@ -14,6 +14,7 @@ from typing import Sequence
 
 from kchaos.workloads.java_client import STREAMS_GUARANTEE
 from kchaos.workloads.native_clients import CLIENTS as NATIVE_CLIENTS
+from kchaos.workloads.registry import library_label
 from kchaos.workloads.spec import WorkloadSpec
 
 #: shells whose ``-c SCRIPT NAME`` form names the app in its fourth word (``$0``)
@@ -40,20 +41,27 @@ def native_library_ran(workers: str | None) -> str | None:
 
 
 def workers_client(workload: WorkloadSpec, confluent: str) -> str:
-    """What ran as the workers, by client library: ``confluent`` is the installed
-    confluent-kafka, as ``confluent-kafka 2.16.1 (librdkafka 2.16.1)``."""
+    """What ran as the workers, by client library and release (workloads/registry.py):
+    ``confluent`` is the installed confluent-kafka, as ``confluent-kafka 2.16.1 (librdkafka 2.16.1)``.
+    A fleet names each client and release with its slots."""
     if workload.external_command:
         jars = f"; its classpath {', '.join(workload.external_classpath)}" if workload.external_classpath else ""
         return f"the user's app {app_name(workload.external_command)} (external_command{jars})"
-    java = f"Java kafka-clients {workload.java_client_version}"
-    if workload.client in NATIVE_CLIENTS:
-        return f"{NATIVE_CLIENTS[workload.client].library}{NATIVE_WORKER_NOTE}"
-    return {
-        "confluent": confluent,
-        "java": java,
-        "mixed": f"{confluent} (even worker slots) and {java} (odd worker slots)",
-        "streams": f"Kafka Streams {workload.java_client_version} (kafka-streams, its kafka-clients)",
-    }[workload.client]
+    if workload.client == "streams":
+        return f"Kafka Streams {workload.java_client_version} (kafka-streams, its kafka-clients)"
+
+    def library(client: str, version: str) -> str:
+        return confluent if client == "confluent" else library_label(client, version)
+
+    groups = workload.fleet_groups()
+    if workload.client == "mixed" and len(groups) == 2:
+        return f"{confluent} (even worker slots) and {library('java', workload.java_client_version)} (odd worker slots)"
+    if workload.client != "fleet" and len(groups) == 1:
+        slot = groups[0][0]
+        return library(slot.client, slot.version) + (NATIVE_WORKER_NOTE if slot.client in NATIVE_CLIENTS else "")
+    return "; ".join(f"{library(slot.client, slot.version)} ({', '.join(slots)}"
+                     + (f": {NATIVE_WORKER_NOTE.strip(' ()')}" if slot.client in NATIVE_CLIENTS else "") + ")"
+                     for slot, slots in groups)
 
 
 def workload_line(workload: WorkloadSpec) -> str:

@@ -60,7 +60,8 @@ def client_classpath(version: str, driver: Driver = CTP_WORKER) -> str:
     jars = driver.jars(version)
     classes = compiled_classes(driver.main_class, [SOURCES / name for name in driver.sources], jars.classpath, version,
                                f"the Java driver {driver.main_class} (workload.client = 'java' or 'streams') against "
-                               f"{driver.artifact} {version}", "use a release the driver supports (4.0 or later)")
+                               f"{driver.artifact} {version}", "use a release the driver supports (kafka-clients 3.0.0 or later, "
+                               "kafka-streams 4.0.0 or later)")
     return f"{classes}:{jars.classpath}"
 
 
@@ -84,7 +85,9 @@ def worker_properties(config: dict[str, Any]) -> str:
              # KIP-345 (workload.static_membership): empty for a dynamic member
              "kchaos.group.instance.id": f"{spec['group_id']}-{config['worker']}" if spec.get("static_membership")
              else "",
-             "kchaos.group.protocol": spec.get("group_protocol") or "classic",
+             # the slot's protocol: the campaign's, or classic where its release lacks KIP-848 (registry.py)
+             "kchaos.group.protocol": (config.get("slot") or {}).get("group_protocol") or spec.get("group_protocol")
+             or "classic",
              **campaign_properties(spec)}
     if spec["client"] == "streams":
         lines.update({"kchaos.streams.guarantee": STREAMS_GUARANTEE[spec["delivery"]],

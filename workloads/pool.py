@@ -30,8 +30,9 @@ from kchaos.errors import ConfigError
 from kchaos.runtime.processes import ManagedProcess
 from kchaos.waiting import WaitTimeout, gone_within, wait_until
 from kchaos.workloads.history import HistoryWriter
-from kchaos.workloads.java_client import CTP_WORKER, STREAMS_APP, client_classpath, java_argv, worker_properties
+from kchaos.workloads.java_client import CTP_WORKER, STREAMS_APP, java_argv, worker_properties
 from kchaos.workloads.native_clients import CLIENTS, native_argv
+from kchaos.workloads.registry import java_classpath, worker_command
 from kchaos.workloads.spec import WorkloadSpec
 
 EXIT_NAMES = {0: "stopped", 10: "fenced", 11: "fatal", 12: "unknown-outcome", -9: "killed", -15: "terminated"}
@@ -74,16 +75,28 @@ class WorkerPool:
     def _argv(self, config_path: Path, config: dict[str, Any]) -> list[str]:
         if self.spec.external_command:
             return [*self.spec.external_command]
-        client = self.spec.client_of(int(config["worker"][1:]))
+        slot = config.get("slot") or {}
+        client, version = slot.get("client", "confluent"), slot.get("version")
         if client in ("java", "streams"):
             driver = STREAMS_APP if client == "streams" else CTP_WORKER
             props = config_path.with_suffix(".properties")
             props.write_text(worker_properties(config))
-            return java_argv(client_classpath(self.spec.java_client_version, driver), props, driver)
+            return java_argv(java_classpath(client, version), props, driver)
         if client in CLIENTS:  # a worker on another client (built before the cluster started)
-            return native_argv(client, config_path, config)
+            return native_argv(worker_command(client, version), config_path, config)
         module = "kchaos.workloads.share_worker" if self.spec.kind == "share" else "kchaos.workloads.ctp_worker"
         return [sys.executable, "-m", module, str(config_path)]
+
+    def slot_info(self, name: str) -> dict[str, Any]:
+        """What slot ``name`` runs (workload.client or its fleet entry, workloads/registry.py): its
+        client, release, label and the group protocol it joins with; empty for a user's app."""
+        if self.spec.external_command:
+            return {}
+        index = int(name[1:])
+        slot = self.spec.slot_client(index)
+        return {"client": slot.client, "version": slot.version, "label": slot.label,
+                "group_protocol": self.spec.group_protocol_of(index) if slot.client != "streams"
+                else self.spec.group_protocol}
 
     def _spawn(self, slot: WorkerSlot) -> WorkerProcess:
         slot.incarnations += 1
@@ -91,9 +104,10 @@ class WorkerPool:
         name = f"{slot.name}.{inc}"
         self.dir.mkdir(parents=True, exist_ok=True)
         config_path = self.dir / f"{name}.json"
+        info = self.slot_info(slot.name)
         config = {"workload": self.spec.model_dump(mode="json"), "worker": slot.name, "incarnation": inc,
                   "client": self.client, "seed": self.seed, "txid_prefix": self.txid_prefix,
-                  "history_path": str(self.history_dir / f"{name}.jsonl")}
+                  "history_path": str(self.history_dir / f"{name}.jsonl"), "slot": info}
         config_path.write_text(json.dumps(config, indent=2))
         env = dict(os.environ)
         env.update({
@@ -118,8 +132,11 @@ class WorkerPool:
                               cwd=Path.cwd())
         proc.start()
         wp = WorkerProcess(slot.name, inc, proc, time.time())
+        # the slot's client implementation, release and label (the certification's rows are by label)
         self.history.event("worker-start", {"slot": slot.name, "incarnation": inc, "pid": proc.pid,
-                                            "client": self.spec.client_of(int(slot.name[1:]))}, outcome="ok")
+                                            "client": info.get("client") or self.spec.client_of(int(slot.name[1:])),
+                                            **({"client_version": info["version"], "label": info["label"]}
+                                               if info else {})}, outcome="ok")
         return wp
 
     def start(self) -> None:

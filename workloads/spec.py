@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -9,7 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from kchaos.runtime.artifacts import MavenArtifact, resolve_jars
 from kchaos.workloads.client_settings import refuse_owned
 from kchaos.workloads.lineage import IdLocator
-from kchaos.workloads.native_clients import CLIENTS, check_native_workload
+from kchaos.workloads.native_clients import CLIENTS, check_native_workload, not_honoured
+from kchaos.workloads.registry import (FLEET_CLIENTS, check_version, classic_assignors, default_version,
+                                       group_protocol_of, label, resolve_version)
 
 Delivery = Literal["exactly-once", "at-least-once", "at-least-once-no-idempotence"]
 
@@ -25,6 +28,38 @@ class ObserverSpec(BaseModel):
         "read_committed", description="read_uncommitted is a negative control: it must be caught")
     catch_up_s: float = Field(60.0, gt=0, le=900, description="after the final dumps: how long each observer may take "
                                                                "to reach the high watermarks")
+
+
+class FleetSlot(BaseModel):
+    """One entry of ``[[workload.fleet]]``: ``workers`` consecutive worker slots on ``client`` at
+    ``version`` (workloads/registry.py). Slots are numbered in fleet order: the first entry's
+    ``workers`` slots are w0, w1, ..., the next entry's follow."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    client: str = Field(description=f"the client implementation: {', '.join(FLEET_CLIENTS)}")
+    version: str | None = Field(
+        None, description="its release (unset: the registry's default; java: workload.java_client_version; "
+                          "confluent: the installed confluent-kafka)")
+    workers: int = Field(1, ge=1, le=64, description="how many worker slots run it")
+
+    @model_validator(mode="after")
+    def _known(self) -> "FleetSlot":
+        if self.client not in FLEET_CLIENTS:
+            raise ValueError(f"workload.fleet client {self.client!r}: a fleet slot runs one of "
+                             f"{', '.join(FLEET_CLIENTS)} (Kafka Streams and a user's app are pipelines of their own)")
+        if self.version is not None:
+            check_version(self.client, self.version)
+        return self
+
+
+@dataclass(frozen=True)
+class SlotClient:
+    """What one worker slot runs: the client implementation, its release and their label."""
+
+    client: str     #: the registry's name (confluent, java, franz-go, ...), or streams
+    version: str    #: the release
+    label: str      #: "java 4.2.1", "franz-go 1.22.3", "confluent 2.16.1"
 
 
 class WorkloadSpec(BaseModel):
@@ -89,20 +124,29 @@ class WorkloadSpec(BaseModel):
                                     "control: records are acknowledged before their outputs' transaction commits, so "
                                     "a failed commit or a crash loses them (share-lost); it must be caught")
     client: Literal["confluent", "java", "mixed", "streams", "franz-go", "sarama", "aiokafka", "kafka-python",
-                    "kafkajs"] = Field(
+                    "kafkajs", "fleet"] = Field(
         "confluent",
         description="confluent: librdkafka (classic transaction protocol); java: kafka-clients (KIP-890 TV2 when the "
                     "cluster has it); mixed: odd worker slots java, even ones confluent, in one group; streams: a Kafka "
                     "Streams application per worker (processing.guarantee from delivery, see docs/workload.md); "
                     "franz-go, sarama, aiokafka, kafka-python, kafkajs: kchaos' worker on that client, following its "
-                    "documented exactly-once pattern (docs/clients.md)")
+                    "documented exactly-once pattern (docs/clients.md); fleet: the slots of [[workload.fleet]], each "
+                    "a client and release, in one group (docs/clients.md, \"Fleets\")")
+    client_version: str | None = Field(
+        None, description="the release of `client` when it is one of confluent, franz-go, sarama, aiokafka, "
+                          "kafka-python, kafkajs (unset: the registry's default, workloads/registry.py); the Java "
+                          "client's and Kafka Streams' is java_client_version")
+    fleet: tuple[FleetSlot, ...] = Field(
+        (), description="client = 'fleet': the worker slots, in order, each entry a client, its release and how many "
+                        "slots run it; workers is their sum (derived when unset)")
     streams_threads: int = Field(1, ge=1, le=16, description="streams: num.stream.threads of each application instance")
     streams_commit_interval_ms: int | None = Field(
         None, ge=10, le=600_000,
         description="streams: commit.interval.ms (unset: Streams' default, 100 for exactly_once_v2, 30000 for at_least_once)")
     java_client_version: str = Field(
-        "4.2.1", description="kafka-clients release of the Java workers, kafka-streams release of the Streams "
-                             "application (4.0 or later)")
+        default_version("java"),
+        description="kafka-clients release of the Java workers (3.0.0 or later; a fleet's java slots without a "
+                    "version of their own), kafka-streams release of the Streams application (4.0 or later)")
     producer: dict[str, str | int | float | bool] = Field(
         default_factory=dict,
         description="Kafka producer properties of the workers, in the client's own names (librdkafka for confluent, "
@@ -135,6 +179,18 @@ class WorkloadSpec(BaseModel):
         "key", description="lineage = 'id': where an output carries its input's id: key, value, json:/pointer, "
                            "regex:PATTERN (group 1, else the match)")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _fleet_defaults(cls, data: Any) -> Any:
+        """A campaign that lists a fleet is a fleet (``client`` may be left out) and its size is the
+        fleet's (``workers`` may be left out; when given, it must agree: checked below)."""
+        if isinstance(data, dict) and data.get("fleet") and isinstance(data["fleet"], (list, tuple)):
+            sizes = [e.get("workers", 1) if isinstance(e, dict) else getattr(e, "workers", None) for e in data["fleet"]]
+            data = {"client": "fleet", **data}
+            if "workers" not in data and all(isinstance(n, int) and not isinstance(n, bool) for n in sizes):
+                data["workers"] = sum(sizes)
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> "WorkloadSpec":
         if len(set(self.output_topics)) != len(self.output_topics) or not self.output_topics:
@@ -159,22 +215,8 @@ class WorkloadSpec(BaseModel):
         elif self.group_protocol == "streams":
             raise ValueError("group_protocol = 'streams' is Kafka Streams' rebalance protocol (KIP-1071): it needs "
                              "client = 'streams'")
-        elif self.client in CLIENTS:
-            if self.kind != "ctp" or self.external_command or (self.transactional_id_strategy
-                                                               not in CLIENTS[self.client].txid_strategies):
-                raise ValueError(f"client = {self.client!r} runs kchaos' worker on that client: the consume-transform-"
-                                 "produce pipeline (kind = 'ctp', no external_command) with transactional_id_strategy "
-                                 f"{' or '.join(repr(s) for s in CLIENTS[self.client].txid_strategies)}")
-            # client_properties are the confluent and java workers' own names (a campaign written for
-            # them, such as the default's librdkafka message.timeout.ms): not given to this worker,
-            # which records that it ran without them (native_clients.not_honoured)
-            check_native_workload(self.client, self.delivery, self.group_protocol, dict(self.producer),
-                                  dict(self.consumer))
-        elif self.client in ("java", "mixed") and (self.kind != "ctp" or self.delivery != "exactly-once"
-                                             or self.transactional_id_strategy != "per-worker" or self.external_command):
-            raise ValueError(f"client = {self.client!r}: the Java driver runs the exactly-once consume-transform-produce "
-                             "pipeline with per-worker transactional ids (kind = 'ctp', delivery = 'exactly-once', "
-                             "transactional_id_strategy = 'per-worker', no external_command)")
+        else:
+            self._check_fleet()
         if self.static_membership and not self.own_workers:
             # a worker on a client without KIP-345 (kafkajs) joins as a dynamic member and records it
             raise ValueError("static_membership names kchaos' own workers' consumers (group.instance.id per worker "
@@ -183,11 +225,12 @@ class WorkloadSpec(BaseModel):
                                                           or not self.transactional or self.external_command):
             raise ValueError("after_failed_transaction = 'carry-on' is a negative control of kchaos' own librdkafka "
                              "worker: client = 'confluent', kind = 'ctp', delivery = 'exactly-once', no external_command")
-        if self.client in ("java", "mixed", "streams"):
+        if self.client == "streams":
+            try:
+                check_version("streams", self.java_client_version)
+            except ValueError as exc:
+                raise ValueError(f"java_client_version {self.java_client_version!r}: {exc}") from None
             parts = self.java_client_version.split(".")
-            if len(parts) != 3 or not all(x.isdigit() for x in parts) or int(parts[0]) < 4:
-                raise ValueError(f"java_client_version {self.java_client_version!r}: a kafka-clients release "
-                                 "X.Y.Z, 4.0.0 or later")
             if self.group_protocol == "streams" and (int(parts[0]), int(parts[1])) < (4, 2):
                 raise ValueError(f"group_protocol = 'streams' needs kafka-streams 4.2 or later (java_client_version "
                                  f"{self.java_client_version}: 4.1's is early access, 4.0's has none)")
@@ -220,6 +263,154 @@ class WorkloadSpec(BaseModel):
             raise ValueError("external_command must name a program")
         return self
 
+    def _check_fleet(self) -> None:
+        """kchaos' own workers on one client, on mixed, or on a fleet: each slot's client (and
+        release) can run this pipeline, and the slots can share the consumer group."""
+        if self.fleet and self.client != "fleet":
+            raise ValueError(f"workload.fleet lists worker slots: it needs client = 'fleet' (or no client), not client = "
+                             f"{self.client!r}")
+        if self.client == "fleet":
+            if not self.fleet:
+                raise ValueError("client = 'fleet' needs [[workload.fleet]] entries (client, version, workers)")
+            total = sum(e.workers for e in self.fleet)
+            if self.workers != total:
+                raise ValueError(f"workload.workers = {self.workers}, but the fleet's entries have {total} worker slots: "
+                                 "leave workers out (it is the fleet's sum) or make the two agree")
+            if self.kind != "ctp" or self.external_command:
+                raise ValueError("client = 'fleet' runs kchaos' own workers on the consume-transform-produce pipeline "
+                                 "(kind = 'ctp', no external_command)")
+        if self.client_version is not None and self.client not in ("confluent", *CLIENTS):
+            raise ValueError(f"client_version is the release of a single client (confluent, {', '.join(CLIENTS)}), not "
+                             f"of client = {self.client!r}: "
+                             + ("a fleet names each entry's version" if self.client == "fleet"
+                                else "the Java client's and Kafka Streams' release is java_client_version"))
+        checked: set[tuple[str, str]] = set()
+        for where, client, version in self._slot_sources():
+            if (client, version) not in checked:
+                checked.add((client, version))
+                self._check_slot(where, client, version)
+        self._check_group()
+
+    def _slot_sources(self) -> list[tuple[str, str, str]]:
+        """(where the campaign names it, client, release) of each slot, in slot order."""
+        if self.client == "fleet":
+            out = []
+            for i, entry in enumerate(self.fleet):
+                where = f"workload.fleet[{i}] ({entry.client}{' ' + entry.version if entry.version else ''})"
+                version = entry.version or (self.java_client_version if entry.client == "java" else None)
+                out += [(where, entry.client, resolve_version(entry.client, version))] * entry.workers
+            return out
+        return [self._slot_source(slot) for slot in range(self.workers)]
+
+    def _slot_source(self, slot: int) -> tuple[str, str, str]:
+        """One slot's (where, client, release) outside a fleet: the one client, or mixed's alternation."""
+        client = ("java" if slot % 2 == 1 else "confluent") if self.client == "mixed" else self.client
+        if client in ("java", "streams"):
+            return (f"client = {self.client!r}, java_client_version {self.java_client_version!r}", client,
+                    self.java_client_version)
+        return f"client = {self.client!r}", client, resolve_version(client, self.client_version)
+
+    def _check_slot(self, where: str, client: str, version: str) -> None:
+        """What a slot's client (at its release) cannot do is refused on load, per slot."""
+        try:
+            check_version(client, version)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        if client in CLIENTS:
+            if self.kind != "ctp" or self.external_command or (self.transactional_id_strategy
+                                                               not in CLIENTS[client].txid_strategies):
+                raise ValueError(f"{where} runs kchaos' worker on that client: the consume-transform-"
+                                 "produce pipeline (kind = 'ctp', no external_command) with transactional_id_strategy "
+                                 f"{' or '.join(repr(s) for s in CLIENTS[client].txid_strategies)}")
+            # client_properties are the confluent and java workers' own names (a campaign written for
+            # them, such as the default's librdkafka message.timeout.ms): not given to this worker,
+            # which records that it ran without them (native_clients.not_honoured)
+            try:
+                check_native_workload(client, self.delivery, self.group_protocol, dict(self.producer),
+                                      dict(self.consumer), version)
+            except ValueError as exc:  # a fleet names the entry
+                raise ValueError(f"{where}: {exc}" if self.client == "fleet" else str(exc)) from None
+        elif client == "java" and (self.kind != "ctp" or self.delivery != "exactly-once"
+                                   or self.transactional_id_strategy != "per-worker" or self.external_command):
+            raise ValueError(f"{where}: the Java driver runs the exactly-once consume-transform-produce "
+                             "pipeline with per-worker transactional ids (kind = 'ctp', delivery = 'exactly-once', "
+                             "transactional_id_strategy = 'per-worker', no external_command)")
+
+    def _check_group(self) -> None:
+        """Every slot joins the one consumer group. Slots that join through the classic protocol
+        (all of them under group_protocol = 'classic'; under 'consumer', those whose client lacks
+        KIP-848) need an assignor every one of them offers, or the group coordinator refuses the
+        later ones (INCONSISTENT_GROUP_PROTOCOL); under KIP-848 the broker assigns."""
+        if self.kind != "ctp" or not self.own_workers:
+            return
+        classic: dict[str, tuple[str, ...]] = {}
+        for slot in self.slot_clients():
+            if group_protocol_of(slot.client, slot.version, self.group_protocol) == "classic":
+                classic.setdefault(slot.label, classic_assignors(slot.client))
+        if len(classic) > 1 and not set.intersection(*(set(a) for a in classic.values())):
+            offers = "; ".join(f"{name} offers {', '.join(a)}" for name, a in classic.items())
+            if self.group_protocol == "consumer":
+                raise ValueError(f"the fleet's slots whose clients have no KIP-848 join through the classic protocol, and "
+                                 f"no assignor is offered by all of them ({offers}): they cannot share the group; use "
+                                 "releases that speak KIP-848, or classic clients whose assignors meet "
+                                 "(docs/clients.md, \"Fleets\")")
+            raise ValueError(f"the fleet's slots cannot share one classic consumer group, no assignor is offered by all "
+                             f"({offers}): use group_protocol = 'consumer' (KIP-848: the broker assigns) with clients "
+                             "that speak it, or clients whose classic assignors meet (docs/clients.md, \"Fleets\")")
+
+    def slot_client(self, slot: int) -> SlotClient:
+        """What worker slot ``w<slot>`` runs: its client, release and label (workloads/registry.py)."""
+        if self.client == "fleet":
+            sources = self._slot_sources()
+            if not 0 <= slot < len(sources):
+                raise ValueError(f"no worker slot w{slot}: the fleet has {len(sources)}")
+            _, client, version = sources[slot]
+        else:
+            _, client, version = self._slot_source(slot)
+        return SlotClient(client, version, label(client, version))
+
+    def slot_clients(self) -> tuple[SlotClient, ...]:
+        """Every slot's, w0 first."""
+        return tuple(self.slot_client(i) for i in range(self.workers))
+
+    def fleet_groups(self) -> list[tuple[SlotClient, list[str]]]:
+        """Each distinct client and release the workers run, in slot order, with its slots
+        (``w0``, ...): what a run reports it ran."""
+        groups: dict[SlotClient, list[str]] = {}
+        for i, slot in enumerate(self.slot_clients()):
+            groups.setdefault(slot, []).append(f"w{i}")
+        return list(groups.items())
+
+    def not_honoured_by_client(self) -> list[tuple[SlotClient, list[str], dict[str, str]]]:
+        """Per client and release of the workers (with its slots): the campaign's settings its
+        workers run without, and why (a native worker records them in its settings line)."""
+        dump = self.model_dump(mode="json")
+        out = []
+        for slot, slots in self.fleet_groups():
+            joins = group_protocol_of(slot.client, slot.version, self.group_protocol)
+            if slot.client in CLIENTS:
+                missing = not_honoured(dump, slot.client, slot.version, joins)
+            elif self.group_protocol == "consumer" and joins != "consumer":
+                missing = {"workload.group_protocol": f"{slot.label} has no KIP-848 consumer protocol (registry.py): "
+                                                      "the worker joins through the classic protocol"}
+            else:
+                missing = {}
+            if missing:
+                out.append((slot, slots, missing))
+        return out
+
+    def client_version_of(self, slot: int) -> str:
+        return self.slot_client(slot).version
+
+    def label_of(self, slot: int) -> str:
+        return self.slot_client(slot).label
+
+    def group_protocol_of(self, slot: int) -> str:
+        """The protocol slot ``w<slot>`` joins the group with: the campaign's, or the classic one
+        where its client (at its release) has no KIP-848."""
+        s = self.slot_client(slot)
+        return group_protocol_of(s.client, s.version, self.group_protocol)
+
     def external_jars(self) -> Any:
         """The resolved ``external_classpath`` (a JarSet, built once into the cache), or None."""
         if not self.external_classpath:
@@ -239,10 +430,10 @@ class WorkloadSpec(BaseModel):
 
     def client_of(self, slot: int) -> str:
         """Which client worker slot ``w<slot>`` runs: ``confluent``, ``java``, ``streams`` or a client of
-        native_clients.CLIENTS."""
-        if self.client == "mixed":
-            return "java" if slot % 2 == 1 else "confluent"
-        return self.client
+        native_clients.CLIENTS (its release and label: slot_client)."""
+        if self.external_command or self.kind == "share":
+            return self.client
+        return self.slot_client(slot).client
 
     def transactional_ids(self, prefix: str) -> list[str]:
         """The transactional ids kchaos' own workers use, by strategy (the seeder's not included)."""

@@ -101,3 +101,26 @@ def test_java_property_tables_are_checked_by_kafka_clients_before_any_cluster():
     message = str(err.value)
     assert "workload.producer.no.such.property: not a kafka-clients producer property" in message
     assert "request.timeout.ms" in message and "\n" not in message.strip()
+
+
+def test_a_fleet_of_java_3x_and_4x_runs_transactions_each_on_its_own_protocol(cluster3, tmp_path):
+    """Issue 72's fleet: kafka-clients 3.9.1 (w0) and 4.2.1 (w1) in one classic group on this TV2
+    cluster. The 3.x driver (the same source, compiled against 3.9.1) runs transactions; it has
+    no KIP-890 part 2, so its transactions are classic in the coordinator's log, while the 4.x
+    worker's are TV2; every worker-start names the slot's client, release and label."""
+    fleet = ({"client": "java", "version": "3.9.1"}, {"client": "java", "version": "4.2.1"})
+    h = Harness(cluster3, tmp_path, _spec(fleet=fleet, records=12000, rate=150, input_partitions=4))
+    results = _run_until_both_commit(h)
+    assert results["verdict"] == "valid", json.dumps(results["checks"], indent=1)
+    starts = {op["value"]["slot"]: op["value"] for op in _events(h.ops(), "worker-start")}
+    assert {s: (v["client"], v["client_version"], v["label"]) for s, v in starts.items()} == {
+        "w0": ("java", "3.9.1", "java 3.9.1"), "w1": ("java", "4.2.1", "java 4.2.1")}
+    commits = [op for op in _events(h.ops(), "commit") if op["outcome"] == "ok"]
+    by_slot = {slot: [op for op in commits if op["process"].startswith(f"{slot}.")] for slot in ("w0", "w1")}
+    assert by_slot["w0"] and by_slot["w1"], {s: len(c) for s, c in by_slot.items()}
+    assert {op.get("txn_v2") for op in by_slot["w0"]} == {False}  # 3.x: classic, a fact of the release
+    assert {op.get("txn_v2") for op in by_slot["w1"]} == {True}
+    per_txid = results["facts"]["commits_by_client_tv_per_txid"]
+    w0, w1 = by_slot["w0"][0]["txid"], by_slot["w1"][0]["txid"]
+    assert set(per_txid[w0]) == {"0"} and set(per_txid[w1]) == {"2"}, per_txid
+    assert results["run"]["clients"] == ["Java kafka-clients 3.9.1", "Java kafka-clients 4.2.1"], results["run"]

@@ -2,9 +2,11 @@
 //
 // The same pipeline, history records and lineage as workloads/ctp_worker.py, but on the Java
 // producer, which speaks KIP-890's transaction protocol (TV2: the producer epoch is bumped by
-// every transaction's end) when the cluster has transaction.version=2 finalised. Every history
-// line carries "txn_v2": whether the producer ran the transaction under TV2, read from the
-// producer itself, and the producer id and epoch.
+// every transaction's end) when the cluster has transaction.version=2 finalised (kafka-clients
+// 4.0+). Every history line carries "txn_v2": whether the producer ran the transaction under TV2,
+// read from the producer itself, and the producer id and epoch. One source for kafka-clients 3.x
+// and 4.x: it uses no API newer than 2.7 (InvalidProducerEpochException), and reads the producer's
+// state by reflection (workloads/registry.py: the releases it is built for).
 //
 //   java -cp <classes>:<kafka-clients jars> KchaosCtpWorker WORKER.properties
 //
@@ -288,12 +290,30 @@ public final class KchaosCtpWorker {
                 m.put("pid", pid);
                 m.put("epoch", (int) epoch);
             }
-            Method v2 = tm.getClass().getMethod("isTransactionV2Enabled");
+            Method v2;
+            try {
+                v2 = tm.getClass().getMethod("isTransactionV2Enabled");
+            } catch (NoSuchMethodException e) {
+                // kafka-clients 3.x has no KIP-890 part 2 at all: its transactions are classic,
+                // a fact of the release (the same source compiles and runs on 3.x and 4.x)
+                if (clientMajorVersion() < 4) m.put("txn_v2", false);
+                return m;
+            }
             m.put("txn_v2", v2.invoke(tm));
         } catch (ReflectiveOperationException | RuntimeException ignored) {
             // an unknown client release: the history then says null
         }
         return m;
+    }
+
+    /** The major release of the kafka-clients on the classpath (0 when it cannot be read). */
+    static int clientMajorVersion() {
+        try {
+            String v = org.apache.kafka.common.utils.AppInfoParser.getVersion();
+            return Integer.parseInt(v.substring(0, v.indexOf('.')));
+        } catch (RuntimeException e) {
+            return 0;
+        }
     }
 
     Map<String, Object> fields() {

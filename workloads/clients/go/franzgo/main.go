@@ -193,9 +193,9 @@ func (w *worker) options() []kgo.Opt {
 	if w.cfg.GroupInstanceID != "" {
 		opts = append(opts, kgo.InstanceID(w.cfg.GroupInstanceID))
 	}
-	if wl.GroupProtocol == "consumer" {
-		// KIP-848: the broker assigns; franz-go needs the range or sticky balancer for it
-		opts = append(opts, kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer()))
+	kip848, ok := kip848Opts()
+	if wl.GroupProtocol == "consumer" && ok {
+		opts = append(opts, kip848...) // KIP-848 (kip848.go)
 	} else {
 		opts = append(opts, kgo.SessionTimeout(common.Ms(wl.SessionTimeoutMs)), kgo.HeartbeatInterval(time.Second),
 			kgo.RebalanceTimeout(common.Ms(rebalance)))

@@ -353,15 +353,13 @@ func (w *worker) transaction(s sarama.ConsumerGroupSession, batch []*sarama.Cons
 	if d := w.cfg.Workload.ProcessDelayMs; d > 0 {
 		time.Sleep(common.Ms(d))
 	}
-	meta := sarama.NewConsumerGroupMetadataFromSession(s, w.cfg.Workload.GroupID, w.instanceID())
+	generation, add := addOffsets(p, s, w.cfg.Workload.GroupID, w.instanceID(), last) // kip447.go
 	offsets := common.V{strconv.Itoa(int(last.Partition)): last.Offset + 1}
-	op = w.h.Invoke("send_offsets", common.V{"txn_seq": seq, "offsets": offsets, "generation": meta.GenerationID},
+	op = w.h.Invoke("send_offsets", common.V{"txn_seq": seq, "offsets": offsets, "generation": generation},
 		w.fields(txid))
-	if err := p.AddMessageToTxnWithGroupMetadata(last, meta, nil); err != nil {
+	if err := add(); err != nil {
 		w.h.Complete(op, "send_offsets", "fail", common.V{"attempts": 1}, w.fields(txid), err)
-		w.handleTxnError(p, s, first, txid, seq, err, func() error {
-			return p.AddMessageToTxnWithGroupMetadata(last, meta, nil)
-		})
+		w.handleTxnError(p, s, first, txid, seq, err, add)
 		return
 	}
 	w.h.Complete(op, "send_offsets", "ok", common.V{"attempts": 1}, w.fields(txid), nil)
