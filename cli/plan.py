@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from kchaos.clusters import backend_capabilities
+from kchaos.clusters.spec import FORMAT_FEATURES
 from kchaos.faults.base import TARGETS
 from kchaos.faults.kinds import KINDS
 from kchaos.faults.scheduled import ScheduledFault
@@ -16,7 +17,6 @@ from kchaos.reports.what_ran import workers_client, workload_line
 from kchaos.verifier.campaign import Campaign
 from kchaos.workloads.spec import WorkloadSpec
 from kchaos.workloads.epoch_ageing import staggered_targets
-from kchaos.workloads.native_clients import CLIENTS, not_honoured
 
 #: rough phase costs on the reference machine (2 cores; docs/benchmarks.md): cluster start, the
 #: heal and health wait, the final reads (liveness wait and dumps), the Spark verification
@@ -65,6 +65,21 @@ def plan(campaign: Campaign, seed: int, fresh: bool, schedule: list[ScheduledFau
             "capabilities": sorted(c.value for c in backend_capabilities(campaign.cluster))}
 
 
+def cluster_line(cl: dict[str, Any]) -> str:
+    """The plan's cluster line. A cluster kchaos did not start is never formatted: a level the
+    campaign names is checked against it at start (a run that finds another stops, exit 3), and
+    its size, release and levels are otherwise its own."""
+    tv = cl["transaction_version"]
+    if cl["backend"] == "external":
+        ext = cl.get("external") or {}
+        levels = ", ".join(f"{name} {cl[key]}" for key, name in FORMAT_FEATURES.items() if cl.get(key) is not None)
+        return (f"cluster   external at {ext.get('bootstrap_servers')}, admin tools of Kafka {cl['kafka_version']}; "
+                + (f"{levels} required (checked against the cluster at start, never set)" if levels else
+                   "its own transaction.version (not checked: cluster.transaction_version names one to require)"))
+    return (f"cluster   Kafka {cl['kafka_version']}, {cl['nodes']} nodes, {cl['backend']} backend, transaction.version "
+            f"{tv if tv is not None else 'release default'}")
+
+
 def render_plan(p: dict[str, Any]) -> str:
     c = p["campaign"]
     cl, wl, fa, ve = c["cluster"], c["workload"], c["faults"], c["verifier"]
@@ -73,15 +88,15 @@ def render_plan(p: dict[str, Any]) -> str:
     total = sum(v for k, v in est.items() if k != "at_most")
     lines = [f"campaign  {c['name']}: {c['description']}".rstrip(": "),
              f"seed      {p['seed']}" + (" (fresh: pass --seed to plan and run this one)" if p["fresh_seed"] else ""),
-             f"cluster   Kafka {cl['kafka_version']}, {cl['nodes']} nodes, {cl['backend']} backend, transaction.version "
-             f"{cl['transaction_version'] if cl['transaction_version'] is not None else 'release default'}",
+             cluster_line(cl),
              f"workload  {workload_line(workload)}"
              + (f" (about {round(wl['rate'] * est['workload'])} inputs)" if wl["records"] is None else "") + (
                  f"; at most {wl['max_batch']} inputs per transaction, {wl['abort_fraction']:.0%} aborted on purpose"
                  if workload.own_workers else ""),
              f"client    {workers_client(workload, CONFLUENT)}",
-             *([f"          without {name}: {why}" for name, why in sorted(not_honoured(wl).items())]
-               if wl["client"] in CLIENTS else []),
+             *[f"          {'' if wl['client'] != 'fleet' else slot.label + ' (' + ', '.join(slots) + '): '}without "
+               f"{name}: {why}" for slot, slots, missing in workload.not_honoured_by_client()
+               for name, why in sorted(missing.items())],
              *([f"ageing    the workers' transactional ids before they start, to {wl['epochs_before_rollover']} bumps "
                 "before their producer ids must rotate (the next id twice as many, and so on)"]
                if wl.get("epochs_before_rollover") is not None else []),
@@ -96,6 +111,9 @@ def render_plan(p: dict[str, Any]) -> str:
         lines.append("steps")
         lines += [f"  {s['at_s']:>7.1f}s  {s['action']}: " + (f"{s['feature']} -> {s['level']}" if s["action"] == "feature"
                                                             else f"rolling upgrade to {s['version']}") for s in c["steps"]]
+        if cl["backend"] == "external":
+            lines.append("  each change journaled with the level before; the run puts the first level back at its "
+                         "end (unless its last step did), `kchaos heal RUN_DIR` after a crash")
         lines.append("")
     if p["schedule"]:
         lines.append(f"faults    {len(p['schedule'])} scheduled ({fa['order']} order"

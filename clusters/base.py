@@ -24,7 +24,7 @@ from typing import Any, Iterator
 from kchaos.clusters.client_security import java_client_properties, properties_text, resolve_env_refs
 from kchaos.errors import CapabilityError, ClusterError
 from kchaos.log import say
-from kchaos.runtime.kafka_tools import describe_quorum_leader
+from kchaos.runtime.kafka_tools import describe_quorum_leader, upgrade_feature
 from kchaos.runtime.processes import is_alive
 from kchaos.waiting import WaitTimeout, gone_within, wait_until
 
@@ -240,6 +240,14 @@ class Cluster(abc.ABC):
         offset}}``; none: nothing cleaned), or None when this backend cannot see its brokers' logs.
         A commit the cleaner removed would otherwise look lost to the verifier."""
         return None
+
+    # -- feature levels --------------------------------------------------------------------
+    def change_feature(self, feature: str, level: int, current: int | None) -> None:
+        """Set ``feature``'s finalised level (a ``[[steps]]`` flip): FeatureCommand's upgrade, or its
+        downgrade when ``current`` (the level before, None where unknown) is higher, run here with
+        this machine's tools against :attr:`bootstrap_servers`. A cluster kchaos did not start
+        journals the change and its undo before it acts (clusters/external)."""
+        upgrade_feature(self, feature, level, downgrade=current is not None and 0 <= level < current)
 
     # -- role look-ups ---------------------------------------------------------------------
     def admin(self) -> Any:

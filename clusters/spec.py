@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from kchaos.clusters.client_security import ENV_REF, resolve_env_refs, security_protocol
+from kchaos.clusters.client_security import ENV_REF, java_client_properties, resolve_env_refs, security_protocol
 from kchaos.clusters.proxy.rules import check_apis
 from kchaos.errors import ConfigError
 from kchaos.runtime.artifacts import DEFAULT_KAFKA_VERSION, KNOWN_KAFKA_VERSIONS
@@ -25,6 +25,12 @@ MANAGED_BROKER_PROPERTIES = frozenset({
 })
 _PROPERTY_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*$")
 
+
+#: the spec's feature levels (key -> Kafka's feature name)
+FORMAT_FEATURES = {"transaction_version": "transaction.version", "share_version": "share.version",
+                   "streams_version": "streams.version"}
+#: reverse: Kafka's feature name -> the spec's key
+FEATURE_KEYS = {name: key for key, name in FORMAT_FEATURES.items()}
 
 #: what a node's access can do (clusters/external/node_access.py renders each as a shell command)
 NODE_ACTIONS = ("kill", "terminate", "pause", "resume", "start", "logs", "exec")
@@ -51,7 +57,10 @@ class ExternalSpec(BaseModel):
 
     Faults need ``access`` (how to reach the nodes: a preset, or ``commands`` of one's own),
     ``nodes``, ``allow_faults = true`` and the cluster's own ``cluster_id``, checked against the
-    cluster before anything is touched (docs/clusters.md, "Faults on a cluster kchaos did not start")."""
+    cluster before anything is touched (docs/clusters.md, "Faults on a cluster kchaos did not start").
+    A ``[[steps]]`` feature flip needs ``allow_feature_changes = true`` and the same ``cluster_id``
+    (a permission of its own: a feature level is the whole cluster's, every client of it sees the
+    change, whereas a fault is on one node or link)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     bootstrap_servers: str = Field(min_length=1)
@@ -59,6 +68,10 @@ class ExternalSpec(BaseModel):
     cluster_id: str | None = Field(None, description="the cluster's id (DescribeCluster); a cluster that answers with "
                                                      "another is refused before any fault")
     allow_faults: bool = Field(False, description="faults on this cluster are allowed (they are never by default)")
+    allow_feature_changes: bool = Field(
+        False, description="[[steps]] may change this cluster's finalised feature levels (transaction.version...): "
+                           "journaled with the level before, which kchaos puts back at the end of the run and "
+                           "`kchaos heal` after a crash (never by default; allow_faults does not imply it)")
     access: Literal["none", "docker", "ssh", "kubernetes", "commands"] = Field(
         "none", description="how node commands run: a preset, or 'commands' (every action from [commands])")
     options: str = Field("", description="extra arguments of the preset's client: docker's (-H ...), ssh's (-i KEY -o "
@@ -233,9 +246,22 @@ class ClusterSpec(BaseModel):
             # warns that the protocol "is still in development"; 4.2 makes SV_1 the production level
             raise ValueError("streams.version 1 (KIP-1071's streams rebalance protocol) needs Kafka 4.2 or later: "
                              "4.1 has it only as an early-access, non-production feature level")
-        if self.backend == "docker" and self.proxy_messages:
-            raise ValueError("the docker backend has no message proxy (Kafka-protocol message faults need the "
-                             "local backend): drop proxy_messages or use backend = 'local'")
+        if self.backend == "external" and self.external is not None and self.format_features():
+            # an external cluster is never formatted: the levels are what the campaign expects of it,
+            # read back at start with FeatureCommand (Java), which must be able to connect
+            try:
+                java_client_properties(self.external.client_config)
+            except ConfigError as exc:
+                raise ValueError(f"{', '.join('cluster.' + FEATURE_KEYS[f] for f in self.format_features())} on an external "
+                                 "cluster is checked against the cluster's finalised levels at start with Kafka's "
+                                 f"FeatureCommand, which cannot connect with client_config: {exc.cause}") from None
+        if self.backend == "docker" and self.proxy_messages_between_brokers:
+            raise ValueError("the docker backend's message proxy is on the client path only (the links between "
+                             "brokers are on the containers' network): message faults with link = 'inter-broker' "
+                             "need backend = 'local'")
+        if self.backend == "docker" and self.proxy_messages and not self.proxy_clients:
+            raise ValueError("the docker backend's message proxy stands behind the client proxies: proxy_messages "
+                             "needs proxy_clients")
         if self.record_apis and (self.backend != "local" or not self.proxy_messages):
             raise ValueError("record_apis needs the message proxy on the client path: backend = 'local' and "
                              "proxy_messages (a campaign's load turns it on)")
@@ -243,6 +269,12 @@ class ClusterSpec(BaseModel):
             raise ValueError("proxy_messages_between_brokers puts the message proxy behind the links' proxies: it needs "
                              "proxy_messages and proxy_internal")
         return self
+
+    def format_features(self) -> dict[str, int]:
+        """The feature levels the spec names (``transaction.version``: 1, ...): what kchaos formats a
+        cluster it starts with, and what it checks a cluster it did not start has (clusters/external)."""
+        levels = {name: getattr(self, key) for key, name in FORMAT_FEATURES.items()}
+        return {name: level for name, level in levels.items() if level is not None}
 
     @property
     def replication_factor(self) -> int:

@@ -24,11 +24,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kchaos.clusters.base import Cluster
-from kchaos.errors import KchaosError
+from kchaos.clusters.spec import ClusterSpec
+from kchaos.errors import ConfigError, KchaosError
 from kchaos.faults.protocols import FaultWorkload
 from kchaos.faults.timeline import ScheduledRunner
 from kchaos.runtime.artifacts import validate_kafka_version
-from kchaos.runtime.kafka_tools import describe_features, run_tool, tool_args, tool_jars, upgrade_feature
+from kchaos.runtime.kafka_tools import describe_features, finalized_level, run_tool, tool_args, tool_jars
 from kchaos.workloads.history import HistoryWriter
 
 
@@ -98,6 +99,36 @@ def check_steps(steps: tuple[StepSpec, ...], backend: str, kafka_version: str, d
                 raise ValueError(f"{where}: transaction.version levels are 0, 1 and 2")
             if step.level == 2 and version_tuple(version) < (4, 0, 0):
                 raise ValueError(f"{where}: transaction.version 2 needs Kafka 4.0 or later; the cluster runs {version} then")
+
+
+#: features Kafka does not lower again (or only losing metadata): a change of one on a cluster kchaos did
+#: not start could not be undone, so it is refused there
+IRREVERSIBLE_FEATURES = ("metadata.version", "kraft.version")
+
+
+def check_feature_consent(steps: tuple[StepSpec, ...], cluster: ClusterSpec) -> None:
+    """On a cluster kchaos did not start, a feature step changes the whole cluster for every client
+    of it: it needs ``cluster.external.allow_feature_changes = true`` and the cluster's own
+    ``cluster_id`` (checked against DescribeCluster before anything is touched), and a feature whose
+    level kchaos can put back. ConfigError (exit 3, before anything starts) naming what is missing."""
+    ext = cluster.external
+    flips = [(i, step) for i, step in enumerate(steps) if step.action == "feature"]
+    if cluster.backend != "external" or ext is None or not flips:
+        return
+    for i, step in flips:
+        if step.feature in IRREVERSIBLE_FEATURES:
+            raise ConfigError(f"steps[{i}] ({step.describe()}): kchaos does not change {step.feature} on a cluster it "
+                              "did not start: Kafka does not lower it again, so the change could not be undone",
+                              "make that change yourself, or certify it on the local or docker backend")
+    missing = [what for what, given in (("cluster.external.allow_feature_changes = true", ext.allow_feature_changes),
+                                        ("cluster.external.cluster_id", ext.cluster_id)) if not given]
+    if missing:
+        i, step = flips[0]
+        raise ConfigError(f"steps[{i}] ({step.describe()}) would change a feature level of an external cluster, which "
+                          f"needs {' and '.join(missing)}",
+                          f"set {'both' if len(missing) > 1 else 'it'} (kafka-cluster.sh cluster-id prints the id; it "
+                          "is checked against the cluster before anything is touched); the level before is "
+                          "journaled and put back at the end of the run")
 
 
 def latest_level(cluster: Cluster, feature: str) -> int:
@@ -177,16 +208,17 @@ class Stepper(ScheduledRunner[StepSpec]):
     def _feature(self, step: StepSpec, before: dict[str, Any]) -> dict[str, Any]:
         assert step.feature is not None
         target = latest_level(self.cluster, step.feature) if step.level == "latest" else int(step.level)  # type: ignore[arg-type]
-        current = before.get(step.feature, 0)
-        if not isinstance(current, int):  # metadata.version prints as a release name; let the tool decide
-            current = -1
+        # metadata.version prints as a release name (None): the tool decides the direction
+        current = None if "error" in before else finalized_level(before, step.feature)
         if current == target:
             return {"feature": step.feature, "level": target, "changed": False}
         with self.cluster_lock:
             if self.stopping.is_set():
                 raise KchaosError("the run stopped before the feature change")
-            upgrade_feature(self.cluster, step.feature, target, downgrade=0 <= target < current)
-        return {"feature": step.feature, "level": target, "from": current, "changed": True}
+            # a cluster kchaos did not start journals the change and its undo first
+            self.cluster.change_feature(step.feature, target, current)
+        return {"feature": step.feature, "level": target, "from": current if current is not None else -1,
+                "changed": True}
 
     def _rolling_upgrade(self, step: StepSpec) -> dict[str, Any]:
         assert step.version is not None

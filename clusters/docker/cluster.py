@@ -14,8 +14,9 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import tarfile
 import subprocess
+import sys
+import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from kchaos.clusters.compaction import merge_cleaner_checkpoints
 from kchaos.clusters.docker.engine import INSTALL_HINT, PrivateDockerEngine, missing_binaries, remove_kchaos_objects
 from kchaos.clusters.docker.image import ensure_kafka_image
 from kchaos.clusters.node_config import SMALL_MACHINE_DEFAULTS, new_cluster_id
+from kchaos.clusters.proxy.client import MessageProxyClient
 from kchaos.clusters.proxy.links import LinkNetwork, ProxyNetwork, proxy_name_client
 from kchaos.clusters.proxy.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary, start_toxiproxy
 from kchaos.clusters.spec import ClusterSpec
@@ -288,6 +290,8 @@ class DockerCluster(Cluster):
         caps = {Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.RESTART}
         if spec.proxy_clients:  # Toxiproxy on the client links; the cuts between nodes heal with it
             caps |= {Capability.NETWORK, Capability.PARTITION}
+            if spec.proxy_messages:  # the message proxy behind them (the spec refuses it without them)
+                caps.add(Capability.MESSAGES)
         return frozenset(caps)
 
     @property
@@ -308,6 +312,10 @@ class DockerCluster(Cluster):
         self.toxiproxy: ToxiproxyClient | None = None
         self._toxiproxy_process: ManagedProcess | None = None
         self._proxy_ports: dict[int, int] = {}
+        #: the message proxy (spec.proxy_messages): its control client, process and listener per broker
+        self.messages: MessageProxyClient | None = None
+        self._message_process: ManagedProcess | None = None
+        self._message_ports: dict[int, int] = {}
         self._engine: PrivateDockerEngine | None = None
         self._client: Any = None
         self._nodes: list[DockerNode] = []
@@ -451,6 +459,7 @@ class DockerCluster(Cluster):
         self.work_dir.mkdir(parents=True, exist_ok=True)
         client.networks.create(self.network_name, driver="bridge", labels={"kchaos.cluster": self.prefix})
         specs = self.plan(self.image)
+        self._start_message_proxy(specs)
         self._start_toxiproxy(specs)
         self._nodes = []
         for cs in specs:
@@ -485,12 +494,39 @@ class DockerCluster(Cluster):
         except OSError:
             return []
 
+    def _start_message_proxy(self, specs: list[ContainerSpec]) -> None:
+        """Kafka-protocol message faults (certify-tv-flip's late and duplicated EndTxn): the message
+        proxy between each broker's Toxiproxy client proxy and its published port, client ->
+        ``client-n<i>`` -> the proxy's listener for broker i -> the container, as on the local
+        backend's client path. Not between brokers: those links are on the containers' network."""
+        if not self.spec.proxy_messages:
+            return
+        directory = self.work_dir / "messages"
+        directory.mkdir(parents=True, exist_ok=True)
+        control = free_port()
+        self._message_ports = {cs.node_id: free_port() for cs in specs if cs.host_port is not None}
+        argv = [sys.executable, "-m", "kchaos.clusters.proxy", "--control", str(control),
+                "--events", str(directory / "events.jsonl")]
+        for cs in specs:
+            if cs.host_port is not None:
+                argv += ["--route", f"{cs.node_id}={self._message_ports[cs.node_id]}:{cs.host_port}"]
+        self._message_process = ManagedProcess("message-proxy", argv, directory / "message-proxy.log", self.pid_dir,
+                                               marker=str(self.work_dir))
+        self._message_process.start()
+        self.messages = MessageProxyClient(control)
+        try:
+            wait_until(self.messages.version, 20, 0.1, "the message proxy did not answer", retry_on=(ClusterError,))
+        except WaitTimeout as exc:
+            log = directory / "message-proxy.log"
+            raise ClusterError(str(exc), detail=log.read_text(errors="replace")[-3000:] if log.exists() else None) from None
+
     def _start_toxiproxy(self, specs: list[ContainerSpec]) -> None:
         if not self.spec.proxy_clients:
             return
         self._toxiproxy_process, self.toxiproxy = start_toxiproxy(
             ensure_toxiproxy_binary(), free_port(), self.work_dir, self.pid_dir,
-            [Proxy(proxy_name_client(cs.node_id), f"127.0.0.1:{self._proxy_ports[cs.node_id]}", f"127.0.0.1:{cs.host_port}")
+            [Proxy(proxy_name_client(cs.node_id), f"127.0.0.1:{self._proxy_ports[cs.node_id]}",
+                   f"127.0.0.1:{self._message_ports.get(cs.node_id, cs.host_port)}")
              for cs in specs if cs.host_port is not None])
 
     def record_pids(self, node: DockerNode) -> None:
@@ -512,6 +548,11 @@ class DockerCluster(Cluster):
 
     def stop(self) -> None:
         self._close_admin()
+        if self._message_process is not None:  # a process of this machine's, whatever the engine does
+            self._message_process.terminate(5)
+            self._message_process = None
+            self.messages = None
+            self._message_ports = {}
         if self._client is None and self._engine is None and self.spec.docker.engine != "private":
             host = self._external_host()
             if host is None:

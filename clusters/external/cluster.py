@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -26,7 +27,7 @@ from typing import Any
 
 from kchaos.clusters.base import Capability, Cluster, Node, NodeInfo, Role
 from kchaos.clusters.client_security import record as record_client_security
-from kchaos.clusters.client_security import uses_tls
+from kchaos.clusters.client_security import java_client_properties, properties_text, uses_tls
 from kchaos.clusters.external import firewall
 from kchaos.clusters.external.node_access import NodeAccess, describe
 from kchaos.clusters.proxy.client import MessageProxyClient
@@ -34,10 +35,12 @@ from kchaos.clusters.proxy.front import KEY_PASSWORD_ENV
 from kchaos.clusters.proxy.links import LinkNetwork
 from kchaos.clusters.proxy.tls_certs import ThrowawayCA
 from kchaos.clusters.proxy.toxiproxy import Proxy, ToxiproxyClient, ensure_toxiproxy_binary, start_toxiproxy
-from kchaos.clusters.spec import ClusterSpec
+from kchaos.clusters.spec import FEATURE_KEYS, ClusterSpec
 from kchaos.errors import CapabilityError, ClusterError, ConfigError
 from kchaos.log import say
-from kchaos.runtime.heal_journal import JOURNAL_NAME, HealJournal, heal_pending
+from kchaos.runtime.heal_journal import CLUSTER_WIDE, JOURNAL_NAME, HealJournal, heal_pending, where
+from kchaos.runtime.kafka_tools import (describe_features, feature_change_args, feature_restore_shell, finalized_level,
+                                        run_tool, tool_argv)
 from kchaos.runtime.node_commands import NodeCommand, run_command, run_undo
 from kchaos.runtime.ports import HOST, free_port
 from kchaos.runtime.processes import ManagedProcess
@@ -259,6 +262,7 @@ class ExternalCluster(Cluster):
             raise ConfigError(f"the cluster at {ext.bootstrap_servers} is {self.cluster_id!r}, not the "
                               f"cluster_id {ext.cluster_id!r} the campaign names: nothing was touched",
                               "check that bootstrap_servers points at the cluster you mean to fault")
+        self._check_feature_levels()
         declared = {n.id: n for n in ext.nodes}
         wanted = {n for n, node in declared.items() if "broker" in node.roles}
         if wanted - {b.id for b in md.brokers.values()}:  # a broker still registering: wait, within reason
@@ -290,6 +294,91 @@ class ExternalCluster(Cluster):
             self._toxiproxy_in_front()
         if self.work_dir is not None:
             record_client_security(self.work_dir, self.client_security())
+
+    def _check_feature_levels(self) -> None:
+        """The levels the campaign names (``cluster.transaction_version``...) against the ones the
+        cluster has finalised, before anything is touched: kchaos never formats this cluster, so a
+        level it names is a precondition, not a setting."""
+        ext = self.spec.external
+        assert ext is not None
+        wanted = self.spec.format_features()
+        if not wanted:
+            return
+        try:
+            levels = describe_features(self)
+        except ClusterError as exc:
+            raise ClusterError(f"the feature levels of the cluster at {ext.bootstrap_servers} could not be read, so "
+                               f"{self._named(wanted)} cannot be checked: {exc.cause}: nothing was touched",
+                               "check that Kafka's tools reach the cluster with client_config, or drop the level "
+                               "from [cluster]") from None
+        wrong = {name: finalized_level(levels, name) for name, level in wanted.items()
+                 if finalized_level(levels, name) != level}
+        if wrong:
+            has = ", ".join(f"{name} {level if level is not None else levels.get(name)!r}" for name, level in wrong.items())
+            raise ConfigError(f"the cluster at {ext.bootstrap_servers} has {has} finalised, not the "
+                              f"{self._named({n: wanted[n] for n in wrong})} the campaign names: nothing was touched",
+                              "name the cluster's own level, or drop it from [cluster] (kchaos never changes an "
+                              "external cluster's levels at start; a [[steps]] flip does, with consent)")
+
+    @staticmethod
+    def _named(levels: dict[str, int]) -> str:
+        return ", ".join(f"{name} {level} (cluster.{FEATURE_KEYS[name]})" for name, level in levels.items())
+
+    # -- feature levels, journaled -----------------------------------------------------------
+    def _direct_tool_args(self) -> list[str]:
+        """Kafka's tools connected to the brokers themselves with the campaign's own client settings,
+        never through the front: the heal journal's undo must work after the front is gone."""
+        ext = self.spec.external
+        assert ext is not None and self.work_dir is not None
+        args = ["--bootstrap-server", ext.bootstrap_servers]
+        props = java_client_properties(ext.client_config)
+        if props:
+            path = self.work_dir / "client-brokers.properties"  # references only, as every such file
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(properties_text(props))
+            args += ["--command-config", str(path)]
+        return args
+
+    def change_feature(self, feature: str, level: int, current: int | None) -> None:
+        """A ``[[steps]]`` flip on this cluster: the level before (``current``, as the stepper read it
+        with FeatureCommand describe just before; read here where it is not known), the change and
+        its undo (back to the level before the run's first change of ``feature``) journaled, then the
+        change made. A change that brings the level back to that first level heals every entry of
+        the feature: there is nothing left to undo."""
+        if self.journal is None:
+            raise ClusterError("a feature change on an external cluster needs a run directory for its heal journal")
+        before = current
+        if before is None:
+            levels = describe_features(self)
+            before = finalized_level(levels, feature)
+            if before is None:
+                raise ClusterError(f"{feature} is at {levels.get(feature)!r}, not a level kchaos can put back: "
+                                   "not changed")
+        pending = self._feature_entries(feature)
+        original = int(pending[0].detail["original"]) if pending else before
+        if level == before:
+            return
+        args, version = self._direct_tool_args(), self.kafka_version
+        change = feature_change_args(args, feature, level, downgrade=level < before)
+        undo = feature_restore_shell(tool_argv("features", [], version), args, feature, original,
+                                     downgrade_first=level > original)
+        entry = self.journal.acting(CLUSTER_WIDE, "feature", shlex.join(tool_argv("features", change, version)),
+                                    [{"action": "feature", "node": CLUSTER_WIDE, "shell": undo}],
+                                    {"feature": feature, "level": level, "before": before, "original": original,
+                                     "bootstrap_servers": self.spec.external.bootstrap_servers})  # type: ignore[union-attr]
+        try:
+            run_tool("features", change, version)
+        except ClusterError as exc:
+            self.journal.failed(entry, exc.one_line())
+            raise
+        if level == original:
+            for done in self._feature_entries(feature):
+                self.journal.healed(done.id, f"{feature} back to {original} by the run's own step")
+
+    def _feature_entries(self, feature: str) -> list[Any]:
+        assert self.journal is not None
+        return [e for e in self.journal.pending(node=CLUSTER_WIDE, actions=("feature",))
+                if e.detail.get("feature") == feature]
 
     # -- the front -----------------------------------------------------------------------------
     def _start_front(self) -> None:
@@ -438,8 +527,11 @@ class ExternalCluster(Cluster):
             say("external cluster: undoing what the heal journal still holds")
             for line in heal_pending(self.journal, run_undo, "healed when the run stopped"):
                 if not line["healed"]:
-                    say(f"  node {line['node']}: {line['action']} NOT healed: {line['undo']} "
-                        "(run `kchaos heal RUN_DIR` once the node answers)")
+                    say(f"  {where(line['node'])}: {line['action']} NOT healed: {line['undo']} "
+                        f"(run `kchaos heal RUN_DIR` once {'it' if line['node'] == CLUSTER_WIDE else 'the node'} "
+                        "answers)")
+                elif line["action"] == "feature":
+                    say("  the cluster's feature level is back to where the run found it")
         self._save_logs()
         report = self.front_report()
         if report is not None and self.work_dir is not None:

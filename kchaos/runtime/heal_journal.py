@@ -6,7 +6,12 @@ of the harness, ``kchaos heal RUN_DIR`` runs the undo commands of every entry no
 newest first, and marks them. Undo commands are idempotent (starting a running node, resuming
 one that runs, removing a chain that is gone), so healing twice is harmless. The journal holds
 rendered commands only: secrets never reach them (clusters/spec.py refuses ``${ENV:...}`` in a
-command template)."""
+command template).
+
+Most acts are a node's (a kill, a pause, a partition's rules on its source node). A change of a
+finalised feature level (a ``[[steps]]`` flip of ``transaction.version``) is the whole cluster's:
+its entry's node is :data:`CLUSTER_WIDE`, and its undo puts the level the cluster had before the
+run's first change back (FeatureCommand, from any level: kchaos/runtime/kafka_tools.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +23,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 JOURNAL_NAME = "heal-journal.jsonl"
+#: the node of an act on the whole cluster (a feature level), not on one node
+CLUSTER_WIDE = -1
+
+
+def where(node: int) -> str:
+    """How a report names an entry's node."""
+    return "the cluster" if node == CLUSTER_WIDE else f"node {node}"
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.resources
 import re
+import shlex
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -92,14 +93,7 @@ def run_tool(tool: str, args: list[str], version: str, jars: JarSet | None = Non
     the working directory."""
     if (log4j_config is None) != (logs_dir is None):
         raise ValueError("log4j_config and logs_dir go together")
-    tools_version = version
-    if jars is None:
-        jars, tools_version = tool_jars(tool, version)
-    argv = [require_java(), *_TOOL_JVM_OPTS, "-cp", jars.classpath]
-    if log4j_config is not None:
-        argv += [f"-Dlog4j2.configurationFile={log4j_config}", f"-Dlog4j.configuration=file:{log4j_config.with_suffix('.properties')}",
-                 f"-Dkafka.logs.dir={logs_dir}"]
-    argv += [tool_main_class(tool, tools_version), *args]
+    argv = tool_argv(tool, args, version, jars, log4j_config, logs_dir)
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired as exc:
@@ -109,6 +103,19 @@ def run_tool(tool: str, args: list[str], version: str, jars: JarSet | None = Non
         raise ClusterError(f"kafka tool {tool} {args[0] if args else ''} failed: {java_error_summary(proc.stdout + proc.stderr)}",
                            detail=(proc.stdout + proc.stderr)[-3000:])
     return result
+
+
+def tool_argv(tool: str, args: list[str], version: str, jars: JarSet | None = None,
+              log4j_config: Path | None = None, logs_dir: Path | None = None) -> list[str]:
+    """The command line that runs ``tool`` for a ``version`` cluster (what :func:`run_tool` runs)."""
+    tools_version = version
+    if jars is None:
+        jars, tools_version = tool_jars(tool, version)
+    argv = [require_java(), *_TOOL_JVM_OPTS, "-cp", jars.classpath]
+    if log4j_config is not None:
+        argv += [f"-Dlog4j2.configurationFile={log4j_config}", f"-Dlog4j.configuration=file:{log4j_config.with_suffix('.properties')}",
+                 f"-Dkafka.logs.dir={logs_dir}"]
+    return [*argv, tool_main_class(tool, tools_version), *args]
 
 
 def java_error_summary(output: str) -> str:
@@ -152,10 +159,35 @@ def describe_features(cluster: ToolTarget) -> dict[str, int]:
     return levels
 
 
+def finalized_level(levels: dict[str, Any], feature: str) -> int | None:
+    """``feature``'s finalised level in :func:`describe_features`' answer: 0 where none is finalised
+    (FeatureCommand prints 0, and a broker that does not know the feature runs without it), None
+    where the tool names the level instead of numbering it (metadata.version: ``4.2-IV1``)."""
+    level = levels.get(feature, 0)
+    return level if isinstance(level, int) else None
+
+
 def upgrade_feature(cluster: ToolTarget, feature: str, level: int, downgrade: bool = False) -> None:
     args, version = tool_args(cluster)
-    verb = "downgrade" if downgrade else "upgrade"
-    run_tool("features", [*args, verb, "--feature", f"{feature}={level}"], version)
+    run_tool("features", feature_change_args(args, feature, level, downgrade), version)
+
+
+def feature_change_args(args: list[str], feature: str, level: int, downgrade: bool) -> list[str]:
+    """FeatureCommand's arguments that set ``feature`` to ``level`` (``args``: the connection's, as
+    :func:`tool_args` gives them)."""
+    return [*args, "downgrade" if downgrade else "upgrade", "--feature", f"{feature}={level}"]
+
+
+def feature_restore_shell(tool: list[str], args: list[str], feature: str, level: int, downgrade_first: bool) -> str:
+    """One shell line that puts ``feature`` back to ``level`` from whatever level it has when it
+    runs (``tool``: FeatureCommand's command line without arguments, ``tool_argv("features", [],
+    version)``): its downgrade, else its upgrade (a level above ``level`` needs the first, one below
+    the second; at ``level`` already, the controller accepts either and changes nothing), so
+    running it twice is harmless. For the heal journal: the harness that would know the level then
+    may be dead."""
+    first, second = (shlex.join([*tool, *feature_change_args(args, feature, level, downgrade)])
+                     for downgrade in ((True, False) if downgrade_first else (False, True)))
+    return f"{first} || {second}"
 
 
 def parse_tool_table(text: str) -> list[dict[str, str]]:

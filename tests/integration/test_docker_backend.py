@@ -49,7 +49,7 @@ def leftovers(exec_root: Path, prefix: str) -> list[str]:
 @pytest.fixture(scope="class")
 def docker_cluster(engine_installed, tmp_path_factory):
     work = tmp_path_factory.mktemp("docker-cluster")
-    spec = ClusterSpec.load({"backend": "docker", "nodes": 3, "transaction_version": 1,
+    spec = ClusterSpec.load({"backend": "docker", "nodes": 3, "transaction_version": 1, "proxy_messages": True,
                              "docker": {"engine": "private"}})
     cluster = create_cluster(spec, work)
     assert isinstance(cluster, DockerCluster)
@@ -61,6 +61,7 @@ def docker_cluster(engine_installed, tmp_path_factory):
         cluster.stop()
     assert exec_root is not None
     assert leftovers(exec_root, cluster.prefix) == []
+    assert processes_with_marker(str(work)) == []  # Toxiproxy and the message proxy too
     assert not exec_root.exists()
     logs = (work / "node-1" / "logs" / "stdout.log").read_text(errors="replace")
     assert "Kafka Server started" in logs  # the container's own output is kept
@@ -77,7 +78,61 @@ def _replicated_by(cluster: DockerCluster, node_id: int) -> list[tuple[str, int]
 
 
 class TestOneClusterOnDocker:
-    """One 3-node cluster (TV1 at start) on kchaos' own engine and image."""
+    """One 3-node cluster (TV1 at start, its clients through Toxiproxy and the message proxy) on
+    kchaos' own engine and image."""
+
+    def test_a_transaction_version_flip_and_back_through_the_stepper(self, docker_cluster, tmp_path):
+        """certify-tv-flip's steps as a run makes them (faults/steps.py): TV 1 -> 2 -> 1 with the
+        host's FeatureCommand through the client proxies, each read back from the cluster."""
+        import threading
+
+        from kchaos.faults.steps import Stepper, StepSpec
+        from kchaos.workloads.history import HistoryWriter
+
+        steps = tuple(StepSpec(at_s=0, action="feature", feature="transaction.version", level=level) for level in (2, 1))
+        history = HistoryWriter(tmp_path / "harness.jsonl", "harness")
+        seen: list[int] = []
+        stepper = Stepper(docker_cluster, steps, history, threading.Lock(),
+                          on_event=lambda said: seen.append(describe_features(docker_cluster)["transaction.version"])
+                          if said.startswith("step") and " done" in said else None)
+        try:
+            stepper.start()
+            wait_until(lambda: stepper.done, 180, 0.5, "the steps")
+        finally:
+            stepper.stop()
+            history.close()
+        assert [s["outcome"] for s in stepper.executed] == ["ok", "ok"], stepper.executed
+        assert [(s["from"], s["level"], s["changed"]) for s in stepper.executed] == [(1, 2, True), (2, 1, True)]
+        assert seen == [2, 1]
+
+    def test_message_faults_act_on_the_client_path(self, docker_cluster):
+        """A transactional commit through the message proxy behind the client proxies: its EndTxn
+        held back by a delay rule, recorded with its transactional id (certify-tv-flip's kip890
+        package holds and duplicates EndTxn on this path)."""
+        import time
+        import uuid
+
+        from confluent_kafka import Producer
+        from confluent_kafka.admin import NewTopic
+
+        cluster = docker_cluster
+        topic = f"mf-{uuid.uuid4().hex[:8]}"
+        cluster.admin().create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+        client_id = f"kchaos-w9-producer-{topic}"
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": f"txid-{topic}",
+                             "client.id": client_id, "log_level": 0})
+        producer.init_transactions(60)
+        rule = cluster.messages.add_rule({"id": "t-delay", "kind": "delay", "client_prefix": client_id,
+                                          "apis": ["EndTxn"], "delay_ms": 1500})
+        producer.begin_transaction()
+        producer.produce(topic, b"a")
+        started = time.monotonic()
+        producer.commit_transaction(30)
+        took = time.monotonic() - started
+        [event] = cluster.messages.remove_rule(rule["id"])
+        assert took >= 1.4 and event["action"] == "delayed" and event["api"] == "EndTxn", (took, event)
+        assert event["transactional_id"] == f"txid-{topic}" and event["answer"] == {"error": "NONE"}
+        assert (cluster.work_dir / "messages" / "events.jsonl").read_text().count("EndTxn") >= 1
 
     def test_image_formats_with_the_requested_feature_levels(self, docker_cluster):
         """TV1 at start: the cluster's first records carry the level, no downgrade after start."""

@@ -20,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -28,8 +29,12 @@ import pytest
 from kchaos.clusters.clock_probe import measure_broker_clocks
 from kchaos.clusters.external import ExternalCluster
 from kchaos.clusters.spec import ClusterSpec
-from kchaos.runtime.heal_journal import JOURNAL_NAME, HealJournal
+from kchaos.faults.steps import Stepper, StepSpec
+from kchaos.runtime.heal_journal import CLUSTER_WIDE, JOURNAL_NAME, HealJournal
+from kchaos.runtime.kafka_tools import describe_features, finalized_level
 from kchaos.runtime.processes import processes_with_marker, reap
+from kchaos.waiting import wait_until
+from kchaos.workloads.history import HistoryWriter
 from tests.compose_lab import running_compose_lab
 from tests.external_lab import Lab, running_lab, sh
 
@@ -68,12 +73,15 @@ def toml_value(value) -> str:
 
 
 def campaign(path: Path, lab: Lab, faults: list[dict], duration_s: int = 45, records: int = 3000,
-             hold_s: float = 4, interval_s: float = 8, client: str = "confluent", **external) -> Path:
-    """The default campaign's workload, sized down, on the lab through the ssh preset."""
+             hold_s: float = 4, interval_s: float = 8, client: str = "confluent", steps: list[dict] = (),
+             cluster: dict | None = None, **external) -> Path:
+    """The default campaign's workload, sized down, on the lab through the ssh preset (no fault:
+    ``faults.enabled = false``; ``steps``: ``[[steps]]``; ``cluster``: more ``[cluster]`` keys)."""
     ext = lab.external(**external)
     nodes = ext.pop("nodes")
     lines = ['name = "external-ssh"', "[run]", f"duration_s = {duration_s}",
-             "[cluster]", 'backend = "external"', f'kafka_version = "{KAFKA}"', "[cluster.external]"]
+             "[cluster]", 'backend = "external"', f'kafka_version = "{KAFKA}"',
+             *(f"{k} = {toml_value(v)}" for k, v in (cluster or {}).items()), "[cluster.external]"]
     lines += [f"{k} = {toml_value(v)}" for k, v in ext.items()]
     for node in nodes:
         lines += ["[[cluster.external.nodes]]", *(f"{k} = {toml_value(v)}" for k, v in node.items())]
@@ -82,10 +90,12 @@ def campaign(path: Path, lab: Lab, faults: list[dict], duration_s: int = 45, rec
               "transaction_timeout_ms = 10000", "session_timeout_ms = 10000",
               "[workload.consumer]", '"max.poll.interval.ms" = 20000',
               "[observers]", "count = 1",
-              "[faults]", 'order = "round-robin"', "start_after_s = 5", f"interval_s = {interval_s}",
-              f"duration_s = {hold_s}"]
+              "[faults]", *(['order = "round-robin"', "start_after_s = 5", f"interval_s = {interval_s}",
+                             f"duration_s = {hold_s}"] if faults else ["enabled = false"])]
     for fault in faults:
         lines += ["[[faults.mix]]", *(f"{k} = {toml_value(v)}" for k, v in fault.items())]
+    for step in steps:
+        lines += ["[[steps]]", *(f"{k} = {toml_value(v)}" for k, v in step.items())]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -281,3 +291,148 @@ def test_through_the_front_every_fault_family_works_and_no_client_reaches_a_brok
         for guard in guards.values():
             sh("iptables", "-w", "-D", *guard, check=False)
         sh("ip", "addr", "del", f"{front_ip}/24", "dev", lab.bridge, check=False)
+
+
+# -- transaction.version flips on the lab ----------------------------------------------------------
+
+class LabTools:
+    """Kafka's tools pointed at the lab as its operator would point them (not through kchaos)."""
+
+    kafka_version = KAFKA
+
+    def __init__(self, lab: Lab):
+        self.bootstrap_servers = lab.bootstrap_servers
+
+    def java_client_config_file(self):
+        return None
+
+
+def lab_tv(lab: Lab) -> int:
+    return finalized_level(describe_features(LabTools(lab)), "transaction.version")
+
+
+def flip(level: int, at_s: float, **extra) -> dict:
+    return {"at_s": at_s, "action": "feature", "feature": "transaction.version", "level": level, **extra}
+
+
+def test_a_flip_without_consent_or_on_another_level_is_refused_before_anything_is_touched(lab, tmp_path):
+    """Without allow_feature_changes (the faults' allow_faults is not it) or without the cluster's id:
+    refused on load, exit 3 in one line, before any cluster, worker or run directory. A campaign whose
+    cluster.transaction_version is not the cluster's: stopped at start, exit 3, the journal empty,
+    the level as it was."""
+    original = lab_tv(lab)
+    out = tmp_path / "runs"
+    for missing, external in (("cluster.external.allow_feature_changes = true", {}),
+                              ("cluster.external.cluster_id", {"allow_feature_changes": True, "cluster_id": ""})):
+        path = campaign(tmp_path / "c.toml", lab, [], steps=[flip(1 if original == 2 else 2, 5)], **external)
+        if not external.get("cluster_id", True):  # drop the pin altogether
+            path.write_text(path.read_text().replace('cluster_id = ""\n', ""))
+        for command in (["plan", str(path)], ["run", str(path), "--out", str(out), "--seed", "1"]):
+            proc = kchaos(*command, timeout=120)
+            assert proc.returncode == 3, proc.stdout + proc.stderr
+            said = [line for line in proc.stderr.splitlines() if line.strip()]
+            assert len(said) == 1 and f"needs {missing}" in said[0], proc.stderr
+            assert "steps[0] (transaction.version ->" in said[0]
+        assert not out.exists()  # nothing started, not even a run directory
+    other = 1 if original == 2 else 2
+    path = campaign(tmp_path / "d.toml", lab, [], cluster={"transaction_version": other})
+    plan_text = kchaos("plan", str(path), timeout=60)
+    assert plan_text.returncode == 0 and f"transaction.version {other} required (checked against the cluster" \
+        in plan_text.stdout, plan_text.stdout + plan_text.stderr
+    proc = kchaos("run", str(path), "--out", str(out), "--seed", "1", timeout=240)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert (f"has transaction.version {original} finalised, not the transaction.version {other} "
+            "(cluster.transaction_version) the campaign names: nothing was touched") in proc.stderr, proc.stderr
+    run = only_run(out)
+    assert not (run / "workers").exists() and HealJournal(run / "cluster" / JOURNAL_NAME).entries() == []
+    assert lab_tv(lab) == original
+
+
+@pytest.mark.long  # about 20 runs of Kafka's tools (a JVM each): 60-80 s here
+def test_a_flip_with_consent_is_journaled_first_and_undone(lab, tmp_path):
+    """In process, through the ExternalCluster and the stepper a run uses, with consent. Steps that
+    bring the level back themselves leave nothing to undo; a step that does not is undone when the
+    cluster stops (the end of a run); either way the journal holds each change, with the level
+    before, before it was made."""
+    original = lab_tv(lab)
+    other = 1 if original == 2 else 2
+    spec = ClusterSpec.load({"backend": "external", "kafka_version": KAFKA, "transaction_version": original,
+                             "external": lab.external(allow_feature_changes=True)})
+    for steps, restored_by in (((flip(other, 0), flip(original, 0)), "the run's own step"), ((flip(other, 0),), "stop")):
+        work = tmp_path / f"cluster-{len(steps)}"
+        cluster = ExternalCluster(spec, work)
+        history = HistoryWriter(tmp_path / f"harness-{len(steps)}.jsonl", "harness")
+        try:
+            cluster.start()  # the level the campaign names is the cluster's: it proceeds
+            stepper = Stepper(cluster, tuple(StepSpec(**s) for s in steps), history, threading.Lock())
+            stepper.start()
+            wait_until(lambda: stepper.done, 180, 0.5, "the steps")
+            stepper.stop()
+            assert [s["outcome"] for s in stepper.executed] == ["ok"] * len(steps), stepper.executed
+            entries = cluster.journal.entries()
+            assert [(e.node, e.action, e.detail["before"], e.detail["level"], e.detail["original"]) for e in entries] \
+                == [(CLUSTER_WIDE, "feature", original, other, original),
+                    (CLUSTER_WIDE, "feature", other, original, original)][:len(steps)]
+            assert all(f"transaction.version={original}" in e.undo[0]["shell"] for e in entries)
+            assert all(lab.bootstrap_servers in e.command and "FeatureCommand" in e.command for e in entries)
+            if restored_by == "stop":
+                assert lab_tv(lab) == other and [e.id for e in cluster.journal.pending()] == [entries[0].id]
+            else:  # the level is read back below: the stop has nothing to do
+                assert cluster.journal.pending() == []
+        finally:
+            history.close()
+            cluster.stop()
+        assert lab_tv(lab) == original, restored_by
+        assert cluster.journal.pending() == []
+        how = [json.loads(line)["how"] for line in cluster.journal.path.read_text().splitlines() if '"healed"' in line]
+        assert how and all(("by the run's own step" in h) == (restored_by != "stop") for h in how), how
+    # the undo again, at the level already (a second heal, a reaper and `kchaos heal` both): each of
+    # its two commands (downgrade, upgrade) is accepted by the controller there and changes nothing
+    for half in entries[0].undo[0]["shell"].split(" || "):
+        again = subprocess.run(["/bin/sh", "-c", half], capture_output=True, text=True, timeout=120)
+        assert again.returncode == 0, (half.split()[-3:], again.stdout + again.stderr)
+    assert lab_tv(lab) == original
+
+
+@pytest.mark.long
+def test_a_harness_killed_after_a_flip_is_healed_by_kchaos_heal(lab, tmp_path):
+    """`kchaos run` with a flip and no step back, SIGKILLed (its reaper too: the control machine
+    died) once the flip is made: the level stays flipped until `kchaos heal RUN_DIR` puts the one the
+    run found back; a second heal has nothing to do."""
+    healthy(lab)
+    original = lab_tv(lab)
+    other = 1 if original == 2 else 2
+    path = campaign(tmp_path / "c.toml", lab, [], duration_s=200, records=20000, steps=[flip(other, 5)],
+                    allow_feature_changes=True)
+    harness = subprocess.Popen([*KCHAOS, "run", str(path), "--out", str(tmp_path / "runs"), "--seed", "1"], cwd=REPO,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def flipped() -> bool:
+        journals = list((tmp_path / "runs").glob(f"*/cluster/{JOURNAL_NAME}"))
+        return bool(journals and HealJournal(journals[0]).pending()) and lab_tv(lab) == other
+
+    try:
+        lab.wait(lambda: harness.poll() is not None or flipped(), 300, "the flip")
+        assert harness.poll() is None, f"the harness ended (exit {harness.returncode}) before the flip"
+    finally:
+        reaper = sh("pgrep", "-f", f"kchaos.runtime.reaper {harness.pid}", check=False).stdout.split()
+        for pid in reaper:
+            os.kill(int(pid), signal.SIGKILL)
+        os.killpg(harness.pid, signal.SIGKILL)
+        harness.wait()
+        reap(tmp_path / "runs")  # the control machine died: its workers with it
+    assert reaper, "the run has no reaper"
+    run = only_run(tmp_path / "runs")
+    journal = HealJournal(run / "cluster" / JOURNAL_NAME)
+    [entry] = journal.pending()
+    assert (entry.node, entry.action, entry.detail["before"], entry.detail["level"]) == (CLUSTER_WIDE, "feature",
+                                                                                         original, other)
+    time.sleep(2)  # what a reaper would have done by now, had it lived
+    assert lab_tv(lab) == other
+    proc = kchaos("heal", str(run), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "the cluster: feature (act 1) healed" in proc.stderr and "NOT healed" not in proc.stderr
+    assert lab_tv(lab) == original and journal.pending() == []
+    assert lab.wait(lambda: processes_with_marker(str(run)) == [], 30, "the run's processes gone") is None
+    again = kchaos("heal", str(run), timeout=120)  # idempotent
+    assert again.returncode == 0 and "nothing to heal" in again.stderr

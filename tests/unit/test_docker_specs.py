@@ -64,8 +64,12 @@ def test_capabilities_are_stated_before_start():
     assert caps == {Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.RESTART, Capability.NETWORK,
                     Capability.PARTITION}
     assert Capability.NETWORK not in backend_capabilities(ClusterSpec.load({"backend": "docker", "proxy_clients": False}))
-    with pytest.raises(ConfigError, match="the docker backend has no message proxy"):
-        ClusterSpec.load({"backend": "docker", "proxy_messages": True})
+    # message faults on the client path: the message proxy behind the client proxies
+    assert Capability.MESSAGES in backend_capabilities(ClusterSpec.load({"backend": "docker", "proxy_messages": True}))
+    with pytest.raises(ConfigError, match="proxy_messages needs proxy_clients"):
+        ClusterSpec.load({"backend": "docker", "proxy_messages": True, "proxy_clients": False})
+    with pytest.raises(ConfigError, match="link = 'inter-broker' need backend = 'local'"):
+        ClusterSpec.load({"backend": "docker", "proxy_messages": True, "proxy_messages_between_brokers": True})
 
 
 def test_a_machine_without_an_engine_gets_the_fix_named_before_anything_starts(monkeypatch):
