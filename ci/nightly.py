@@ -19,6 +19,13 @@ Every campaign of the matrix is loaded and validated before any cluster starts. 
 ``releases.md``, the release table (release x client x transaction.version -> verdict, anomalies,
 transactions, late requests, run; ci/release_table.py).
 
+Fresh seeds are drawn from the night's id (``--night-id``, default the UTC date; ci/shards.py),
+so ``--shard I/N`` runs share I of N of the same night on any machine, each run's shard recorded
+in its ``expect.json`` and in ``summary.json``; ``kchaos ci merge`` (ci/merge.py) joins them.
+``plan.json`` names the night (id, matrix, shard, the fingerprint of its runs) and lists this
+shard's runs with their seeds and estimates; ``summary.json`` is rewritten after every run
+(``complete`` false until the night ends), so a merge knows which runs a killed shard finished.
+
 Exit code: 1 if any run's verdict was not what its entry expects and it was ``invalid`` or an
 uncaught negative control (a correctness finding outranks everything), else 3 if a run failed
 with a harness error, else 2 if any run was ``unknown``, else 0.
@@ -27,18 +34,20 @@ with a harness error, else 2 if any run was ``unknown``, else 0.
 from __future__ import annotations
 
 import json
-import random
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kchaos.ci.release_table import release_row, write_release_table
+from kchaos.ci.shards import (Cost, PlannedRun, ShardSpec, check_night_id, default_night_id, fingerprint, resolve,
+                              select, split)
 from kchaos.clusters.spec import describe_validation_error
 from kchaos.errors import ConfigError
 from kchaos.harness.campaign import CAMPAIGNS_DIR, load_campaign, read_toml
-from kchaos.harness.run import execute_run
+from kchaos.files import atomic_write
+from kchaos.harness.run import check_out_root, execute_run
 from kchaos.harness.runs import exit_code, judge_one
 from kchaos.log import say
 from kchaos.reports.index import render_index
@@ -47,6 +56,8 @@ from kchaos.rundir import EXPECT_FILE, RunDir
 from kchaos.verifier.campaign import Campaign
 
 DEFAULT_MATRIX = CAMPAIGNS_DIR / "nightly.toml"
+#: a night's own files, beside its run directories
+PLAN_FILE, SUMMARY_FILE, JUNIT_FILE, RELEASES_FILE = "plan.json", "summary.json", "junit.xml", "releases.md"
 
 
 class MatrixEntry(BaseModel):
@@ -100,41 +111,93 @@ def load_matrix(path: Path) -> tuple[Matrix, list[tuple[MatrixEntry, str, list[s
     return matrix, resolved
 
 
-def run_nightly(matrix_path: Path, out_root: Path, extra_fresh: int = 0) -> int:
-    matrix, entries = load_matrix(matrix_path)  # every campaign validated before anything starts
-    night = out_root / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{matrix.name}"
+def night_record(matrix: Matrix, matrix_path: Path, night_id: str, shard: ShardSpec | None, runs: list[PlannedRun],
+                 entries: list[str], labels: list[str], extra_fresh: int, started: str) -> dict[str, Any]:
+    """What names a night in its shards' plan.json and summary.json: a merge joins shards whose
+    records agree (ci/merge.py)."""
+    return {"night_id": night_id, "matrix": matrix.name, "matrix_file": str(matrix_path),
+            "shard": str(shard) if shard else None, "shards": shard.count if shard else 1,
+            "fingerprint": fingerprint(runs), "resolved_runs": len(runs),
+            "selection": {"entry": list(entries), "label": list(labels)}, "extra_fresh_seeds": extra_fresh,
+            "started": started}
+
+
+def resolve_night(matrix_path: Path, night_id: str, extra_fresh: int = 0, entries: list[str] | None = None,
+                  labels: list[str] | None = None, cost: Cost | None = None) -> tuple[Matrix, list[PlannedRun]]:
+    """The matrix, validated, and the runs of the night (its selection): bad input is a
+    ConfigError here, before any cluster starts."""
+    check_night_id(night_id)
+    if extra_fresh < 0:
+        raise ConfigError(f"--fresh-seeds {extra_fresh} is negative", "pass 0 or more extra fresh seeds per entry")
+    matrix, variants = load_matrix(matrix_path)  # every campaign validated before anything starts
+    runs = select(resolve(matrix.name, variants, night_id, extra_fresh, cost), entries or [], labels or [])
+    return matrix, runs
+
+
+def judged_record(o: JudgedRun, run: PlannedRun, shard: ShardSpec | None) -> dict[str, Any]:
+    """One run of summary.json: what a merge needs to rebuild the night from its shards."""
+    return {"key": run.key, "shard": str(shard) if shard else None, "name": o.name, "label": o.campaign,
+            "seed": run.seed, "fresh": run.fresh, "verdict": o.verdict, "expected": o.expected, "run_dir": o.run_dir,
+            "errors": o.errors, "guarantees": o.guarantees, "seconds": round(o.seconds, 3),
+            "exposure": o.outcome.exposure if o.outcome is not None else None}
+
+
+def write_summary(night: Path, record: dict[str, Any], judged: list[dict[str, Any]], rows: list[dict[str, Any]],
+                  code: int, complete: bool, interrupted: bool = False, **extra: Any) -> Path:
+    path = night / SUMMARY_FILE
+    atomic_write(path, json.dumps({"night": record, "exit_code": code, "complete": complete,
+                                   "interrupted": interrupted, "runs": judged, "releases": rows, **extra}, indent=2))
+    return path
+
+
+def run_nightly(matrix_path: Path, out_root: Path, extra_fresh: int = 0, *, shard: ShardSpec | None = None,
+                night_id: str | None = None, entries: list[str] | None = None, labels: list[str] | None = None,
+                cost: Cost | None = None) -> int:
+    """A night of the matrix, or its shard ``shard`` (``cost``: the estimate the split balances)."""
+    night_id = night_id or default_night_id()
+    matrix, runs = resolve_night(matrix_path, night_id, extra_fresh, entries, labels, cost)
+    if shard is not None and cost is None:
+        raise ConfigError("a shard needs the runs' estimates to split the night", "run it through `kchaos ci nightly`")
+    mine = split(runs, shard.count)[shard.index - 1] if shard else runs
+    check_out_root(out_root)
+    started = time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())
+    night = out_root / (f"{started}-{matrix.name}" + (f"-shard-{shard.index}-of-{shard.count}" if shard else ""))
     night.mkdir(parents=True, exist_ok=True)
-    fresh = random.SystemRandom()
-    plan = []
-    for entry, label, sets, path, campaign in entries:
-        seeds = list(entry.seeds) + [fresh.randrange(2**31) for _ in range(entry.fresh_seeds + extra_fresh)]
-        plan += [(entry, label, sets, path, campaign, seed) for seed in seeds]
-    (night / "plan.json").write_text(json.dumps([{"campaign": str(p), "seed": s, "set": sets, "expect": e.expect}
-                                                 for e, _, sets, p, _, s in plan], indent=2))
-    say(f"nightly {matrix.name}: {len(plan)} runs into {night}")
+    record = night_record(matrix, matrix_path, night_id, shard, runs, entries or [], labels or [], extra_fresh, started)
+    atomic_write(night / PLAN_FILE, json.dumps({**record, "runs": [{**r.to_json(), "shard": record["shard"]}
+                                                                    for r in mine]}, indent=2))
+    say(f"nightly {matrix.name}, night {night_id}" + (f", shard {shard}" if shard else "")
+        + f": {len(mine)} of {len(runs)} runs into {night}"
+        + (f" (about {sum(r.estimate_s for r in mine) / 60:.0f} min by the plan)" if cost is not None else ""))
     outcomes: list[JudgedRun] = []
+    judged: list[dict[str, Any]] = []
     rows: list[dict] = []
-    for entry, label, sets, path, campaign, seed in plan:
-        name = f"{label} seed={seed}" + (f" [{' '.join(sets)}]" if sets else "")
-        outcome = judge_one(lambda: execute_run(campaign, night, seed=seed, campaign_path=path, overrides=sets),
-                            name, label, entry.expect)
+    interrupted = False
+    for run in mine:
+        outcome = judge_one(lambda: execute_run(run.campaign, night, seed=run.seed, campaign_path=run.campaign_path,
+                                                overrides=run.sets),
+                            run.name, run.label, run.expect)
         if outcome.run_dir:
-            RunDir(outcome.run_dir).write_json(EXPECT_FILE, {"verdict": entry.expect})
-            rows.append(release_row(Path(outcome.run_dir), name, outcome.verdict))
-            write_release_table(rows, night / "releases.md", f"{matrix.name}: releases")
+            RunDir(outcome.run_dir).write_json(EXPECT_FILE, {"verdict": run.expect, "night_id": night_id,
+                                                             "shard": record["shard"], "key": run.key})
+            rows.append(release_row(Path(outcome.run_dir), run.name, outcome.verdict))
+            write_release_table(rows, night / RELEASES_FILE, f"{matrix.name}: releases")
         interrupted = outcome.interrupted  # a graceful stop (Ctrl-C) ends the night
         outcomes.append(outcome)
-        say(f"{name}: {outcome.verdict} (expected {entry.expect})"
+        judged.append(judged_record(outcome, run, shard))
+        say(f"{run.name}: {outcome.verdict} (expected {run.expect})"
             + (f"; {outcome.guarantees}" if outcome.guarantees else "")
             + (f"; {outcome.outcome.exposure}" if outcome.outcome is not None and outcome.outcome.exposure else ""))
-        write_junit(outcomes, night / "junit.xml", f"kchaos.{matrix.name}")  # after every run: partial is usable
+        write_junit(outcomes, night / JUNIT_FILE, f"kchaos.{matrix.name}")  # after every run: partial is usable
+        write_summary(night, record, judged, rows, exit_code(outcomes), complete=False)
         if interrupted:
             say("the run was interrupted by a signal: no further runs tonight")
             break
+    write_junit(outcomes, night / JUNIT_FILE, f"kchaos.{matrix.name}")
+    if not rows:
+        write_release_table(rows, night / RELEASES_FILE, f"{matrix.name}: releases")
     code = exit_code(outcomes)
-    (night / "summary.json").write_text(json.dumps({"exit_code": code, "runs": [
-        {"name": o.name, "verdict": o.verdict, "expected": o.expected, "run_dir": o.run_dir, "errors": o.errors,
-         "guarantees": o.guarantees, "exposure": o.outcome.exposure if o.outcome is not None else None}
-        for o in outcomes], "releases": rows}, indent=2))
-    say(f"junit: {night / 'junit.xml'}; index: {render_index(out_root)}; exit {code}")
+    write_summary(night, record, judged, rows, code, complete=True, interrupted=interrupted)
+    say(f"junit: {night / JUNIT_FILE}; index: {render_index(out_root)}; exit {code}")
+    print(night, flush=True)  # the last line on stdout: this night's directory
     return code

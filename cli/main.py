@@ -26,10 +26,12 @@ from kchaos.clusters.spec import ClusterSpec, apply_overrides
 from kchaos.log import say
 from kchaos.runtime import faketime
 from kchaos.runtime.artifacts import require_java, resolve_kafka, validate_kafka_version
-from kchaos.runtime.heal_journal import JOURNAL_NAME, HealJournal
+from kchaos.runtime.heal_journal import JOURNAL_NAME, HealJournal, where
 from kchaos.runtime.processes import live_processes, reap
 from kchaos.signals import GRACE_S
-from kchaos.ci.nightly import DEFAULT_MATRIX, run_nightly
+from kchaos.ci.merge import merge_nights
+from kchaos.ci.nightly import DEFAULT_MATRIX, resolve_night, run_nightly
+from kchaos.ci.shards import ShardSpec, check_night_id, default_night_id, plan_night, render_plan_night
 from kchaos.errors import EXIT_HARNESS_ERROR, ClusterError, ConfigError, KchaosError
 from kchaos.cli.plan import as_json, listing, plan, render_listing, render_plan
 from kchaos.faults.schedule import generate_schedule
@@ -248,7 +250,7 @@ def cmd_heal(args: argparse.Namespace) -> int:
     for line in report:
         steps = "; ".join(f"{u['action']} {'ok' if u['ok'] else 'FAILED'}" + (f" ({u['said']})" if u["said"] and not u["ok"] else "")
                           for u in line["undo"])
-        say(f"node {line['node']}: {line['action']} (act {line['id']}) {'healed' if line['healed'] else 'NOT healed'}: {steps}")
+        say(f"{where(line['node'])}: {line['action']} (act {line['id']}) {'healed' if line['healed'] else 'NOT healed'}: {steps}")
     return 0 if all(line["healed"] for line in report) else 1
 
 
@@ -280,8 +282,39 @@ def cmd_prune(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_estimate(campaign: Any, seed: int) -> tuple[float, float]:
+    """One matrix run's estimate, as `kchaos plan` prints it: (about, at most) in seconds."""
+    est = plan(campaign, seed, False, generate_schedule(campaign.faults, campaign.run.duration_s, seed))["estimate_s"]
+    return float(sum(v for k, v in est.items() if k != "at_most")), float(est["at_most"])
+
+
 def cmd_ci_nightly(args: argparse.Namespace) -> int:
-    return run_nightly(Path(args.matrix) if args.matrix else DEFAULT_MATRIX, Path(args.out), args.fresh_seeds)
+    """A night of the matrix, its shard ``--shard I/N``, or with ``--plan`` the split and its
+    minutes (nothing starts). Every input is checked before a cluster starts."""
+    matrix = Path(args.matrix) if args.matrix else DEFAULT_MATRIX
+    shard = ShardSpec.parse(args.shard) if args.shard else None
+    if args.shards is not None and not args.plan:
+        raise ConfigError("--shards N is for --plan (the split of a night over N shards)",
+                          "run one shard of N with --shard I/N")
+    if args.shards is not None and shard is not None:
+        raise ConfigError("--shards and --shard together", "pass --shards N for every shard, or --shard I/N for one")
+    if args.shards is not None and args.shards < 1:
+        raise ConfigError(f"--shards {args.shards}: at least 1", "pass the number of shards, e.g. --shards 4")
+    night_id = check_night_id(args.night_id) if args.night_id is not None else default_night_id()
+    if args.plan:
+        m, runs = resolve_night(matrix, night_id, args.fresh_seeds, args.entry, args.label, run_estimate)
+        planned = plan_night(m.name, runs, shard.count if shard else args.shards or 1, night_id,
+                             shard.index if shard else None)
+        print(as_json(planned) if args.json else render_plan_night(planned))
+        return 0
+    if args.json:
+        raise ConfigError("--json is for --plan", "add --plan to print the split as JSON")
+    return run_nightly(matrix, Path(args.out), args.fresh_seeds, shard=shard, night_id=night_id, entries=args.entry,
+                       labels=args.label, cost=run_estimate)
+
+
+def cmd_ci_merge(args: argparse.Namespace) -> int:
+    return merge_nights([Path(d) for d in args.dirs], Path(args.out))
 
 
 class Parser(argparse.ArgumentParser):
@@ -415,7 +448,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--matrix", help="matrix TOML (default campaigns/nightly.toml)")
     p.add_argument("--out", default="runs-nightly", help="output root; each night gets a directory (default ./runs-nightly)")
     p.add_argument("--fresh-seeds", type=int, default=0, help="extra fresh seeds per entry on top of the matrix's")
+    p.add_argument("--shard", metavar="I/N", help="run shard I of N: a split of the whole night balanced by "
+                   "kchaos plan's estimates, the same on every shard (merge the N with `kchaos ci merge`)")
+    p.add_argument("--night-id", metavar="ID", help="the night's name; its fresh seeds are drawn from it, so every "
+                   "shard draws the same (default: the UTC date, e.g. 2026-12-01)")
+    p.add_argument("--entry", action="append", default=[], metavar="NAME",
+                   help="only this entry (its label, else its campaign's name) or variant (repeatable)")
+    p.add_argument("--label", action="append", default=[], metavar="PATTERN",
+                   help="only the variants whose label matches this shell pattern, e.g. 'default-*' (repeatable)")
+    p.add_argument("--plan", action="store_true", help="print the runs and estimated minutes (about, at most) per "
+                   "shard; start nothing")
+    p.add_argument("--shards", type=int, metavar="N", help="with --plan: the split over N shards, every shard")
+    p.add_argument("--json", action="store_true", help="with --plan: as JSON")
     p.set_defaults(func=cmd_ci_nightly)
+    p = cisub.add_parser("merge", help="join the shards of one night: one JUnit file, summary, release table and "
+                         "night in the index, one exit code (0/1/2/3)")
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="a shard's output folder (its --out) or night directory")
+    p.add_argument("--out", default="runs-nightly", help="output root of the merged night; the shards' run "
+                   "directories move into it (default ./runs-nightly)")
+    p.set_defaults(func=cmd_ci_merge)
 
     cluster = sub.add_parser("cluster", help="bring a local cluster up, inspect it, take it down")
     csub = cluster.add_subparsers(dest="cluster_command", required=True)

@@ -1,10 +1,19 @@
-"""JUnit XML for CI systems: one test case per run.
+"""JUnit XML for CI systems: one test case per run, and one per phase x client row of a run's
+certification (``certification.json``, read through RunDir).
 
 A run whose verdict is what its matrix entry expects passes (``valid`` by default; a negative
 control expects ``invalid``). Otherwise: an unexpected ``invalid`` (or a negative control that
 came out ``valid``) is a ``<failure>`` carrying the anomaly summary; ``unknown`` and harness
 errors are ``<error>``. The message says which guarantee failed (``invalid (safety valid,
 liveness invalid): stalled-pipeline (6 cases), ...``), and system-out gives both verdicts. ``ci/junit.xsd`` is the schema the tests validate against.
+
+A certification row (``<run> / <phase> / <client>``, class ``kchaos.<campaign>.certification``)
+follows the same convention: a gating ``invalid`` row is a ``<failure>`` (unless its run is a
+negative control, which expects it), a gating ``unknown`` row an ``<error>``; ``valid``,
+``known-exposure``, ``not-exercised`` and every non-gating row pass. Its system-out says the
+verdict, whether it gates, the known exposure, committed transactions, exposure, protocol and
+note. A row's fields are read with defaults (``gating`` true when absent): its form grows.
+The counts of the suite include the rows; the exit code stays the runs' (harness/runs.py).
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.files import atomic_target
+from kchaos.rundir import RunDir
 from kchaos.verifier.outcome import Outcome
 
 
@@ -73,34 +83,125 @@ class JudgedRun:
         return "harness-error: " + "; ".join(self.harness_errors)[:500]
 
 
+@dataclass(frozen=True)
+class CertificationCase:
+    """One phase x client row of a run's certification as a test case of its own. The rows' form
+    grows (verifier/certify.py): every field is read with a default, an unknown one ignored."""
+
+    run: JudgedRun
+    row: dict[str, Any]
+
+    @property
+    def verdict(self) -> str:
+        return str(self.row.get("verdict") or "unknown")
+
+    @property
+    def gating(self) -> bool:
+        return bool(self.row.get("gating", True))
+
+    @property
+    def name(self) -> str:
+        return f"{self.run.name} / {self.row.get('phase', '?')} / {self.row.get('client', '?')}"
+
+    @property
+    def problem(self) -> str | None:
+        """``failure`` for a gating invalid row (unless its run is a negative control, which must be
+        caught), ``error`` for a gating unknown one (the run's own convention), else None: valid,
+        known-exposure, not-exercised and every non-gating row pass, saying their verdict."""
+        if not self.gating:
+            return None
+        if self.verdict == "invalid":
+            return None if self.run.expected == "invalid" else "failure"
+        return "error" if self.verdict == "unknown" else None
+
+    def summary(self) -> str:
+        count = self.row.get("case_count")
+        return (f"{self.row.get('phase', '?')} / {self.row.get('client', '?')}: {self.verdict}"
+                + (f" ({count} cases)" if count else "") + (f": {self.row['note']}" if self.row.get("note") else ""))
+
+    def system_out(self) -> str:
+        row = self.row
+        lines = [f"run directory: {self.run.run_dir}", f"certification row: phase {row.get('phase', '?')}, client "
+                 f"{row.get('client', '?')}: {self.verdict}" + ("" if self.gating else " (not gating: never fails "
+                                                                                  "the night)")]
+        if row.get("known_exposure") or self.verdict == "known-exposure":
+            lines.append(f"known exposure: {row.get('known_exposure') or 'named by the campaign'}")
+        for key, label in (("committed_transactions", "committed transactions"), ("case_count", "cases")):
+            if row.get(key) is not None:
+                lines.append(f"{label}: {row[key]}")
+        for key in ("exposure", "protocol"):
+            if row.get(key):
+                lines.append(f"{key}: {_flat(row[key])}")
+        if row.get("note"):
+            lines.append(f"note: {row['note']}")
+        return "\n".join(lines) + "\n"
+
+
+def _flat(value: Any) -> str:
+    """A row's nested figure on one line: ``committed_by_kind kill 12; short a, b``."""
+    if isinstance(value, dict):
+        return "; ".join(f"{k} {_flat(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_flat(v) for v in value)
+    return str(value)
+
+
+def certification_cases(run: JudgedRun) -> list[CertificationCase]:
+    """The rows of the run's ``certification.json`` (none without one, or when it cannot be read)."""
+    if not run.run_dir:
+        return []
+    data = RunDir(Path(run.run_dir)).certification_data(tolerate=(OSError, ValueError))
+    rows = data.get("rows") if isinstance(data, dict) else None
+    return [CertificationCase(run, row) for row in rows or [] if isinstance(row, dict)]
+
+
 def write_junit(outcomes: list[JudgedRun], path: Path, suite: str) -> Path:
-    failures = sum(1 for o in outcomes if not o.passed and o.verdict in ("invalid", "valid"))
-    errors = sum(1 for o in outcomes if not o.passed and o.verdict not in ("invalid", "valid"))
+    rows = {id(o): certification_cases(o) for o in outcomes}
+    cases = [c for o in outcomes for c in rows[id(o)]]
+    failures = sum(1 for o in outcomes if not o.passed and o.verdict in ("invalid", "valid")) \
+        + sum(1 for c in cases if c.problem == "failure")
+    errors = sum(1 for o in outcomes if not o.passed and o.verdict not in ("invalid", "valid")) \
+        + sum(1 for c in cases if c.problem == "error")
+    tests = len(outcomes) + len(cases)
     total = round(sum(o.seconds for o in outcomes), 3)
-    root = ET.Element("testsuites", name="kchaos", tests=str(len(outcomes)), failures=str(failures),
+    root = ET.Element("testsuites", name="kchaos", tests=str(tests), failures=str(failures),
                       errors=str(errors), time=str(total))
-    ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(outcomes)), failures=str(failures),
+    ts = ET.SubElement(root, "testsuite", name=suite, tests=str(tests), failures=str(failures),
                        errors=str(errors), skipped="0", time=str(total),
                        timestamp=time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()), hostname=socket.gethostname())
     for o in outcomes:
-        case = ET.SubElement(ts, "testcase", classname=f"kchaos.{o.campaign}", name=o.name, time=f"{o.seconds:.3f}")
-        if not o.passed:
-            kind = "failure" if o.verdict in ("invalid", "valid") else "error"
-            detail = [o.summary()]
-            for anomaly, cases in sorted(o.anomalies.items()):
-                for c in cases[:3]:
-                    detail.append(f"{anomaly}: {c.get('explanation', '')}")
-            detail += o.errors
-            element = ET.SubElement(case, kind, message=o.summary()[:1000], type=o.verdict)
-            element.text = "\n".join(detail)
-        out = ET.SubElement(case, "system-out")
-        replay = o.outcome.replay if o.outcome is not None else None
-        out.text = f"run directory: {o.run_dir}\nreport: {o.run_dir}/report.html\nreplay: {replay}\n"
-        if o.outcome is not None and o.outcome.guarantees:  # which guarantee failed (the message says it too)
-            out.text += f"{o.outcome.guarantees}\n"
-        if o.outcome is not None and o.outcome.exposure:  # what the faults hit
-            out.text += f"{o.outcome.exposure}\n"
+        _run_case(ts, o)
+        for c in rows[id(o)]:
+            case = ET.SubElement(ts, "testcase", classname=f"kchaos.{o.campaign}.certification", name=c.name,
+                                 time="0.000")
+            if c.problem:
+                element = ET.SubElement(case, c.problem, message=c.summary()[:1000], type=c.verdict)
+                element.text = "\n".join([c.summary(), *(f"{case.get('anomaly', 'case')}: "
+                                                          f"{case.get('explanation', '')}"
+                                                          for case in (c.row.get("cases") or [])[:3]
+                                                          if isinstance(case, dict))])
+            ET.SubElement(case, "system-out").text = c.system_out()
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_target(path) as tmp:
         ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True)
     return path
+
+
+def _run_case(ts: ET.Element, o: JudgedRun) -> None:
+    case = ET.SubElement(ts, "testcase", classname=f"kchaos.{o.campaign}", name=o.name, time=f"{o.seconds:.3f}")
+    if not o.passed:
+        kind = "failure" if o.verdict in ("invalid", "valid") else "error"
+        detail = [o.summary()]
+        for anomaly, cases in sorted(o.anomalies.items()):
+            for c in cases[:3]:
+                detail.append(f"{anomaly}: {c.get('explanation', '')}")
+        detail += o.errors
+        element = ET.SubElement(case, kind, message=o.summary()[:1000], type=o.verdict)
+        element.text = "\n".join(detail)
+    out = ET.SubElement(case, "system-out")
+    replay = o.outcome.replay if o.outcome is not None else None
+    out.text = f"run directory: {o.run_dir}\nreport: {o.run_dir}/report.html\nreplay: {replay}\n"
+    if o.outcome is not None and o.outcome.guarantees:  # which guarantee failed (the message says it too)
+        out.text += f"{o.outcome.guarantees}\n"
+    if o.outcome is not None and o.outcome.exposure:  # what the faults hit
+        out.text += f"{o.outcome.exposure}\n"
