@@ -21,6 +21,7 @@ from kchaos.clusters.spec import apply_overrides, describe_validation_error
 from kchaos.errors import ConfigError
 from kchaos.faults.schedule import generate_schedule
 from kchaos.faults.spec import check_capabilities
+from kchaos.faults.steps import check_feature_consent
 from kchaos.verifier.campaign import Campaign
 from kchaos.workloads.client_settings import check_confluent_properties
 
@@ -80,9 +81,30 @@ def read_toml(path: Path, what: str, missing_fix: str) -> dict[str, Any]:
     return data
 
 
-def read_campaign_file(path: Path) -> dict[str, Any]:
-    return read_toml(path, "campaign", f"pass an existing .toml file, a shipped campaign's name "
+def read_campaign_file(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A campaign file's tables. ``extends = "NAME"`` (a shipped campaign's name, or a file relative
+    to this one) starts from that campaign: this file's tables are merged over it key by key, and
+    an array (``[[workload.fleet]]``, ``[[faults.mix]]``, ``[[steps]]``) replaces the base's whole.
+    A team's certification is then its fleet over the shipped one."""
+    data = read_toml(path, "campaign", f"pass an existing .toml file, a shipped campaign's name "
                                        f"({', '.join(shipped_campaigns())}), or none for the default")
+    base_name = data.pop("extends", None)
+    if base_name is None:
+        return data
+    if not isinstance(base_name, str) or not base_name:
+        raise ConfigError(f"{path}: extends must name a campaign (a shipped campaign's name or a .toml file)")
+    relative = Path(path).parent / base_name
+    base = relative if relative.is_file() else resolve_campaign_path(base_name)
+    if base.resolve() in _seen or base.resolve() == Path(path).resolve():
+        raise ConfigError(f"{path}: extends {base_name!r} makes a cycle", "extend a campaign that does not extend this one")
+    return _merged(read_campaign_file(base, (*_seen, Path(path).resolve())), data)
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def check_chaos(campaign: Campaign, declared: dict[str, Any], seed: int | None) -> None:
@@ -112,11 +134,12 @@ def load_campaign(path: Path | None, overrides: list[str] | None = None, seed: i
         campaign = Campaign.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{path}: {describe_validation_error(exc, '').lstrip('.')}") from None
-    if campaign.workload.client in ("confluent", "mixed"):
+    if any(slot.client == "confluent" for slot, _ in campaign.workload.fleet_groups()):
         check_confluent_properties(campaign.workload)
     check_chaos(campaign, data.get("faults") or {}, seed if seed is not None else campaign.run.seed)
     if campaign.faults.enabled:
         check_capabilities(campaign.faults, campaign.cluster)
+    check_feature_consent(campaign.steps, campaign.cluster)
     check_external_command(campaign)
     return campaign
 

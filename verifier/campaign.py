@@ -21,7 +21,7 @@ from kchaos.faults.kinds import KINDS
 from kchaos.faults.spec import PACKAGES, FaultsSpec
 from kchaos.faults.steps import StepSpec, check_steps
 from kchaos.rundir import CAMPAIGN_FILE, RunDir
-from kchaos.verifier.spec import VerifierSpec
+from kchaos.verifier.spec import CertificationSpec, VerifierSpec
 from kchaos.workloads.spec import ObserverSpec, WorkloadSpec
 
 
@@ -47,6 +47,8 @@ class Campaign(BaseModel):
     faults: FaultsSpec = Field(default_factory=lambda: FaultsSpec(enabled=False))
     verifier: VerifierSpec = Field(default_factory=VerifierSpec)
     steps: tuple[StepSpec, ...] = Field((), description="planned feature flips and rolling upgrades (faults/steps.py)")
+    certification: CertificationSpec = Field(default_factory=CertificationSpec,
+                                             description="how a run with steps is judged as a gate (verifier/certify.py)")
 
     @model_validator(mode="before")
     @classmethod
@@ -105,6 +107,9 @@ class Campaign(BaseModel):
     @model_validator(mode="after")
     def _steps_fit(self) -> "Campaign":
         check_steps(self.steps, self.cluster.backend, self.cluster.kafka_version, self.run.duration_s)
+        if self.certification != CertificationSpec() and not self.steps:
+            raise ValueError("[certification] judges a run with planned [[steps]] (a flip, a rolling upgrade); this "
+                             "campaign has none")
         return self
 
     @model_validator(mode="after")

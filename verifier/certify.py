@@ -1,25 +1,40 @@
 """Certification of a run with planned steps (feature flips, rolling upgrades): a verdict per
-phase and per client, and an overall pass / fail / unknown that is the run's exit code.
+phase and per client, and an overall pass / fail / unknown that is the run's exit code: a gate a
+team can put in front of its change.
 
-Phases are cut at the ``step:*`` operations of the harness history: *before* the first step,
-*during* a step that took time (a rolling upgrade; a feature flip is an instant boundary),
+Phases are cut at the ``step:*`` operations of the harness history: *before* the first step (the
+baseline), *during* a step that took time (a rolling upgrade; a flip with its workers' restarts),
 *after* each step until the next one. Everything is computed from the run directory alone
 (``certification.json``), so ``kchaos analyze`` re-certifies a stored run.
 
-Per phase and client (``confluent`` = librdkafka, classic protocol; ``java`` = kafka-clients):
+The evidence of a row (phase x client) is the brokers' own record, the same for kchaos' workers,
+Kafka Streams and a user's app: the coordinator's log (``__transaction_state``) gives each
+committed transaction of the row's transactional ids, its life (its start to its CompleteCommit)
+and the client transaction version the coordinator saw (2: KIP-890's protocol). From it:
 
-* committed transactions (client history, by completion time) and, from the decoded
-  transaction log, the transactions that completed per **client transaction version** (the
-  protocol the coordinator saw: 2 = KIP-890);
-* the verifier's anomaly cases whose evidence falls in the phase (the earliest history time in
-  the case) and names the client's workers; cases with no time are listed as *unattributed*;
-* a verdict: ``invalid`` with cases; ``unknown`` when the client committed nothing there (a
-  phase nobody exercised certifies nothing; the seconds while a feature flip is applied are
-  exempt: ``not-exercised``); ``valid`` otherwise.
+* **commits**: the row's committed transactions, placed in the phase by their CompleteCommit time
+  (the client history's own count is shown beside it; without a log it is the only count, and
+  says so);
+* **protocol**: classic, tv2 or mixed, per row; per client, when its first TV2 transaction
+  committed after a flip to TV2 and whether its process had been restarted since the flip;
+* **exposure**: per fault kind, the row's committed transactions whose life overlapped a window
+  of that kind (verifier/exposure.py's windows); ``[certification] exposure`` (and
+  ``exposure_during``) set what a gating row must have;
+* **cases**: the verifier's anomaly cases placed by the earliest history time their evidence names
+  and the clients (worker slots, transactional ids) it names.
 
-Overall: ``fail`` if the verifier found anything; ``unknown`` if the run's verdict is unknown, a
-step failed, a phase was not exercised, or a phase with ``transaction.version`` 2 saw no Java
-transaction under TV2 (KIP-890 never tested); ``pass`` otherwise.
+A row's verdict: ``invalid`` with cases a known exposure does not cover; ``known-exposure`` when
+``[[certification.known_exposure]]`` covers every case (named, not failed); ``unknown`` when the
+client committed nothing there, its committed work fell short of the exposure required, a client
+that speaks KIP-890 committed nothing under TV2 in a TV2 phase, or the verifier could not judge
+the run; ``not-exercised`` for the seconds a flip is applied when nothing committed (not
+required); ``valid`` otherwise. Only gating rows decide the gate: the baseline (the phase before
+the change) is reported and gates only with ``gate = "all"``.
+
+Overall: ``fail`` when a gating row is invalid or a case could not be placed in a non-gating
+row; ``unknown`` when the verifier's verdict is unknown, a step failed, or a gating row is
+unknown; ``pass`` otherwise, naming the rows that carry a known exposure or failed in the
+baseline (``known_risks``).
 """
 
 from __future__ import annotations
@@ -27,17 +42,24 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from kchaos.errors import VERDICT_EXIT
 from kchaos.rundir import CERTIFICATION_JUDGEMENT, RunDir
 from kchaos.verifier.campaign import Campaign, load_recorded
+from kchaos.verifier.coordinator_log import CoordinatorTxn, coordinator_records, coordinator_transactions
+from kchaos.verifier.exposure import Transaction, logged_transactions, windows
 from kchaos.verifier.internal_topics import decoded_txn_log
-from kchaos.verifier.model import case_time_and_slots, read_ops, worker_slot
+from kchaos.verifier.model import HistoryIndex, case_names, read_ops, worker_slot
+from kchaos.verifier.results import LIVENESS_CHECKS
+from kchaos.verifier.spec import CertificationSpec, KnownExposure
+from kchaos.workloads.registry import speaks_tv2
 
 #: a step shorter than this is a boundary, not a phase of its own
 INSTANT_STEP_S = 2.0
 CERT_EXIT = {overall: VERDICT_EXIT[judgement] for overall, judgement in CERTIFICATION_JUDGEMENT.items()}
+#: the client label of transactions no client of the run is known to have made
+UNPLACED = "*"
 
 
 @dataclass
@@ -49,9 +71,16 @@ class Phase:
     kafka_versions: str
     #: must every client commit here? Not while a feature flip is being applied (seconds).
     required: bool = True
+    #: before (the baseline), during or after a step
+    kind: str = "before"
+    #: a phase during a flip: the level it goes to (the phase has both)
+    transaction_version_to: int | None = None
 
     def contains(self, t: float) -> bool:
         return self.start <= t < self.end
+
+    def has_tv(self, level: int) -> bool:
+        return level in (self.transaction_version, self.transaction_version_to)
 
 
 def build_phases(ops: list[dict[str, Any]], kafka_version: str = "") -> tuple[list[Phase], list[dict[str, Any]]]:
@@ -71,22 +100,23 @@ def build_phases(ops: list[dict[str, Any]], kafka_version: str = "") -> tuple[li
     current_tv = tv(steps[0]["value"].get("features_before")) if steps else None
     kafka = kafka_version
     phases: list[Phase] = []
-    cursor, label = steady, "before any step"
+    cursor, label, kind = steady, "before any step", "before"
     for i, op in enumerate(steps):
         value = op["value"]
         describe = value.get("describe", op["f"])
-        phases.append(Phase(label, cursor, op["invoke_time"], current_tv, kafka))
+        phases.append(Phase(label, cursor, op["invoke_time"], current_tv, kafka, kind=kind))
         finished = op["complete_time"] if op["complete_time"] is not None else end
         upgraded_to = value.get("version") if op["f"] == "step:rolling-upgrade" and op["outcome"] == "ok" else None
+        after_tv = tv(value.get("features_after"))
         if finished - op["invoke_time"] >= INSTANT_STEP_S:
             during = f"{kafka} -> {value.get('version')} (mixed)" if op["f"] == "step:rolling-upgrade" else kafka
             phases.append(Phase(f"during step {i}: {describe}", op["invoke_time"], finished, current_tv, during,
-                                required=op["f"] != "step:feature"))
+                                required=op["f"] != "step:feature", kind="during",
+                                transaction_version_to=after_tv if after_tv != current_tv else None))
         kafka = upgraded_to or kafka
-        after_tv = tv(value.get("features_after"))
         current_tv = after_tv if after_tv is not None else current_tv
-        cursor, label = finished, f"after step {i}: {describe}"
-    phases.append(Phase(label, cursor, end, current_tv, kafka))
+        cursor, label, kind = finished, f"after step {i}: {describe}", "after"
+    phases.append(Phase(label, cursor, end, current_tv, kafka, kind=kind))
     return [p for p in phases if p.end > p.start], [
         {"index": op["value"].get("index"), "action": op["f"].split(":", 1)[1], "describe": op["value"].get("describe"),
          "start": op["invoke_time"], "end": op["complete_time"], "outcome": op["outcome"], "error": op.get("error"),
@@ -94,114 +124,315 @@ def build_phases(ops: list[dict[str, Any]], kafka_version: str = "") -> tuple[li
         for op in steps]
 
 
+# -- who the clients are ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Client:
+    label: str            #: the row's name: "java 4.2.1", "franz-go 1.22.3", "confluent", "app"
+    implementation: str   #: the registry's name (java, confluent, ...), "streams" or "app"
+    version: str | None
+
+
+@dataclass
+class Fleet:
+    """Which client made what: worker slots and transactional ids to clients (from the history's
+    ``worker-start`` events and the run's transactional id prefix)."""
+
+    by_slot: dict[str, Client]
+    prefix: str | None
+    seeder_txids: set[str]
+    #: the client of transactional ids no slot names (a user's app, Kafka Streams), or None
+    other: Client | None
+
+    @property
+    def clients(self) -> list[Client]:
+        seen = {c.label: c for c in self.by_slot.values()}
+        if self.other is not None:
+            seen.setdefault(self.other.label, self.other)
+        return [seen[k] for k in sorted(seen)]
+
+    def of_txid(self, txid: str) -> Client | None:
+        if txid in self.seeder_txids or (self.prefix and txid == f"{self.prefix}-seeder"):
+            return None
+        if self.prefix and txid.startswith(f"{self.prefix}-"):
+            slot = self.by_slot.get(txid[len(self.prefix) + 1:])
+            if slot is not None:
+                return slot
+            # per-partition ids: the fleet's one client, if it has one
+            uniform = {c.label for c in self.by_slot.values()}
+            if len(uniform) == 1:
+                return next(iter(self.by_slot.values()))
+        return self.other
+
+
+def fleet_of(ops: list[dict[str, Any]], campaign: Campaign, history: HistoryIndex) -> Fleet:
+    workload = campaign.workload
+    app = Client(campaign.certification.app_label, "app", None)
+    by_slot: dict[str, Client] = {}
+    for op in ops:
+        if op["f"] == "worker-start":
+            value = op["value"]
+            implementation = value.get("client", "confluent")
+            version = value.get("client_version")
+            # a user's app runs in the pool's slots too (with the slot's transactional id in its env)
+            by_slot[value["slot"]] = app if workload.external_command else \
+                Client(value.get("label") or implementation, implementation, version)
+    other = None
+    if workload.external_command:
+        other = app
+    elif workload.client == "streams":
+        other = Client(f"streams {workload.java_client_version}", "streams", workload.java_client_version)
+    return Fleet(by_slot, history.txid_prefix, set(history.seeder_txids), other)
+
+
+# -- the coordinator's record ---------------------------------------------------------------
+def protocol_word(tvs: Counter) -> str:
+    """classic, tv2, mixed or none, from committed transactions' client transaction versions."""
+    tv2, classic = tvs.get("2", 0), sum(n for k, n in tvs.items() if k != "2")
+    return "mixed" if tv2 and classic else "tv2" if tv2 else "classic" if classic else "none"
+
+
+def switches(ops: list[dict[str, Any]], steps: list[dict[str, Any]], fleet: Fleet,
+             txns: list[Transaction]) -> list[dict[str, Any]]:
+    """Per worker slot and flip to TV2: when the coordinator first logged a TV2 commit of the
+    slot's transactional id (seconds after the flip was applied), and whether the slot's process
+    had been restarted since the flip began (the no-restart question, docs/certification.md)."""
+    out = []
+    starts = [(op["invoke_time"], op["value"]["slot"]) for op in ops if op["f"] == "worker-start"]
+    for i, step in enumerate(steps):
+        after, before = step.get("features_after"), step.get("features_before")
+        if not (isinstance(after, dict) and isinstance(before, dict) and after.get("transaction.version") == 2
+                and before.get("transaction.version") != 2 and step["end"] is not None):
+            continue
+        until = next((s["start"] for s in steps[i + 1:]), float("inf"))
+        for slot, client in sorted(fleet.by_slot.items()):
+            txid = f"{fleet.prefix}-{slot}"
+            first = min((t.ended for t in txns if t.txid == txid and t.committed and t.client_tv == 2
+                         and step["start"] <= t.ended < until), default=None)
+            restarts = [t for t, s in starts if s == slot and step["start"] <= t < (first if first else until)]
+            out.append({"slot": slot, "client": client.label, "step": step["index"],
+                        "first_tv2_s": None if first is None else round(first - step["end"], 1),
+                        "restarted_before": bool(restarts) if first is not None else None,
+                        "switched_without_restart": first is not None and not restarts})
+    return out
+
+
+# -- known exposures ---------------------------------------------------------------------------
+def covers(known: KnownExposure, client: Client | None, phase: Phase | None, protocol: str, anomaly: str) -> bool:
+    if anomaly in LIVENESS_CHECKS or anomaly not in known.anomalies:
+        return False
+    if known.client != "*" and (client is None or known.client not in (client.label, client.implementation)):
+        return False
+    if phase is None:
+        return known.phase == "any" and known.transaction_version is None and known.protocol is None
+    if known.phase != "any" and known.phase != phase.kind:
+        return False
+    if known.transaction_version is not None and not phase.has_tv(known.transaction_version):
+        return False
+    if known.protocol == "classic" and protocol not in ("classic", "mixed"):
+        return False
+    return not (known.protocol == "tv2" and protocol != "tv2")
+
+
+def covering(spec: CertificationSpec, client: Client | None, phase: Phase | None, protocol: str,
+             anomaly: str) -> KnownExposure | None:
+    return next((k for k in spec.known_exposure if covers(k, client, phase, protocol, anomaly)), None)
+
+
+# -- the certification -------------------------------------------------------------------------
+def _exposure(mine: list[Transaction], wins: list[Any], required: dict[str, int]) -> dict[str, Any]:
+    committed = [t for t in mine if t.committed]
+    by_kind = {kind: sum(1 for t in committed if any(t.began <= w.end and t.ended >= w.start for w in wins
+                                                     if w.kind == kind))
+               for kind in sorted({w.kind for w in wins} | set(required))}
+    short = [f"{kind}: {by_kind.get(kind, 0)} committed transactions under its windows, {n} required"
+             for kind, n in sorted(required.items()) if by_kind.get(kind, 0) < n]
+    return {"committed_by_kind": by_kind, "required": dict(required), "short": short}
+
+
 def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str, Any] | None = None,
-            ops: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The certification of a verified run (its ``results``, ``campaign`` and paired history
-    ``ops``, read from the run directory where not given)."""
+            ops: list[dict[str, Any]] | None = None,
+            coordinator: list[CoordinatorTxn] | None = None) -> dict[str, Any]:
+    """The certification of a verified run (its ``results``, ``campaign``, paired history ``ops``
+    and the coordinator's transactions, segmented from its log; read from the run directory where
+    not given)."""
     run_path = Path(run_path)
     results = results if results is not None else RunDir(run_path).results_data(required=True)
     ops = ops if ops is not None else read_ops(run_path)
     campaign = campaign if campaign is not None else load_recorded(run_path)
+    spec = campaign.certification
+    if coordinator is None:
+        decoded = decoded_txn_log(run_path)
+        coordinator = None if decoded is None else coordinator_transactions(coordinator_records(decoded))
+    history = HistoryIndex(ops)
     phases, steps = build_phases(ops, campaign.cluster.kafka_version)
-    slot_client: dict[str, str] = {}
-    for op in ops:
-        if op["f"] == "worker-start":
-            slot_client[op["value"]["slot"]] = op["value"].get("client", "confluent")
-    clients = sorted(set(slot_client.values())) or ["confluent"]
-    prefix = next((op["value"].get("txid_prefix") for op in ops if op["f"] == "setup"), None)
+    fleet = fleet_of(ops, campaign, history)
+    clients = fleet.clients or [Client("confluent", "confluent", None)]
+    wins = windows(history)[0]
 
     def phase_of(t: float | None) -> Phase | None:
         if t is None:
             return None
         return next((p for p in phases if p.contains(t)), None)
 
-    commits: dict[tuple[str, str], int] = Counter()
-    java_v2_commits: dict[str, int] = Counter()
+    # the coordinator's record, per row
+    logged = logged_transactions(coordinator) if coordinator is not None else []
+    in_row: dict[tuple[str, str], list[Transaction]] = defaultdict(list)
+    for t in logged:
+        client, phase = fleet.of_txid(t.txid), phase_of(t.ended)
+        if client is not None and phase is not None:
+            in_row[(phase.name, client.label)].append(t)
+    # the clients' own word, beside it
+    said: Counter = Counter()
     for op in ops:
         if op["f"] == "commit" and op["outcome"] == "ok" and op["complete_time"] is not None:
             phase, slot = phase_of(op["complete_time"]), worker_slot(op["process"])
-            if phase is not None and slot in slot_client:
-                commits[(phase.name, slot_client[slot])] += 1
-                if op.get("txn_v2"):
-                    java_v2_commits[phase.name] += 1
+            if phase is not None and slot in fleet.by_slot:
+                said[(phase.name, fleet.by_slot[slot].label)] += 1
 
-    protocol: dict[tuple[str, str], Counter] = defaultdict(Counter)
-    txn_log = decoded_txn_log(run_path) or []
-    for rec in txn_log:
-        e = rec["entry"]
-        if e.status != "CompleteCommit" or not prefix or not str(e.transactional_id).startswith(f"{prefix}-"):
-            continue
-        slot = str(e.transactional_id)[len(prefix) + 1:]
-        client = slot_client.get(slot, "seeder" if slot == "seeder" else None)
-        phase = phase_of(e.last_update_ms / 1000)
-        if client and phase is not None:
-            protocol[(phase.name, client)][str(e.client_transaction_version)] += 1
+    def protocol_of(key: tuple[str, str]) -> Counter:
+        return Counter(str(t.client_tv) for t in in_row.get(key, []) if t.committed)
 
+    # the anomaly cases, per row
+    by_label = {c.label: c for c in clients}
     cases_in: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    unattributed: list[dict[str, Any]] = []
+    unplaced: list[dict[str, Any]] = []
     for anomaly, cases in (results.get("anomalies") or {}).items():
         for case in cases:
-            t, slots = case_time_and_slots(case)
+            times, slots, txids = case_names(case)
+            t = min(times) if times else None
             phase = phase_of(t)
+            named = {fleet.by_slot[s].label for s in slots if s in fleet.by_slot}
+            named |= {c.label for txid in txids if (c := fleet.of_txid(txid)) is not None}
             summary = {"anomaly": anomaly, "explanation": str(case.get("explanation", ""))[:300], "time": t}
-            named = sorted({slot_client[s] for s in slots if s in slot_client})
             if phase is None or not named:
-                unattributed.append({**summary, "phase": phase.name if phase else None, "clients": named})
+                known = covering(spec, None, phase, "none", anomaly)
+                gating = phase is None or phase.kind != "before" or spec.gate == "all"
+                unplaced.append({**summary, "phase": phase.name if phase else None, "clients": sorted(named),
+                                 "gating": gating, "known_exposure": known.reason if known else None})
                 continue
-            for client in named:
-                cases_in[(phase.name, client)].append(summary)
+            for label in sorted(named):
+                cases_in[(phase.name, label)].append(summary)
 
     rows = []
     reasons: list[str] = []
     for phase in phases:
+        gating = phase.kind != "before" or spec.gate == "all"
+        required = spec.exposure_during if phase.kind == "during" else spec.exposure
         for client in clients:
-            key = (phase.name, client)
+            key = (phase.name, client.label)
+            mine = in_row.get(key, [])
+            tvs = protocol_of(key)
+            protocol = protocol_word(tvs)
             found = cases_in.get(key, [])
-            n = commits.get(key, 0)
-            verdict = "invalid" if found else ("valid" if n > 0 else "unknown")
-            note = None
-            if verdict == "unknown" and not phase.required:
-                verdict, note = "not-exercised", "no commit while the feature change was applied (not required)"
-            elif verdict == "unknown":
-                note = f"the {client} client committed no transaction in this phase: nothing was certified"
-                reasons.append(f"{phase.name} / {client}: not exercised")
-            if client == "java" and phase.transaction_version == 2 and n > 0 and java_v2_commits.get(phase.name, 0) == 0:
-                note = "transaction.version is 2 but no Java transaction ran under TV2 (KIP-890 not exercised)"
-                reasons.append(f"{phase.name} / java: TV2 not exercised")
+            n = sum(1 for t in mine if t.committed) if coordinator is not None else said.get(key, 0)
+            exposure = _exposure(mine, wins, required if gating and phase.required else {})
+            known = [covering(spec, client, phase, protocol, c["anomaly"]) for c in found]
+            notes: list[str] = []
+            if found and all(known):
+                verdict = "known-exposure"
+                notes.append("known exposure: " + "; ".join(sorted({k.reason for k in known if k})))
+            elif found:
+                verdict = "invalid"
+                uncovered = sorted({c["anomaly"] for c, k in zip(found, known) if k is None})
+                notes.append(f"{', '.join(uncovered)} not covered by a known exposure")
+            elif n == 0 and not phase.required:
+                verdict = "not-exercised"
+                notes.append("no commit while the feature change was applied (not required)")
+            elif n == 0:
+                verdict = "unknown"
+                notes.append(f"{client.label} committed no transaction in this phase "
+                             f"({'the coordinator log' if coordinator is not None else 'its own history'}): nothing was "
+                             "certified")
+            elif exposure["short"]:
+                verdict = "unknown"
+                notes.append("exposure short: " + "; ".join(exposure["short"]))
+            else:
+                verdict = "valid"
+            tv2_expected = (phase.kind != "during" and phase.transaction_version == 2 and client.implementation != "app"
+                            and speaks_tv2("java" if client.implementation == "streams" else client.implementation,
+                                           client.version))
+            if tv2_expected and n > 0 and coordinator is not None and not tvs.get("2"):
+                notes.append(f"transaction.version is 2 and {client.label} speaks KIP-890, but the coordinator logged "
+                             "none of its transactions under TV2 (KIP-890 not exercised)")
                 if verdict == "valid":
                     verdict = "unknown"
-            if verdict == "valid" and results["verdict"] == "unknown":  # no phase is valid where the run is not judged
+            elif phase.transaction_version == 2 and protocol in ("classic", "mixed") and not tv2_expected \
+                    and coordinator is not None:
+                notes.append(f"{client.label} stays on the classic protocol under TV2: exposed to late requests "
+                             "(KAFKA-17754)")
+            if coordinator is None:
+                notes.append("no coordinator log: commits are the client's own history, the protocol is not seen")
+            if verdict == "valid" and results["verdict"] == "unknown":  # no row is valid where the run is not judged
                 unchecked = sorted(results.get("required_not_checked") or {})
-                verdict, note = "unknown", ("the verifier could not judge the run (the reasons below)"
-                                            + (f"; required checks not checked: {', '.join(unchecked)}" if unchecked
-                                               else "") + ": not certified")
-            rows.append({"phase": phase.name, "client": client, "verdict": verdict, "committed_transactions": n,
-                         "tv2_commits": java_v2_commits.get(phase.name, 0) if client == "java" else 0,
-                         "client_transaction_versions": dict(protocol.get(key, {})), "cases": found[:20],
-                         "case_count": len(found), "note": note})
-    failed_steps = [s for s in steps if s["outcome"] != "ok"]
-    for s in failed_steps:
-        reasons.append(f"step {s['index']} ({s['describe']}) {s['outcome'] or 'did not finish'}: {s['error']}")
-    if results["verdict"] == "invalid":
+                verdict = "unknown"
+                notes.append("the verifier could not judge the run (the reasons below)"
+                             + (f"; required checks not checked: {', '.join(unchecked)}" if unchecked else "")
+                             + ": not certified")
+            if gating and verdict == "unknown":
+                reasons.append(f"{phase.name} / {client.label}: {notes[0] if notes else 'unknown'}")
+            rows.append({"phase": phase.name, "phase_kind": phase.kind, "client": client.label,
+                         "implementation": client.implementation, "client_version": client.version,
+                         "gating": gating, "verdict": verdict, "committed_transactions": n,
+                         "client_reported_commits": said.get(key, 0) if client.implementation != "app" else None,
+                         "client_transaction_versions": dict(sorted(tvs.items())),
+                         "protocol": {"seen": protocol, "kip890_expected": bool(tv2_expected)},
+                         "exposure": exposure, "known_exposure": notes[0][len("known exposure: "):]
+                         if verdict == "known-exposure" else None,
+                         "cases": found[:20], "case_count": len(found), "note": "; ".join(notes) or None})
+    for s in steps:
+        if s["outcome"] != "ok":
+            reasons.append(f"step {s['index']} ({s['describe']}) {s['outcome'] or 'did not finish'}: {s['error']}")
+    for planned in campaign.steps[len(steps):]:
+        reasons.append(f"step {planned.describe()} was planned but never ran: the change was not certified")
+    if not any(r["gating"] for r in rows):
+        reasons.append("no phase gates: nothing was certified")
+    failing = [r for r in rows if r["gating"] and r["verdict"] == "invalid"]
+    failing_unplaced = [c for c in unplaced if c["gating"] and c["known_exposure"] is None]
+    if results["verdict"] == "unknown":
+        why = [*(results.get("errors") or []), *(f"required check {name} not checked ({reason})" for name, reason
+                                                 in (results.get("required_not_checked") or {}).items())]
+        reasons.insert(0, "the verifier's verdict is unknown: " + "; ".join(why)[:300])
+    if failing or failing_unplaced:
         overall = "fail"
+        reasons[:0] = [f"{r['phase']} / {r['client']}: invalid ({r['note']})" for r in failing] + \
+            [f"{c['anomaly']} case not placed in a phase and client ({c['explanation'][:120]})" for c in
+             failing_unplaced[:5]]
     elif results["verdict"] == "unknown" or reasons:
         overall = "unknown"
-        if results["verdict"] == "unknown":
-            why = [*(results.get("errors") or []), *(f"required check {name} not checked ({reason})" for name, reason
-                                                     in (results.get("required_not_checked") or {}).items())]
-            reasons.insert(0, "the verifier's verdict is unknown: " + "; ".join(why)[:300])
     else:
         overall = "pass"
+    risks = [f"{r['phase']} / {r['client']}: {r['known_exposure']}" for r in rows if r["verdict"] == "known-exposure"]
+    risks += [f"{r['phase']} / {r['client']} (baseline, not gating): invalid: "
+              f"{', '.join(sorted({c['anomaly'] for c in r['cases']}))}" for r in rows
+              if not r["gating"] and r["verdict"] == "invalid"]
     return {
         "overall": overall,
         "exit_code": CERT_EXIT[overall],
         "run_verdict": results["verdict"],
+        "gate": spec.gate,
         "reasons": reasons,
-        "clients": clients,
+        "known_risks": risks,
+        "summary": gate_line(overall, reasons, risks),
+        "evidence": "coordinator log" if coordinator is not None else "client history",
+        "clients": [c.label for c in clients],
         "steps": steps,
         "phases": [asdict(p) for p in phases],
         "rows": rows,
-        "unattributed_cases": unattributed[:50],
-        "committed_transactions": sum(commits.values()),
-        "seeder_protocol": {p.name: dict(protocol.get((p.name, "seeder"), {})) for p in phases},
+        "switches": switches(ops, steps, fleet, logged),
+        "unattributed_cases": unplaced[:50],
+        "committed_transactions": sum(r["committed_transactions"] for r in rows),
+        "seeder_protocol": {p.name: dict(Counter(str(t.client_tv) for t in logged if t.committed
+                                                 and t.txid in fleet.seeder_txids and p.contains(t.ended)))
+                            for p in phases},
     }
+
+
+def gate_line(overall: str, reasons: list[str], risks: list[str]) -> str:
+    """One line: the gate's verdict, what failed or was not judged, and the risks it passed with."""
+    line = overall
+    if overall != "pass" and reasons:
+        line += ": " + "; ".join(reasons[:3]) + (f" (+{len(reasons) - 3} more)" if len(reasons) > 3 else "")
+    if risks:
+        line += f"; {len(risks)} rows with a known risk: " + "; ".join(risks[:3]) \
+            + (f" (+{len(risks) - 3} more)" if len(risks) > 3 else "")
+    return line

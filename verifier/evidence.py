@@ -21,7 +21,7 @@ from typing import Any
 from kchaos.clusters.base import coordinator_partition
 from kchaos.clusters.clock_probe import shift_and_tolerance
 from kchaos.verifier import exposure
-from kchaos.verifier.model import NotApplicable
+from kchaos.verifier.model import NotApplicable, in_scope, pipeline_txids
 from kchaos.clusters.compaction import cleaned_offsets
 
 
@@ -221,11 +221,11 @@ def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
 
     required = data.campaign.faults.exposure
     if required.required and coverage["planned"] and not final.get("interrupted"):
-        if not history.has_history:
-            out.append(Gap("the campaign requires its faults to hit work, but the pipeline recorded no client history: "
-                           "what they overlapped cannot be measured"))
+        if not history.has_history and data.txn_log is None:
+            out.append(Gap("the campaign requires its faults to hit work, but the pipeline recorded no client history "
+                           "and the coordinator's log could not be read: what they overlapped cannot be measured"))
         else:
-            short = exposure.shortfall(run_exposure(data), required, history)
+            short = exposure.shortfall(run_exposure(data), required, history, logged_pipeline_transactions(data))
             if short:
                 out.append(Gap("the faults hit less work than the campaign requires ([faults.exposure]): "
                                + "; ".join(short) + ": the run says little about those faults"))
@@ -233,13 +233,27 @@ def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
 
 
 def run_exposure(data: Any) -> dict[str, Any]:
-    """The run's fault exposure (verifier/exposure.py), measured once per engine run object."""
+    """The run's fault exposure (verifier/exposure.py), measured once per engine run object: on the
+    client history, or (a pipeline that keeps none: Kafka Streams, a user's app) on the
+    coordinator's log."""
     cached = getattr(data, "_exposure", None)
     if cached is None:
         cached = exposure.exposure(data.history, data.campaign.faults.exposure.stall_s,
-                                   drained=bool(data.final.get("drained", True)))
+                                   drained=bool(data.final.get("drained", True)),
+                                   txns=logged_pipeline_transactions(data))
         data._exposure = cached
     return cached
+
+
+def logged_pipeline_transactions(data: Any) -> list[exposure.Transaction] | None:
+    """The pipeline's transactions from the coordinator's log when it keeps no client history (the
+    seeder's and, on a shared cluster, other applications' ids left out); None when it keeps one."""
+    if data.history.has_history or data.txn_log is None:
+        return None
+    scope = pipeline_txids(data.campaign, data.history)
+    return exposure.logged_transactions([c for c in data.coordinator_transactions()
+                                         if in_scope(c.transactional_id, scope)],
+                                        excluded=set(data.history.seeder_txids))
 
 
 def _ranges(numbers: list[int]) -> str:
@@ -300,7 +314,7 @@ def white_box_facts(data: Any) -> dict[str, Any]:
             "producer_ids": data.producer_id_facts,
             "compaction": data.compaction,
             "fault_coverage": fault_coverage(Path(data.run), data.history.faults, data.campaign.faults.coverage),
-            "exposure": run_exposure(data) if data.history.has_history else None}
+            "exposure": run_exposure(data) if data.history.has_history or data.txn_log is not None else None}
 
 
 def broker_clock(data: Any) -> tuple[float, float, str]:

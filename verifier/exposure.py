@@ -37,6 +37,8 @@ class Transaction:
     began: float
     ended: float
     outcome: str
+    #: the client transaction version the coordinator logged (a transaction read from its log)
+    client_tv: int | None = None
 
     @property
     def committed(self) -> bool:
@@ -80,6 +82,22 @@ def transactions(history: Any) -> list[Transaction]:
         send = history.txn_ops.get(key) or {}
         out.append(Transaction(key[0], key[1], send.get("txid"), began, ended, outcome))
     return sorted(out, key=lambda t: (t.began, t.process, t.txn_seq))
+
+
+def logged_transactions(coordinator: Iterable[Any], excluded: set[str] | frozenset[str] = frozenset()) -> list[Transaction]:
+    """The transactions the coordinator completed (``coordinator_log.CoordinatorTxn``, as both
+    engines segment its log), each living from its start to its Complete* record, in seconds: the
+    same evidence for every pipeline, kchaos' workers, Kafka Streams or a user's app (which keeps no
+    client history). ``process`` and ``txid`` are the transactional id."""
+    out = []
+    for c in coordinator:
+        if c.completed is None or c.complete_ms is None or c.transactional_id in excluded:
+            continue
+        began = c.start_ms if c.start_ms is not None and c.start_ms > 0 else c.complete_ms
+        out.append(Transaction(c.transactional_id, c.first_offset, c.transactional_id, began / 1000,
+                               c.complete_ms / 1000, "committed" if c.completed == "commit" else "aborted",
+                               c.client_tv))
+    return sorted(out, key=lambda t: (t.ended, t.txid))
 
 
 def windows(history: Any) -> tuple[list[Window], list[dict[str, Any]]]:
@@ -187,9 +205,13 @@ def stalls(history: Any, txns: list[Transaction], bound_s: float, win: list[Wind
                        for a, b in sorted(described)]}
 
 
-def exposure(history: Any, stall_bound_s: float = 10.0, drained: bool = True) -> dict[str, Any]:
-    """The run's fault exposure (see the module's docstring), as results.json's ``facts.exposure``."""
-    txns = transactions(history)
+def exposure(history: Any, stall_bound_s: float = 10.0, drained: bool = True,
+             txns: list[Transaction] | None = None) -> dict[str, Any]:
+    """The run's fault exposure (see the module's docstring), as results.json's ``facts.exposure``;
+    ``txns``: the transactions to measure (default: the client history's; a pipeline without one is
+    measured on the coordinator's log, logged_transactions)."""
+    evidence = "client history" if txns is None else "coordinator log"
+    txns = transactions(history) if txns is None else txns
     win, failed = windows(history)
     started, _ = _phase_times(history)
     origin = started if started is not None else min((w.start for w in win), default=0.0)
@@ -211,23 +233,26 @@ def exposure(history: Any, stall_bound_s: float = 10.0, drained: bool = True) ->
                        "requests": {r: sum(f["requests"][r] for f in rows) for r in REQUESTS.values()}}
     committed = [t for t in txns if t.committed]
     overlapped = [t for t in committed if any(t.overlaps(w.start, w.end) for w in win)]
-    return {"transactions": len(txns), "committed": len(committed), "committed_overlapping_a_fault": len(overlapped),
+    return {"evidence": evidence, "transactions": len(txns), "committed": len(committed),
+            "committed_overlapping_a_fault": len(overlapped),
             "share_overlapping": round(len(overlapped) / len(committed), 3) if committed else None,
             "kinds": kinds, "faults": per_fault, "not_injected": failed,
             "stalls": stalls(history, txns, stall_bound_s, win, drained)}
 
 
-def overlapping_share(history: Any, kinds: Iterable[str]) -> float | None:
-    """The share of the run's committed transactions whose life overlapped a window of ``kinds``."""
+def overlapping_share(history: Any, kinds: Iterable[str], txns: list[Transaction] | None = None) -> float | None:
+    """The share of the run's committed transactions (``txns``, default the client history's) whose
+    life overlapped a window of ``kinds``."""
     wanted = set(kinds)
     win = [w for w in windows(history)[0] if w.kind in wanted]
-    committed = [t for t in transactions(history) if t.committed]
+    committed = [t for t in (transactions(history) if txns is None else txns) if t.committed]
     if not committed:
         return None
     return sum(1 for t in committed if any(t.overlaps(w.start, w.end) for w in win)) / len(committed)
 
 
-def shortfall(measured: dict[str, Any], required: Any, history: Any) -> list[str]:
+def shortfall(measured: dict[str, Any], required: Any, history: Any,
+              txns: list[Transaction] | None = None) -> list[str]:
     """What the run's exposure lacks against the campaign's ``[faults.exposure]`` (``required``:
     faults.spec.ExposureSpec), each as a phrase naming the kind and the figure; [] when none."""
     short = []
@@ -237,7 +262,7 @@ def shortfall(measured: dict[str, Any], required: Any, history: Any) -> list[str
             faults = (measured["kinds"].get(kind) or {}).get("faults", 0)
             short.append(f"{kind}: {got} committed transactions overlapped its {faults} windows, {n} required")
     if required.share is not None and required.committed:
-        share = overlapping_share(history, required.committed)
+        share = overlapping_share(history, required.committed, txns)
         if share is None or share < required.share:
             short.append(f"{'no' if share is None else f'{share:.0%} of the'} committed transactions overlapped a "
                          f"{'/'.join(sorted(required.committed))} window, {required.share:.0%} required")

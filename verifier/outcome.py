@@ -26,6 +26,8 @@ class Outcome:
     verdict: str
     #: the certification's overall verdict (pass | fail | unknown) for a run with planned steps
     certification: str | None = None
+    #: the certification's one line (its verdict, what failed or was not judged, its known risks)
+    certification_summary: str | None = None
     #: anomaly -> its cases (at most the checker's MAX_CASES each; the checks' notes carry the counts)
     anomalies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     errors: tuple[str, ...] = ()
@@ -63,6 +65,8 @@ class Outcome:
 
     def summary(self) -> str:
         """One line: the judgement and why."""
+        if self.certification_summary:
+            return f"{self.judgement}: certification {self.certification_summary}"
         which = f" ({self.guarantees})" if self.guarantees and self.judgement != "valid" else ""
         if self.judgement == "invalid":
             why = ", ".join(f"{k} ({len(v)} cases)" for k, v in sorted(
@@ -77,6 +81,7 @@ def outcome_of(run_dir: Path, results: dict[str, Any], certification: dict[str, 
     """The outcome from what the run directory holds (``results.json``'s form)."""
     return Outcome(run_dir=str(run_dir), verdict=results["verdict"],
                    certification=(certification or {}).get("overall"),
+                   certification_summary=(certification or {}).get("summary"),
                    anomalies=dict(results.get("anomalies") or {}), errors=tuple(results.get("errors") or ()),
                    not_checked=dict(results.get("not_checked") or {}),
                    required_not_checked=dict(results.get("required_not_checked") or {}),

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from kchaos.faults.kinds import KINDS
 from kchaos.verifier.checks import CHECK_NAMES
 
 _MASTER_RE = re.compile(r"^(local(\[(\d+|\*)\])?|spark://[^\s:/]+:\d+)$")
@@ -53,4 +54,70 @@ class VerifierSpec(BaseModel):
     def _master(cls, value: str | None) -> str | None:
         if value is not None and not _MASTER_RE.match(value):
             raise ValueError(f"{value!r} is not a Spark master: use local, local[N], local[*] or spark://host:port")
+        return value
+
+
+#: what a phase is, relative to the change being certified (verifier/certify.py)
+PhaseKind = Literal["before", "during", "after"]
+
+
+class KnownExposure(BaseModel):
+    """``[[certification.known_exposure]]``: an anomaly a team knows a row carries and accepts for
+    now (the classic protocol under late requests, KAFKA-17754, say). A row whose every case it
+    matches is ``known-exposure``, not ``invalid``: the gate can pass, and the report and the exit
+    line still name the row and this reason. A case it does not match fails the row."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    reason: str = Field(..., min_length=3, description="why the row may carry it (a finding, a KAFKA- issue, a ticket)")
+    client: str = Field("*", description="the client it applies to: an implementation (confluent, java, franz-go, "
+                                         "...), a fleet label (\"java 3.9.1\"), or * (any, cases naming no client too)")
+    phase: Literal["before", "during", "after", "any"] = "any"
+    transaction_version: int | None = Field(
+        None, ge=0, le=2, description="only in phases where this transaction.version is in force (a phase during a "
+                                      "flip has both levels)")
+    protocol: Literal["classic", "tv2"] | None = Field(
+        None, description="only where the coordinator's log shows the row's committed transactions on this protocol "
+                          "(classic: some ran the classic protocol; tv2: all ran KIP-890's)")
+    anomalies: tuple[str, ...] = Field(
+        ("aborted-read", "duplicate", "lost-input", "lost-write", "split-transaction", "stray-offset-commit",
+         "torn-transaction", "zombie-write"),
+        description="the anomaly types it covers (default: the shapes a late EndTxn makes, KAFKA-17754); liveness "
+                    "anomalies are never covered")
+
+    @field_validator("anomalies")
+    @classmethod
+    def _anomalies(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [n for n in value if n not in CHECK_NAMES]
+        if unknown or not value:
+            raise ValueError(f"known_exposure.anomalies: {', '.join(map(repr, unknown)) or 'empty'}; the checks are: "
+                             f"{', '.join(CHECK_NAMES)}")
+        return value
+
+
+class CertificationSpec(BaseModel):
+    """``[certification]``: how a run with planned steps is judged as a gate (verifier/certify.py).
+    The phase before the change is the baseline a team flips to get away from: reported, gating
+    only when ``gate = "all"``. The phases during and after the change gate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    gate: Literal["change", "all"] = Field(
+        "change", description="change: the phases during and after the first step gate; all: the baseline too")
+    exposure: dict[str, int] = Field(
+        default_factory=dict,
+        description="per fault kind: committed transactions (the coordinator's log) each gating row must have under "
+                    "that kind's windows, in the phases before and after a step; below it the row is unknown, with "
+                    "the figure")
+    exposure_during: dict[str, int] = Field(
+        default_factory=dict, description="the same for the phases during a step (the flip and the workers' restarts)")
+    known_exposure: tuple[KnownExposure, ...] = ()
+    app_label: str = Field("app", description="the client label of a bring-your-own pipeline's transactions")
+
+    @field_validator("exposure", "exposure_during")
+    @classmethod
+    def _kinds(cls, value: dict[str, int]) -> dict[str, int]:
+        for kind, count in value.items():
+            if kind not in KINDS:
+                raise ValueError(f"certification exposure: unknown fault kind {kind!r}; accepted: {', '.join(sorted(KINDS))}")
+            if count < 0:
+                raise ValueError(f"certification exposure: {kind} = {count}: a count of 0 or more")
         return value

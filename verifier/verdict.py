@@ -32,7 +32,7 @@ from kchaos.verifier.outcome import Outcome, outcome_of
 from kchaos.verifier.verify import verify_run, write_results
 from kchaos.workloads.history import pair_operations, read_lines
 from kchaos.workloads.metrics import compute_metrics
-from kchaos.workloads.native_clients import CLIENTS as NATIVE_CLIENTS
+from kchaos.workloads.registry import library_label
 
 
 
@@ -58,19 +58,31 @@ def run_block(run: RunDir, campaign: Campaign, ops: list[dict[str, Any]] | None,
     cluster = run.read(CLUSTER_FILE, {}) or {}
     environment = run.read(ENVIRONMENT_FILE, {}) or {}
     times = [t for op in ops or [] for t in (op["invoke_time"], op["complete_time"]) if t is not None]
-    clients = {"confluent": environment.get("client") or "confluent-kafka (librdkafka)",
-               "java": f"kafka-clients {campaign.workload.java_client_version}",
-               "streams": f"kafka-streams {campaign.workload.java_client_version}",
-               **{name: native.library for name, native in NATIVE_CLIENTS.items()}}
-    wanted = {"mixed": ("confluent", "java")}.get(campaign.workload.client, (campaign.workload.client,))
+    fleet = ran_clients(campaign, environment)
     return {"schema_version": RESULTS_SCHEMA_VERSION, "kchaos_version": kchaos_version(), "run_id": run.path.name,
             "campaign": campaign.name, "seed": run_seed(run.path, campaign),
             "kafka_version": cluster.get("kafka_version") or campaign.cluster.kafka_version,
             "kafka_tools_version": cluster.get("admin_tools_version") or cluster.get("kafka_version"),
-            "backend": campaign.cluster.backend, "clients": [clients[c] for c in wanted if c in clients],
+            "backend": campaign.cluster.backend, "clients": [g["library"] for g in fleet],
+            "fleet": [{k: g[k] for k in ("client", "version", "label", "slots")} for g in fleet],
             "started": min(times, default=None), "ended": max(times, default=None), "verified": time.time(),
             "checker": checker, "exit_code": exit_code, "faults": fault_coverage,
             "exposure": _exposure_block(exposure)}
+
+
+def ran_clients(campaign: Campaign, environment: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every client and release the run's workers ran, with its slots: as environment.json recorded
+    them (the run's own installed releases), else from the campaign (workloads/registry.py). A
+    user's app is one entry, named as the environment names it."""
+    if campaign.workload.external_command:
+        return [{"client": "app", "version": None, "label": "app", "slots": [],
+                 "library": environment.get("client") or "the user's app"}]
+    if environment.get("fleet"):
+        return [dict(g) for g in environment["fleet"]]
+    confluent = environment.get("client") or "confluent-kafka (librdkafka)"
+    return [{"client": slot.client, "version": slot.version, "label": slot.label, "slots": slots,
+             "library": confluent if slot.client == "confluent" else library_label(slot.client, slot.version)}
+            for slot, slots in campaign.workload.fleet_groups()]
 
 
 def _exposure_block(measured: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -81,6 +93,18 @@ def _exposure_block(measured: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"committed_by_kind": {k: v["committed"] for k, v in sorted(measured["kinds"].items())},
             "committed": measured["committed"], "share_overlapping": measured["share_overlapping"],
             "stalls": (measured.get("stalls") or {}).get("count", 0), "summary": summary_line(measured)}
+
+
+def row_line(row: dict[str, Any]) -> str:
+    """One certification row as the console and the nightly say it."""
+    exposure = (row.get("exposure") or {}).get("committed_by_kind") or {}
+    return (f"{row['verdict']:14} {row['client']:18} {row['phase']}{'' if row.get('gating', True) else ' (baseline)'}: "
+            f"{row['committed_transactions']} committed"
+            + (f", protocol {row['protocol']['seen']}" if row.get("protocol") else "")
+            + (f" ({by_version(row['client_transaction_versions'])})" if row.get("client_transaction_versions") else "")
+            + (f", under faults {', '.join(f'{k} {v}' for k, v in exposure.items())}" if exposure else "")
+            + (f", {row['case_count']} anomaly cases" if row.get("case_count") else "")
+            + (f"; {row['note']}" if row.get("note") and row["verdict"] != "valid" else ""))
 
 
 def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
@@ -134,12 +158,11 @@ def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
         say(f"certification: {cert['overall'].upper()} ({cert['committed_transactions']} committed transactions over "
             f"{len(cert['phases'])} phases, clients {', '.join(cert['clients'])})")
         for row in cert["rows"]:
-            say(f"  {row['verdict']:8} {row['client']:9} {row['phase']}: {row['committed_transactions']} committed"
-                + (f", {row['case_count']} anomaly cases" if row["case_count"] else "")
-                + (f", transaction log {by_version(row['client_transaction_versions'])}"
-                   if row["client_transaction_versions"] else ""))
+            say("  " + row_line(row))
         for reason in cert["reasons"]:
             say(f"  why not pass: {reason}")
+        for risk in cert.get("known_risks") or []:
+            say(f"  known risk: {risk}")
     # complete: the run reached its final reads (a run that stopped before them stays incomplete,
     # whatever a later check of it says)
     run.set_status("done", complete=(run.path / FINAL_FILE).exists(), exit_code=code, **status)

@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from kchaos.harness.campaign import CAMPAIGNS_DIR, load_campaign
+from kchaos.verifier.coordinator_log import CoordinatorTxn, coordinator_transactions
+from kchaos.verifier.campaign import Campaign
 from kchaos.verifier.certify import build_phases, certify
+from kchaos.verifier.exposure import logged_transactions
 from kchaos.verifier.model import case_time_and_slots, commits_by_client_tv
 from kchaos.errors import ConfigError
 from kchaos.workloads.java_client import worker_properties
@@ -34,6 +37,10 @@ def _history(events):
     return lines
 
 
+def load_campaign_data(data):
+    return Campaign.model_validate(data)
+
+
 def _run(tmp_path: Path, events, verdict="valid", anomalies=None) -> Path:
     run = tmp_path / "run"
     run.mkdir()
@@ -43,60 +50,110 @@ def _run(tmp_path: Path, events, verdict="valid", anomalies=None) -> Path:
     return run
 
 
-def _flip_history(java_v2_after=True, java_commits_after=2):
+PREFIX = "kc"
+
+
+def _txn(txid, began, ended, tv=0, completed="commit", prefix=PREFIX):
+    """One transaction as the coordinator's log segments it (times in seconds)."""
+    return CoordinatorTxn(f"{prefix}-{txid}" if prefix else txid, 7, 0, int(began * 1000), 30000, tv,
+                          prepared=completed, completed=completed, complete_ms=int(ended * 1000))
+
+
+def _flip_history(java_v2_after=True, java_commits_after=2, restart=True):
+    """A flip to TV2 at 10-14 s with a confluent (w0) and a Java (w1) worker; the history and the
+    coordinator's log (java's commits after the flip on TV2 unless ``java_v2_after`` is False)."""
     flip_after = {**FEATURES, "transaction.version": 2}
-    ev = [_op("harness", "setup", 0, 0, {"txid_prefix": "kc"}),
+    ev = [_op("harness", "setup", 0, 0, {"txid_prefix": PREFIX}),
           _op("harness", "phase", 1, 1, {"phase": "steady"}),
           _op("harness", "worker-start", 1, 1, {"slot": "w0", "client": "confluent"}),
-          _op("harness", "worker-start", 1, 1, {"slot": "w1", "client": "java"}),
-          _op("w0.1", "commit", 2, 3, {"txn_seq": 1}), _op("w1.1", "commit", 2, 3, {"txn_seq": 1}, txn_v2=False),
+          _op("harness", "worker-start", 1, 1, {"slot": "w1", "client": "java", "client_version": "4.2.1",
+                                                  "label": "java 4.2.1"}),
+          _op("w0.1", "commit", 2, 3, {"txn_seq": 1}), _op("w1.1", "commit", 2, 3, {"txn_seq": 1}),
           _op("harness", "step:feature", 10, 14, {"index": 0, "describe": "transaction.version -> 2",
                                                   "features_before": FEATURES, "features_after": flip_after}),
           _op("w0.1", "commit", 11, 12, {"txn_seq": 2}),
           _op("w0.1", "commit", 20, 21, {"txn_seq": 3})]
-    ev += [_op("w1.2", "commit", 20 + i, 21 + i, {"txn_seq": i + 1}, txn_v2=java_v2_after)
-           for i in range(java_commits_after)]
+    if restart:
+        ev.append(_op("harness", "worker-start", 13, 13, {"slot": "w1", "client": "java", "client_version": "4.2.1",
+                                                            "label": "java 4.2.1"}))
+    ev += [_op("w1.2", "commit", 20 + i, 21 + i, {"txn_seq": i + 1}) for i in range(java_commits_after)]
     ev.append(_op("harness", "phase", 40, 40, {"phase": "final-reads"}))
-    return ev
+    log = [_txn("w0", 2, 3), _txn("w1", 2, 3), _txn("w0", 11, 12), _txn("w0", 20, 21)]
+    log += [_txn("w1", 20 + i, 21 + i, tv=2 if java_v2_after else 0) for i in range(java_commits_after)]
+    return ev, log
+
+
+def _certify(tmp_path, events, log, verdict="valid", anomalies=None, campaign=None, name="run"):
+    (tmp_path / name).mkdir()
+    return certify(_run(tmp_path / name, events, verdict=verdict, anomalies=anomalies), campaign, coordinator=log)
 
 
 def test_phases_are_cut_at_steps_and_carry_the_feature_level():
     ops = [{"process": e["process"], "f": e["f"], "invoke_time": e["time"], "complete_time": e["t1"],
-            "value": e["value"], "outcome": e["outcome"]} for e in _flip_history()]
+            "value": e["value"], "outcome": e["outcome"]} for e in _flip_history()[0]]
     phases, steps = build_phases(ops, "4.2.1")
-    assert [(p.name, p.start, p.transaction_version) for p in phases] == [
-        ("before any step", 1, 1), ("during step 0: transaction.version -> 2", 10, 1),
-        ("after step 0: transaction.version -> 2", 14, 2)]
+    assert [(p.name, p.kind, p.start, p.transaction_version) for p in phases] == [
+        ("before any step", "before", 1, 1), ("during step 0: transaction.version -> 2", "during", 10, 1),
+        ("after step 0: transaction.version -> 2", "after", 14, 2)]
+    assert phases[1].has_tv(1) and phases[1].has_tv(2) and not phases[2].has_tv(1)
     assert steps[0]["outcome"] == "ok" and steps[0]["features_after"]["transaction.version"] == 2
 
 
-def test_a_clean_flip_passes_with_commits_per_phase_and_client(tmp_path):
-    cert = certify(_run(tmp_path, _flip_history()))
+def test_a_clean_flip_passes_from_the_coordinators_record(tmp_path):
+    cert = _certify(tmp_path, *_flip_history())
     assert cert["overall"] == "pass" and cert["exit_code"] == 0, cert["reasons"]
+    assert cert["evidence"] == "coordinator log" and cert["clients"] == ["confluent", "java 4.2.1"]
     rows = {(r["phase"].split(":")[0], r["client"]): r for r in cert["rows"]}
-    assert rows[("before any step", "java")]["committed_transactions"] == 1
-    assert rows[("after step 0", "java")]["tv2_commits"] == 2
+    assert rows[("before any step", "java 4.2.1")]["committed_transactions"] == 1
+    after = rows[("after step 0", "java 4.2.1")]
+    assert after["client_transaction_versions"] == {"2": 2} and after["protocol"] == {"seen": "tv2",
+                                                                                       "kip890_expected": True}
+    assert after["implementation"] == "java" and after["client_version"] == "4.2.1" and after["gating"]
+    # librdkafka stays classic under TV2: said, not failed (it has no KIP-890)
+    classic = rows[("after step 0", "confluent")]
+    assert classic["verdict"] == "valid" and classic["protocol"]["seen"] == "classic"
+    assert "classic protocol under TV2" in classic["note"]
     # no Java commit in the seconds the flip was applied: not required there
-    assert rows[("during step 0", "java")]["verdict"] == "not-exercised"
+    assert rows[("during step 0", "java 4.2.1")]["verdict"] == "not-exercised"
+    assert not rows[("before any step", "java 4.2.1")]["gating"]
+    assert cert["switches"] == [
+        {"slot": "w0", "client": "confluent", "step": 0, "first_tv2_s": None, "restarted_before": None,
+         "switched_without_restart": False},
+        {"slot": "w1", "client": "java 4.2.1", "step": 0, "first_tv2_s": 7.0, "restarted_before": True,
+         "switched_without_restart": False}]
+
+
+def test_a_switch_without_restart_is_seen_in_the_log(tmp_path):
+    cert = _certify(tmp_path, *_flip_history(restart=False))
+    java = next(s for s in cert["switches"] if s["slot"] == "w1")
+    assert java["switched_without_restart"] and java["restarted_before"] is False
+
+
+def test_the_log_not_the_workers_word_decides_what_committed(tmp_path):
+    events, log = _flip_history()
+    log = [t for t in log if not (t.transactional_id.endswith("w1") and t.complete_ms > 14000)]
+    cert = _certify(tmp_path, events, log)
+    row = next(r for r in cert["rows"] if r["phase"].startswith("after") and r["client"] == "java 4.2.1")
+    assert row["verdict"] == "unknown" and row["committed_transactions"] == 0 and row["client_reported_commits"] == 2
+    assert cert["overall"] == "unknown" and any("committed no transaction" in r for r in cert["reasons"])
 
 
 def test_vacuous_phase_and_unexercised_tv2_are_unknown_not_pass(tmp_path):
-    cert = certify(_run(tmp_path, _flip_history(java_v2_after=False)))
+    cert = _certify(tmp_path, *_flip_history(java_v2_after=False))
     assert cert["overall"] == "unknown" and cert["exit_code"] == 2
-    assert any("TV2 not exercised" in r for r in cert["reasons"])
-    (tmp_path / "b").mkdir()
-    cert = certify(_run(tmp_path / "b", _flip_history(java_commits_after=0)))
-    assert cert["overall"] == "unknown" and any("not exercised" in r for r in cert["reasons"])
+    assert any("KIP-890 not exercised" in r for r in cert["reasons"])
+    cert = _certify(tmp_path, *_flip_history(java_commits_after=0), name="b")
+    assert cert["overall"] == "unknown" and any("committed no transaction" in r for r in cert["reasons"])
 
 
 def test_anomaly_cases_land_in_their_phase_and_client(tmp_path):
     case = {"explanation": "input in-1 written twice",
             "transactions": [{"process": "w1.2", "history_op": {"process": "w1.2", "invoke_time": 20.5}}]}
     timeless = {"explanation": "input in-9 never processed", "records": [{"in_partition": 0}]}
-    cert = certify(_run(tmp_path, _flip_history(), verdict="invalid", anomalies={"duplicate": [case, timeless]}))
+    cert = _certify(tmp_path, *_flip_history(), verdict="invalid", anomalies={"duplicate": [case, timeless]})
     assert cert["overall"] == "fail" and cert["exit_code"] == 1
     bad = [r for r in cert["rows"] if r["verdict"] == "invalid"]
-    assert [(r["phase"].split(":")[0], r["client"]) for r in bad] == [("after step 0", "java")]
+    assert [(r["phase"].split(":")[0], r["client"]) for r in bad] == [("after step 0", "java 4.2.1")]
     assert bad[0]["cases"][0]["anomaly"] == "duplicate"
     assert cert["unattributed_cases"][0]["explanation"] == "input in-9 never processed"
     assert case_time_and_slots(case) == (20.5, {"w1"})
@@ -106,8 +163,88 @@ def test_anomaly_cases_land_in_their_phase_and_client(tmp_path):
     assert case_time_and_slots(timeless) == (None, set())
 
 
+def _case(t, slot, txid=None):
+    return {"explanation": f"a case at {t}", "transactions": [{"history_op": {"process": f"{slot}.1", "invoke_time": t},
+                                                                 **({"txid": txid} if txid else {})}]}
+
+
+def _campaign(**certification):
+    return load_campaign_data({"cluster": {"kafka_version": "4.2.1"}, "certification": certification,
+                               "steps": [{"at_s": 10, "action": "feature", "feature": "transaction.version", "level": 2}]})
+
+
+def test_the_baseline_is_reported_and_does_not_gate_unless_the_campaign_says_so(tmp_path):
+    anomalies = {"split-transaction": [_case(2.5, "w0")]}
+    cert = _certify(tmp_path, *_flip_history(), verdict="invalid", anomalies=anomalies)
+    baseline = next(r for r in cert["rows"] if r["phase"] == "before any step" and r["client"] == "confluent")
+    assert baseline["verdict"] == "invalid" and not baseline["gating"]
+    assert cert["overall"] == "pass" and cert["exit_code"] == 0
+    assert cert["known_risks"] == ["before any step / confluent (baseline, not gating): invalid: split-transaction"]
+    assert "1 rows with a known risk" in cert["summary"]
+    cert = _certify(tmp_path, *_flip_history(), verdict="invalid", anomalies=anomalies, campaign=_campaign(gate="all"),
+                    name="all")
+    assert cert["overall"] == "fail" and "before any step / confluent: invalid" in cert["reasons"][0]
+
+
+def test_a_named_known_exposure_passes_the_gate_and_an_unnamed_anomaly_fails_it(tmp_path):
+    anomalies = {"aborted-read": [_case(20.5, "w0")]}
+    known = {"client": "confluent", "protocol": "classic", "reason": "KAFKA-17754: librdkafka has no KIP-890"}
+    cert = _certify(tmp_path, *_flip_history(), verdict="invalid", anomalies=anomalies,
+                    campaign=_campaign(known_exposure=[known]))
+    row = next(r for r in cert["rows"] if r["phase"].startswith("after") and r["client"] == "confluent")
+    assert row["verdict"] == "known-exposure" and row["known_exposure"] == known["reason"]
+    assert cert["overall"] == "pass" and cert["known_risks"][0].endswith(known["reason"])
+    # the same exposure named for TV1 phases only does not cover the TV2 phase: the gate fails
+    cert = _certify(tmp_path, *_flip_history(), verdict="invalid", anomalies=anomalies, name="tv1",
+                    campaign=_campaign(known_exposure=[{**known, "protocol": None, "transaction_version": 1}]))
+    assert cert["overall"] == "fail" and "aborted-read not covered" in cert["reasons"][0]
+    # an anomaly type the exposure does not name fails too (liveness is never covered)
+    cert = _certify(tmp_path, *_flip_history(), verdict="invalid", name="types",
+                    anomalies={**anomalies, "hanging-transaction": [_case(21, "w0")]},
+                    campaign=_campaign(known_exposure=[known]))
+    assert cert["overall"] == "fail"
+    # a client the exposure does not name: the Java row fails
+    cert = _certify(tmp_path, *_flip_history(), verdict="invalid", name="java",
+                    anomalies={"aborted-read": [_case(20.5, "w1")]}, campaign=_campaign(known_exposure=[known]))
+    assert cert["overall"] == "fail" and "java 4.2.1: invalid" in cert["reasons"][0]
+
+
+def test_required_exposure_per_row_makes_a_row_that_hit_nothing_unknown(tmp_path):
+    events, log = _flip_history()
+    events.append(_op("harness", "fault:kill", 19.5, 21.5, {"index": 0, "target": "txn-coordinator"}))
+    cert = _certify(tmp_path, events, log, campaign=_campaign(exposure={"kill": 2}))
+    rows = {(r["phase"].split(":")[0], r["client"]): r for r in cert["rows"]}
+    java, confluent = rows[("after step 0", "java 4.2.1")], rows[("after step 0", "confluent")]
+    assert java["exposure"]["committed_by_kind"] == {"kill": 2} and java["verdict"] == "valid"
+    assert confluent["exposure"]["committed_by_kind"] == {"kill": 1} and confluent["verdict"] == "unknown"
+    assert "kill: 1 committed transactions under its windows, 2 required" in confluent["note"]
+    # the baseline is not gating: no exposure is asked of it
+    assert rows[("before any step", "java 4.2.1")]["exposure"]["required"] == {}
+    assert cert["overall"] == "unknown"
+
+
+def test_a_user_app_is_certified_from_the_coordinators_log_alone(tmp_path):
+    """No worker history at all: the app's transactions, protocol and exposure are the log's."""
+    flip_after = {**FEATURES, "transaction.version": 2}
+    events = [_op("harness", "setup", 0, 0, {"txid_prefix": PREFIX}), _op("harness", "phase", 1, 1, {"phase": "steady"}),
+              _op("harness", "step:feature", 10, 14, {"index": 0, "describe": "transaction.version -> 2",
+                                                      "features_before": FEATURES, "features_after": flip_after}),
+              _op("harness", "phase", 40, 40, {"phase": "final-reads"})]
+    log = [_txn("copier-0", t, t + 0.5, prefix=None) for t in (2, 3, 20, 21)]
+    campaign = load_campaign_data({"cluster": {"kafka_version": "4.2.1"},
+                                   "workload": {"external_command": ["my-app"], "lineage": "id",
+                                                "outputs_per_input": 2}})
+    cert = _certify(tmp_path, events, log, campaign=campaign)
+    assert cert["clients"] == ["app"] and cert["overall"] == "pass", cert["reasons"]
+    after = next(r for r in cert["rows"] if r["phase"].startswith("after"))
+    assert after["committed_transactions"] == 2 and after["client_reported_commits"] is None
+    cert = _certify(tmp_path, events, log, campaign=campaign, verdict="invalid", name="bad",
+                    anomalies={"duplicate": [{"explanation": "twice", "txid": "copier-0", "invoke_time": 20.2}]})
+    assert cert["overall"] == "fail" and cert["rows"][-1]["verdict"] == "invalid"
+
+
 def test_no_row_is_valid_when_the_verifier_could_not_judge_the_run(tmp_path):
-    cert = certify(_run(tmp_path, _flip_history(), verdict="unknown"))
+    cert = _certify(tmp_path, *_flip_history(), verdict="unknown")
     assert cert["overall"] == "unknown" and cert["exit_code"] == 2
     exercised = [r for r in cert["rows"] if r["verdict"] != "not-exercised"]
     assert exercised and {r["verdict"] for r in exercised} == {"unknown"}
@@ -115,17 +252,54 @@ def test_no_row_is_valid_when_the_verifier_could_not_judge_the_run(tmp_path):
 
 
 def test_a_failed_step_makes_the_certification_unknown(tmp_path):
-    ev = _flip_history()
+    ev, log = _flip_history()
     step = next(e for e in ev if e["f"] == "step:feature")
     step["outcome"], step["error"] = "fail", "the controller refused"
-    cert = certify(_run(tmp_path, ev))
+    cert = _certify(tmp_path, ev, log)
     assert cert["overall"] == "unknown" and any("refused" in str(r) or "fail" in r for r in cert["reasons"])
 
 
-@pytest.mark.parametrize("name", ["certify-tv-flip.toml", "certify-rolling-upgrade.toml"])
+def test_logged_transactions_are_the_coordinators_completed_ones():
+    records = [{"partition": 0, "offset": i, "transactional_id": "t", "producer_id": 1, "producer_epoch": 0,
+                "status": status, "partitions": {"out": [0]}, "last_update_ms": ms, "start_ms": start,
+                "timeout_ms": 1000, "client_transaction_version": 2}
+               for i, (status, ms, start) in enumerate([("Ongoing", 1000, 1000), ("PrepareCommit", 1500, 1000),
+                                                       ("CompleteCommit", 2000, 1000), ("CompleteCommit", 2000, 1000),
+                                                       ("Ongoing", 3000, 3000), ("PrepareAbort", 3500, 3000),
+                                                       ("CompleteAbort", 4000, 3000), ("Ongoing", 5000, 5000)])]
+    txns = logged_transactions(coordinator_transactions(records))
+    assert [(t.began, t.ended, t.committed, t.client_tv) for t in txns] == [(1, 2, True, 2), (3, 4, False, 2)]
+    assert logged_transactions(coordinator_transactions(records), excluded={"t"}) == []
+
+
+def test_certification_table_needs_steps(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[certification]\ngate = "all"\n')
+    with pytest.raises(ConfigError, match="certification"):
+        load_campaign(path)
+
+
+@pytest.mark.parametrize("name", ["certify-tv-flip.toml", "certify-tv-flip-exposed.toml",
+                                  "certify-rolling-upgrade.toml"])
 def test_shipped_certification_campaigns_load(name):
     campaign = load_campaign(CAMPAIGNS_DIR / name)
-    assert campaign.steps and campaign.workload.client == "mixed"
+    assert campaign.steps and campaign.workload.client in ("mixed", "fleet")
+
+
+def test_the_exposed_fleet_extends_the_shipped_certification_and_keeps_its_gate():
+    safe, exposed = (load_campaign(CAMPAIGNS_DIR / f"{n}.toml") for n in ("certify-tv-flip", "certify-tv-flip-exposed"))
+    assert exposed.name == "certify-tv-flip-exposed" and exposed.steps == safe.steps
+    assert exposed.certification == safe.certification and exposed.faults == safe.faults
+    assert [(s.client, s.version) for s in exposed.workload.fleet] == [("confluent", None), ("java", "3.9.1")]
+    assert exposed.workload.group_protocol == "classic" and safe.workload.group_protocol == "consumer"
+    assert safe.certification.exposure and safe.certification.known_exposure[0].transaction_version == 1
+
+
+def test_a_campaign_that_extends_itself_is_refused(tmp_path):
+    (tmp_path / "a.toml").write_text('extends = "b.toml"\n')
+    (tmp_path / "b.toml").write_text('extends = "a.toml"\n')
+    with pytest.raises(ConfigError, match="cycle"):
+        load_campaign(tmp_path / "a.toml")
 
 
 @pytest.mark.parametrize("steps, needle", [

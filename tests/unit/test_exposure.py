@@ -129,3 +129,25 @@ def test_the_shortfall_names_each_kind_and_the_share_that_fell_short():
                      "20% of the committed transactions overlapped a kill/latency/partition window, 50% required"]
     assert exposure.shortfall(found, ExposureSpec(committed={"kill": 1}, share=0.1), index) == []
     assert "kill 2 in 1" in exposure.summary_line(found) and "20% of 10 committed" in exposure.summary_line(found)
+
+
+def test_a_pipeline_without_a_client_history_is_measured_on_the_coordinators_log():
+    """A user's app or Kafka Streams keeps no history: its transactions are the coordinator's."""
+    from kchaos.verifier.coordinator_log import CoordinatorTxn
+
+    def logged(txid: str, start: float, end: float, completed: str = "commit") -> CoordinatorTxn:
+        return CoordinatorTxn(txid, 1, 0, int(start * 1000), 30000, 2, prepared=completed, completed=completed,
+                              complete_ms=int(end * 1000))
+
+    h = History().phase("steady", 0.0).fault(0, "kill", 10.0, 15.0).fault(1, "latency", 40.0, 45.0)
+    coordinator = [logged("app-0", 9.0, 12.0), logged("app-1", 11.0, 11.5), logged("app-0", 12.0, 16.0, "abort"),
+                   logged("seeder", 11.0, 12.0), logged("app-1", 30.0, 31.0),
+                   CoordinatorTxn("app-0", 1, 0, 50_000, 30000, 2)]  # never completed: not a transaction
+    txns = exposure.logged_transactions(coordinator, excluded={"seeder"})
+    assert [(t.txid, t.outcome) for t in txns] == [("app-1", "committed"), ("app-0", "committed"),
+                                                   ("app-0", "aborted"), ("app-1", "committed")]
+    measured = exposure.exposure(h.index(), txns=txns)
+    assert measured["evidence"] == "coordinator log" and measured["committed"] == 3
+    assert measured["kinds"]["kill"]["committed"] == 2 and measured["kinds"]["latency"]["committed"] == 0
+    short = exposure.shortfall(measured, ExposureSpec(committed={"kill": 2, "latency": 1}, share=0.5), h.index(), txns)
+    assert short == ["latency: 0 committed transactions overlapped its 1 windows, 1 required"]
