@@ -110,7 +110,10 @@ def render_plan(p: dict[str, Any]) -> str:
     if c["steps"]:
         lines.append("steps")
         lines += [f"  {s['at_s']:>7.1f}s  {s['action']}: " + (f"{s['feature']} -> {s['level']}" if s["action"] == "feature"
-                                                            else f"rolling upgrade to {s['version']}") for s in c["steps"]]
+                                                            else f"rolling upgrade to {s['version']}")
+                  + (f", under {s['fault']['kind']} {s['fault'].get('target') or ''} held "
+                     f"{s['fault'].get('duration_s') or 10:g}s from just before the change" if s.get("fault") else "")
+                  for s in c["steps"]]
         if cl["backend"] == "external":
             lines.append("  each change journaled with the level before; the run puts the first level back at its "
                          "end (unless its last step did), `kchaos heal RUN_DIR` after a crash")

@@ -40,6 +40,8 @@ class Nemesis(ScheduledRunner[ScheduledFault]):
         self.history = history
         self.on_event = on_event or (lambda message: None)
         self.active: Fault | None = None
+        #: faults struck outside the schedule (held over a planned step): healed by stop() too
+        self.struck: list[Fault] = []
         self.executed: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         work = ctx.workload.work if ctx.workload is not None else None
@@ -72,14 +74,36 @@ class Nemesis(ScheduledRunner[ScheduledFault]):
         with self.cluster_lock:
             self._execute(sf, aim if isinstance(aim, Aim) else None)
 
-    def _execute(self, sf: ScheduledFault, aim: Aim | None = None) -> None:
+    def strike(self, sf: ScheduledFault, during: str, injected: threading.Event | None = None) -> None:
+        """Execute one fault outside the schedule, now, without the cluster lock: a fault held over a
+        planned step (faults/steps.py ``fault``), so that the change itself (a FeatureCommand, the
+        workers' restarts) runs under it. Aimed like a scheduled fault; one operation in the history
+        like any other (``during`` names the step), so its exposure and its effect are measured the
+        same way. ``injected`` is set once it acted (or failed to)."""
+        aim = self.pacer.aim(sf)
+        if aim is not None:
+            aimed = {"aimed_at": aim.to_json()} if isinstance(aim, Aim) else aim
+            self.history.event("pace", {"index": sf.index, "kind": sf.kind, "target": sf.target, "during": during,
+                                        **aimed}, outcome="ok")
+        self._execute(sf, aim if isinstance(aim, Aim) else None, during=during, injected=injected)
+
+    def _execute(self, sf: ScheduledFault, aim: Aim | None = None, during: str | None = None,
+                 injected: threading.Event | None = None) -> None:
         fault = make_fault(sf, dataclasses.replace(self.ctx, aim=aim) if aim is not None else self.ctx)
         f = f"fault:{sf.kind}"
-        op = self.history.invoke(f, {"index": sf.index, "kind": sf.kind, "target": sf.target, "hold_s": sf.hold_s})
+        op = self.history.invoke(f, {"index": sf.index, "kind": sf.kind, "target": sf.target, "hold_s": sf.hold_s,
+                                     **({"during": during} if during else {})})
         with self._lock:
-            self.active = fault
+            if during is None:
+                self.active = fault
+            else:
+                self.struck.append(fault)
         try:
-            resolved = fault.invoke()
+            try:
+                resolved = fault.invoke()
+            finally:
+                if injected is not None:
+                    injected.set()
         except Exception as exc:
             reason = exc.one_line() if isinstance(exc, KchaosError) else repr(exc)
             self._heal(fault)
@@ -109,12 +133,14 @@ class Nemesis(ScheduledRunner[ScheduledFault]):
             with self._lock:
                 if self.active is fault:
                     self.active = None
+                if fault in self.struck:
+                    self.struck.remove(fault)
 
     def stop(self) -> None:
         self.halt(600)
         with self._lock:
-            fault = self.active
-        if fault is not None:
+            faults = [f for f in (self.active, *self.struck) if f is not None]
+        for fault in faults:
             self._heal(fault)
 
     def final_heal(self, timeout_s: float) -> dict[str, Any]:

@@ -27,6 +27,8 @@ from kchaos.clusters.base import Cluster
 from kchaos.clusters.spec import ClusterSpec
 from kchaos.errors import ConfigError, KchaosError
 from kchaos.faults.protocols import FaultWorkload
+from kchaos.faults.scheduled import ScheduledFault
+from kchaos.faults.spec import FaultEntry
 from kchaos.faults.timeline import ScheduledRunner
 from kchaos.runtime.artifacts import validate_kafka_version
 from kchaos.runtime.kafka_tools import describe_features, finalized_level, run_tool, tool_args, tool_jars
@@ -50,6 +52,11 @@ class StepSpec(BaseModel):
     restart_workers: bool = Field(
         False, description="after the step, restart the workload's workers one by one (gracefully), as an operator "
                            "would so that long-lived clients pick the new feature level up")
+    fault: FaultEntry | None = Field(
+        None, description="a fault held over the step: injected just before its change (aimed like a scheduled fault: "
+                          "a kill of the transaction coordinator waits for a commit under way) and held for its "
+                          "duration_s while the change and the workers' restarts run, so the change itself is under "
+                          "fault; needs [faults]")
     settle_s: float = Field(5.0, ge=0, le=600, description="rolling-upgrade: wait after each node is back and healthy")
     node_timeout_s: float = Field(180.0, gt=0, le=1800, description="rolling-upgrade: longest wait for health per node")
 
@@ -150,10 +157,14 @@ class Stepper(ScheduledRunner[StepSpec]):
     """The planned steps of a run, on the fault schedule's runner and lock."""
 
     def __init__(self, cluster: Cluster, steps: tuple[StepSpec, ...], history: HistoryWriter,
-                 cluster_lock: threading.Lock, on_event: Any = None, workload: FaultWorkload | None = None):
+                 cluster_lock: threading.Lock, on_event: Any = None, workload: FaultWorkload | None = None,
+                 nemesis: Any = None, seed: int = 0):
         super().__init__("stepper", steps, lambda step: step.at_s, cluster_lock)
         self.cluster, self.steps, self.history = cluster, steps, history
         self.workload = workload
+        #: strikes the faults held over steps (faults/nemesis.py Nemesis.strike)
+        self.nemesis = nemesis
+        self.seed = seed
         self.on_event = on_event or (lambda message: None)
         self.executed: list[dict[str, Any]] = []
         self.current: StepSpec | None = None
@@ -183,11 +194,14 @@ class Stepper(ScheduledRunner[StepSpec]):
         op = self.history.invoke(f, value)
         self.on_event(f"step {index}: {step.describe()}")
         before = self._features()
+        strike = self._strike(index, step)
         try:
             detail = self._feature(step, before) if step.action == "feature" else self._rolling_upgrade(step)
             pool = self.workload.pool if self.workload is not None else None
             if step.restart_workers and pool is not None:
                 detail["workers_restarted"] = pool.restart_all()
+            if strike is not None:  # the step lasts until its fault healed: its phase covers the fault
+                strike.join(timeout=(step.fault.duration_s if step.fault and step.fault.duration_s else 10.0) + 120)
         except Exception as exc:
             reason = exc.one_line() if isinstance(exc, KchaosError) else repr(exc)
             after = self._features()
@@ -204,6 +218,25 @@ class Stepper(ScheduledRunner[StepSpec]):
             self.on_event(f"step {index} done: {step.describe()}")
         finally:
             self.current = None
+
+    #: a fault held over step i has index STRIKE_INDEX + i, past any schedule's
+    STRIKE_INDEX = 10_000
+    #: how long a step waits for its fault to land before it acts anyway (aiming waits up to 60 s)
+    STRIKE_WAIT_S = 75.0
+
+    def _strike(self, index: int, step: StepSpec) -> threading.Thread | None:
+        """The step's fault (``fault``), struck now in a thread of its own; returns once it acted."""
+        if step.fault is None or self.nemesis is None:
+            return None
+        entry = step.fault
+        sf = ScheduledFault(self.STRIKE_INDEX + index, 0.0, entry.kind, entry.resolved_target,
+                            entry.duration_s or 10.0, self.seed + self.STRIKE_INDEX + index, dict(entry.params))
+        injected = threading.Event()
+        thread = threading.Thread(target=self.nemesis.strike, args=(sf, f"step {index}: {step.describe()}", injected),
+                                  name=f"step-{index}-fault", daemon=True)
+        thread.start()
+        injected.wait(self.STRIKE_WAIT_S)
+        return thread
 
     def _feature(self, step: StepSpec, before: dict[str, Any]) -> dict[str, Any]:
         assert step.feature is not None

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from kchaos.clusters.spec import apply_overrides, describe_validation_error
 from kchaos.errors import ConfigError
 from kchaos.faults.schedule import generate_schedule
-from kchaos.faults.spec import check_capabilities
+from kchaos.faults.spec import FaultsSpec, check_capabilities
 from kchaos.faults.steps import check_feature_consent
 from kchaos.verifier.campaign import Campaign
 from kchaos.workloads.client_settings import check_confluent_properties
@@ -139,6 +139,9 @@ def load_campaign(path: Path | None, overrides: list[str] | None = None, seed: i
     check_chaos(campaign, data.get("faults") or {}, seed if seed is not None else campaign.run.seed)
     if campaign.faults.enabled:
         check_capabilities(campaign.faults, campaign.cluster)
+        held = [s.fault for s in campaign.steps if s.fault is not None]
+        if held:  # the faults held over steps, against the same capabilities
+            check_capabilities(FaultsSpec(mix=held, gap_s=0), campaign.cluster)
     check_feature_consent(campaign.steps, campaign.cluster)
     check_external_command(campaign)
     return campaign

@@ -151,7 +151,8 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
             run.set_status("faults")
             say(f"fault schedule: {len(schedule)} faults ({', '.join(sorted({f.kind for f in schedule}))})")
         if campaign.steps:
-            stepper = Stepper(cluster, campaign.steps, history, cluster_lock, on_event=say, workload=workload)
+            stepper = Stepper(cluster, campaign.steps, history, cluster_lock, on_event=say, workload=workload,
+                              nemesis=nemesis, seed=seed)
             stepper.start()
             say(f"planned steps: {'; '.join(f'{s.at_s:.0f}s {s.describe()}' for s in campaign.steps)}")
         _wait_with_progress(workload, campaign.run.duration_s, campaign.run.progress_interval_s,

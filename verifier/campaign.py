@@ -90,6 +90,7 @@ class Campaign(BaseModel):
         if not isinstance(faults, dict) or faults.get("enabled", True) is False:
             return data
         entries = [e for e in faults.get("mix") or () if isinstance(e, dict)]
+        entries += [s["fault"] for s in data.get("steps") or () if isinstance(s, dict) and isinstance(s.get("fault"), dict)]
         entries += [e for name in faults.get("packages") or () for e in PACKAGES.get(name, [])]
         needs = [KINDS[e["kind"]].cluster_needs(e["params"] if isinstance(e.get("params"), dict) else {})
                  for e in entries if e.get("kind") in KINDS]  # an unknown kind is refused by what follows
@@ -107,6 +108,10 @@ class Campaign(BaseModel):
     @model_validator(mode="after")
     def _steps_fit(self) -> "Campaign":
         check_steps(self.steps, self.cluster.backend, self.cluster.kafka_version, self.run.duration_s)
+        held = [s.describe() for s in self.steps if s.fault is not None]
+        if held and not self.faults.enabled:
+            raise ValueError(f"steps ({', '.join(held)}) hold a fault over the change: that needs [faults] (the nemesis "
+                             "strikes it)")
         if self.certification != CertificationSpec() and not self.steps:
             raise ValueError("[certification] judges a run with planned [[steps]] (a flip, a rolling upgrade); this "
                              "campaign has none")

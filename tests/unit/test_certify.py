@@ -5,6 +5,7 @@ certification campaigns and step rules validate on load."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from kchaos.verifier.exposure import logged_transactions
 from kchaos.verifier.model import case_time_and_slots, commits_by_client_tv
 from kchaos.errors import ConfigError
 from kchaos.workloads.java_client import worker_properties
+from kchaos.workloads.spec import WorkloadSpec
 
 FEATURES = {"metadata.version": "4.2-IV1", "transaction.version": 1}
 
@@ -479,3 +481,72 @@ def test_clock_and_disk_faults_turn_on_what_they_need_when_the_campaign_loads(tm
     with pytest.raises(CapabilityError, match="'clock' capability") as refused:  # refused when it loads
         load_campaign(path)
     assert refused.value.exit_code == 3
+
+
+def test_a_fault_held_over_a_step_lands_before_the_change_and_the_step_lasts_until_it_healed(tmp_path):
+    """``[[steps]] fault``: the nemesis strikes it without the cluster lock (the change runs under
+    it), it is one fault operation in the history naming the step, and the step waits for its heal."""
+    import time as _time
+    from types import SimpleNamespace
+
+    from kchaos.faults.base import FaultContext
+    from kchaos.faults.nemesis import Nemesis
+    from kchaos.faults.steps import StepSpec, Stepper
+    from kchaos.workloads.history import HistoryWriter
+
+    order: list[str] = []
+
+    class Node:
+        node_id, is_running = 1, True
+
+        def kill(self):
+            order.append("kill")
+            self.is_running = False
+
+        terminate = pause = restart = kill
+
+        def start(self):
+            order.append("start")
+            self.is_running = True
+
+    class FakeCluster:
+        nodes = brokers = [Node()]
+
+        def require(self, capability, what=""):
+            pass
+
+        def transaction_coordinator(self, txid):
+            return 1
+
+        def node(self, node_id):
+            return self.nodes[0]
+
+        def change_feature(self, feature, target, current):
+            order.append(f"feature {current}->{target}")
+
+    history = HistoryWriter(tmp_path / "harness.jsonl", "harness")
+    lock = threading.Lock()
+    ctx = FaultContext(FakeCluster(), SimpleNamespace(spec=WorkloadSpec(), txid_prefix="tx", work=None, pool=None))
+    nemesis = Nemesis(ctx, [], history, cluster_lock=lock)
+    step = StepSpec(at_s=0, action="feature", feature="transaction.version", level=2,
+                    fault={"kind": "kill", "target": "txn-coordinator", "duration_s": 0.5})
+    stepper = Stepper(FakeCluster(), (step,), history, lock, nemesis=nemesis, seed=1)
+    stepper._features = lambda: {"transaction.version": 1}
+    started = _time.monotonic()
+    stepper.execute(0, step)
+    history.close()
+    assert _time.monotonic() - started >= 0.5  # the step lasted until its fault healed
+    ops = [json.loads(line) for line in (tmp_path / "harness.jsonl").read_text().splitlines()]
+    kill = [op for op in ops if op["f"] == "fault:kill"]
+    assert kill[0]["value"]["during"] == "step 0: transaction.version -> 2" and kill[-1]["type"] == "ok"
+    assert kill[0]["value"]["index"] == Stepper.STRIKE_INDEX
+    assert order[:2] == ["kill", "feature 1->2"] and order[-1] == "start"
+    assert not nemesis.struck
+
+
+def test_a_fault_held_over_a_step_needs_faults(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[faults]\nenabled = false\n[[steps]]\nat_s = 5\naction = "feature"\nfeature = "transaction.version"\n'
+                    'level = 2\nfault = { kind = "kill", target = "txn-coordinator", duration_s = 5 }\n')
+    with pytest.raises(ConfigError, match="hold a fault over the change"):
+        load_campaign(path)
