@@ -16,7 +16,9 @@ Each safety anomaly case gets one label, from what the run observed:
   transaction): the protocol allows the anomaly; nothing attributes it further;
 - ``candidate``: not the classic protocol's: a lost write, torn transaction or lost input whose
   committed transaction sent a batch with an aborted batch's sequence range, which the broker
-  took for a duplicate (``facts.sequence_reuse``, verifier/sequences.py: the client's, F21); an
+  took for a duplicate (``facts.sequence_reuse``, verifier/sequences.py: the client's, F21, by
+  either path: a failed send's numbers given back, or an unanswered batch's given back by the
+  abort, issue 76); an
   aborted read made visible by a COMMIT marker the coordinator's log never prepared
   (``facts.commit_markers``, verifier/markers.py: the broker's, F8); every id the case names
   committed under KIP-890, or
@@ -145,9 +147,17 @@ def _written_as_duplicate(anomaly: str, case: Any, reused: list[dict[str, Any]])
 
 def _reuse_text(r: dict[str, Any]) -> str:
     x = r["aborted_batch"]
+    if r.get("path") == "aborted-unanswered":
+        abort, reason = r.get("abort_marker") or {}, (r.get("abort") or {}).get("reason")
+        how = (f"whose send succeeded and which its client aborted{f' ({reason})' if reason else ''} after the "
+               f"partition's leader changed (leader epoch {x.get('leader_epoch')} to {abort.get('leader_epoch')} "
+               f"at the ABORT marker at offset {abort.get('offset')}): its answer may never have come, and the "
+               "abort gave its numbers back (issue 76: librdkafka's purge of the queued retry)")
+    else:
+        how = "whose send failed"
     return (f"{r['topic']}-{r['partition']} (the aborted batch at offset {x['offset']}, base sequence "
             f"{x['base_sequence']}, {x['count']} record{'' if x['count'] == 1 else 's'}, of "
-            f"{x['transaction'][0]}'s transaction {x['transaction'][1]}, whose send failed; the producer's next "
+            f"{x['transaction'][0]}'s transaction {x['transaction'][1]}, {how}; the producer's next "
             f"batch there starts at {r['next_batch']['base_sequence']}, and the commit marker at offset "
             f"{r['empty_commit']['offset']} ends a range with no batch of it)")
 
