@@ -41,11 +41,14 @@ def run_row(run: Path, root: Path) -> dict[str, Any]:
     except ConfigError as exc:  # a run directory that cannot be read is listed as such, not skipped
         name, seed, settings = "?", None, exc.one_line()
     night = run.parent.relative_to(root).as_posix() if run.parent != root else ""
+    outcome = load_outcome(run) if results.get("verdict") else None
     return {
         "run": run.name, "night": night, "link": (run / REPORT_FILE).relative_to(root).as_posix(),
         "has_report": (run / REPORT_FILE).exists(), "campaign": name,
-        "verdict": (load_outcome(run).judgement if results.get("verdict")
+        "verdict": (outcome.judgement if outcome is not None
                     else "incomplete" if not status.complete else "unknown"),
+        # a known Kafka bug's signature the run shows (verifier/markers.py), in the outcome's words
+        "signature": outcome.signature_line if outcome is not None else "",
         "anomalies": results.get("anomaly_types") or [], "seed": seed,
         "settings": settings,
         "inputs_per_s": totals.get("inputs_per_s"), "outputs": (results.get("facts") or {}).get("outputs_committed"),
@@ -65,6 +68,7 @@ def trends(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         counts = {v: sum(1 for r in members if r["verdict"] == v) for v in ("valid", "invalid", "unknown", "incomplete")}
         out.append({"night": night, "runs": len(members), **counts,
                     "unexpected": sum(1 for r in members if r["verdict"] != (r["expected"] or "valid")),
+                    "signatures": sum(1 for r in members if r.get("signature")),
                     "median_inputs_per_s": round(statistics.median(rates), 1) if rates else None})
     return out
 

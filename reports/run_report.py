@@ -272,6 +272,9 @@ def gather(run: Path) -> dict[str, Any]:
     return {
         "run": run.name, "path": str(run), "campaign": campaign, "status": status, "results": results,
         "verdict": outcome.judgement if outcome else ("incomplete" if not status.complete else "unknown"),
+        # a known Kafka bug's signature the run shows: the outcome's one line says it on the first screen
+        "signatures": list(outcome.signatures) if outcome else [],
+        "verdict_line": outcome.summary() if outcome else None,
         "required_not_checked": outcome.required_not_checked if outcome else {},
         "fault_coverage": outcome.fault_coverage if outcome else None,
         # what each fault overlapped of the work (verifier/exposure.py), by the schedule's index

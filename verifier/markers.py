@@ -122,3 +122,52 @@ def covering_marker(unprepared: list[dict[str, Any]], topic: str, partition: int
     return next((m for m in unprepared if (m["topic"], m["partition"]) == (topic, partition)
                  and m["covers_from"] <= offset < m["offset"]
                  and (not producer_ids or m["producer_id"] in producer_ids)), None)
+
+
+#: the finding whose signature unprepared COMMIT markers are (docs/findings.md)
+F8 = "F8"
+
+
+def made_visible(unprepared: list[dict[str, Any]], anomalies: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The unprepared markers that made a record of a listed aborted-read case visible (the range
+    a marker ends holds it, on its partition). Cases are listed up to the checker's cap, so this
+    is what the run's listed cases show."""
+    records = [(r.get("topic"), r.get("partition"), r.get("offset"))
+               for case in (anomalies or {}).get("aborted-read") or [] if isinstance(case, dict)
+               for r in case.get("records") or [] if isinstance(r, dict) and isinstance(r.get("offset"), int)]
+    return [m for m in unprepared if any((t, p) == (m["topic"], m["partition"]) and m["covers_from"] <= o < m["offset"]
+                                         for t, p, o in records)]
+
+
+def signatures(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The known Kafka bugs' signatures a judged run's results carry, each with its finding, its
+    count and the words every reader says (the console's verdict line, the outcome's summary, the
+    report's first screen, JUnit, the nightly): today F8's, COMMIT markers the coordinator's
+    surviving log never prepared (the ``commit_markers`` fact). A signature changes no verdict.
+
+    Its effect: "no visible effect" where the run is valid (every claimed check made, no anomaly);
+    else how many of the markers made a listed aborted read visible, or that none did, or that it
+    was not judged where aborted-read was not checked. (A broker refused registration while it sent
+    markers, the rest of F8's window, is in the brokers' logs only: no fact carries it yet.)"""
+    unprepared = ((results.get("facts") or {}).get("commit_markers") or {}).get("unprepared") or []
+    if not unprepared:
+        return []
+    n = len(unprepared)
+    visible = made_visible(unprepared, results.get("anomalies"))
+    if visible:
+        effect = f"{len(visible)} of them made aborted reads visible"
+    elif results.get("verdict") == "valid":
+        effect = "no visible effect"
+    elif "aborted-read" in (results.get("not_checked") or {}):
+        effect = "their effect not judged (aborted-read not checked)"
+    else:
+        effect = "none made an aborted read visible"
+    line = (f"{F8}'s signature seen: {n} COMMIT marker{'' if n == 1 else 's'} from a record that did not "
+            f"survive, {effect}")
+    return [{"finding": F8, "what": "COMMIT markers the coordinator's surviving log never prepared",
+             "count": n, "made_visible": len(visible), "line": line}]
+
+
+def signatures_line(found: list[dict[str, Any]] | tuple[dict[str, Any], ...]) -> str:
+    """The signatures (signatures) as one clause of a verdict line; "" for none."""
+    return "; ".join(s["line"] for s in found)

@@ -16,6 +16,7 @@ from typing import Any
 from kchaos.errors import VERDICT_EXIT, ConfigError
 from kchaos.rundir import CERTIFICATION_JUDGEMENT, RESULTS_FILE, RunDir
 from kchaos.verifier.exposure import summary_line
+from kchaos.verifier.markers import signatures, signatures_line
 from kchaos.verifier.results import LIVENESS_CHECKS
 
 
@@ -44,6 +45,9 @@ class Outcome:
     #: None for results written before they were kept apart)
     safety: str | None = None
     liveness: str | None = None
+    #: the known Kafka bugs' signatures the run's facts carry (verifier/markers.py ``signatures``:
+    #: finding, count, words); they add words to the summary, never change the judgement
+    signatures: tuple[dict[str, Any], ...] = ()
 
     @property
     def judgement(self) -> str:
@@ -63,8 +67,19 @@ class Outcome:
             return ""
         return f"safety {self.safety}, liveness {self.liveness}"
 
+    @property
+    def signature_line(self) -> str:
+        """The known Kafka bugs' signatures seen, as one clause (``F8's signature seen: ...``); ""."""
+        return signatures_line(self.signatures)
+
     def summary(self) -> str:
-        """One line: the judgement and why."""
+        """One line: the judgement and why, then any known Kafka bug's signature the run shows
+        (``valid; F8's signature seen: 4 COMMIT markers from a record that did not survive, no
+        visible effect``)."""
+        seen = f"; {self.signature_line}" if self.signatures else ""
+        return self._judged() + seen
+
+    def _judged(self) -> str:
         if self.certification_summary:
             return f"{self.judgement}: certification {self.certification_summary}"
         which = f" ({self.guarantees})" if self.guarantees and self.judgement != "valid" else ""
@@ -88,7 +103,8 @@ def outcome_of(run_dir: Path, results: dict[str, Any], certification: dict[str, 
                    fault_coverage=(results.get("facts") or {}).get("fault_coverage"),
                    exposure=summary_line(exposure) if (exposure := (results.get("facts") or {}).get("exposure")) else None,
                    interrupted=bool(results.get("interrupted")), replay=replay,
-                   safety=results.get("safety"), liveness=results.get("liveness"))
+                   safety=results.get("safety"), liveness=results.get("liveness"),
+                   signatures=tuple(signatures(results)))
 
 
 def load_outcome(run_dir: Path) -> Outcome:

@@ -26,6 +26,7 @@ from kchaos.verifier.attribution import attribute
 from kchaos.verifier.campaign import Campaign
 from kchaos.verifier.certify import certify
 from kchaos.verifier.exposure import summary_line
+from kchaos.verifier.markers import signatures, signatures_line
 from kchaos.verifier.spec import VerifierSpec
 from kchaos.verifier.model import run_seed
 from kchaos.verifier.outcome import Outcome, outcome_of
@@ -128,8 +129,10 @@ def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
     results = checked.to_json()
     code = VERDICT_EXIT[results["verdict"]]
     facts = results.get("facts", {})
+    seen = signatures_line(signatures(results))  # a known Kafka bug's signature: words, never the verdict
     say(f"verdict: {results['verdict'].upper()} (safety {results['safety']}, liveness {results['liveness']})"
         + (f": {', '.join(results['anomaly_types'])}" if results["anomaly_types"] else "")
+        + (f"; {seen}" if seen else "")
         + f"; inputs {facts.get('inputs_committed')}, committed outputs {facts.get('outputs_committed')}, "
           f"transactions: {counts(facts.get('transactions'))}")
     for name, reason in results.get("not_checked", {}).items():

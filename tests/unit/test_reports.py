@@ -261,3 +261,30 @@ def test_the_facts_name_batches_sent_with_an_aborted_batchs_sequence_numbers(tmp
     html = render_run_report(run).read_text()
     assert "40 transactional batches read (4 with values not read" in html and "<b>1 batches sent with an aborted" in html
     assert "the aborted batch at 100 (sequence 10, 2 records, w0.1 transaction 5), the empty commit at 103" in html
+
+
+def test_a_valid_runs_first_screen_says_f8s_signature_and_the_index_counts_it(tmp_path):
+    """Issue 77, item 6: a VALID run whose brokers wrote COMMIT markers the coordinator's surviving
+    log never prepared says so in the verdict block, in the outcome's own line; one without says
+    nothing more; the index names it and counts it per night."""
+    root = tmp_path / "root"
+    clean = _finish(ReportRun().write(root / "20261122T040000Z-unit-seed5"))
+    run = _finish(ReportRun().write(root / "20261122T041000Z-unit-seed5"))
+    results = json.loads((run / "results.json").read_text())
+    results["facts"]["commit_markers"] = {
+        "nodes": ["node-1", "node-2"], "commit_markers": 120, "no_log_record_before": 0, "clock_skew_set_aside": 0,
+        "unprepared": [{"topic": "out", "partition": p, "offset": 77, "producer_id": 9, "producer_epoch": 0,
+                        "coordinator_epoch": 4, "covers_from": 70, "log": {"status": "Ongoing", "before_marker_ms": 8100}}
+                       for p in range(4)]}
+    (run / "results.json").write_text(json.dumps(results))
+    html = render_run_report(run).read_text().replace("&#39;", "'")
+    banner = html[html.index('<div class="banner'):html.index("</div>")]
+    assert 'class="banner valid"' in banner and (
+        '<small id="kafka-bug-signature">valid; F8\'s signature seen: 4 COMMIT markers from a record that did not '
+        'survive, no visible effect (<a href="#commit-markers">the markers</a>)</small>') in banner
+    assert 'id="commit-markers"' in html  # where the link goes: the facts' row of the markers
+    assert "kafka-bug-signature" not in render_run_report(clean).read_text()
+    index = render_index(root).read_text().replace("&#39;", "'")
+    assert index.count("F8's signature seen: 4 COMMIT markers") == 1
+    trend = index[index.index('<table id="trend">'):index.index("</table>")]
+    assert "bug signatures</th>" in trend and "<td>2</td><td>2</td><td>0</td><td>0</td><td>0</td><td>0</td><td>1</td>" in trend
