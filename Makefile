@@ -24,8 +24,9 @@ run: setup
 # marked `long` and run by `make test-long` (and, as campaigns, by `kchaos ci nightly`). Two
 # pytest workers: the tests on the shared 3-node cluster and the unit tests in one; in the other
 # the Spark-only tests and the tests that start their own clusters (tests/conftest.py).
+# actionlint (go install, into the cache) lints ci/examples/*.yml (tests/unit/test_ci_workflow.py).
 test: setup
-	$(BIN)/kchaos setup --browser --clock
+	$(BIN)/kchaos setup --browser --clock --actionlint
 	$(BIN)/python -m pytest -m "not long" -n 2 --dist loadgroup --durations=15 $(ARGS)
 
 test-long: setup

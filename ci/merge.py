@@ -13,7 +13,9 @@ sparse broker files stay sparse), so OUT's index holds the night once; each shar
 keeps its plan.json, junit.xml and summary.json, and gains ``merged.json`` naming where its runs
 went. A planned run that a shard never finished (a job killed by its timeout) is a harness
 error of the merged night, never a silent gap. Merging the same shards again into the same OUT
-is allowed (an interrupted merge finishes).
+is allowed (an interrupted merge finishes). A run its shard skipped (it needs root, the shard was
+not root) stays skipped, with its reason, and out of the exit code. ``--slim-expected`` slims the
+runs whose verdict was expected after the merge (ci/nightly.py ``slim_expected``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kchaos.ci.nightly import JUNIT_FILE, PLAN_FILE, RELEASES_FILE, SUMMARY_FILE, write_summary
+from kchaos.ci.nightly import (JUNIT_FILE, PLAN_FILE, RELEASES_FILE, SUMMARY_FILE, signature_counts, signature_record,
+                               signature_summary, slim_expected, write_summary)
 from kchaos.ci.release_table import release_row, write_release_table
 from kchaos.errors import ConfigError, KchaosError
 from kchaos.files import atomic_write, read_json
@@ -192,6 +195,9 @@ def _judged(run: dict[str, Any], record: dict[str, Any] | None, shard: ShardNigh
         return JudgedRun(run["name"], run["label"], run["expect"], 0.0, None, [f"not run in {where}: {why}"])
     judged = JudgedRun(record["name"], record.get("label") or run["label"], record.get("expected") or run["expect"],
                        float(record.get("seconds") or 0.0))
+    if record.get("skipped"):  # not run on its shard (it needs root there): skipped here too, with the reason
+        judged.skipped = str(record["skipped"])
+        return judged
     if not record.get("run_dir"):
         judged.harness_errors = list(record.get("errors") or ["the run failed before a verdict"])
         return judged
@@ -204,7 +210,8 @@ def _judged(run: dict[str, Any], record: dict[str, Any] | None, shard: ShardNigh
     return judged
 
 
-def merge_nights(dirs: list[Path], out_root: Path) -> int:
+def merge_nights(dirs: list[Path], out_root: Path, slim: bool = False) -> int:
+    """``slim``: after the merge, the runs whose verdict was expected slimmed to their evidence."""
     shards = find_shards(dirs)
     check_shards(shards)
     shards.sort(key=lambda s: s.shard[0])
@@ -235,17 +242,26 @@ def merge_nights(dirs: list[Path], out_root: Path) -> int:
                        "label": o.campaign, "seed": run["seed"], "fresh": run.get("fresh", False),
                        "verdict": o.verdict, "expected": o.expected, "run_dir": o.run_dir, "errors": o.errors,
                        "guarantees": o.guarantees, "seconds": round(o.seconds, 3),
-                       "exposure": o.outcome.exposure if o.outcome is not None else None})
+                       "exposure": o.outcome.exposure if o.outcome is not None else None, "skipped": o.skipped,
+                       **signature_record(o)})
         if o.run_dir:
             rows.append(release_row(Path(o.run_dir), o.name, o.verdict))
     write_junit(outcomes, target / JUNIT_FILE, f"kchaos.{first['matrix']}")
     write_release_table(rows, target / RELEASES_FILE, f"{first['matrix']}: releases")
     code = exit_code(outcomes)
     write_summary(target, record, judged, rows, code, complete=all(m["complete"] for m in record["merged_from"]),
-                  interrupted=any((s.summary or {}).get("interrupted") for s in shards))
+                  interrupted=any((s.summary or {}).get("interrupted") for s in shards),
+                  skipped=[{"name": o.name, "reason": o.skipped} for o in outcomes if o.skipped is not None])
+    if slim:
+        say(slim_expected(outcomes))
+    seen = signature_summary(signature_counts(judged))
+    if seen:
+        say(seen)
+    skipped = sum(1 for o in outcomes if o.skipped is not None)
     not_run = sum(1 for o in outcomes if o.outcome is None and any(e.startswith("not run") for e in o.errors))
     say(f"merged {len(shards)} shards of night {first['night_id']} ({first['matrix']}): {len(outcomes)} runs"
-        + (f", {not_run} not run" if not_run else "") + f"; junit: {target / JUNIT_FILE}; index: "
+        + (f", {not_run} not run" if not_run else "")
+        + (f", {skipped} skipped (need root; not in the exit code)" if skipped else "") + f"; junit: {target / JUNIT_FILE}; index: "
         f"{render_index(out_root)}; exit {code}")
     print(target, flush=True)  # the last line on stdout: the merged night's directory
     return code

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from kchaos.ci.needs import root_needs
 from kchaos.errors import ConfigError
 from kchaos.verifier.campaign import Campaign
 
@@ -83,6 +84,8 @@ class PlannedRun:
     entry: str                      # the entry's name: its label, else its campaign's name
     estimate_s: float = 0.0
     at_most_s: float = 0.0
+    #: why it needs root here (ci/needs.py, from its campaign); empty: it does not
+    needs_root: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -92,7 +95,8 @@ class PlannedRun:
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "name": self.name, "label": self.label, "entry": self.entry,
                 "campaign": str(self.campaign_path), "seed": self.seed, "fresh": self.fresh, "set": list(self.sets),
-                "expect": self.expect, "estimate_s": round(self.estimate_s), "at_most_s": round(self.at_most_s)}
+                "expect": self.expect, "estimate_s": round(self.estimate_s), "at_most_s": round(self.at_most_s),
+                "needs_root": list(self.needs_root)}
 
 
 def fresh_seeds(night_id: str, matrix_name: str, label: str, occurrence: int, count: int) -> list[int]:
@@ -113,7 +117,7 @@ def resolve(matrix_name: str, variants: list[tuple[Any, str, list[str], Path, Ca
         fresh = fresh_seeds(night_id, matrix_name, label, occurrence, entry.fresh_seeds + extra_fresh)
         for seed, is_fresh in [*((s, False) for s in entry.seeds), *((s, True) for s in fresh)]:
             run = PlannedRun(len(runs), label, list(sets), path, campaign, seed, is_fresh, entry.expect,
-                             entry.label or campaign.name)
+                             entry.label or campaign.name, needs_root=root_needs(campaign))
             if cost is not None:
                 run.estimate_s, run.at_most_s = cost(campaign, seed)
             runs.append(run)
@@ -164,7 +168,8 @@ def fingerprint(runs: list[PlannedRun]) -> str:
 
 def shard_totals(shard: list[PlannedRun]) -> dict[str, Any]:
     return {"runs": len(shard), "estimate_min": round(sum(r.estimate_s for r in shard) / 60),
-            "at_most_min": round(sum(r.at_most_s for r in shard) / 60)}
+            "at_most_min": round(sum(r.at_most_s for r in shard) / 60),
+            "needs_root": any(r.needs_root for r in shard), "root_runs": sum(1 for r in shard if r.needs_root)}
 
 
 def plan_night(matrix_name: str, runs: list[PlannedRun], count: int, night_id: str,
@@ -184,7 +189,8 @@ def _runs(n: int) -> str:
     return f"{n} run" + ("" if n == 1 else "s")
 
 
-def render_plan_night(p: dict[str, Any]) -> str:
+def render_plan_night(p: dict[str, Any], root: bool = True) -> str:
+    """``root``: whether the process is root (a run that needs root is marked as skipped otherwise)."""
     lines = [f"nightly {p['matrix']}, night {p['night_id']}: {_runs(p['runs'])}, about {p['total']['estimate_min']} "
              f"min (at most {p['total']['at_most_min']} min) by kchaos plan's estimates, on {p['shards']} shard"
              + ("s" if p["shards"] != 1 else "")]
@@ -192,7 +198,10 @@ def render_plan_night(p: dict[str, Any]) -> str:
         lines += ["", f"shard {shard['shard']}: {_runs(shard['runs'])}, about {shard['estimate_min']} min "
                       f"(at most {shard['at_most_min']} min)"]
         lines += [f"  ~{r['estimate_s'] / 60:4.1f} min (at most {r['at_most_s'] / 60:4.1f})  {r['name']}"
-                  + (" (fresh seed)" if r["fresh"] else "") for r in shard["plan"]]
+                  + (" (fresh seed)" if r["fresh"] else "")
+                  + (f"\n      needs root: {'; '.join(r['needs_root'])}"
+                     + ("" if root else " (not root here: it would be skipped)") if r.get("needs_root") else "")
+                  for r in shard["plan"]]
     longest = max(p["split"], key=lambda s: s["estimate_min"], default=None)
     if longest is not None and len(p["split"]) > 1:
         lines += ["", f"longest shard: {longest['shard']}, about {longest['estimate_min']} min; at most "

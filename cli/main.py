@@ -29,7 +29,9 @@ from kchaos.runtime.artifacts import require_java, resolve_kafka, validate_kafka
 from kchaos.runtime.heal_journal import JOURNAL_NAME, HealJournal, where
 from kchaos.runtime.processes import live_processes, reap
 from kchaos.signals import GRACE_S
+from kchaos.ci.lint import ensure_actionlint
 from kchaos.ci.merge import merge_nights
+from kchaos.ci.needs import is_root
 from kchaos.ci.nightly import DEFAULT_MATRIX, resolve_night, run_nightly
 from kchaos.ci.shards import ShardSpec, check_night_id, default_night_id, plan_night, render_plan_night
 from kchaos.errors import EXIT_HARNESS_ERROR, ClusterError, ConfigError, KchaosError
@@ -81,6 +83,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
         setup_docker(args.kafka_version or ["4.2.1"])
     if args.clock:
         print(f"libfaketime (clock faults): {faketime.ensure_library()}")
+    if args.actionlint:
+        print(f"actionlint (the CI examples' linter): {ensure_actionlint()}")
     return 0
 
 
@@ -305,16 +309,16 @@ def cmd_ci_nightly(args: argparse.Namespace) -> int:
         m, runs = resolve_night(matrix, night_id, args.fresh_seeds, args.entry, args.label, run_estimate)
         planned = plan_night(m.name, runs, shard.count if shard else args.shards or 1, night_id,
                              shard.index if shard else None)
-        print(as_json(planned) if args.json else render_plan_night(planned))
+        print(as_json(planned) if args.json else render_plan_night(planned, root=is_root()))
         return 0
     if args.json:
         raise ConfigError("--json is for --plan", "add --plan to print the split as JSON")
     return run_nightly(matrix, Path(args.out), args.fresh_seeds, shard=shard, night_id=night_id, entries=args.entry,
-                       labels=args.label, cost=run_estimate)
+                       labels=args.label, cost=run_estimate, slim=args.slim_expected)
 
 
 def cmd_ci_merge(args: argparse.Namespace) -> int:
-    return merge_nights([Path(d) for d in args.dirs], Path(args.out))
+    return merge_nights([Path(d) for d in args.dirs], Path(args.out), slim=args.slim_expected)
 
 
 class Parser(argparse.ArgumentParser):
@@ -359,6 +363,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also install the Docker engine (Debian's docker.io, as root) and build kchaos' Kafka image")
     p.add_argument("--clock", action="store_true",
                    help="also install libfaketime (Debian's faketime, as root): clock faults on the local backend")
+    p.add_argument("--actionlint", action="store_true",
+                   help="also build actionlint (go install): the linter make test runs on ci/examples/*.yml")
     p.set_defaults(func=cmd_setup)
 
     p = sub.add_parser("run", help="run a campaign (default: campaigns/default.toml)")
@@ -460,12 +466,16 @@ def build_parser() -> argparse.ArgumentParser:
                    "shard; start nothing")
     p.add_argument("--shards", type=int, metavar="N", help="with --plan: the split over N shards, every shard")
     p.add_argument("--json", action="store_true", help="with --plan: as JSON")
+    p.add_argument("--slim-expected", action="store_true", help="after the night, slim every run whose verdict was "
+                   "the expected one to its evidence (broker data removed); unexpected runs stay whole")
     p.set_defaults(func=cmd_ci_nightly)
     p = cisub.add_parser("merge", help="join the shards of one night: one JUnit file, summary, release table and "
                          "night in the index, one exit code (0/1/2/3)")
     p.add_argument("dirs", nargs="+", metavar="DIR", help="a shard's output folder (its --out) or night directory")
     p.add_argument("--out", default="runs-nightly", help="output root of the merged night; the shards' run "
                    "directories move into it (default ./runs-nightly)")
+    p.add_argument("--slim-expected", action="store_true", help="after the merge, slim every run whose verdict was "
+                   "the expected one to its evidence (broker data removed); unexpected runs stay whole")
     p.set_defaults(func=cmd_ci_merge)
 
     cluster = sub.add_parser("cluster", help="bring a local cluster up, inspect it, take it down")

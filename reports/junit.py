@@ -4,7 +4,8 @@ certification (``certification.json``, read through RunDir).
 A run whose verdict is what its matrix entry expects passes (``valid`` by default; a negative
 control expects ``invalid``). Otherwise: an unexpected ``invalid`` (or a negative control that
 came out ``valid``) is a ``<failure>`` carrying the anomaly summary; ``unknown`` and harness
-errors are ``<error>``. The message says which guarantee failed (``invalid (safety valid,
+errors are ``<error>``; a run not made (``skipped``: one that needs root in a process that is not)
+is ``<skipped>`` with the reason, neither a pass nor a failure. The message says which guarantee failed (``invalid (safety valid,
 liveness invalid): stalled-pipeline (6 cases), ...``), and system-out gives both verdicts. ``ci/junit.xsd`` is the schema the tests validate against.
 
 A certification row (``<run> / <phase> / <client>``, class ``kchaos.<campaign>.certification``)
@@ -41,15 +42,21 @@ class JudgedRun:
     seconds: float
     outcome: Outcome | None = None
     harness_errors: list[str] = field(default_factory=list)
+    #: why it was not run (a run that needs root in a process that is not): neither a pass nor a
+    #: failure, and never part of an exit code
+    skipped: str | None = None
 
     @property
     def verdict(self) -> str:
-        """The run's judgement (a certification's where it has one), or ``harness-error``."""
+        """The run's judgement (a certification's where it has one), ``skipped``, or ``harness-error``."""
+        if self.skipped is not None:
+            return "skipped"
         return self.outcome.judgement if self.outcome is not None else "harness-error"
 
     @property
     def passed(self) -> bool:
-        return self.verdict == self.expected
+        """Not a problem of the night: its verdict as expected, or skipped."""
+        return self.skipped is not None or self.verdict == self.expected
 
     @property
     def run_dir(self) -> str | None:
@@ -76,6 +83,8 @@ class JudgedRun:
                                         for k, v in self.outcome.required_not_checked.items())]
 
     def summary(self) -> str:
+        if self.skipped is not None:
+            return f"skipped: {self.skipped}"
         if self.verdict == "valid" and self.expected != "valid":
             return f"valid, but {self.expected} was expected (the negative control was not caught)"
         if self.outcome is not None:
@@ -162,12 +171,13 @@ def write_junit(outcomes: list[JudgedRun], path: Path, suite: str) -> Path:
         + sum(1 for c in cases if c.problem == "failure")
     errors = sum(1 for o in outcomes if not o.passed and o.verdict not in ("invalid", "valid")) \
         + sum(1 for c in cases if c.problem == "error")
+    skipped = sum(1 for o in outcomes if o.skipped is not None)
     tests = len(outcomes) + len(cases)
     total = round(sum(o.seconds for o in outcomes), 3)
     root = ET.Element("testsuites", name="kchaos", tests=str(tests), failures=str(failures),
                       errors=str(errors), time=str(total))
     ts = ET.SubElement(root, "testsuite", name=suite, tests=str(tests), failures=str(failures),
-                       errors=str(errors), skipped="0", time=str(total),
+                       errors=str(errors), skipped=str(skipped), time=str(total),
                        timestamp=time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()), hostname=socket.gethostname())
     for o in outcomes:
         _run_case(ts, o)
@@ -189,6 +199,10 @@ def write_junit(outcomes: list[JudgedRun], path: Path, suite: str) -> Path:
 
 def _run_case(ts: ET.Element, o: JudgedRun) -> None:
     case = ET.SubElement(ts, "testcase", classname=f"kchaos.{o.campaign}", name=o.name, time=f"{o.seconds:.3f}")
+    if o.skipped is not None:
+        ET.SubElement(case, "skipped", message=o.summary()[:1000])
+        ET.SubElement(case, "system-out").text = f"not run: {o.skipped}\n"
+        return
     if not o.passed:
         kind = "failure" if o.verdict in ("invalid", "valid") else "error"
         detail = [o.summary()]
@@ -205,3 +219,5 @@ def _run_case(ts: ET.Element, o: JudgedRun) -> None:
         out.text += f"{o.outcome.guarantees}\n"
     if o.outcome is not None and o.outcome.exposure:  # what the faults hit
         out.text += f"{o.outcome.exposure}\n"
+    if o.outcome is not None and o.outcome.signatures:  # a known Kafka bug's signature (a passing run says it here)
+        out.text += f"{o.outcome.signature_line}\n"

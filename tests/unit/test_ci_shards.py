@@ -173,7 +173,8 @@ def _numbers(cell: str) -> list[int]:
 def test_the_budget_figures_in_docs_ci_md_are_what_the_plan_prints():
     """The marked table of docs/ci.md (matrix, night id, shards, runs, minutes about and at most per
     shard) against `kchaos ci nightly --plan`: a changed matrix, campaign or estimate fails here
-    until the docs say it. The example workflow's comment states the unsharded night."""
+    until the docs say it. The example workflow's comment states the unsharded night and the
+longest of its 4 shards (its timeouts come from the plan itself, in its first job)."""
     table = FIGURES.search((REPO / "docs" / "ci.md").read_text())
     assert table, "docs/ci.md has no <!-- plan-figures --> table"
     rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.group(1).strip().splitlines()
@@ -193,6 +194,10 @@ def test_the_budget_figures_in_docs_ci_md_are_what_the_plan_prints():
     workflow = (REPO / "ci" / "examples" / "github-nightly.yml").read_text()
     said = re.search(r"shipped matrix \((\d+) runs, about (\d+) minutes", workflow)
     assert said and [int(said[1]), int(said[2])] == [_numbers(whole[3])[0], _numbers(whole[4])[0]]
+    four = {r[0]: r for r in rows if r[2] == "4"}["campaigns/nightly.toml"]
+    said = re.search(r"on (\d+) shards is (\d+) runs a shard, the longest about (\d+) minutes, (\d+) at most", workflow)
+    assert said and [int(said[i]) for i in range(1, 5)] == [4, max(_numbers(four[3])), max(_numbers(four[4])),
+                                                           max(_numbers(four[5]))]
 
 
 # --- the certification's rows in JUnit ---
