@@ -194,7 +194,7 @@ def protocol_word(tvs: Counter) -> str:
 def switches(ops: list[dict[str, Any]], steps: list[dict[str, Any]], fleet: Fleet,
              txns: list[Transaction]) -> list[dict[str, Any]]:
     """Per worker slot and flip to TV2: when the coordinator first logged a TV2 commit of the
-    slot's transactional id (seconds after the flip was applied), and whether the slot's process
+    slot's transactional id (seconds after the step began), and whether the slot's process
     had been restarted since the flip began (the no-restart question, docs/certification.md)."""
     out = []
     starts = [(op["invoke_time"], op["value"]["slot"]) for op in ops if op["f"] == "worker-start"]
@@ -210,7 +210,7 @@ def switches(ops: list[dict[str, Any]], steps: list[dict[str, Any]], fleet: Flee
                          and step["start"] <= t.ended < until), default=None)
             restarts = [t for t, s in starts if s == slot and step["start"] <= t < (first if first else until)]
             out.append({"slot": slot, "client": client.label, "step": step["index"],
-                        "first_tv2_s": None if first is None else round(first - step["end"], 1),
+                        "first_tv2_s": None if first is None else round(first - step["start"], 1),
                         "restarted_before": bool(restarts) if first is not None else None,
                         "switched_without_restart": first is not None and not restarts})
     return out

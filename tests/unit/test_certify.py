@@ -121,7 +121,7 @@ def test_a_clean_flip_passes_from_the_coordinators_record(tmp_path):
     assert cert["switches"] == [
         {"slot": "w0", "client": "confluent", "step": 0, "first_tv2_s": None, "restarted_before": None,
          "switched_without_restart": False},
-        {"slot": "w1", "client": "java 4.2.1", "step": 0, "first_tv2_s": 7.0, "restarted_before": True,
+        {"slot": "w1", "client": "java 4.2.1", "step": 0, "first_tv2_s": 11.0, "restarted_before": True,
          "switched_without_restart": False}]
 
 
