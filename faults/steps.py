@@ -15,6 +15,7 @@ faults land between node restarts, not inside one.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -53,15 +54,17 @@ class StepSpec(BaseModel):
         False, description="after the step, restart the workload's workers one by one (gracefully), as an operator "
                            "would so that long-lived clients pick the new feature level up")
     fault: FaultEntry | None = Field(
-        None, description="a fault held over the step: injected just before its change (aimed like a scheduled fault: "
-                          "a kill of the transaction coordinator waits for a commit under way) and held for its "
-                          "duration_s while the change and the workers' restarts run, so the change itself is under "
-                          "fault; needs [faults]")
+        None, description="feature steps: a fault held over the step: injected just before its change (aimed like a "
+                          "scheduled fault: a kill of the transaction coordinator waits for a commit under way) and held "
+                          "for its duration_s while the change and the workers' restarts run, so the change itself is "
+                          "under fault, and no scheduled fault joins it; needs [faults]")
     settle_s: float = Field(5.0, ge=0, le=600, description="rolling-upgrade: wait after each node is back and healthy")
     node_timeout_s: float = Field(180.0, gt=0, le=1800, description="rolling-upgrade: longest wait for health per node")
 
     @model_validator(mode="after")
     def _fields_for_action(self) -> "StepSpec":
+        if self.fault is not None and self.action != "feature":
+            raise ValueError("fault: a fault is held over a feature step (a rolling upgrade restarts the nodes itself)")
         if self.action == "feature":
             if not self.feature or self.level is None or self.version is not None:
                 raise ValueError("action = 'feature' takes feature and level (and no version)")
@@ -194,14 +197,20 @@ class Stepper(ScheduledRunner[StepSpec]):
         op = self.history.invoke(f, value)
         self.on_event(f"step {index}: {step.describe()}")
         before = self._features()
-        strike = self._strike(index, step)
+        # a step with a fault of its own holds the cluster lock from the strike to the fault's heal:
+        # no scheduled fault joins it, so the change runs under that one fault
+        held = self.cluster_lock if step.fault is not None and self.nemesis is not None else contextlib.nullcontext()
         try:
-            detail = self._feature(step, before) if step.action == "feature" else self._rolling_upgrade(step)
-            pool = self.workload.pool if self.workload is not None else None
-            if step.restart_workers and pool is not None:
-                detail["workers_restarted"] = pool.restart_all()
-            if strike is not None:  # the step lasts until its fault healed: its phase covers the fault
-                strike.join(timeout=(step.fault.duration_s if step.fault and step.fault.duration_s else 10.0) + 120)
+            with held:
+                strike = self._strike(index, step)
+                detail = (self._feature(step, before, locked=strike is not None) if step.action == "feature"
+                          else self._rolling_upgrade(step))
+                pool = self.workload.pool if self.workload is not None else None
+                if step.restart_workers and pool is not None:
+                    detail["workers_restarted"] = pool.restart_all()
+                if strike is not None:  # the step lasts until its fault healed: its phase covers the fault
+                    strike.join(timeout=(step.fault.duration_s if step.fault and step.fault.duration_s else 10.0)
+                                + 120)
         except Exception as exc:
             reason = exc.one_line() if isinstance(exc, KchaosError) else repr(exc)
             after = self._features()
@@ -238,14 +247,14 @@ class Stepper(ScheduledRunner[StepSpec]):
         injected.wait(self.STRIKE_WAIT_S)
         return thread
 
-    def _feature(self, step: StepSpec, before: dict[str, Any]) -> dict[str, Any]:
+    def _feature(self, step: StepSpec, before: dict[str, Any], locked: bool = False) -> dict[str, Any]:
         assert step.feature is not None
         target = latest_level(self.cluster, step.feature) if step.level == "latest" else int(step.level)  # type: ignore[arg-type]
         # metadata.version prints as a release name (None): the tool decides the direction
         current = None if "error" in before else finalized_level(before, step.feature)
         if current == target:
             return {"feature": step.feature, "level": target, "changed": False}
-        with self.cluster_lock:
+        with contextlib.nullcontext() if locked else self.cluster_lock:
             if self.stopping.is_set():
                 raise KchaosError("the run stopped before the feature change")
             # a cluster kchaos did not start journals the change and its undo first
