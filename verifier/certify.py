@@ -110,8 +110,10 @@ def build_phases(ops: list[dict[str, Any]], kafka_version: str = "") -> tuple[li
         after_tv = tv(value.get("features_after"))
         if finished - op["invoke_time"] >= INSTANT_STEP_S:
             during = f"{kafka} -> {value.get('version')} (mixed)" if op["f"] == "step:rolling-upgrade" else kafka
+            # a flip's seconds certify nothing by themselves (not required), unless the step held a
+            # fault over the change: then that fault's exposure is asked of it ([certification] exposure_during)
             phases.append(Phase(f"during step {i}: {describe}", op["invoke_time"], finished, current_tv, during,
-                                required=op["f"] != "step:feature", kind="during",
+                                required=op["f"] != "step:feature" or bool(value.get("fault")), kind="during",
                                 transaction_version_to=after_tv if after_tv != current_tv else None))
         kafka = upgraded_to or kafka
         current_tv = after_tv if after_tv is not None else current_tv

@@ -550,3 +550,16 @@ def test_a_fault_held_over_a_step_needs_faults(tmp_path):
                     'level = 2\nfault = { kind = "kill", target = "txn-coordinator", duration_s = 5 }\n')
     with pytest.raises(ConfigError, match="hold a fault over the change"):
         load_campaign(path)
+
+
+def test_the_phase_of_a_step_that_held_a_fault_is_required_and_its_exposure_asked(tmp_path):
+    events, log = _flip_history()
+    step = next(e for e in events if e["f"] == "step:feature")
+    step["value"]["fault"] = {"kind": "kill", "target": "txn-coordinator", "duration_s": 3}
+    events.append(_op("harness", "fault:kill", 10.5, 13.5, {"index": 10000, "target": "txn-coordinator",
+                                                            "during": "step 0: transaction.version -> 2"}))
+    cert = _certify(tmp_path, events, log, campaign=_campaign(exposure_during={"kill": 1}))
+    during = {r["client"]: r for r in cert["rows"] if r["phase"].startswith("during")}
+    # confluent committed under the kill (11-12 s); java committed nothing during the change
+    assert during["confluent"]["verdict"] == "valid" and during["confluent"]["exposure"]["committed_by_kind"] == {"kill": 1}
+    assert during["java 4.2.1"]["verdict"] == "unknown" and cert["overall"] == "unknown"
