@@ -358,8 +358,8 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
                              "none of its transactions under TV2 (KIP-890 not exercised)")
                 if verdict == "valid":
                     verdict = "unknown"
-            elif phase.transaction_version == 2 and protocol in ("classic", "mixed") and not tv2_expected \
-                    and coordinator is not None:
+            elif phase.kind != "during" and phase.transaction_version == 2 and protocol in ("classic", "mixed") \
+                    and not tv2_expected and coordinator is not None:
                 notes.append(f"{client.label} stays on the classic protocol under TV2: exposed to late requests "
                              "(KAFKA-17754)")
             if coordinator is None:
