@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from kchaos.errors import VERDICT_EXIT
 from kchaos.rundir import CERTIFICATION_JUDGEMENT, RunDir
@@ -295,7 +295,6 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
         return Counter(str(t.client_tv) for t in in_row.get(key, []) if t.committed)
 
     # the anomaly cases, per row
-    by_label = {c.label: c for c in clients}
     cases_in: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     unplaced: list[dict[str, Any]] = []
     for anomaly, cases in (results.get("anomalies") or {}).items():

@@ -7,19 +7,16 @@ stable, so a typed client over ``urllib`` keeps a dependency out and gives clear
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from kchaos.errors import ClusterError, SetupError
+from kchaos.errors import ClusterError
 from kchaos.http import HttpStatusError, json_call
 from kchaos.paths import cache_dir
+from kchaos.runtime.go_install import go_install
 from kchaos.runtime.processes import ManagedProcess
 from kchaos.waiting import WaitTimeout, wait_until
 
@@ -33,25 +30,8 @@ Stream = Literal["upstream", "downstream"]
 
 def ensure_toxiproxy_binary() -> Path:
     """The toxiproxy server binary, built with ``go install`` into the cache on first use."""
-    binary = cache_dir() / "bin" / f"toxiproxy-server-{TOXIPROXY_VERSION}"
-    if binary.exists():
-        return binary
-    go = shutil.which("go") or ("/usr/local/go/bin/go" if os.path.exists("/usr/local/go/bin/go") else None)
-    if not go:
-        raise SetupError("Go was not found; kchaos builds Toxiproxy with `go install`",
-                         "install Go 1.22+ (https://go.dev/doc/install or apt-get install golang)")
-    binary.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=binary.parent) as gobin:
-        env = dict(os.environ, GOBIN=gobin, GOFLAGS="-mod=mod")
-        proc = subprocess.run([go, "install", f"{TOXIPROXY_MODULE}@v{TOXIPROXY_VERSION}"],
-                              capture_output=True, text=True, env=env, cwd=gobin)
-        built = Path(gobin) / "server"
-        if proc.returncode != 0 or not built.exists():
-            raise SetupError(f"`go install {TOXIPROXY_MODULE}@v{TOXIPROXY_VERSION}` failed",
-                             "check that the Go module proxy is reachable (GOPROXY)",
-                             detail=(proc.stdout + proc.stderr)[-3000:])
-        built.rename(binary)
-    return binary
+    return go_install(TOXIPROXY_MODULE, TOXIPROXY_VERSION, "server",
+                      cache_dir() / "bin" / f"toxiproxy-server-{TOXIPROXY_VERSION}", "Toxiproxy")
 
 
 @dataclass(frozen=True)

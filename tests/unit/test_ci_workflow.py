@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kchaos.ci.lint import ACTIONLINT_VERSION, actionlint_path, go_binary, run_actionlint
+from kchaos.ci.lint import ACTIONLINT_VERSION, actionlint_path, run_actionlint
+from kchaos.runtime.go_install import go_binary
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "ci" / "examples").glob("*.yml"))
