@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 from kchaos.clusters.client_security import java_client_properties, properties_text, resolve_env_refs
 from kchaos.errors import CapabilityError, ClusterError
-from kchaos.log import say
+from kchaos.log import client_log, say
 from kchaos.runtime.kafka_tools import describe_quorum_leader, upgrade_feature
 from kchaos.runtime.processes import is_alive
 from kchaos.waiting import WaitTimeout, gone_within, wait_until
@@ -255,7 +255,7 @@ class Cluster(abc.ABC):
         if self._admin is None:
             from confluent_kafka.admin import AdminClient
 
-            conf = {"log_level": 3, **self.client_config()}
+            conf = client_log({"log_level": 3, **self.client_config()})
             conf.setdefault("socket.timeout.ms", "10000")
             self._admin = AdminClient(conf)
         return self._admin

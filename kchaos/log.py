@@ -20,6 +20,20 @@ LOGGER = logging.getLogger("kchaos")
 LOGGER.setLevel(logging.DEBUG)  # the handlers choose what they show
 LOGGER.propagate = False
 
+#: librdkafka's own lines from the clients the harness process holds (the seeder, the observers,
+#: the admin client, the dumps): never on the console, where they came between kchaos' progress
+#: lines; a run keeps them in its ``clients.log`` (copied_to), and elsewhere they are dropped
+CLIENT_LOGGER = logging.getLogger("kchaos-clients")
+CLIENT_LOGGER.setLevel(logging.DEBUG)
+CLIENT_LOGGER.propagate = False
+CLIENT_LOGGER.addHandler(logging.NullHandler())
+
+
+def client_log(conf: dict) -> dict:
+    """A confluent-kafka configuration whose client logs to CLIENT_LOGGER instead of stderr
+    (librdkafka hands the lines over when the client is polled)."""
+    return {**conf, "logger": CLIENT_LOGGER}
+
 
 class TextFormatter(logging.Formatter):
     def __init__(self, dated: bool = False):
@@ -65,16 +79,22 @@ def console_is_text_tty() -> bool:
 
 @contextmanager
 def copied_to(path: Path) -> Iterator[None]:
-    """Every line logged meanwhile, debug included, also goes to ``path`` (a run's kchaos.log)."""
+    """Every line logged meanwhile, debug included, also goes to ``path`` (a run's kchaos.log), and
+    the harness's own clients' lines to ``clients.log`` beside it."""
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setLevel(logging.DEBUG)
     handler.setFormatter(TextFormatter(dated=True))
+    clients = logging.FileHandler(path.with_name("clients.log"), encoding="utf-8", delay=True)
+    clients.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     LOGGER.addHandler(handler)
+    CLIENT_LOGGER.addHandler(clients)
     try:
         yield
     finally:
         LOGGER.removeHandler(handler)
+        CLIENT_LOGGER.removeHandler(clients)
         handler.close()
+        clients.close()
 
 
 def say(message: str) -> None:

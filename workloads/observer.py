@@ -26,6 +26,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from kchaos.log import client_log
 from kchaos.workloads.spec import ObserverSpec
 
 POLL_RECORDS = 500
@@ -69,9 +70,9 @@ class Observer:
     def _consumer(self) -> Any:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-        consumer = Consumer({**self.client, "group.id": f"kchaos-observer-{self.index}", "enable.auto.commit": False,
-                             "isolation.level": self.isolation, "auto.offset.reset": "earliest", "log_level": 3,
-                             "enable.partition.eof": False})
+        consumer = Consumer(client_log({**self.client, "group.id": f"kchaos-observer-{self.index}",
+                                        "enable.auto.commit": False, "isolation.level": self.isolation,
+                                        "auto.offset.reset": "earliest", "log_level": 3, "enable.partition.eof": False}))
         consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, n in self.topics.items() for p in range(n)])
         return consumer
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
+from kchaos.log import client_log
 from kchaos.workloads.client_settings import SEEDER_CLIENT_ID, SEEDER_PRODUCER
 from kchaos.workloads.history import HistoryWriter
 from kchaos.workloads.lineage import ABORTED_MARK, input_id, input_value
@@ -79,8 +80,8 @@ class Seeder:
             self.history.event("seed-error", {"error": repr(exc)})
 
     def _new_producer(self) -> Producer:
-        producer = Producer({**self.client, **SEEDER_PRODUCER, "log_level": 3, "transactional.id": self.txid,
-                             "client.id": SEEDER_CLIENT_ID})
+        producer = Producer(client_log({**self.client, **SEEDER_PRODUCER, "log_level": 3, "transactional.id": self.txid,
+                                        "client.id": SEEDER_CLIENT_ID}))
         op = self.history.invoke("init", {}, txid=self.txid)
         producer.init_transactions(120)
         self.history.complete(op, "init", "ok", txid=self.txid)
