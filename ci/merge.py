@@ -26,12 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kchaos.ci.nightly import (JUNIT_FILE, PLAN_FILE, RELEASES_FILE, SUMMARY_FILE, signature_counts, signature_record,
-                               signature_summary, slim_expected, write_summary)
+from kchaos.ci.nightly import JUNIT_FILE, PLAN_FILE, RELEASES_FILE, SUMMARY_FILE, close_night, signature_record
 from kchaos.ci.release_table import release_row, write_release_table
 from kchaos.errors import ConfigError, KchaosError
 from kchaos.files import atomic_write, read_json
-from kchaos.harness.runs import exit_code
 from kchaos.log import say
 from kchaos.reports.index import render_index
 from kchaos.reports.junit import JudgedRun, write_junit
@@ -248,15 +246,9 @@ def merge_nights(dirs: list[Path], out_root: Path, slim: bool = False) -> int:
             rows.append(release_row(Path(o.run_dir), o.name, o.verdict))
     write_junit(outcomes, target / JUNIT_FILE, f"kchaos.{first['matrix']}")
     write_release_table(rows, target / RELEASES_FILE, f"{first['matrix']}: releases")
-    code = exit_code(outcomes)
-    write_summary(target, record, judged, rows, code, complete=all(m["complete"] for m in record["merged_from"]),
-                  interrupted=any((s.summary or {}).get("interrupted") for s in shards),
-                  skipped=[{"name": o.name, "reason": o.skipped} for o in outcomes if o.skipped is not None])
-    if slim:
-        say(slim_expected(outcomes))
-    seen = signature_summary(signature_counts(judged))
-    if seen:
-        say(seen)
+    code = close_night(target, record, judged, rows, outcomes, slim,
+                       complete=all(m["complete"] for m in record["merged_from"]),
+                       interrupted=any((s.summary or {}).get("interrupted") for s in shards))
     skipped = sum(1 for o in outcomes if o.skipped is not None)
     not_run = sum(1 for o in outcomes if o.outcome is None and any(e.startswith("not run") for e in o.errors))
     say(f"merged {len(shards)} shards of night {first['night_id']} ({first['matrix']}): {len(outcomes)} runs"

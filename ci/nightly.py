@@ -202,6 +202,21 @@ def slim_expected(outcomes: list[JudgedRun]) -> str:
             f"of broker data); {whole} unexpected kept whole")
 
 
+def close_night(night: Path, record: dict[str, Any], judged: list[dict[str, Any]], rows: list[dict[str, Any]],
+                outcomes: list[Any], slim: bool, complete: bool, interrupted: bool = False) -> int:
+    """A night's end, whether it ran whole or was merged from shards: its summary with the exit code
+    and the runs skipped, the expected runs slimmed (``slim``), the bug signatures seen said."""
+    code = exit_code(outcomes)
+    write_summary(night, record, judged, rows, code, complete=complete, interrupted=interrupted,
+                  skipped=[{"name": o.name, "reason": o.skipped} for o in outcomes if o.skipped is not None])
+    if slim:
+        say(slim_expected(outcomes))
+    seen = signature_summary(signature_counts(judged))
+    if seen:
+        say(seen)
+    return code
+
+
 def write_summary(night: Path, record: dict[str, Any], judged: list[dict[str, Any]], rows: list[dict[str, Any]],
                   code: int, complete: bool, interrupted: bool = False, **extra: Any) -> Path:
     path = night / SUMMARY_FILE
@@ -276,14 +291,7 @@ def run_nightly(matrix_path: Path, out_root: Path, extra_fresh: int = 0, *, shar
     write_junit(outcomes, night / JUNIT_FILE, f"kchaos.{matrix.name}")
     if not rows:
         write_release_table(rows, night / RELEASES_FILE, f"{matrix.name}: releases")
-    code = exit_code(outcomes)
-    write_summary(night, record, judged, rows, code, complete=True, interrupted=interrupted,
-                  skipped=[{"name": o.name, "reason": o.skipped} for o in outcomes if o.skipped is not None])
-    if slim:
-        say(slim_expected(outcomes))
-    seen = signature_summary(signature_counts(judged))
-    if seen:
-        say(seen)
+    code = close_night(night, record, judged, rows, outcomes, slim, complete=True, interrupted=interrupted)
     skipped = sum(1 for o in outcomes if o.skipped is not None)
     say((f"{skipped} skipped (need root; not in the exit code); " if skipped else "")
         + f"junit: {night / JUNIT_FILE}; index: {render_index(out_root)}; exit {code}")

@@ -329,9 +329,11 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
             exposure = _exposure(mine, wins, required if gating and phase.required else {})
             known = [covering(spec, client, phase, protocol, c["anomaly"]) for c in found]
             notes: list[str] = []
+            reasons_known = None
             if found and all(known):
                 verdict = "known-exposure"
-                notes.append("known exposure: " + "; ".join(sorted({k.reason for k in known if k})))
+                reasons_known = "; ".join(sorted({k.reason for k in known if k}))
+                notes.append(f"known exposure: {reasons_known}")
             elif found:
                 verdict = "invalid"
                 uncovered = sorted({c["anomaly"] for c, k in zip(found, known) if k is None})
@@ -377,8 +379,7 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
                          "client_reported_commits": said.get(key, 0) if client.implementation != "app" else None,
                          "client_transaction_versions": dict(sorted(tvs.items())),
                          "protocol": {"seen": protocol, "kip890_expected": bool(tv2_expected)},
-                         "exposure": exposure, "known_exposure": notes[0][len("known exposure: "):]
-                         if verdict == "known-exposure" else None,
+                         "exposure": exposure, "known_exposure": reasons_known if verdict == "known-exposure" else None,
                          "cases": found[:20], "case_count": len(found), "note": "; ".join(notes) or None})
     for s in steps:
         if s["outcome"] != "ok":
