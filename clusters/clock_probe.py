@@ -17,6 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from kchaos.log import client_log
+
 PROBE_TOPIC = "kchaos-clock-probe"
 SAMPLES = 5
 
@@ -40,8 +42,8 @@ def measure_broker_clocks(cluster: Any, samples: int = SAMPLES, nodes: list[int]
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise
     metadata = cluster.partition_metadata(PROBE_TOPIC)
-    producer = Producer({"log_level": 3, **cluster.client_config(), "acks": "1", "linger.ms": 0,
-                         "enable.idempotence": False})
+    producer = Producer(client_log({"log_level": 3, **cluster.client_config(), "acks": "1", "linger.ms": 0,
+                                    "enable.idempotence": False}))
     out: dict[str, Any] = {"at": time.time(), "brokers": {}, "not_measured": []}
     for partition, meta in sorted(metadata.items()):
         leader = int(meta.leader)

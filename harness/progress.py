@@ -31,6 +31,17 @@ class Progress:
             self._last = (now, processed)
         return rate
 
+    def processed_text(self, processed: int | None) -> str:
+        """The inputs processed and the rate, each with its unit; while the group's offsets cannot
+        be read (its coordinator is down) the last figure read and how old it is."""
+        if processed is not None:
+            rate = self.throughput(processed)
+            return f"processed {processed} inputs ({'rate: first sample' if rate is None else f'{rate:.0f} inputs/s'})"
+        if self._last is None:
+            return "processed: offsets not readable yet"
+        return (f"processed {self._last[1]} inputs {time.monotonic() - self._last[0]:.0f}s ago "
+                f"(the group's offsets not readable since)")
+
     def show(self, text: str) -> None:
         self._next = time.monotonic() + self.interval_s
         if self.tty:

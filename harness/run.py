@@ -418,8 +418,7 @@ def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, pha
                 return
             if progress.due():
                 snap = workload.snapshot()
-                processed = workload.processed_inputs()
-                rate = progress.throughput(processed)
+                processed = progress.processed_text(workload.processed_inputs())
                 active = nemesis.active.name if nemesis is not None and nemesis.active is not None else "none"
                 faults = f", faults done {len(nemesis.executed)}/{len(nemesis.schedule)}" if nemesis is not None else ""
                 if stepper is not None:
@@ -427,8 +426,7 @@ def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, pha
                     faults += (f", steps done {len(stepper.executed)}/{len(stepper.steps)}"
                                + (f" (now: {current.describe()})" if current is not None else ""))
                 progress.show(f"{phase}: {now - started:.0f}s elapsed, {max(0.0, duration_s - (now - started)):.0f}s left; "
-                              f"seeded {snap['seeded']}, processed {processed if processed is not None else '?'}"
-                              f" ({f'{rate:.0f}/s' if rate is not None else '-'}); active fault {active}{faults}; "
+                              f"seeded {snap['seeded']} inputs, {processed}; active fault {active}{faults}; "
                               f"worker restarts {snap['restarts']}")
             time.sleep(0.25)
     finally:

@@ -31,6 +31,7 @@ first suitable record).
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable
@@ -415,6 +416,56 @@ def plan_a_fault_kind_never_tried(run: Path) -> Expectation:
     return "unknown", "partition 0 of 1 (planned 1, attempted 0)"
 
 
+# -- a fault's effect, from the cluster's own record (issue 77) ---------------------------------
+
+def _kill_broker_2_over_the_commits(run: Path, restarted: bool) -> None:
+    """A campaign that requires its kills to hit a committed transaction; a kill of broker 2 the
+    history records as done over every worker commit; broker 2's log line of a new incarnation
+    after it, or none (its process survived the kill)."""
+    campaign = json.loads((run / "campaign.json").read_text())
+    campaign["faults"] = {**campaign.get("faults", {}), "exposure": {"committed": {"kill": 1}}}
+    (run / "campaign.json").write_text(json.dumps(campaign))
+    (run / "schedule.json").write_text(json.dumps({"seed": 1, "faults": [
+        {"index": 0, "at_s": 1.0, "kind": "kill", "target": "txn-coordinator", "hold_s": 4.0, "seed": 1, "params": {}}]}))
+    lines = [x for x in _history(run) if not x["f"].startswith("fault:")]
+    commits = [x["time"] for x in lines if x["f"] == "commit" and x["process"].startswith("w")]
+    start, end = min(commits) - 0.5, max(commits)
+    lines += [{"time": start, "process": "harness", "op": 10**6, "type": "invoke", "f": "fault:kill",
+               "value": {"index": 0, "kind": "kill", "target": "txn-coordinator"}},
+              {"time": end, "process": "harness", "op": 10**6, "type": "ok", "f": "fault:kill",
+               "value": {"index": 0, "resolved": {"nodes": [2], "role": "transaction coordinator"}}}]
+    _write_history(run, sorted(lines, key=lambda x: x["time"]))
+
+    def line(t: float, text: str) -> str:
+        return time.strftime("[%Y-%m-%dT%H:%M:%S", time.localtime(t)) + f",{int(t % 1 * 1000):03d}] INFO {text}\n"
+
+    def register(t: float, incarnation: str, how: str) -> str:
+        return line(t, f"[QuorumController id=1] Replayed {how} broker 2: RegisterBrokerRecord(brokerId=2, "
+                       f"isMigratingZkBroker=false, incarnationId={incarnation}, brokerEpoch=5, endPoints=[])")
+
+    log = run / "cluster" / "node-1" / "logs" / "server.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    text = register(start - 60, "first", "initial RegisterBrokerRecord for")
+    if restarted:
+        text += register(end + 6, "second", "RegisterBrokerRecord establishing a new incarnation of")
+    for old in run.glob("cluster/node-*/logs/server.log"):
+        old.unlink()
+    log.write_text(text)
+
+
+def kill_a_broker_whose_process_survived(run: Path) -> Expectation:
+    """The harness recorded a kill of broker 2 as done and healed; the controller's record holds no
+    new incarnation of broker 2: the kill did nothing, and counts toward no exposure."""
+    _kill_broker_2_over_the_commits(run, restarted=False)
+    return "unknown", "1 more kill without its effect in the cluster's record: fault 0; no new incarnation of broker 2"
+
+
+def kill_a_broker_that_came_back(run: Path) -> Expectation:
+    """The same kill with broker 2's new incarnation in the controller's record: its exposure counts."""
+    _kill_broker_2_over_the_commits(run, restarted=True)
+    return ("valid",)
+
+
 # -- liveness: what the run did after the final heal -------------------------------------------
 
 def fence_a_broker_at_the_end(run: Path) -> Expectation:
@@ -471,7 +522,7 @@ ANOMALIES: tuple[Callable[[Path], Expectation], ...] = (
     unrecord_a_commit_beside_another_partitions_compaction, fence_a_broker_at_the_end, stall_a_partition)
 GAPS: tuple[Callable[[Path], Expectation], ...] = (
     unreadable_group_offsets, empty_transaction_log, drop_a_workers_history, stop_a_dump_early, inject_nothing,
-    lose_the_observations, fail_the_observer_mid_run, plan_a_fault_kind_never_tried)
+    lose_the_observations, fail_the_observer_mid_run, plan_a_fault_kind_never_tried, kill_a_broker_whose_process_survived)
 
 
 # -- evidence rules that excuse only what the world could produce (issue 60) --------------------
@@ -1069,4 +1120,5 @@ MISSED_BEFORE: tuple[Callable[[Path], Expectation], ...] = (
     read_an_input_before_its_seeder_began, claim_a_drain_over_unprocessed_inputs, lose_the_metadata_read_at_the_end)
 #: what the world does make, edited in the same ways: must stay VALID
 CONTROLS: tuple[Callable[[Path], Expectation], ...] = (
-    compact_the_internal_logs_as_the_cleaner_would, kill_a_worker_inside_a_commit_the_coordinator_completed)
+    compact_the_internal_logs_as_the_cleaner_would, kill_a_worker_inside_a_commit_the_coordinator_completed,
+    kill_a_broker_that_came_back)

@@ -48,7 +48,8 @@ from kchaos.errors import VERDICT_EXIT
 from kchaos.rundir import CERTIFICATION_JUDGEMENT, RunDir
 from kchaos.verifier.campaign import Campaign, load_recorded
 from kchaos.verifier.coordinator_log import CoordinatorTxn, coordinator_records, coordinator_transactions
-from kchaos.verifier.exposure import Transaction, logged_transactions, windows
+from kchaos.verifier.exposure import Transaction, effective, logged_transactions, windows
+from kchaos.verifier.fault_effects import run_effects
 from kchaos.verifier.internal_topics import decoded_txn_log
 from kchaos.verifier.model import HistoryIndex, case_names, read_ops, worker_slot
 from kchaos.verifier.results import LIVENESS_CHECKS
@@ -269,7 +270,9 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
     phases, steps = build_phases(ops, campaign.cluster.kafka_version)
     fleet = fleet_of(ops, campaign, history)
     clients = fleet.clients or [Client("confluent", "confluent", None)]
-    wins = windows(history)[0]
+    # a fault the cluster's record shows did nothing covers no row (verifier/fault_effects.py)
+    wins = effective(windows(history)[0], run_effects(run_path, history.faults, campaign.cluster.backend,
+                                                      bool(campaign.cluster.clock_control)))
 
     def phase_of(t: float | None) -> Phase | None:
         if t is None:

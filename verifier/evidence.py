@@ -20,7 +20,7 @@ from typing import Any
 
 from kchaos.clusters.base import coordinator_partition
 from kchaos.clusters.clock_probe import shift_and_tolerance
-from kchaos.verifier import exposure
+from kchaos.verifier import exposure, fault_effects
 from kchaos.verifier.model import NotApplicable, in_scope, pipeline_txids
 from kchaos.clusters.compaction import cleaned_offsets
 
@@ -225,7 +225,8 @@ def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
             out.append(Gap("the campaign requires its faults to hit work, but the pipeline recorded no client history "
                            "and the coordinator's log could not be read: what they overlapped cannot be measured"))
         else:
-            short = exposure.shortfall(run_exposure(data), required, history, logged_pipeline_transactions(data))
+            short = exposure.shortfall(run_exposure(data), required, history, logged_pipeline_transactions(data),
+                                       run_fault_effects(data))
             if short:
                 out.append(Gap("the faults hit less work than the campaign requires ([faults.exposure]): "
                                + "; ".join(short) + ": the run says little about those faults"))
@@ -240,8 +241,19 @@ def run_exposure(data: Any) -> dict[str, Any]:
     if cached is None:
         cached = exposure.exposure(data.history, data.campaign.faults.exposure.stall_s,
                                    drained=bool(data.final.get("drained", True)),
-                                   txns=logged_pipeline_transactions(data))
+                                   txns=logged_pipeline_transactions(data), effects=run_fault_effects(data))
         data._exposure = cached
+    return cached
+
+
+def run_fault_effects(data: Any) -> dict[int, dict[str, Any]]:
+    """Each executed fault's effect from the cluster's own record (verifier/fault_effects.py), once
+    per engine run object."""
+    cached = getattr(data, "_fault_effects", None)
+    if cached is None:
+        cluster = data.campaign.cluster
+        cached = fault_effects.run_effects(data.run, data.history.faults, cluster.backend, bool(cluster.clock_control))
+        data._fault_effects = cached
     return cached
 
 

@@ -8,8 +8,11 @@ with no commit for longer than the campaign's bound, with what each worker was d
 
 A transaction's life runs from its first operation (the send of its outputs) to the completion of
 its last (its commit or abort; a transaction that never ended lives until its process's last
-recorded moment). Both engines report these facts from the same function (verifier/evidence.py),
-and a campaign's required exposure (``[faults.exposure]``) makes a run that fell short ``unknown``.
+recorded moment). A fault the cluster's own record shows did nothing (verifier/fault_effects.py:
+a kill with no new incarnation, a cut no broker noticed, a message rule that matched no request)
+is listed per kind (``without_effect``) and counted nowhere. Both engines report these facts from
+the same function (verifier/evidence.py), and a campaign's required exposure
+(``[faults.exposure]``) makes a run that fell short ``unknown``.
 """
 
 from __future__ import annotations
@@ -205,46 +208,61 @@ def stalls(history: Any, txns: list[Transaction], bound_s: float, win: list[Wind
                        for a, b in sorted(described)]}
 
 
+def effective(win: list[Window], effects: dict[int, dict[str, Any]] | None) -> list[Window]:
+    """The windows of faults whose effect the cluster's record does not deny (verifier/fault_effects.py):
+    a fault seen to take effect, or one no rule judges; one the record shows did nothing tested nothing."""
+    return [w for w in win if ((effects or {}).get(w.index) or {}).get("seen") is not False]
+
+
 def exposure(history: Any, stall_bound_s: float = 10.0, drained: bool = True,
-             txns: list[Transaction] | None = None) -> dict[str, Any]:
+             txns: list[Transaction] | None = None,
+             effects: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The run's fault exposure (see the module's docstring), as results.json's ``facts.exposure``;
     ``txns``: the transactions to measure (default: the client history's; a pipeline without one is
-    measured on the coordinator's log, logged_transactions)."""
+    measured on the coordinator's log, logged_transactions); ``effects``: each fault's effect by
+    index (verifier/fault_effects.py): a fault without its effect is listed, not counted."""
     evidence = "client history" if txns is None else "coordinator log"
     txns = transactions(history) if txns is None else txns
-    win, failed = windows(history)
+    executed, failed = windows(history)
+    win = effective(executed, effects)
+    ineffective = [w for w in executed if w not in win]
     started, _ = _phase_times(history)
     origin = started if started is not None else min((w.start for w in win), default=0.0)
     client_ops = [op for op in history.ops if op["process"] not in ("harness", "seeder")]
     per_fault = [{"index": w.index, "kind": w.kind, "target": w.target, "role": w.role,
                   "from_s": round(w.start - origin, 1), "window_s": round(w.end - w.start, 1),
-                  **_overlap(txns, w.start, w.end), "requests": _requests(client_ops, w.start, w.end)}
-                 for w in sorted(win, key=lambda w: w.start)]
+                  **_overlap(txns, w.start, w.end), "requests": _requests(client_ops, w.start, w.end),
+                  **({"effect": effects[w.index]} if effects and w.index in effects else {})}
+                 for w in sorted(executed, key=lambda w: w.start)]
     kinds: dict[str, dict[str, Any]] = {}
-    for kind in sorted({w.kind for w in win}):
+    for kind in sorted({w.kind for w in executed}):
         mine = [w for w in win if w.kind == kind]
         hit = [t for t in txns if any(t.overlaps(w.start, w.end) for w in mine)]
-        rows = [f for f in per_fault if f["kind"] == kind]
+        counted = {w.index for w in mine}
+        rows = [f for f in per_fault if f["kind"] == kind and f["index"] in counted]
         kinds[kind] = {"faults": len(mine), "window_s": round(sum(w.end - w.start for w in mine), 1),
                        "transactions": len(hit), "committed": sum(1 for t in hit if t.committed),
                        "in_flight_at_start": sum(f["in_flight_at_start"] for f in rows),
                        "committed_in_window": sum(f["committed_in_window"] for f in rows),
                        "commit_failed": sum(1 for t in hit if t.outcome in ("commit-failed", "offsets-fail")),
-                       "requests": {r: sum(f["requests"][r] for f in rows) for r in REQUESTS.values()}}
+                       "requests": {r: sum(f["requests"][r] for f in rows) for r in REQUESTS.values()},
+                       "without_effect": [w.index for w in ineffective if w.kind == kind]}
     committed = [t for t in txns if t.committed]
     overlapped = [t for t in committed if any(t.overlaps(w.start, w.end) for w in win)]
     return {"evidence": evidence, "transactions": len(txns), "committed": len(committed),
             "committed_overlapping_a_fault": len(overlapped),
             "share_overlapping": round(len(overlapped) / len(committed), 3) if committed else None,
             "kinds": kinds, "faults": per_fault, "not_injected": failed,
-            "stalls": stalls(history, txns, stall_bound_s, win, drained)}
+            "effects_judged": effects is not None,
+            "stalls": stalls(history, txns, stall_bound_s, executed, drained)}
 
 
-def overlapping_share(history: Any, kinds: Iterable[str], txns: list[Transaction] | None = None) -> float | None:
+def overlapping_share(history: Any, kinds: Iterable[str], txns: list[Transaction] | None = None,
+                      effects: dict[int, dict[str, Any]] | None = None) -> float | None:
     """The share of the run's committed transactions (``txns``, default the client history's) whose
-    life overlapped a window of ``kinds``."""
+    life overlapped a window of ``kinds`` (of a fault not shown to have done nothing)."""
     wanted = set(kinds)
-    win = [w for w in windows(history)[0] if w.kind in wanted]
+    win = [w for w in effective(windows(history)[0], effects) if w.kind in wanted]
     committed = [t for t in (transactions(history) if txns is None else txns) if t.committed]
     if not committed:
         return None
@@ -252,21 +270,30 @@ def overlapping_share(history: Any, kinds: Iterable[str], txns: list[Transaction
 
 
 def shortfall(measured: dict[str, Any], required: Any, history: Any,
-              txns: list[Transaction] | None = None) -> list[str]:
+              txns: list[Transaction] | None = None, effects: dict[int, dict[str, Any]] | None = None) -> list[str]:
     """What the run's exposure lacks against the campaign's ``[faults.exposure]`` (``required``:
-    faults.spec.ExposureSpec), each as a phrase naming the kind and the figure; [] when none."""
+    faults.spec.ExposureSpec), each as a phrase naming the kind and the figure (and the faults the
+    cluster's record shows did nothing); [] when none."""
     short = []
     for kind, n in sorted(required.committed.items()):
         got = (measured["kinds"].get(kind) or {}).get("committed", 0)
         if got < n:
-            faults = (measured["kinds"].get(kind) or {}).get("faults", 0)
-            short.append(f"{kind}: {got} committed transactions overlapped its {faults} windows, {n} required")
+            row = measured["kinds"].get(kind) or {}
+            faults, idle = row.get("faults", 0), row.get("without_effect") or []
+            short.append(f"{kind}: {got} committed transactions overlapped its {faults} windows, {n} required"
+                         + (f" ({len(idle)} more {kind} without its effect in the cluster's record: fault "
+                            f"{', '.join(map(str, idle))}; {_why(measured, idle[0])})" if idle else ""))
     if required.share is not None and required.committed:
-        share = overlapping_share(history, required.committed, txns)
+        share = overlapping_share(history, required.committed, txns, effects)
         if share is None or share < required.share:
             short.append(f"{'no' if share is None else f'{share:.0%} of the'} committed transactions overlapped a "
                          f"{'/'.join(sorted(required.committed))} window, {required.share:.0%} required")
     return short
+
+
+def _why(measured: dict[str, Any], index: int) -> str:
+    row = next((f for f in measured["faults"] if f["index"] == index), {})
+    return (row.get("effect") or {}).get("evidence", "no effect recorded")
 
 
 def summary_line(measured: dict[str, Any] | None) -> str:
@@ -277,7 +304,9 @@ def summary_line(measured: dict[str, Any] | None) -> str:
     kinds = ", ".join(f"{k} {v['committed']} in {v['faults']}" for k, v in sorted(measured["kinds"].items()))
     share = measured.get("share_overlapping")
     stalled = measured.get("stalls") or {}
+    idle = sum(len(v.get("without_effect") or []) for v in measured["kinds"].values())
     return (f"exposure: committed transactions under each kind's faults: {kinds or 'no fault executed'}; "
             f"{'-' if share is None else f'{share:.0%}'} of {measured['committed']} committed overlapped a fault"
+            + (f"; {idle} faults without their effect in the cluster's record, not counted" if idle else "")
             + (f"; {stalled['count']} stalls over {stalled['bound_s']:g}s (longest {stalled['longest_s']:g}s)"
                if stalled.get("count") else ""))

@@ -9,7 +9,7 @@ from typing import Any, Callable
 from kchaos.clusters.base import Cluster, Role
 from kchaos.clusters.clients import create_topic
 from kchaos.errors import ClusterError
-from kchaos.log import say
+from kchaos.log import client_log, say
 from kchaos.rundir import RunDir
 from kchaos.runtime.kafka_tools import abort_open_transactions, broker_transaction_state, describe_streams_group
 from kchaos.waiting import WaitTimeout, wait_until
@@ -115,8 +115,8 @@ class CtpWorkload:
         from confluent_kafka import Consumer, TopicPartition
 
         if self._offset_reader is None:
-            self._offset_reader = Consumer({**self.client, "log_level": 3, "group.id": self.spec.group_id,
-                                            "enable.auto.commit": False})
+            self._offset_reader = Consumer(client_log({**self.client, "log_level": 3, "group.id": self.spec.group_id,
+                                                        "enable.auto.commit": False}))
         parts = [TopicPartition(self.spec.input_topic, p) for p in range(self.spec.input_partitions)]
         result = self._offset_reader.committed(parts, timeout=10)
         offsets = {tp.partition: tp.offset for tp in result if tp.offset >= 0}
@@ -182,21 +182,19 @@ class CtpWorkload:
                 say(f"final reads: the group's offsets: {error.str() if hasattr(error, 'str') else error}; asking again")
                 time.sleep(0.5)  # the coordinator moves in well under a second; nothing to wait on but a new answer
 
-    def remaining_inputs(self) -> int | None:
-        """Committed inputs not yet behind the group's committed offset (None: unknown now)."""
+    def drain_left(self) -> tuple[int, int | None] | None:
+        """(input partitions whose last seeded input the group has not committed past, inputs not
+        seeded yet: None while seeding follows the run); None while the group's offsets cannot be read."""
         assert self.seeder is not None
         try:
             committed = self.committed_offsets()
         except Exception:
             return None
-        behind = 0
-        for p, last in self.seeder.last_committed_offset.items():
-            if committed.get(p, 0) <= last:
-                behind += 1
+        behind = sum(1 for p, last in self.seeder.last_committed_offset.items() if committed.get(p, 0) <= last)
         if self.seeder.halted:
-            return behind
+            return behind, 0
         # seeding follows the run (records unset): what is yet to come is unknown until it is halted
-        return None if self.spec.records is None else behind + self.spec.records - self.seeder.committed
+        return behind, None if self.spec.records is None else self.spec.records - self.seeder.committed
 
     def processed_inputs(self) -> int | None:
         """For progress: the sum of the group's committed offsets (input records behind them,
@@ -228,16 +226,19 @@ class CtpWorkload:
                 raise ClusterError(f"the input seeder failed: {seeder.error!r}")
             if cancel is not None and cancel():
                 raise _DrainCancelled()
-            left = self.remaining_inputs()
+            parts = self.drain_left()
+            left = None if parts is None or parts[1] is None else parts[0] + parts[1]
             now = time.monotonic()
             if now - said["at"] >= DRAIN_PROGRESS_S:
                 processed = self.processed_inputs()
                 rate = ((processed - said["processed"]) / (now - said["at"])
                         if processed is not None and said["processed"] is not None else None)
-                say(f"draining: {now - started:.0f}s of at most {timeout_s:.0f}s; "
-                    f"{'?' if left is None else left} still to process (input partitions behind the seeder, plus "
-                    f"inputs not seeded yet)"
-                    + (f", {rate:.0f} inputs/s" if rate is not None else ""))
+                behind = ("the group's offsets not readable" if parts is None else
+                          f"{parts[0]} input partitions not yet processed to their last seeded input, "
+                          + ("inputs still to seed unknown (seeding follows the run)" if parts[1] is None
+                             else f"{parts[1]} inputs still to seed"))
+                say(f"draining: {now - started:.0f}s of at most {timeout_s:.0f}s; {behind}"
+                    + (f"; {rate:.0f} inputs/s" if rate is not None else ""))
                 said.update(at=now, processed=processed)
             return (seeder.done or seeder.halted) and left == 0
 

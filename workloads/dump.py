@@ -23,6 +23,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 
 from kchaos.files import atomic_target
 from kchaos.protocol.wire import END_OF_LOG_FETCH_WAIT_MS
+from kchaos.log import client_log
 
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state", "__share_group_state")
 #: dumps read at once: each is mostly waiting on fetches, and each holds its topic in memory
@@ -47,14 +48,14 @@ def dump_topic(client: dict[str, Any], admin: Any, topic: str, view: str, out_di
     rows: dict[str, list[Any]] = {"partition": [], "offset": [], "timestamp": [], "key": [], "value": []}
     summary: dict[str, Any] = {"topic": topic, "view": view, "partitions": len(partitions), "records": 0}
     if partitions:
-        consumer = Consumer({**client, "log_level": 3, "group.id": f"kchaos-dump-{time.time_ns()}",
+        consumer = Consumer(client_log({**client, "log_level": 3, "group.id": f"kchaos-dump-{time.time_ns()}",
                              "enable.auto.commit": False, "enable.partition.eof": True,
                              "isolation.level": "read_committed" if view == "committed" else "read_uncommitted",
                              "fetch.max.bytes": 8 * 1024 * 1024,
                              # the end of a partition is found by a fetch that returns nothing (the
                              # last records are often transaction markers): the broker holds such a
                              # fetch this long. 500 ms (the default) cost each dump ~1.5 s
-                             "fetch.wait.max.ms": END_OF_LOG_FETCH_WAIT_MS})
+                             "fetch.wait.max.ms": END_OF_LOG_FETCH_WAIT_MS}))
         try:
             consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
             pending = set(partitions)
@@ -100,8 +101,8 @@ def stable_offsets(client: dict[str, Any], admin: Any, topics: list[str],
     ListOffsets(latest) answers by the asking consumer's isolation level: read_uncommitted gets
     the high watermark, read_committed the LSO.
     """
-    readers = {iso: Consumer({**client, "log_level": 3, "group.id": f"kchaos-lso-{time.time_ns()}",
-                              "isolation.level": iso, "enable.auto.commit": False})
+    readers = {iso: Consumer(client_log({**client, "log_level": 3, "group.id": f"kchaos-lso-{time.time_ns()}",
+                                         "isolation.level": iso, "enable.auto.commit": False}))
                for iso in ("read_uncommitted", "read_committed")}
     out: dict[str, dict[str, dict[str, int]]] = {}
     try:
@@ -121,8 +122,8 @@ def stable_offsets(client: dict[str, Any], admin: Any, topics: list[str],
 
 def watermarks(client: dict[str, Any], admin: Any, topics: list[str]) -> dict[str, dict[str, dict[str, int]]]:
     """Low and high watermark per partition, and the committed-view end (the LSO)."""
-    consumer = Consumer({**client, "log_level": 3, "group.id": f"kchaos-wm-{time.time_ns()}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    consumer = Consumer(client_log({**client, "log_level": 3, "group.id": f"kchaos-wm-{time.time_ns()}",
+                                    "isolation.level": "read_committed", "enable.auto.commit": False}))
     out: dict[str, dict[str, dict[str, int]]] = {}
     try:
         for topic in topics:

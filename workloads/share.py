@@ -33,6 +33,7 @@ from kchaos.waiting import WaitTimeout, wait_until
 from kchaos.workloads.ctp import CtpWorkload
 from kchaos.workloads.lineage import input_id
 from kchaos.workloads.share_worker import is_poison
+from kchaos.log import client_log
 
 TXN_SHARE_ACKNOWLEDGE_API_KEY = 93
 #: how often the drain asks the persisted share state about delivered inputs whose
@@ -230,9 +231,9 @@ def persisted_done(client: dict[str, Any], group: str, topic_id: str,
     acknowledged or archived."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-    consumer = Consumer({**client, "log_level": 3, "group.id": f"kchaos-share-state-{time.time_ns()}",
-                         "enable.auto.commit": False, "enable.partition.eof": True,
-                         "isolation.level": "read_uncommitted", "fetch.wait.max.ms": 50})
+    consumer = Consumer(client_log({**client, "log_level": 3, "group.id": f"kchaos-share-state-{time.time_ns()}",
+                                    "enable.auto.commit": False, "enable.partition.eof": True,
+                                    "isolation.level": "read_uncommitted", "fetch.wait.max.ms": 50}))
     records: dict[int, list[Any]] = {}
     try:
         meta = consumer.list_topics(SHARE_STATE_TOPIC, timeout=10).topics.get(SHARE_STATE_TOPIC)

@@ -29,7 +29,9 @@ import json
 import os
 import shlex
 import shutil
+import socket
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,7 @@ from kchaos.clusters.proxy.toxiproxy import Proxy, ToxiproxyClient, ensure_toxip
 from kchaos.clusters.spec import ClusterSpec
 from kchaos.errors import CapabilityError, ClusterError, ConfigError
 from kchaos.files import atomic_write
+from kchaos.log import client_log
 from kchaos.rundir import NODE_DATA_DIR, NODE_DIR
 from kchaos.runtime import faketime, small_disk
 from kchaos.runtime.artifacts import JarSet, require_java, resolve_kafka
@@ -69,6 +72,8 @@ class LocalNode(Node):
         #: set when the node was upgraded to another release than the cluster's (rolling upgrade)
         self.jars: JarSet | None = None
         self.version: str | None = None
+        #: bumped at each start and stop, so a wait for an earlier start's port gives up
+        self.port_generation = 0
 
     # -- process ---------------------------------------------------------------------------
     def _argv(self) -> list[str]:
@@ -138,14 +143,17 @@ class LocalNode(Node):
         if not self.process.is_running():
             self._write_start_script()
             self.process.start()
+            self.cluster.client_port_follows(self)
 
     def kill(self) -> None:
         if self.process:
             self.process.kill()
+            self.cluster.client_port_follows(self)
 
     def terminate(self, timeout_s: float = 60.0) -> None:
         if self.process:
             self.process.terminate(timeout_s)
+            self.cluster.client_port_follows(self)
 
     def pause(self) -> None:
         """SIGSTOP; returns once the kernel shows the process stopped (signals are asynchronous)."""
@@ -306,6 +314,10 @@ class LocalJvmCluster(Cluster):
         self._toxiproxy_process: ManagedProcess | None = None
         self.messages: MessageProxyClient | None = None
         self._message_process: ManagedProcess | None = None
+        #: brokers whose client link a fault cut (partition clients=cut, client-link-down): a broker
+        #: that starts meanwhile gets its client port back only at the network's heal
+        self.client_links_cut: set[int] = set()
+        self._stopping = False
         ctl = spec.dedicated_controllers
         if ctl:
             self.controller_ids = list(range(1, ctl + 1))
@@ -524,8 +536,8 @@ class LocalJvmCluster(Cluster):
             nonlocal producer
             check_alive()
             if producer is None:
-                producer = Producer({"log_level": 3, **self.client_config(), "acks": "all",
-                                     "message.timeout.ms": "10000", "enable.idempotence": "true"})
+                producer = Producer(client_log({"log_level": 3, **self.client_config(), "acks": "all",
+                                                "message.timeout.ms": "10000", "enable.idempotence": "true"}))
             producer.produce(READY_TOPIC, b"ready", callback=lambda err, msg: delivered.append(err))
             producer.flush(12)
             return bool(delivered) and delivered[-1] is None
@@ -560,6 +572,14 @@ class LocalJvmCluster(Cluster):
 
     def stop(self, graceful: bool = False) -> None:
         """Stop every node and Toxiproxy. Idempotent; anything left over is reaped by pid file."""
+        self._stopping = True
+        try:
+            self._stop(graceful)
+        finally:
+            self._stopping = False
+            self.client_links_cut.clear()
+
+    def _stop(self, graceful: bool) -> None:
         self._close_admin()
         if graceful:
             for node in [n for n in self._nodes if not n.is_controller] + [n for n in self._nodes if n.is_controller]:
@@ -701,6 +721,52 @@ class LocalJvmCluster(Cluster):
         return best[0]
 
     # -- network ---------------------------------------------------------------------------
+    def client_port_follows(self, node: "LocalNode") -> None:
+        """A broker's client proxy refuses connections while the broker is down, as the broker's
+        own port does. Left open, Toxiproxy would accept a connection and close it at once when it
+        cannot reach the broker: franz-go reads that end-of-file on its first request as a TLS
+        mismatch and fails InitProducerId without retrying (kgo.ErrFirstReadEOF), where a dead
+        broker's refused connection is retried; every client then sees what it sees without a
+        proxy. A broker that starts gets its port back once it listens, unless a fault cut it."""
+        if self._stopping or self.toxiproxy is None or self.ports is None or node.node_id not in self.ports.proxy_client:
+            return
+        node.port_generation += 1
+        generation, name = node.port_generation, proxy_name_client(node.node_id)
+        if not node.is_running:
+            self._set_client_proxy(name, False)
+            return
+        threading.Thread(target=self._open_client_port_when_listening, args=(node, generation, name),
+                         name=f"client-port-n{node.node_id}", daemon=True).start()
+
+    def _open_client_port_when_listening(self, node: "LocalNode", generation: int, name: str) -> None:
+        assert self.ports is not None
+        port, deadline = self.ports.client[node.node_id], time.monotonic() + self.spec.ready_timeout_s
+        while time.monotonic() < deadline and node.port_generation == generation and node.is_running:
+            try:
+                socket.create_connection((HOST, port), timeout=1.0).close()
+            except OSError:
+                time.sleep(0.1)
+                continue
+            if node.port_generation == generation and node.node_id not in self.client_links_cut:
+                self._set_client_proxy(name, True)
+            return
+
+    def _set_client_proxy(self, name: str, enabled: bool) -> None:
+        client = self.toxiproxy
+        if client is None:
+            return
+        try:
+            client.set_enabled(name, enabled)
+        except ClusterError:  # Toxiproxy stopped with the cluster meanwhile
+            pass
+
+    def close_dead_client_ports(self) -> None:
+        """After the network's heal (which enables every proxy): the ports of brokers that are down."""
+        self.client_links_cut.clear()
+        for node in self._nodes:
+            if node.is_broker and not node.is_running:
+                self.client_port_follows(node)
+
     @property
     def network(self) -> "ProxyNetwork":
         if not self.has(Capability.PARTITION):

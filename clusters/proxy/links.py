@@ -88,9 +88,20 @@ class ProxyNetwork(LinkNetwork):
         others = [n.node_id for n in self.cluster.nodes if n.node_id != node_id]
         cut = self.partition([node_id], others)
         if include_clients and proxy_name_client(node_id) in self.client.proxies():
-            self.client.set_enabled(proxy_name_client(node_id), False)
-            cut.append(proxy_name_client(node_id))
+            cut += self.cut_clients([node_id])
         return cut
+
+    def cut_clients(self, nodes: list[int]) -> list[str]:
+        """Take the client links of ``nodes`` down (their proxies refuse connections) until the
+        heal; a broker that restarts meanwhile stays cut. Returns the proxies."""
+        getattr(self.cluster, "client_links_cut", set()).update(nodes)
+        names = [proxy_name_client(n) for n in nodes]
+        for name in names:
+            self.client.set_enabled(name, False)
+        return names
 
     def heal(self) -> None:
         self.client.reset()
+        close = getattr(self.cluster, "close_dead_client_ports", None)
+        if close is not None:  # a broker still down keeps refusing connections
+            close()

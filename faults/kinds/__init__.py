@@ -44,6 +44,12 @@ class ClusterNeeds:
 MOVES_BROKER_CLOCK = "moves-broker-clock"
 #: the transactional id in its detail is initialised as a worker's would be (verifier/coordinator_log.py)
 FENCES_TRANSACTIONAL_ID = "fences-transactional-id"
+#: its effect (verifier/fault_effects.py): each target broker registers a new incarnation
+RESTARTS_BROKER = "restarts-broker"
+#: its effect: a cut broker fenced, or an ISR left without it
+CUTS_BROKER_OFF = "cuts-broker-off"
+#: its effect: the stopped broker fenced, when it was stopped past its session
+STOPS_BROKER = "stops-broker"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from kchaos.clusters.base import Capability
 from kchaos.clusters.proxy.toxiproxy import Toxic
 from kchaos.errors import ConfigError
 from kchaos.faults.base import Fault, resolve_node_target
-from kchaos.faults.kinds import ClusterNeeds, FaultKind, NoParams, register
+from kchaos.faults.kinds import CUTS_BROKER_OFF, ClusterNeeds, FaultKind, NoParams, register
 
 
 #: the isolations whose role more than one node can hold, so the active controller can be spared
@@ -118,9 +118,7 @@ class PartitionFault(NetworkFault):
             raise ConfigError(f"unknown partition target {target!r}")
         if self.params.clients == "cut":
             cluster.require(Capability.NETWORK)
-            proxies = [f"client-n{n}" for n in self.target["nodes"]]
-            for name in proxies:
-                net.client.set_enabled(name, False)
+            proxies = net.cut_clients(list(self.target["nodes"]))
             self.target["detail"] = {**self.target["detail"], "client_proxies_down": proxies}
         return self.target
 
@@ -153,8 +151,7 @@ class ClientLinkFault(NetworkFault):
             resolved = resolve_node_target(self.ctx, self.scheduled.target, self.rng)
         proxies = [f"client-n{n}" for n in resolved["nodes"]]
         if self.scheduled.kind == "client-link-down":
-            for name in proxies:
-                net.client.set_enabled(name, False)
+            net.cut_clients(list(resolved["nodes"]))
             detail = {"proxies": proxies}
         else:
             toxic = self._toxic()
@@ -173,7 +170,7 @@ register(
               Capability.PARTITION,
               ("isolate-random", "isolate-txn-coordinator", "isolate-group-coordinator", "isolate-share-coordinator",
                "isolate-controller", "isolate-leader-input", "isolate-leader-output", "majority-minority", "ring",
-               "controller-quorum"), PartitionFault, Partition),
+               "controller-quorum"), PartitionFault, Partition, evidence=frozenset({CUTS_BROKER_OFF})),
     FaultKind("client-link-down", "disable the client proxy of the target broker", Capability.NETWORK,
               ("random", "share-coordinator", "txn-coordinator", "group-coordinator", "leader-input", "leader-output"),
               ClientLinkFault, needs=CLIENT_LINK_NEEDS),

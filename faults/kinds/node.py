@@ -10,7 +10,7 @@ from pydantic import Field
 
 from kchaos.clusters.base import Capability
 from kchaos.faults.base import NODE_TARGETS, Fault, resolve_node_target, start_if_stopped
-from kchaos.faults.kinds import FaultKind, NoParams, register
+from kchaos.faults.kinds import RESTARTS_BROKER, STOPS_BROKER, FaultKind, NoParams, register
 
 
 class NodeFault(Fault):
@@ -96,15 +96,16 @@ class RollingRestart(Fault):
 
 register(
     FaultKind("kill", "SIGKILL the target node(s); heal restarts them", Capability.KILL, NODE_TARGETS, NodeFault,
-              aimed_at_work=True),
+              evidence=frozenset({RESTARTS_BROKER}), aimed_at_work=True),
     FaultKind("terminate", "graceful stop; heal restarts", Capability.TERMINATE, NODE_TARGETS, NodeFault,
-              aimed_at_work=True),
-    FaultKind("pause", "SIGSTOP; heal sends SIGCONT", Capability.PAUSE, NODE_TARGETS, NodeFault, aimed_at_work=True),
+              evidence=frozenset({RESTARTS_BROKER}), aimed_at_work=True),
+    FaultKind("pause", "SIGSTOP; heal sends SIGCONT", Capability.PAUSE, NODE_TARGETS, NodeFault,
+              evidence=frozenset({STOPS_BROKER}), aimed_at_work=True),
     FaultKind("restart", "graceful restart at once", Capability.RESTART,
-              tuple(t for t in NODE_TARGETS if t != "minority"), NodeFault),
+              tuple(t for t in NODE_TARGETS if t != "minority"), NodeFault, evidence=frozenset({RESTARTS_BROKER})),
     FaultKind("kill-isolated", "cut the target node from every other node (its clients still reach it), then "
               "SIGKILL it while cut; heal restarts it", Capability.KILL, tuple(t for t in NODE_TARGETS if t != "minority"),
-              IsolatedKill, IsolatedKillParams, aimed_at_work=True),
+              IsolatedKill, IsolatedKillParams, evidence=frozenset({RESTARTS_BROKER}), aimed_at_work=True),
     FaultKind("rolling-restart", "restart every broker in turn, waiting for health between", Capability.RESTART,
               ("all",), RollingRestart),
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 import uuid
 
@@ -72,6 +73,18 @@ def test_replication_traffic_flows_through_the_pair_proxies(cluster3):
     wait_until(lambda: follower in cluster3.isr(topic, 0), 60, 0.5, "follower did not rejoin the ISR after heal")
 
 
+def _refused(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def _client_proxy_enabled(cluster, node_id: int) -> bool:
+    return cluster.toxiproxy.proxy(f"client-n{node_id}").enabled
+
+
 def test_killed_leader_moves_leadership_then_rejoins_isr(cluster3):
     topic = f"kill-{uuid.uuid4().hex[:6]}"
     create_topic(cluster3, topic, 1, 3)
@@ -80,6 +93,8 @@ def test_killed_leader_moves_leadership_then_rejoins_isr(cluster3):
     node = cluster3.node(old_leader)
     node.kill()
     assert not node.is_running
+    # the dead broker's client port refuses, through its proxy as without one
+    assert _refused(cluster3.ports.client_entry(old_leader))
     try:
         new_leader = wait_until(
             lambda: (lambda l: l if l not in (-1, old_leader) else None)(cluster3.leader(topic, 0)),
@@ -90,6 +105,24 @@ def test_killed_leader_moves_leadership_then_rejoins_isr(cluster3):
         node.start()
     wait_until(lambda: old_leader in cluster3.isr(topic, 0), 90, 1.0,
                f"restarted broker {old_leader} did not rejoin the ISR", retry_on=(Exception,))
+    wait_until(lambda: _client_proxy_enabled(cluster3, old_leader), 30, 0.1,
+               "the restarted broker's client proxy stayed closed")
+    cluster3.wait_healthy(90)
+
+
+def test_a_client_link_cut_holds_across_a_restart_until_the_heal(cluster3):
+    nid = cluster3.broker_ids[-1]
+    node = cluster3.node(nid)
+    node.kill()
+    try:
+        assert cluster3.network.cut_clients([nid]) == [f"client-n{nid}"]
+        node.start()
+        wait_until(lambda: not _refused(cluster3.ports.client[nid]), 90, 0.2, "the broker did not listen again")
+        time.sleep(1.0)  # the port follower polls every 0.1 s: it had its chance to reopen the cut link
+        assert not _client_proxy_enabled(cluster3, nid), "a restart undid the fault's cut of the client link"
+    finally:
+        cluster3.network.heal()
+    assert _client_proxy_enabled(cluster3, nid)
     cluster3.wait_healthy(90)
 
 

@@ -41,7 +41,7 @@ def _finish(run: Path, verdict_from_checker: bool = True, complete: bool = True)
     # the history's times start at T0 (ReportRun); add a fault op
     lines = [json.loads(l) for l in (run / "history.jsonl").read_text().splitlines()]
     lines += [{"time": T0 + 0.5, "process": "harness", "op": 999, "type": "invoke", "f": "fault:kill",
-               "value": {"kind": "kill", "target": "txn-coordinator"}},
+               "value": {"index": 0, "kind": "kill", "target": "txn-coordinator"}},
               {"time": T0 + 1.5, "process": "harness", "op": 999, "type": "ok", "f": "fault:kill",
                "value": {"resolved": {"nodes": [2], "role": "transaction coordinator"}}}]
     (run / "history.jsonl").write_text("".join(json.dumps(l) + "\n" for l in lines))
@@ -68,6 +68,9 @@ def test_valid_run_report_shows_verdict_plots_faults_replay_and_facts(tmp_path):
     assert "Kafka</th><td>4.2.1 (local, 3 nodes)" in html and "transaction.version 2" in html
     assert "inputs committed</th><td>4</td>" in html and "outputs committed / raw</th><td>8 / 8</td>" in html
     assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")  # opens from disk, no network
+    # the kill's record says done; node 2's log shows no new incarnation: not counted, and said
+    assert "NOT SEEN, not counted: no new incarnation of broker 2" in html
+    assert "1 faults without their effect in the cluster&#39;s record, not counted" in html
 
 
 def test_invalid_run_report_has_a_section_per_anomaly_with_evidence_and_log_lines(tmp_path):

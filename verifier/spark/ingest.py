@@ -17,6 +17,7 @@ from typing import Any
 
 from kchaos.clusters.client_security import java_client_properties, resolve_env_refs
 from kchaos.files import atomic_write, read_json
+from kchaos.log import client_log
 from kchaos.protocol.wire import END_OF_LOG_FETCH_WAIT_MS
 
 TOPIC_SCHEMA = "partition INT, offset BIGINT, timestamp BIGINT, key BINARY, value BINARY"
@@ -35,7 +36,7 @@ def topic_partitions(bootstrap: str, topics: list[str], client: dict[str, str] |
     cluster's recorded security settings (clusters/client_security.py), secrets as references."""
     from confluent_kafka.admin import AdminClient
 
-    conf = {**resolve_env_refs(client or {}), "bootstrap.servers": bootstrap, "log_level": 3}
+    conf = client_log({**resolve_env_refs(client or {}), "bootstrap.servers": bootstrap, "log_level": 3})
     metadata = AdminClient(conf).list_topics(timeout=30)
     return {t: sorted(metadata.topics[t].partitions) for t in topics
             if t in metadata.topics and metadata.topics[t].error is None}

@@ -247,18 +247,35 @@ func (w *worker) start() error {
 		return &exit{common.ExitFatal, "fatal", "session: " + err.Error()}
 	}
 	w.cl = w.sess.Client()
-	op := w.h.Invoke("init", nil, w.fields())
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if _, _, err := w.cl.ProducerID(ctx); err != nil {
+	// A load that failed on the network (a dead coordinator's refused connection) is not kept:
+	// franz-go loads the id again at the next call, as a produce of the EOS example would (its
+	// records retry a failed load). So the worker asks again, in the group, for up to 60 s,
+	// instead of leaving the group to start over.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		op := w.h.Invoke("init", nil, w.fields())
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		_, _, err := w.cl.ProducerID(ctx)
+		cancel()
+		if err == nil {
+			w.h.Complete(op, "init", "ok", nil, w.fields(), nil)
+			return nil
+		}
 		w.h.Complete(op, "init", "fail", nil, w.fields(), err)
 		if isFenced(err) {
 			return &exit{common.ExitFenced, "fenced", "init: " + err.Error()}
 		}
-		return &exit{common.ExitFatal, "fatal", "init: " + err.Error()}
+		if time.Now().Add(500*time.Millisecond).After(deadline) || w.stop.Requested() || !loadFailed(err) {
+			return &exit{common.ExitFatal, "fatal", "init: " + err.Error()}
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
-	w.h.Complete(op, "init", "ok", nil, w.fields(), nil)
-	return nil
+}
+
+// loadFailed: the id could not be loaded for a request's failure (franz-go did not keep the
+// attempt), not for a broker's answer that stands.
+func loadFailed(err error) bool {
+	return strings.Contains(err.Error(), "unable to initialize a producer ID due to request failures")
 }
 
 func (w *worker) poll() []*kgo.Record {
