@@ -133,6 +133,11 @@ def render_plan(p: dict[str, Any]) -> str:
                          "kind's windows: " + ", ".join(f"{k} {n}" for k, n in sorted(exposure["committed"].items()))
                          + (f"; {exposure['share']:.0%} of all committed transactions under one of them"
                             if exposure["share"] is not None else ""))
+        elif exposure.get("floor"):
+            lines.append(f"  required exposure: none declared, so the floor (else the verdict is unknown): "
+                         f"{exposure['floor']:g} committed transaction per fault of each kind under its windows")
+        else:
+            lines.append("  required exposure: none, and the floor lowered to 0 by the campaign")
         lines.append(f"  {'at':>8}  {'hold':>6}  {'kind':<22} {'target':<26} parameters")
         for f in p["schedule"]:
             params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in f["params"].items())

@@ -86,7 +86,8 @@ class ExposureSpec(BaseModel):
     (verifier/exposure.py measures it in every run). A committed transaction is exposed to a fault
     kind when its life (from its first send to its commit) overlaps a window of that kind (from the
     fault's injection to its heal). Below a requirement the verdict is unknown, naming the kind and
-    the figure: a fault that hit nothing tested nothing."""
+    the figure: a fault that hit nothing tested nothing. A campaign that requires nothing still has
+    a floor (``floor``, one committed transaction per fault of each kind), lowered only by saying so."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     committed: dict[str, int] = Field(
@@ -97,6 +98,10 @@ class ExposureSpec(BaseModel):
                                       "one of the kinds in `committed`")
     stall_s: float = Field(10.0, gt=0, description="a stall: no commit for longer than this while the workload runs "
                                                    "(reported with what each worker was doing)")
+    floor: float = Field(1.0, ge=0, description=(
+        "without `committed`: per executed fault kind, at least this many committed transactions under its windows per "
+        "fault of the kind (a kind below it makes the run unknown, with the figure); 0 lowers it to nothing, said in "
+        "the campaign"))
 
     @field_validator("committed")
     @classmethod

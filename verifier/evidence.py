@@ -220,8 +220,9 @@ def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
                        + ": the run says nothing about them"))
 
     required = data.campaign.faults.exposure
+    measurable = history.has_history or data.txn_log is not None
     if required.required and coverage["planned"] and not final.get("interrupted"):
-        if not history.has_history and data.txn_log is None:
+        if not measurable:
             out.append(Gap("the campaign requires its faults to hit work, but the pipeline recorded no client history "
                            "and the coordinator's log could not be read: what they overlapped cannot be measured"))
         else:
@@ -230,6 +231,12 @@ def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
             if short:
                 out.append(Gap("the faults hit less work than the campaign requires ([faults.exposure]): "
                                + "; ".join(short) + ": the run says little about those faults"))
+    elif required.floor and coverage["planned"] and not final.get("interrupted") and measurable:
+        short = exposure.floor_shortfall(run_exposure(data), required.floor)
+        if short:
+            out.append(Gap(f"the faults hit next to no work (the campaign requires none, so the floor holds: "
+                           f"{required.floor:g} committed transaction per fault of each kind; [faults.exposure] "
+                           "floor = 0 lowers it): " + "; ".join(short) + ": the run says little about those faults"))
     return out
 
 

@@ -17,6 +17,7 @@ the same function (verifier/evidence.py), and a campaign's required exposure
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -288,6 +289,22 @@ def shortfall(measured: dict[str, Any], required: Any, history: Any,
         if share is None or share < required.share:
             short.append(f"{'no' if share is None else f'{share:.0%} of the'} committed transactions overlapped a "
                          f"{'/'.join(sorted(required.committed))} window, {required.share:.0%} required")
+    return short
+
+
+def floor_shortfall(measured: dict[str, Any], floor: float) -> list[str]:
+    """Without a ``[faults.exposure]`` table: each executed kind whose windows overlapped fewer than
+    ``floor`` committed transactions per fault of the kind (or whose every fault did nothing, by
+    the cluster's record), as a phrase with the figure; [] when none."""
+    short = []
+    for kind, row in sorted(measured["kinds"].items()):
+        faults, idle = row.get("faults", 0), row.get("without_effect") or []
+        need = math.ceil(floor * faults)
+        if faults and row["committed"] < need:
+            short.append(f"{kind}: {row['committed']} committed transactions under its {faults} windows, {need} required")
+        elif not faults and idle:
+            short.append(f"{kind}: its {len(idle)} faults without their effect in the cluster's record "
+                         f"({_why(measured, idle[0])})")
     return short
 
 

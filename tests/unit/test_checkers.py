@@ -2059,7 +2059,8 @@ def test_fault_coverage_below_what_the_campaign_requires_is_unknown(tmp_path):
     campaign that requires only kills (faults.coverage) is valid. The coverage is in the facts."""
     b = RunBuilder()
     b.schedule = _scheduled(["kill", "partition"])
-    b.ops.insert(1, ("fault:kill", "ok", {"index": 0, "kind": "kill"}, "harness", 0, None))
+    # while the run's one transaction is under way: the kill meets the default exposure floor
+    b.ops.insert(2, ("fault:kill", "ok", {"index": 0, "kind": "kill"}, "harness", 0, None))
     verdict, _, results = _anomalies(b.write(tmp_path / "r"))
     assert verdict == "unknown", results["checks"]
     assert any("partition 0 of 1 (planned 1, attempted 0)" in e for e in results["errors"]), results["errors"]
@@ -2090,6 +2091,21 @@ def test_faults_that_hit_less_work_than_the_campaign_requires_make_the_run_unkno
         if expected == "unknown":
             assert any("kill: 0 committed transactions overlapped its 1 windows, 1 required" in e
                        for e in results["errors"]), results["errors"]
+
+
+def test_a_campaign_that_requires_no_exposure_still_has_a_floor_lowered_only_by_saying_so(tmp_path):
+    """No [faults.exposure] table, a kill before the run's one transaction began: it hit nothing,
+    so the floor (one committed transaction per fault of a kind) makes the run unknown, naming the
+    kind and the figure; `floor = 0` in the campaign lowers it, and the run is valid. In both engines."""
+    b = RunBuilder()
+    b.schedule = _scheduled(["kill"])
+    b.ops.insert(1, ("fault:kill", "ok", {"index": 0, "kind": "kill", "target": "txn-coordinator"}, "harness", 0, None))
+    verdict, _, results = _anomalies(b.write(tmp_path / "floor"))
+    assert verdict == "unknown" and any(
+        "the faults hit next to no work" in e and "kill: 0 committed transactions under its 1 windows, 1 required" in e
+        for e in results["errors"]), results["errors"]
+    b.faults = {"exposure": {"floor": 0}}
+    assert _anomalies(b.write(tmp_path / "lowered"))[0] == "valid"
 
 
 @one_engine
