@@ -460,6 +460,16 @@ def kill_a_broker_whose_process_survived(run: Path) -> Expectation:
     return "unknown", "1 more kill without its effect in the cluster's record: fault 0; no new incarnation of broker 2"
 
 
+def fail_the_brokers_transaction_list(run: Path) -> Expectation:
+    """The KIP-664 list query at the final reads failed (its error recorded, no rows): read before
+    as "no coordinator holds a transaction prepared"."""
+    final = _final(run)
+    final["broker_transactions"] = {**(final.get("broker_transactions") or {}), "transactions": None,
+                                    "list_error": "org.apache.kafka.common.errors.TimeoutException: timed out"}
+    _write_final(run, final)
+    return "unknown", "the brokers' own account of transactions could not be read"
+
+
 def kill_a_broker_that_came_back(run: Path) -> Expectation:
     """The same kill with broker 2's new incarnation in the controller's record: its exposure counts."""
     _kill_broker_2_over_the_commits(run, restarted=True)
@@ -522,7 +532,8 @@ ANOMALIES: tuple[Callable[[Path], Expectation], ...] = (
     unrecord_a_commit_beside_another_partitions_compaction, fence_a_broker_at_the_end, stall_a_partition)
 GAPS: tuple[Callable[[Path], Expectation], ...] = (
     unreadable_group_offsets, empty_transaction_log, drop_a_workers_history, stop_a_dump_early, inject_nothing,
-    lose_the_observations, fail_the_observer_mid_run, plan_a_fault_kind_never_tried, kill_a_broker_whose_process_survived)
+    lose_the_observations, fail_the_observer_mid_run, plan_a_fault_kind_never_tried, kill_a_broker_whose_process_survived,
+    fail_the_brokers_transaction_list)
 
 
 # -- evidence rules that excuse only what the world could produce (issue 60) --------------------

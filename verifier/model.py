@@ -492,7 +492,8 @@ def hanging_cases(workload: Any, final: dict[str, Any], open_txns: list[dict[str
     watermark (with the transactions the log shows open there, and the brokers' own list), and
     transactions ``find-hanging`` reports on the run's topics, and transactions a coordinator
     still holds prepared (``list``; the ids in ``scope``, :func:`pipeline_txids`). Returns (cases,
-    note when none)."""
+    note when none). With no case, a brokers' query that failed (``list``, a broker's
+    ``find-hanging``) raises NotApplicable: a list never read is no "nothing prepared"."""
     liveness = final.get("liveness") or {}
     recovery = final.get("recovery")  # KIP-664's abort at the final reads (faults.recover_hanging)
     ours = {workload.input_topic, *workload.output_topics}
@@ -505,6 +506,12 @@ def hanging_cases(workload: Any, final: dict[str, Any], open_txns: list[dict[str
     prepared = [t for t in broker.get("transactions") or [] if t.get("TransactionState") in STUCK_PREPARED
                 and in_scope(str(t.get("TransactionalId", "")), scope)]
     if liveness.get("stable") and not reported and not prepared:
+        failed = ([f"list: {broker['list_error']}"] if broker.get("list_error") else []) + [
+            f"{name}: {error}" for name, error in sorted((broker.get("hanging_errors") or {}).items())]
+        if failed:
+            raise NotApplicable("every partition's LSO reached its high watermark, but the brokers' own account of "
+                                "transactions could not be read (" + "; ".join(failed)[:300] + "): a coordinator may "
+                                "still hold one prepared")
         return [], (f"every partition's LSO reached its high watermark {liveness.get('waited_s')}s after the drain"
                     + (f"; the group's offsets partition was not watched ({liveness['offsets_partition_error']})"
                        if liveness.get("offsets_partition_error") else "")

@@ -739,6 +739,20 @@ def test_a_transaction_its_coordinator_still_holds_prepared_after_the_run_is_han
         assert "no coordinator holds a transaction prepared" in results["checks"]["hanging-transaction"]["note"]
 
 
+@pytest.mark.parametrize("failed", [{"transactions": None, "list_error": "TimeoutException: Timed out waiting"},
+                                    {"transactions": [], "hanging_errors": {"find-hanging:2": "NOT_LEADER"}}])
+def test_a_brokers_query_that_failed_is_no_nothing_prepared(tmp_path, failed):
+    """Every LSO at its high watermark, and the brokers' list (or one broker's find-hanging) failed:
+    nothing says no coordinator holds a transaction prepared, so the check is not made and the
+    run's liveness is unknown, with the query's error. In both engines."""
+    b = RunBuilder()
+    b.final_extra = {"broker_transactions": {"hanging": [], **failed}}
+    verdict, _, results = _anomalies(b.write(tmp_path / "r"))
+    assert verdict == "unknown" and results["liveness"] == "unknown", results["checks"]
+    reason = results["not_checked"]["hanging-transaction"]
+    assert "could not be read" in reason and (failed.get("list_error") or "NOT_LEADER")[:20] in reason
+
+
 def test_zombie_write(tmp_path):
     b = RunBuilder()
     # w0.2 initialises tx-w0 (epoch 1); afterwards the old w0.1 commits transaction 2 and it is visible
