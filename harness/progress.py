@@ -32,14 +32,17 @@ class Progress:
         return rate
 
     def processed_text(self, processed: int | None) -> str:
-        """The inputs processed and the rate, each with its unit; while the group's offsets cannot
-        be read (its coordinator is down) the last figure read and how old it is."""
+        """How far the group has consumed the input log, and the rate, each with its unit: input
+        offsets (the group's committed offsets summed; the seeder's transaction markers and aborted
+        inputs take offsets too, so it runs ahead of the inputs seeded); while the group's offsets
+        cannot be read (its coordinator is down) the last figure read and how old it is."""
         if processed is not None:
             rate = self.throughput(processed)
-            return f"processed {processed} inputs ({'rate: first sample' if rate is None else f'{rate:.0f} inputs/s'})"
+            return (f"consumed {processed} input offsets "
+                    f"({'rate: first sample' if rate is None else f'{rate:.0f} offsets/s'})")
         if self._last is None:
-            return "processed: offsets not readable yet"
-        return (f"processed {self._last[1]} inputs {time.monotonic() - self._last[0]:.0f}s ago "
+            return "consumed: the group's offsets not readable yet"
+        return (f"consumed {self._last[1]} input offsets {time.monotonic() - self._last[0]:.0f}s ago "
                 f"(the group's offsets not readable since)")
 
     def show(self, text: str) -> None:

@@ -72,7 +72,7 @@ def test_processed_text_carries_units_and_the_last_figure_while_offsets_are_unre
     clock = iter([5.0, 8.0, 20.0])
     monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
     p = Progress(1.0)
-    assert p.processed_text(None) == "processed: offsets not readable yet"  # no clock read: nothing to age
-    assert p.processed_text(100) == "processed 100 inputs (rate: first sample)"
-    assert p.processed_text(400) == "processed 400 inputs (100 inputs/s)"
-    assert p.processed_text(None) == "processed 400 inputs 12s ago (the group's offsets not readable since)"
+    assert p.processed_text(None) == "consumed: the group's offsets not readable yet"  # no clock read: nothing to age
+    assert p.processed_text(100) == "consumed 100 input offsets (rate: first sample)"
+    assert p.processed_text(400) == "consumed 400 input offsets (100 offsets/s)"
+    assert p.processed_text(None) == "consumed 400 input offsets 12s ago (the group's offsets not readable since)"
