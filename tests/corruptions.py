@@ -439,15 +439,19 @@ def _kill_broker_2_over_the_commits(run: Path, restarted: bool) -> None:
     def line(t: float, text: str) -> str:
         return time.strftime("[%Y-%m-%dT%H:%M:%S", time.localtime(t)) + f",{int(t % 1 * 1000):03d}] INFO {text}\n"
 
-    def register(t: float, incarnation: str, how: str) -> str:
+    def register(t: float, incarnation: str, how: str, fenced: str) -> str:
         return line(t, f"[QuorumController id=1] Replayed {how} broker 2: RegisterBrokerRecord(brokerId=2, "
-                       f"isMigratingZkBroker=false, incarnationId={incarnation}, brokerEpoch=5, endPoints=[])")
+                       f"isMigratingZkBroker=false, incarnationId={incarnation}, brokerEpoch=5, endPoints=[], "
+                       f"fenced={fenced}, inControlledShutdown=false)")
 
     log = run / "cluster" / "node-1" / "logs" / "server.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    text = register(start - 60, "first", "initial RegisterBrokerRecord for")
-    if restarted:
-        text += register(end + 6, "second", "RegisterBrokerRecord establishing a new incarnation of")
+    text = register(start - 60, "first", "initial RegisterBrokerRecord for", "false")
+    if restarted:  # as a broker comes back: registered fenced, then unfenced by the controller
+        text += register(end + 6, "second", "RegisterBrokerRecord establishing a new incarnation of", "true")
+        text += line(end + 7, "[QuorumController id=1] Replayed BrokerRegistrationChangeRecord modifying the registration "
+                              "for broker 2: BrokerRegistrationChangeRecord(brokerId=2, brokerEpoch=30, fenced=-1, "
+                              "inControlledShutdown=0, logDirs=[])")
     for old in run.glob("cluster/node-*/logs/server.log"):
         old.unlink()
     log.write_text(text)
@@ -468,6 +472,21 @@ def fail_the_brokers_transaction_list(run: Path) -> Expectation:
                                     "list_error": "org.apache.kafka.common.errors.TimeoutException: timed out"}
     _write_final(run, final)
     return "unknown", "the brokers' own account of transactions could not be read"
+
+
+def fence_a_broker_in_the_controllers_record_before_the_last_read(run: Path) -> Expectation:
+    """The metadata read at the run's end has every broker registered; the controller's own record
+    (a node's log) fenced broker 2 five seconds before that read and never unfenced it. One read
+    was the only source before."""
+    at = float(_final(run)["brokers_at_end"]["at"]) - 5
+    log = run / "cluster" / "node-1" / "logs" / "server.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as f:
+        f.write(time.strftime("[%Y-%m-%dT%H:%M:%S", time.localtime(at)) + f",{int(at % 1 * 1000):03d}] INFO "
+                "[QuorumController id=1] Replayed BrokerRegistrationChangeRecord modifying the registration for broker "
+                "2: BrokerRegistrationChangeRecord(brokerId=2, brokerEpoch=9, fenced=1, inControlledShutdown=0, "
+                "logDirs=[])\n")
+    return "unknown", "but the controller's own record had broker 2 fenced"
 
 
 def kill_a_broker_that_came_back(run: Path) -> Expectation:
@@ -533,7 +552,7 @@ ANOMALIES: tuple[Callable[[Path], Expectation], ...] = (
 GAPS: tuple[Callable[[Path], Expectation], ...] = (
     unreadable_group_offsets, empty_transaction_log, drop_a_workers_history, stop_a_dump_early, inject_nothing,
     lose_the_observations, fail_the_observer_mid_run, plan_a_fault_kind_never_tried, kill_a_broker_whose_process_survived,
-    fail_the_brokers_transaction_list)
+    fail_the_brokers_transaction_list, fence_a_broker_in_the_controllers_record_before_the_last_read)
 
 
 # -- evidence rules that excuse only what the world could produce (issue 60) --------------------

@@ -478,4 +478,7 @@ def check_broker_not_rejoined(data: Any) -> CheckResult:
     if state.leaderless is None:  # registration judged, leadership not: not checked, never valid
         raise NotApplicable(NOTES["broker-not-rejoined.leaders-unread"].format(source=state.source,
                                                                              why=state.leaders_unread))
+    disagreement = liveness.controller_disagrees(data, state)  # a second source, where the run holds it
+    if disagreement:
+        raise NotApplicable(disagreement)
     return CheckResult("broker-not-rejoined", VALID, note=NOTES["broker-not-rejoined.ok"].format(source=state.source))

@@ -27,65 +27,17 @@ None with the reason. Both engines read these effects from this one function.
 
 from __future__ import annotations
 
-import re
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from kchaos.faults.kinds import CUTS_BROKER_OFF, KINDS, RESTARTS_BROKER, STOPS_BROKER, kinds_with
+from kchaos.verifier.broker_logs import ClusterRecord
 from kchaos.verifier.late_requests import events_path, read_message_events
 
 #: a restarted broker registers within this many seconds of its heal (JVM start on a loaded machine)
 RESTART_GRACE_S = 120.0
 #: a cut's fence or ISR shrink logged this long after its heal still belongs to it
 CUT_GRACE_S = 5.0
-
-_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{3})\] ")
-_REGISTER = re.compile(r"Replayed (?:initial )?RegisterBrokerRecord .*?brokerId=(\d+), .*?incarnationId=([\w-]+)")
-_FENCED = re.compile(r"Replayed BrokerRegistrationChangeRecord .*?brokerId=(\d+), brokerEpoch=\d+, fenced=1\b")
-_ISR = re.compile(r"\[Partition (\S+) broker=(\d+)\] ISR updated to ([\d,]+)")
-
-
-class ClusterRecord:
-    """What the nodes' server logs say of registrations, fences and ISR changes, in time order."""
-
-    def __init__(self, lines: Iterable[str]):
-        first_seen: dict[tuple[int, str], float] = {}
-        self.fences: list[tuple[float, int]] = []
-        #: (when, partition, the leader that logged it, the new ISR)
-        self.isr_updates: list[tuple[float, str, int, frozenset[int]]] = []
-        for line in lines:
-            stamp = _STAMP.match(line)
-            if stamp is None:
-                continue
-            t = datetime.strptime(stamp.group(1), "%Y-%m-%dT%H:%M:%S,%f").timestamp()
-            if (m := _REGISTER.search(line)) is not None:
-                key = (int(m.group(1)), m.group(2))
-                first_seen[key] = min(t, first_seen.get(key, t))
-            elif (m := _FENCED.search(line)) is not None:
-                self.fences.append((t, int(m.group(1))))
-            elif (m := _ISR.search(line)) is not None:
-                self.isr_updates.append((t, m.group(1), int(m.group(2)),
-                                         frozenset(int(x) for x in m.group(3).split(",") if x)))
-        #: (when the controller first recorded it, broker) for every incarnation
-        self.incarnations = sorted((t, broker) for (broker, _), t in first_seen.items())
-        self.fences.sort()
-        self.isr_updates.sort()
-
-    @classmethod
-    def of_run(cls, run: Path) -> "ClusterRecord | None":
-        """The run directory's node logs (``cluster/node-*/logs/server.log``); None when it has none."""
-        logs = sorted(Path(run).glob("cluster/node-*/logs/server.log"))
-        if not logs:
-            return None
-
-        def lines() -> Iterable[str]:
-            for path in logs:
-                with path.open(errors="replace") as f:
-                    yield from f
-
-        return cls(lines())
-
 
 def _nodes(op: dict[str, Any]) -> list[int]:
     resolved = (op.get("value") or {}).get("resolved") or {}

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from kchaos.verifier.broker_logs import ClusterRecord
 from kchaos.verifier.late_requests import read_message_events
 from kchaos.verifier.model import NotApplicable, worker_slot
 
@@ -332,6 +333,26 @@ def brokers_at_end(data: Any) -> BrokerState:
            else "the run recorded no broker registration at its end (final.json has neither brokers_at_end nor "
                 "heal.at_end: recorded before kchaos kept them)")
     raise NotApplicable(why)
+
+
+def controller_disagrees(data: Any, state: BrokerState) -> str | None:
+    """A second source for "every broker registered": the controller's own record in the nodes'
+    logs (verifier/broker_logs.py) at the moment of the metadata read at the run's end. Why the two
+    disagree (a broker the read had registered that a controller had fenced then), else None (also
+    where the record cannot be read: other backends, clocks under control, no logs)."""
+    cluster = data.campaign.cluster
+    if state.at is None or cluster.backend != "local" or cluster.clock_control:
+        return None
+    record = ClusterRecord.of_run(data.run)
+    expected = (data.final.get("brokers_at_end") or {}).get("expected") or []
+    if record is None or not expected:
+        return None
+    fenced = record.fenced_at(float(state.at), [b for b in expected if b not in state.missing])
+    if not fenced:
+        return None
+    return ("the metadata read at the run's end had every broker registered, but the controller's own record had "
+            + ", ".join(f"broker {b} fenced ({float(state.at) - t:.0f} s before the read)" for b, t in sorted(fenced.items()))
+            + ": the two sources disagree")
 
 
 def _named_brokers(text: str | None) -> list[int]:

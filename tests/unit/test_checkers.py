@@ -2378,6 +2378,37 @@ def test_a_broker_fenced_at_the_end_is_named(tmp_path):
     assert results["anomalies"]["broker-not-rejoined"][0]["broker"] == 2
 
 
+@pytest.mark.parametrize("lines, verdict", [
+    ([(290.0, 2, "1")], "unknown"),                    # fenced before the read, never unfenced: the sources disagree
+    ([(290.0, 2, "1"), (295.0, 2, "-1")], "valid"),   # fenced, then unfenced before the read
+    ([(310.0, 2, "1")], "valid"),                      # fenced after the read (the cluster's stop)
+])
+def test_every_broker_rejoined_is_held_against_the_controllers_own_record(tmp_path, lines, verdict):
+    """The metadata read at the run's end has brokers 1 and 2 registered; the controller's replay
+    of its metadata log (a node's server.log) is the second source: a broker it had fenced at the
+    moment of the read makes the check not made, the run's liveness unknown. In both engines."""
+    from datetime import datetime
+
+    b = RunBuilder()
+    b.final_extra = {"brokers_at_end": {"at": 300.0, "expected": [1, 2], "registered": [1, 2], "leaderless": [],
+                                        "after_heal_s": 40.0}}
+    run = b.write(tmp_path / "r")
+    log = run / "cluster" / "node-1" / "logs" / "server.log"
+    log.parent.mkdir(parents=True)
+
+    def stamp(t: float) -> str:
+        return datetime.fromtimestamp(t).strftime("[%Y-%m-%dT%H:%M:%S,%f")[:-3] + "]"
+
+    log.write_text("".join(f"{stamp(t)} INFO [QuorumController id=1] Replayed BrokerRegistrationChangeRecord modifying "
+                           f"the registration for broker {n}: BrokerRegistrationChangeRecord(brokerId={n}, brokerEpoch=7, "
+                           f"fenced={f}, inControlledShutdown=0, logDirs=[])\n" for t, n, f in lines))
+    got, kinds, results = _anomalies(run)
+    assert (got, kinds) == (verdict, []), results["not_checked"]
+    if verdict == "unknown":
+        assert "broker 2 fenced (10 s before the read)" in results["not_checked"]["broker-not-rejoined"]
+        assert results["liveness"] == "unknown" and results["safety"] == "valid"
+
+
 def test_a_coordinator_transaction_right_after_a_history_hole_is_not_a_split(tmp_path):
     """w0.1's history stops after transaction 1, though it ran on: transaction 2's outputs are
     committed, and its coordinator transaction began 1 ms after transaction 1 ended (within the
