@@ -489,6 +489,20 @@ def fence_a_broker_in_the_controllers_record_before_the_last_read(run: Path) -> 
     return "unknown", "but the controller's own record had broker 2 fenced"
 
 
+def record_a_clock_fault_on_a_cluster_without_clock_control(run: Path) -> Expectation:
+    """A clock-bump in the history, over the workers' commits, of a cluster started without
+    libfaketime: its record would set aside what moved clocks cannot place, and no clock moved."""
+    lines = _history(run)
+    commits = [x["time"] for x in lines if x["f"] == "commit" and x["process"].startswith("w")]
+    detail = {"nodes": [1], "role": "transaction coordinator", "detail": {"first_offset_s": 30.0}}
+    lines += [{"time": min(commits), "process": "harness", "op": 10**6, "type": "invoke", "f": "fault:clock-bump",
+               "value": {"index": 7, "kind": "clock-bump", "target": "txn-coordinator"}},
+              {"time": max(commits), "process": "harness", "op": 10**6, "type": "ok", "f": "fault:clock-bump",
+               "value": {"index": 7, "resolved": detail, "heal": {"offset_range_s": [0.0, 30.0]}}}]
+    _write_history(run, sorted(lines, key=lambda x: x["time"]))
+    return "unknown", "fault 7 clock-bump needs cluster.clock_control, which the run's cluster did not have"
+
+
 def kill_a_broker_that_came_back(run: Path) -> Expectation:
     """The same kill with broker 2's new incarnation in the controller's record: its exposure counts."""
     _kill_broker_2_over_the_commits(run, restarted=True)
@@ -552,7 +566,8 @@ ANOMALIES: tuple[Callable[[Path], Expectation], ...] = (
 GAPS: tuple[Callable[[Path], Expectation], ...] = (
     unreadable_group_offsets, empty_transaction_log, drop_a_workers_history, stop_a_dump_early, inject_nothing,
     lose_the_observations, fail_the_observer_mid_run, plan_a_fault_kind_never_tried, kill_a_broker_whose_process_survived,
-    fail_the_brokers_transaction_list, fence_a_broker_in_the_controllers_record_before_the_last_read)
+    fail_the_brokers_transaction_list, fence_a_broker_in_the_controllers_record_before_the_last_read,
+    record_a_clock_fault_on_a_cluster_without_clock_control)
 
 
 # -- evidence rules that excuse only what the world could produce (issue 60) --------------------

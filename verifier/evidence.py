@@ -20,6 +20,7 @@ from typing import Any
 
 from kchaos.clusters.base import coordinator_partition
 from kchaos.clusters.clock_probe import shift_and_tolerance
+from kchaos.faults.kinds import KINDS
 from kchaos.verifier import exposure, fault_effects
 from kchaos.verifier.model import NotApplicable, in_scope, pipeline_txids
 from kchaos.clusters.compaction import cleaned_offsets
@@ -219,6 +220,11 @@ def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
                        + (f" ({'; '.join(errors[:3])})" if errors else "")
                        + ": the run says nothing about them"))
 
+    impossible = impossible_faults(data.campaign, history)
+    if impossible:
+        out.append(Gap("the history records faults the recorded cluster could not have run: " + "; ".join(impossible)
+                       + ": a record the run cannot have, so nothing it would set aside or count is taken"))
+
     required = data.campaign.faults.exposure
     measurable = history.has_history or data.txn_log is not None
     if required.required and coverage["planned"] and not final.get("interrupted"):
@@ -238,6 +244,31 @@ def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
                            f"{required.floor:g} committed transaction per fault of each kind; [faults.exposure] "
                            "floor = 0 lowers it): " + "; ".join(short) + ": the run says little about those faults"))
     return out
+
+
+def impossible_faults(campaign: Any, history: Any) -> list[str]:
+    """Executed faults whose kind needs a cluster setting (faults/kinds: ``needs``, e.g. a clock
+    fault libfaketime's ``clock_control``) that the recorded campaign's cluster did not have: the
+    fault cannot have done what its record says (a set-aside it would open, exposure it would
+    count), each as a phrase."""
+    if not history.faults:
+        return []
+    cluster = campaign.cluster
+    external = cluster.backend == "external"
+    out = []
+    for op in history.faults:
+        kind = op["f"].removeprefix("fault:")
+        if kind not in KINDS or op.get("outcome") != "ok":
+            continue
+        needs = KINDS[kind].cluster_needs({})
+        table, settings = (("cluster.external", cluster.external) if external else ("cluster", cluster))
+        wanted = needs.external if external else needs.cluster
+        missing = [key for key, value in wanted.items() if value and not getattr(settings, key, None)]
+        if missing:
+            index = (op.get("value") or {}).get("index")
+            out.append(f"fault {index} {kind} needs {', '.join(f'{table}.{k}' for k in missing)}, which the run's "
+                       "cluster did not have")
+    return out[:5]
 
 
 def run_exposure(data: Any) -> dict[str, Any]:

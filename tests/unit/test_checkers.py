@@ -2107,6 +2107,24 @@ def test_faults_that_hit_less_work_than_the_campaign_requires_make_the_run_unkno
                        for e in results["errors"]), results["errors"]
 
 
+def test_a_fault_the_recorded_cluster_could_not_run_is_a_record_the_run_cannot_have(tmp_path):
+    """A clock fault in the history of a cluster started without libfaketime (cluster.clock_control
+    false): no broker's clock can have moved, so its record opens no set-aside; the run is unknown,
+    naming the fault and the setting. With clock control the same record raises no such error (its
+    moved stamps are judged as any clock fault's). In both engines."""
+    for name, cluster in (("impossible", {}), ("possible", {"clock_control": True})):
+        b = RunBuilder()
+        b.cluster = cluster
+        b.ops.insert(2, ("fault:clock-bump", "ok", {"index": 3, "kind": "clock-bump", "target": "txn-coordinator"},
+                         "harness", 0, None))
+        verdict, _, results = _anomalies(b.write(tmp_path / name))
+        said = any("fault 3 clock-bump needs cluster.clock_control, which the run's cluster did not have" in e
+                   for e in results["errors"])
+        assert said == (name == "impossible"), (name, results["errors"])
+        if name == "impossible":
+            assert verdict == "unknown"
+
+
 def test_a_campaign_that_requires_no_exposure_still_has_a_floor_lowered_only_by_saying_so(tmp_path):
     """No [faults.exposure] table, a kill before the run's one transaction began: it hit nothing,
     so the floor (one committed transaction per fault of a kind) makes the run unknown, naming the
