@@ -362,7 +362,9 @@ def environment(campaign: Campaign) -> dict[str, Any]:
                             "client": workers_client(campaign.workload, confluent) if campaign.workload.external_command
                             else confluent,
                             "workers": workers_client(campaign.workload, confluent),
-                            "seeder": seeder_client(confluent)}
+                            "seeder": seeder_client(confluent),
+                            # the nodes' log stamps are local time: the verifier reads them in this offset
+                            "utc_offset_s": time.localtime().tm_gmtoff}
     if not campaign.workload.external_command:
         # what ran in which slots, by client and release (the release table, the report and run.clients read it)
         info["fleet"] = [{"client": slot.client, "version": slot.version, "label": slot.label,

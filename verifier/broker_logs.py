@@ -10,12 +10,14 @@ order within it).
 
 from __future__ import annotations
 
+import json
 import re
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterable
 
-_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{3})\] ")
+#: log4j2's stamp (Kafka 4.x: ``2026-12-02T03:00:40,123``) or reload4j's (3.x: a space for the T)
+_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d,\d{3})\] ")
 _REGISTER = re.compile(r"Replayed (?:initial )?RegisterBrokerRecord .*?brokerId=(\d+), .*?incarnationId=([\w-]+)"
                        r"(?:.*?, fenced=(true|false))?")
 _CHANGE = re.compile(r"Replayed BrokerRegistrationChangeRecord .*?brokerId=(\d+), brokerEpoch=\d+, fenced=(-?\d+)")
@@ -26,7 +28,9 @@ class ClusterRecord:
     """What the nodes' server logs say of registrations, fences and ISR changes, in time order;
     ``logs``: each node's lines (one iterable per node, in the node's order)."""
 
-    def __init__(self, lines: Iterable[str], *more: Iterable[str]):
+    def __init__(self, lines: Iterable[str], *more: Iterable[str], utc_offset_s: float | None = None):
+        #: the nodes' local time's offset from UTC (the run's environment.json); None: this machine's
+        self.zone = None if utc_offset_s is None else timezone(timedelta(seconds=utc_offset_s))
         first_seen: dict[tuple[int, str], float] = {}
         self.fences: list[tuple[float, int]] = []
         #: per node's log, each broker's registration states in its order: (when, broker, "fenced" or "unfenced")
@@ -47,7 +51,8 @@ class ClusterRecord:
         stamp = _STAMP.match(line)
         if stamp is None:
             return
-        t = datetime.strptime(stamp.group(1), "%Y-%m-%dT%H:%M:%S,%f").timestamp()
+        local = datetime.strptime(f"{stamp.group(1)}T{stamp.group(2)}", "%Y-%m-%dT%H:%M:%S,%f")
+        t = (local if self.zone is None else local.replace(tzinfo=self.zone)).timestamp()
         if (m := _REGISTER.search(line)) is not None:
             key = (int(m.group(1)), m.group(2))
             first_seen[key] = min(t, first_seen.get(key, t))
@@ -80,17 +85,28 @@ class ClusterRecord:
                     out[b] = max(out.get(b, 0.0), t)
         return out
 
+    @property
+    def brokers(self) -> set[int]:
+        """Every broker the controller's record registered."""
+        return {b for _, b in self.incarnations}
+
     @classmethod
     def of_run(cls, run: Path) -> "ClusterRecord | None":
-        """The run directory's node logs (``cluster/node-*/logs/server.log``); None when it has none."""
+        """The run directory's node logs (``cluster/node-*/logs/server.log``), their stamps read in
+        the run's recorded UTC offset (``environment.json``; this machine's where a run did not
+        record one); None when it has none."""
         logs = sorted(Path(run).glob("cluster/node-*/logs/server.log"))
         if not logs:
             return None
+        try:
+            offset = json.loads((Path(run) / "environment.json").read_text()).get("utc_offset_s")
+        except (OSError, ValueError):
+            offset = None
 
         def lines(path: Path) -> Iterable[str]:
             with path.open(errors="replace") as f:
                 yield from f
 
-        return cls(*(lines(path) for path in logs))
+        return cls(*(lines(path) for path in logs), utc_offset_s=offset)
 
 

@@ -271,8 +271,8 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
     fleet = fleet_of(ops, campaign, history)
     clients = fleet.clients or [Client("confluent", "confluent", None)]
     # a fault the cluster's record shows did nothing covers no row (verifier/fault_effects.py)
-    wins = effective(windows(history)[0], run_effects(run_path, history.faults, campaign.cluster.backend,
-                                                      bool(campaign.cluster.clock_control)))
+    end = max((op["complete_time"] or op["invoke_time"] for op in ops), default=None)
+    wins = effective(windows(history)[0], run_effects(run_path, history.faults, campaign.cluster, end))
 
     def phase_of(t: float | None) -> Phase | None:
         if t is None:

@@ -237,10 +237,10 @@ def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
             if short:
                 out.append(Gap("the faults hit less work than the campaign requires ([faults.exposure]): "
                                + "; ".join(short) + ": the run says little about those faults"))
-    elif required.floor and coverage["planned"] and not final.get("interrupted") and measurable:
+    if not required.committed and required.floor and coverage["planned"] and not final.get("interrupted") and measurable:
         short = exposure.floor_shortfall(run_exposure(data), required.floor)
         if short:
-            out.append(Gap(f"the faults hit next to no work (the campaign requires none, so the floor holds: "
+            out.append(Gap(f"the faults hit next to no work (the campaign requires no kind's, so the floor holds: "
                            f"{required.floor:g} committed transaction per fault of each kind; [faults.exposure] "
                            "floor = 0 lowers it): " + "; ".join(short) + ": the run says little about those faults"))
     return out
@@ -289,8 +289,9 @@ def run_fault_effects(data: Any) -> dict[int, dict[str, Any]]:
     per engine run object."""
     cached = getattr(data, "_fault_effects", None)
     if cached is None:
-        cluster = data.campaign.cluster
-        cached = fault_effects.run_effects(data.run, data.history.faults, cluster.backend, bool(cluster.clock_control))
+        ops = data.history.ops
+        end = max((op["complete_time"] or op["invoke_time"] for op in ops), default=None)
+        cached = fault_effects.run_effects(data.run, data.history.faults, data.campaign.cluster, end)
         data._fault_effects = cached
     return cached
 

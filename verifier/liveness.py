@@ -335,6 +335,10 @@ def brokers_at_end(data: Any) -> BrokerState:
     raise NotApplicable(why)
 
 
+#: the end's metadata read answers within this long of its stamp (its timeout)
+READ_ANSWERED_WITHIN_S = 10.0
+
+
 def controller_disagrees(data: Any, state: BrokerState) -> str | None:
     """A second source for "every broker registered": the controller's own record in the nodes'
     logs (verifier/broker_logs.py) at the moment of the metadata read at the run's end. Why the two
@@ -347,7 +351,11 @@ def controller_disagrees(data: Any, state: BrokerState) -> str | None:
     expected = (data.final.get("brokers_at_end") or {}).get("expected") or []
     if record is None or not expected:
         return None
-    fenced = record.fenced_at(float(state.at), [b for b in expected if b not in state.missing])
+    # the read's stamp is taken before its answer: a fence it did not see must stand past that
+    # answer too (a read's timeout later), else an unfence the read saw was only logged after it
+    asked = [b for b in expected if b not in state.missing]
+    later = record.fenced_at(float(state.at) + READ_ANSWERED_WITHIN_S, asked)
+    fenced = {b: t for b, t in record.fenced_at(float(state.at), asked).items() if b in later}
     if not fenced:
         return None
     return ("the metadata read at the run's end had every broker registered, but the controller's own record had "

@@ -506,7 +506,8 @@ def hanging_cases(workload: Any, final: dict[str, Any], open_txns: list[dict[str
     prepared = [t for t in broker.get("transactions") or [] if t.get("TransactionState") in STUCK_PREPARED
                 and in_scope(str(t.get("TransactionalId", "")), scope)]
     if liveness.get("stable") and not reported and not prepared:
-        failed = ([f"list: {broker['list_error']}"] if broker.get("list_error") else []) + [
+        failed = ([f"the query: {broker['error']}"] if broker.get("error") else []) + (
+            [f"list: {broker['list_error']}"] if broker.get("list_error") else []) + [
             f"{name}: {error}" for name, error in sorted((broker.get("hanging_errors") or {}).items())]
         if failed:
             raise NotApplicable("every partition's LSO reached its high watermark, but the brokers' own account of "

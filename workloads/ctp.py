@@ -238,7 +238,7 @@ class CtpWorkload:
                           + ("inputs still to seed unknown (seeding follows the run)" if parts[1] is None
                              else f"{parts[1]} inputs still to seed"))
                 say(f"draining: {now - started:.0f}s of at most {timeout_s:.0f}s; {behind}"
-                    + (f"; {rate:.0f} inputs/s" if rate is not None else ""))
+                    + (f"; the group consumes {rate:.0f} input offsets/s" if rate is not None else ""))
                 said.update(at=now, processed=processed)
             return (seeder.done or seeder.halted) and left == 0
 

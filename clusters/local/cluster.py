@@ -317,6 +317,8 @@ class LocalJvmCluster(Cluster):
         #: brokers whose client link a fault cut (partition clients=cut, client-link-down): a broker
         #: that starts meanwhile gets its client port back only at the network's heal
         self.client_links_cut: set[int] = set()
+        #: held while a client proxy's state is decided: a cut and a broker's start never cross
+        self.port_lock = threading.Lock()
         self._stopping = False
         ctl = spec.dedicated_controllers
         if ctl:
@@ -730,11 +732,12 @@ class LocalJvmCluster(Cluster):
         proxy. A broker that starts gets its port back once it listens, unless a fault cut it."""
         if self._stopping or self.toxiproxy is None or self.ports is None or node.node_id not in self.ports.proxy_client:
             return
-        node.port_generation += 1
-        generation, name = node.port_generation, proxy_name_client(node.node_id)
-        if not node.is_running:
-            self._set_client_proxy(name, False)
-            return
+        with self.port_lock:
+            node.port_generation += 1
+            generation, name = node.port_generation, proxy_name_client(node.node_id)
+            if not node.is_running:
+                self._set_client_proxy(name, False)
+                return
         threading.Thread(target=self._open_client_port_when_listening, args=(node, generation, name),
                          name=f"client-port-n{node.node_id}", daemon=True).start()
 
@@ -747,8 +750,9 @@ class LocalJvmCluster(Cluster):
             except OSError:
                 time.sleep(0.1)
                 continue
-            if node.port_generation == generation and node.node_id not in self.client_links_cut:
-                self._set_client_proxy(name, True)
+            with self.port_lock:
+                if node.port_generation == generation and node.node_id not in self.client_links_cut:
+                    self._set_client_proxy(name, True)
             return
 
     def _set_client_proxy(self, name: str, enabled: bool) -> None:
@@ -762,7 +766,8 @@ class LocalJvmCluster(Cluster):
 
     def close_dead_client_ports(self) -> None:
         """After the network's heal (which enables every proxy): the ports of brokers that are down."""
-        self.client_links_cut.clear()
+        with self.port_lock:
+            self.client_links_cut.clear()
         for node in self._nodes:
             if node.is_broker and not node.is_running:
                 self.client_port_follows(node)

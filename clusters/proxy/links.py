@@ -4,6 +4,7 @@ Toxiproxy proxies: partitions, isolation, heal."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 
@@ -48,6 +49,17 @@ class LinkNetwork:
     def cut(self, names: list[str]) -> list[str]:
         raise NotImplementedError
 
+    def cut_clients(self, nodes: list[int]) -> list[str]:
+        """Take the client links of ``nodes`` down (their Toxiproxy client proxies, or the front's,
+        refuse connections) until the heal; a local broker that restarts meanwhile stays cut
+        (LocalJvmCluster.client_port_follows). Returns the proxies."""
+        names = [proxy_name_client(n) for n in nodes]
+        with getattr(self.cluster, "port_lock", contextlib.nullcontext()):
+            getattr(self.cluster, "client_links_cut", set()).update(nodes)
+            for name in names:
+                self.client.set_enabled(name, False)  # type: ignore[attr-defined]
+        return names
+
     def partition(self, side_a: list[int], side_b: list[int]) -> list[str]:
         """Cut every inter-node link between the two sides; returns the links cut."""
         return self.cut(self.links_between(side_a, side_b))
@@ -90,15 +102,6 @@ class ProxyNetwork(LinkNetwork):
         if include_clients and proxy_name_client(node_id) in self.client.proxies():
             cut += self.cut_clients([node_id])
         return cut
-
-    def cut_clients(self, nodes: list[int]) -> list[str]:
-        """Take the client links of ``nodes`` down (their proxies refuse connections) until the
-        heal; a broker that restarts meanwhile stays cut. Returns the proxies."""
-        getattr(self.cluster, "client_links_cut", set()).update(nodes)
-        names = [proxy_name_client(n) for n in nodes]
-        for name in names:
-            self.client.set_enabled(name, False)
-        return names
 
     def heal(self) -> None:
         self.client.reset()

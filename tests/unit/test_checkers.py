@@ -2136,6 +2136,8 @@ def test_a_campaign_that_requires_no_exposure_still_has_a_floor_lowered_only_by_
     assert verdict == "unknown" and any(
         "the faults hit next to no work" in e and "kill: 0 committed transactions under its 1 windows, 1 required" in e
         for e in results["errors"]), results["errors"]
+    b.faults = {"exposure": {"share": 0.1}}  # a share alone requires no kind: the floor still holds
+    assert _anomalies(b.write(tmp_path / "share"))[0] == "unknown"
     b.faults = {"exposure": {"floor": 0}}
     assert _anomalies(b.write(tmp_path / "lowered"))[0] == "valid"
 
@@ -2400,6 +2402,7 @@ def test_a_broker_fenced_at_the_end_is_named(tmp_path):
     ([(290.0, 2, "1")], "unknown"),                    # fenced before the read, never unfenced: the sources disagree
     ([(290.0, 2, "1"), (295.0, 2, "-1")], "valid"),   # fenced, then unfenced before the read
     ([(310.0, 2, "1")], "valid"),                      # fenced after the read (the cluster's stop)
+    ([(290.0, 2, "1"), (305.0, 2, "-1")], "valid"),   # unfenced while the read was being answered
 ])
 def test_every_broker_rejoined_is_held_against_the_controllers_own_record(tmp_path, lines, verdict):
     """The metadata read at the run's end has brokers 1 and 2 registered; the controller's replay

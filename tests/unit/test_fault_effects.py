@@ -113,3 +113,26 @@ def test_a_shortfall_names_the_faults_without_their_effect():
     assert short == ["kill: 1 committed transactions overlapped its 1 windows, 2 required (1 more kill without its "
                      "effect in the cluster's record: fault 1; no new incarnation of broker 2)"]
     assert "1 faults without their effect in the cluster's record, not counted" in exposure.summary_line(measured)
+
+
+def test_reload4j_stamps_and_a_recorded_utc_offset_are_read():
+    """Kafka 3.x logs through reload4j with a space for the T; a run records its UTC offset, so a
+    run read in another time zone places the lines where they were."""
+    line = register(40, 2, "second").replace("T", " ", 1)
+    assert ClusterRecord([*BOOT, line]).incarnations[-1] == (T0 + 40, 2)
+    shifted = ClusterRecord([register(40, 2, "x")], utc_offset_s=datetime.fromtimestamp(T0).astimezone()
+                            .utcoffset().total_seconds() + 3600)
+    assert shifted.incarnations == [(T0 + 40 - 3600, 2)]
+
+
+def test_a_cut_shorter_than_the_clusters_notice_is_not_judged_and_a_rings_ends_are_judged_pairwise():
+    quiet = ClusterRecord(BOOT)
+    assert judge("partition", [2], T0, T0 + 4, quiet, notice_s=12.0)["seen"] is None  # byo-copier's 4 s cut
+    assert judge("partition", [2], T0, T0 + 25, quiet, notice_s=12.0)["seen"] is False
+    # a ring's cut between 1 and 3: leader 1 left 3 out of an ISR
+    assert judge("partition", [1, 3], T0, T0 + 25, ClusterRecord([isr(10, 1, "1,2")]))["seen"] is True
+
+
+def test_a_controller_only_node_and_a_log_without_registrations_are_not_judged():
+    assert judge("kill", [9], T0, T0 + 5, ClusterRecord(BOOT))["seen"] is None
+    assert judge("kill", [1], T0, T0 + 5, ClusterRecord([fence(3, 1)]))["seen"] is None

@@ -48,7 +48,10 @@ def _finish(run: Path, verdict_from_checker: bool = True, complete: bool = True)
     log = run / "cluster" / "node-2" / "logs" / "server.log"
     log.parent.mkdir(parents=True)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(T0))
-    log.write_text(f"[{stamp},100] INFO [TransactionCoordinator id=2] Initialized transactionalId tx-w0 (kafka)\n"
+    log.write_text(f"[{stamp},050] INFO [QuorumController id=2] Replayed initial RegisterBrokerRecord for broker 2: "
+                   "RegisterBrokerRecord(brokerId=2, isMigratingZkBroker=false, incarnationId=boot2, brokerEpoch=5, "
+                   "endPoints=[], fenced=false)\n"
+                   f"[{stamp},100] INFO [TransactionCoordinator id=2] Initialized transactionalId tx-w0 (kafka)\n"
                    "continuation line of a stack trace\n")
     if complete:
         results = check_run(run).to_json()
