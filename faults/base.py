@@ -131,12 +131,14 @@ def resolve_node_target(ctx: FaultContext, target: str, rng: random.Random,
     if target in ("leader-input", "leader-output"):
         if w is None:
             raise ConfigError(f"target {target} needs a workload")
-        topic = w.spec.input_topic if target == "leader-input" else rng.choice(list(w.spec.output_topics))
-        meta = cluster.partition_metadata(topic)
-        partitions = sorted(meta)
-        if avoid:
-            partitions = [q for q in partitions if int(meta[q].leader) not in avoid] or partitions
-        p = rng.choice(partitions)
+        if avoid:  # any partition of the role's topics led outside ``avoid`` (after kills one broker may lead a whole topic)
+            topics = [w.spec.input_topic] if target == "leader-input" else list(w.spec.output_topics)
+            led = [(t, q, int(m.leader)) for t in topics for q, m in sorted(cluster.partition_metadata(t).items())]
+            spared = [(t, q) for t, q, leader in led if leader not in avoid]
+            topic, p = rng.choice(spared or [(t, q) for t, q, _ in led])
+        else:
+            topic = w.spec.input_topic if target == "leader-input" else rng.choice(list(w.spec.output_topics))
+            p = rng.choice(sorted(cluster.partition_metadata(topic)))
         leader = cluster.leader(topic, p)
         if leader < 0:
             raise ClusterError(f"{topic}-{p} has no leader right now")
