@@ -182,6 +182,22 @@ class CtpWorkload:
                 say(f"final reads: the group's offsets: {error.str() if hasattr(error, 'str') else error}; asking again")
                 time.sleep(0.5)  # the coordinator moves in well under a second; nothing to wait on but a new answer
 
+    def remaining_inputs(self) -> int | None:
+        """What the drain waits for, as one number (0: drained; None: unknown now): input
+        partitions whose last seeded input the group has not committed past, plus the inputs not
+        seeded yet (drain_left has them apart). A share workload counts otherwise (workloads/share.py)."""
+        left = self.drain_left()
+        return None if left is None or left[1] is None else left[0] + left[1]
+
+    def drain_status(self) -> str:
+        """The drain's progress line: what it still waits for, each quantity with its unit."""
+        parts = self.drain_left()
+        if parts is None:
+            return "the group's offsets not readable"
+        return (f"{parts[0]} input partitions not yet processed to their last seeded input, "
+                + ("inputs still to seed unknown (seeding follows the run)" if parts[1] is None
+                   else f"{parts[1]} inputs still to seed"))
+
     def drain_left(self) -> tuple[int, int | None] | None:
         """(input partitions whose last seeded input the group has not committed past, inputs not
         seeded yet: None while seeding follows the run); None while the group's offsets cannot be read."""
@@ -226,18 +242,13 @@ class CtpWorkload:
                 raise ClusterError(f"the input seeder failed: {seeder.error!r}")
             if cancel is not None and cancel():
                 raise _DrainCancelled()
-            parts = self.drain_left()
-            left = None if parts is None or parts[1] is None else parts[0] + parts[1]
+            left = self.remaining_inputs()
             now = time.monotonic()
             if now - said["at"] >= DRAIN_PROGRESS_S:
                 processed = self.processed_inputs()
                 rate = ((processed - said["processed"]) / (now - said["at"])
                         if processed is not None and said["processed"] is not None else None)
-                behind = ("the group's offsets not readable" if parts is None else
-                          f"{parts[0]} input partitions not yet processed to their last seeded input, "
-                          + ("inputs still to seed unknown (seeding follows the run)" if parts[1] is None
-                             else f"{parts[1]} inputs still to seed"))
-                say(f"draining: {now - started:.0f}s of at most {timeout_s:.0f}s; {behind}"
+                say(f"draining: {now - started:.0f}s of at most {timeout_s:.0f}s; {self.drain_status()}"
                     + (f"; the group consumes {rate:.0f} input offsets/s" if rate is not None else ""))
                 said.update(at=now, processed=processed)
             return (seeder.done or seeder.halted) and left == 0

@@ -205,6 +205,10 @@ class ShareWorkload(CtpWorkload):
                     "acknowledgements only")
         return max(0, self.spec.records - done - len(self._persisted - self._acks.done))
 
+    def drain_status(self) -> str:
+        remaining = self.remaining_inputs()
+        return f"{'?' if remaining is None else remaining} inputs not yet acknowledged for good"
+
     def processed_inputs(self) -> int | None:
         remaining = self.remaining_inputs()
         return None if remaining is None else self.spec.records - remaining

@@ -30,6 +30,9 @@ def test_observers_read_every_committed_record_in_order_through_a_leader_kill(_c
         victim.kill()  # the observers' fetches move to a new leader mid-run
         wait_for_history(h, "w*", lambda line: committed(line) and line["time"] > killed_at + 2)
         victim.start()
+        # the run claims every broker registered at its end: the restarted one recovers its logs
+        # (RECOVERY, several seconds after a SIGKILL) before the controller unfences it
+        cluster.wait_healthy(120)
         results = h.finish()
     finally:
         h.workload.close()
