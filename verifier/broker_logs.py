@@ -10,6 +10,7 @@ order within it).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from datetime import datetime, timedelta, timezone
@@ -94,10 +95,15 @@ class ClusterRecord:
     def of_run(cls, run: Path) -> "ClusterRecord | None":
         """The run directory's node logs (``cluster/node-*/logs/server.log``), their stamps read in
         the run's recorded UTC offset (``environment.json``; this machine's where a run did not
-        record one); None when it has none."""
+        record one); None when it has none. Read once per state of the files: the fault effects,
+        the certification and the liveness check of both engines ask for the same record."""
         logs = sorted(Path(run).glob("cluster/node-*/logs/server.log"))
         if not logs:
             return None
+        return _read_run(str(Path(run).resolve()), tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in logs))
+
+    @classmethod
+    def _from_files(cls, run: Path, logs: list[Path]) -> "ClusterRecord":
         try:
             offset = json.loads((Path(run) / "environment.json").read_text()).get("utc_offset_s")
         except (OSError, ValueError):
@@ -110,3 +116,7 @@ class ClusterRecord:
         return cls(*(lines(path) for path in logs), utc_offset_s=offset)
 
 
+@functools.lru_cache(maxsize=4)
+def _read_run(run: str, files: tuple[tuple[str, int, int], ...]) -> ClusterRecord:
+    """ClusterRecord.of_run's parse, keyed by the run and each log's path, size and mtime."""
+    return ClusterRecord._from_files(Path(run), [Path(f) for f, _, _ in files])
