@@ -9,6 +9,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
 from kchaos.workloads.ctp_worker import UnknownOutcome, Worker
+from tests.clocks import module_time
 
 
 class Msg:
@@ -109,7 +110,7 @@ def test_a_consumer_librdkafka_gave_up_on_ends_the_worker(monkeypatch):
     import kchaos.workloads.ctp_worker as ctp_worker
 
     slept: list[float] = []
-    monkeypatch.setattr(ctp_worker.time, "sleep", slept.append)
+    monkeypatch.setattr(ctp_worker, "time", module_time(sleep=slept.append))
 
     def batch(*errors: KafkaError | None) -> list[SimpleNamespace]:
         return [SimpleNamespace(error=lambda e=e: e) for e in errors]

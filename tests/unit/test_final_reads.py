@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from kchaos.errors import ClusterError
+from tests.clocks import module_time
 from kchaos.workloads import ctp
 from kchaos.workloads.ctp import CtpWorkload
 from kchaos.workloads.spec import WorkloadSpec
@@ -64,8 +65,8 @@ def _stable_waiter() -> ctp.CtpWorkload:
 @pytest.fixture
 def clock(monkeypatch):
     now = [0.0]
-    monkeypatch.setattr(ctp.time, "monotonic", lambda: now[0])
-    monkeypatch.setattr(ctp.time, "sleep", lambda s: now.__setitem__(0, now[0] + s))
+    monkeypatch.setattr(ctp, "time", module_time(monotonic=lambda: now[0],
+                                                 sleep=lambda s: now.__setitem__(0, now[0] + s)))
     return now
 
 

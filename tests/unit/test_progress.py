@@ -12,6 +12,7 @@ import pytest
 import kchaos.harness.progress as progress
 from kchaos import log
 from kchaos.harness.progress import Progress
+from tests.clocks import module_time
 
 
 class FakeTty(io.StringIO):
@@ -62,7 +63,7 @@ def test_json_lines_never_redraw(stderr):
 
 def test_throughput_from_processed_counts(monkeypatch):
     clock = iter([10.0, 12.0])
-    monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(progress, "time", module_time(monotonic=lambda: next(clock)))
     p = Progress(1.0)
     assert p.throughput(100) is None
     assert p.throughput(300) == 100.0
@@ -70,7 +71,7 @@ def test_throughput_from_processed_counts(monkeypatch):
 
 def test_processed_text_carries_units_and_the_last_figure_while_offsets_are_unreadable(monkeypatch):
     clock = iter([5.0, 8.0, 20.0])
-    monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(progress, "time", module_time(monotonic=lambda: next(clock)))
     p = Progress(1.0)
     assert p.processed_text(None) == "consumed: the group's offsets not readable yet"  # no clock read: nothing to age
     assert p.processed_text(100) == "consumed 100 input offsets (rate: first sample)"

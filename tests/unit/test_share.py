@@ -12,6 +12,7 @@ import pytest
 
 from kchaos.protocol.share_state import ShareStateBatch, decode_share_state_record, share_partition_state
 from kchaos.workloads.share_worker import is_poison, seeded_fraction
+from tests.clocks import module_time
 
 from .test_checkers import ENGINE, RunBuilder, _out, _write_topic, engine, one_engine  # noqa: F401  (engine: autouse fixture)
 
@@ -318,7 +319,7 @@ def test_a_share_worker_records_what_its_polls_returned_instead_of_records(monke
             events.append((f, value, outcome))
 
     clock = [100.0]
-    monkeypatch.setattr(share_worker.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(share_worker, "time", module_time(monotonic=lambda: clock[0]))
     worker = share_worker.ShareWorker.__new__(share_worker.ShareWorker)
     worker.history, worker._fields = History(), lambda txid: {}
     said: dict = {}
