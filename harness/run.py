@@ -46,6 +46,7 @@ from kchaos.signals import GracefulStop
 from kchaos.verifier.campaign import Campaign, load_recorded, record
 from kchaos.verifier.outcome import Outcome
 from kchaos.verifier.verdict import judge_run
+from kchaos.verifier.verify import SparkJob, start_spark_job_ahead
 from kchaos.workloads import make_workload
 from kchaos.workloads.ctp import CtpWorkload
 from kchaos.workloads.history import HistoryWriter, merge_history
@@ -121,6 +122,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
     cluster = create_cluster(campaign.cluster, run.cluster_dir)
     workload: CtpWorkload | None = None
     nemesis: Nemesis | None = None
+    spark_job: SparkJob | None = None
     stepper: Stepper | None = None
     cluster_lock = threading.Lock()
     drained = merged = False
@@ -185,6 +187,10 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
             say("cluster healthy again" if heal["healthy"] else f"cluster NOT healthy after heal: {heal.get('error')}")
         run.set_status("drain")
         history.event("phase", {"phase": "drain"}, outcome="ok")
+        # the verifier's JVM and session come up while the pipeline drains; it checks nothing
+        # before the run is recorded (verify.SparkJob)
+        spark_job = start_spark_job_ahead(run.path, campaign.verifier,
+                                          cluster.bootstrap_servers if campaign.verifier.read_from_kafka else None)
         drain_s = campaign.workload.drain_timeout_s
         if stop.requested:
             drain_s = min(drain_s, INTERRUPTED_DRAIN_S)
@@ -215,8 +221,11 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         merged = True
         # verified while the cluster is still up: the Spark job reads the topics through Kafka
         outcome = judge_run(run, campaign,
-                            bootstrap=cluster.bootstrap_servers if campaign.verifier.read_from_kafka else None)
+                            bootstrap=cluster.bootstrap_servers if campaign.verifier.read_from_kafka else None,
+                            spark_job=spark_job)
     finally:
+        if spark_job is not None:
+            spark_job.cancel()  # a job never released (the run failed first) stands down; a finished one is gone
         stop.__exit__()
         if stepper is not None:
             stepper.stop()

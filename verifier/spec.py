@@ -26,6 +26,9 @@ class VerifierSpec(BaseModel):
     cross_check: bool = Field(
         True, description="also run the Python checker; a disagreement on the anomaly types makes the verdict unknown")
     cross_check_max_outputs: int = Field(5_000_000, ge=0, description="skip the cross-check above this many outputs")
+    start_ahead: bool = Field(
+        True, description="kchaos run starts the Spark job's JVM and session at the drain, so that they come up while "
+                          "the pipeline drains and the final reads run; it checks nothing before the run is recorded")
     timeout_s: float = Field(1800.0, gt=0)
     require: tuple[str, ...] = Field(
         (), description="checks to claim beyond what the workload claims (verifier/checks.py claimed_checks); a claimed "

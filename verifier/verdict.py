@@ -30,7 +30,7 @@ from kchaos.verifier.markers import signatures, signatures_line
 from kchaos.verifier.spec import VerifierSpec
 from kchaos.verifier.model import run_seed
 from kchaos.verifier.outcome import Outcome, outcome_of
-from kchaos.verifier.verify import verify_run, write_results
+from kchaos.verifier.verify import SparkJob, verify_run, write_results
 from kchaos.workloads.history import pair_operations, read_lines
 from kchaos.workloads.metrics import compute_metrics
 from kchaos.workloads.registry import library_label
@@ -109,10 +109,11 @@ def row_line(row: dict[str, Any]) -> str:
 
 
 def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
-              overrides: dict[str, Any] | None = None) -> Outcome:
+              overrides: dict[str, Any] | None = None, spark_job: SparkJob | None = None) -> Outcome:
     """Check a run directory, certify it when it has steps, write the results and the final
     status; return the outcome. ``bootstrap``: a live cluster the Spark job reads the topics
-    from. Progress and the verdict lines go to the log (kchaos/log.py)."""
+    from; ``spark_job``: that job, started ahead by the harness (verify.start_spark_job_ahead).
+    Progress and the verdict lines go to the log (kchaos/log.py)."""
     spec = verifier_spec(campaign, overrides)
     stopped_in = run.status().phase
     kept = run.keep_previous()
@@ -125,7 +126,7 @@ def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
     if (run.path / HISTORY_FILE).exists():
         ops = pair_operations(list(read_lines(run.path / HISTORY_FILE)))  # read once, for every reader
         run.write_json(METRICS_FILE, compute_metrics(ops))
-    checked = verify_run(run.path, spec, bootstrap, ops, stopped_in)
+    checked = verify_run(run.path, spec, bootstrap, ops, stopped_in, spark_job)
     results = checked.to_json()
     code = VERDICT_EXIT[results["verdict"]]
     facts = results.get("facts", {})

@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 import sys
 import time
+import threading
 from pathlib import Path
 from typing import Any
 
-from kchaos.files import read_json
+from kchaos.files import atomic_write, read_json
 from kchaos.log import say
 from kchaos.rundir import PYTHON_RESULTS_FILE, SPARK_RESULTS_FILE, RunDir
 from kchaos.runtime.processes import ManagedProcess
@@ -35,44 +36,124 @@ from kchaos.waiting import gone_within
 VERIFY_PROGRESS_S = 30.0
 
 
+#: the file a Spark job started ahead (``start_spark_job(..., ahead=True)``) waits for in the run's
+#: verifier/ directory: ``{"go": true}`` once the run is recorded, ``{"go": false}`` to stand down
+GO_FILE = "go.json"
+
+
+class SparkJob:
+    """The Spark job in a process of its own (its JVM too), recorded by a pid file so that a
+    crashed harness's reaper stops it. Started ``ahead``, it brings its JVM and session up and then
+    waits for :meth:`release` (the harness starts it at the drain, so that the session's start
+    overlaps the drain and the final reads instead of following them: docs/benchmarks.md)."""
+
+    def __init__(self, run: Path, master: str | None, bootstrap: str | None, data_dir: str | None = None,
+                 ahead: bool = False):
+        self.run, self.master, self.bootstrap, self.ahead = run, master, bootstrap, ahead
+        self.out = run / SPARK_RESULTS_FILE
+        # The job runs in the run's verifier/ directory, not the user's: Spark 4.0 creates an
+        # "artifacts" directory in its working directory (ArtifactManager) and leaves it behind.
+        # So every path on its command line is absolute.
+        self.home = run.resolve() / "verifier"
+        self.go = self.home / GO_FILE
+        argv = [sys.executable, "-m", "kchaos.verifier.spark.job", str(run.resolve()), "--out", str(self.out.resolve())]
+        if master:
+            argv += ["--master", master]
+        if bootstrap:
+            argv += ["--bootstrap", bootstrap]
+        if data_dir:
+            argv += ["--data-dir", data_dir if "://" in data_dir else str(Path(data_dir).resolve())]
+        if ahead:
+            argv += ["--wait-for", str(self.go)]
+        self.log = run / "logs" / "spark-verifier.log"
+        self.process = ManagedProcess("spark-verifier", argv, self.log, self.home, marker=str(run), cwd=self.home)
+        self.released = False
+
+    def start(self) -> "SparkJob":
+        self.out.unlink(missing_ok=True)
+        self.go.unlink(missing_ok=True)
+        self.process.start()
+        return self
+
+    def release(self) -> None:
+        """The run is recorded: the job goes on to its ingest and checks."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.go, json.dumps({"go": True}))
+        self.released = True
+
+    def cancel(self) -> None:
+        """Stand down a job that was never released (the run failed before its verdict)."""
+        if self.process.is_running():
+            atomic_write(self.go, json.dumps({"go": False}))
+            if not gone_within(self.process.is_running, 5.0, 0.2):
+                self.process.kill()
+        self.process.forget_if_exited()
+
+    def results(self, timeout_s: float, started: float | None = None) -> Results:
+        """Its results within ``timeout_s`` of ``started`` (default now), or an ``unknown``
+        naming why there are none."""
+        if self.ahead and not self.released:
+            self.release()
+        started = time.monotonic() if started is None else started
+        job = self.process
+        say(f"verifying with Spark ({self.master or 'local[2]'}"
+            f"{', reading the topics from Kafka' if self.bootstrap else ''}"
+            f"{', its session started during the drain' if self.ahead else ''})")
+        try:
+            while job.is_running() and time.monotonic() - started < timeout_s:
+                gone_within(job.is_running, min(VERIFY_PROGRESS_S, timeout_s - (time.monotonic() - started)), 0.5)
+                if job.is_running():
+                    say(f"verifying with Spark: {time.monotonic() - started:.0f}s (at most {timeout_s:.0f}s); "
+                        f"its log: {self.log}")
+        finally:
+            timed_out = job.is_running()
+            if timed_out:
+                job.kill()
+            job.forget_if_exited()
+        if self.out.exists():
+            return Results.from_json(json.loads(self.out.read_text()))
+        tail = self.log.read_text(errors="replace").strip().splitlines()[-5:] if self.log.exists() else []
+        reason = f"timed out after {timeout_s:.0f}s" if timed_out else f"exited with code {job.returncode()}"
+        return Results(checker="spark", errors=[f"the Spark verifier {reason} without results ({self.log}): "
+                                                + " | ".join(tail)])
+
+
+def start_spark_job_ahead(run: Path, spec: VerifierSpec, bootstrap: str | None) -> SparkJob | None:
+    """The campaign's Spark job started before the run is recorded (see :class:`SparkJob`), or None
+    where the campaign's engine is not Spark."""
+    if spec.engine != "spark" or not spec.start_ahead:
+        return None
+    return SparkJob(run, spec.spark_master, bootstrap if spec.read_from_kafka else None, spec.data_dir,
+                    ahead=True).start()
+
+
 def run_spark_job(run: Path, master: str | None, bootstrap: str | None, timeout_s: float,
                   data_dir: str | None = None) -> Results:
-    """The Spark job in a process of its own (its JVM too), recorded by a pid file so that a
-    crashed harness's reaper stops it; its results, or an ``unknown`` naming why there are none."""
+    """The Spark job started now and waited for: its results, or an ``unknown`` naming why there are none."""
+    return SparkJob(run, master, bootstrap, data_dir).start().results(timeout_s)
 
-    out = run / SPARK_RESULTS_FILE
-    out.unlink(missing_ok=True)
-    # The job runs in the run's verifier/ directory, not the user's: Spark 4.0 creates an
-    # "artifacts" directory in its working directory (ArtifactManager) and leaves it behind.
-    # So every path on its command line is absolute.
-    home = run.resolve() / "verifier"
-    argv = [sys.executable, "-m", "kchaos.verifier.spark.job", str(run.resolve()), "--out", str(out.resolve())]
-    if master:
-        argv += ["--master", master]
-    if bootstrap:
-        argv += ["--bootstrap", bootstrap]
-    if data_dir:
-        argv += ["--data-dir", data_dir if "://" in data_dir else str(Path(data_dir).resolve())]
-    log = run / "logs" / "spark-verifier.log"
-    job = ManagedProcess("spark-verifier", argv, log, home, marker=str(run), cwd=home)
-    say(f"verifying with Spark ({master or 'local[2]'}{', reading the topics from Kafka' if bootstrap else ''})")
-    job.start()
-    started = time.monotonic()
-    try:
-        while job.is_running() and time.monotonic() - started < timeout_s:
-            gone_within(job.is_running, min(VERIFY_PROGRESS_S, timeout_s - (time.monotonic() - started)), 0.5)
-            if job.is_running():
-                say(f"verifying with Spark: {time.monotonic() - started:.0f}s (at most {timeout_s:.0f}s); its log: {log}")
-    finally:
-        timed_out = job.is_running()
-        if timed_out:
-            job.kill()
-        job.forget_if_exited()
-    if out.exists():
-        return Results.from_json(json.loads(out.read_text()))
-    tail = log.read_text(errors="replace").strip().splitlines()[-5:] if log.exists() else []
-    reason = f"timed out after {timeout_s:.0f}s" if timed_out else f"exited with code {job.returncode()}"
-    return Results(checker="spark", errors=[f"the Spark verifier {reason} without results ({log}): " + " | ".join(tail)])
+
+class Beside:
+    """``fn(*args)`` in a daemon thread, for :meth:`result`: one that is never asked for (a run
+    interrupted while the Spark job ran) holds up nothing, not even the interpreter's exit."""
+
+    def __init__(self, fn: Any, *args: Any):
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fn, args), name="kchaos-beside", daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Any, args: tuple[Any, ...]) -> None:
+        try:
+            self._value = fn(*args)
+        except BaseException as exc:  # raised again where the result is asked for
+            self._error = exc
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def disagreements(primary: Results, reference: Results) -> list[str]:
@@ -147,26 +228,35 @@ def apply_run_conditions(results: Results, final: dict[str, Any]) -> None:
 
 
 def verify_run(run: Path, spec: VerifierSpec, bootstrap: str | None = None, ops: list[dict[str, Any]] | None = None,
-               stopped_in: str | None = None) -> Results:
+               stopped_in: str | None = None, spark_job: SparkJob | None = None) -> Results:
     """The results of a stored run, verdict included. ``ops``: the paired history when the
     caller has read it; ``stopped_in``: the phase ``status.json`` last recorded (for a run that
-    stopped before its final reads)."""
+    stopped before its final reads); ``spark_job``: the campaign's Spark job, started ahead."""
 
     final_path = run / "final.json"
     if not final_path.exists():
         # stopped before its final reads: what it recorded is kept, nothing is passed
+        if spark_job is not None:
+            spark_job.cancel()
         results = check_unfinished_run(run, ops or [], stopped_in)
         results.interruption = {"phase": stopped_in, "final_reads": False}
         return results
     if spec.engine == "spark":
-        results = run_spark_job(run, spec.spark_master, bootstrap, spec.timeout_s, spec.data_dir)
+        if spark_job is None:
+            spark_job = SparkJob(run, spec.spark_master, bootstrap, spec.data_dir).start()
+        # the reference checks while the Spark job does, where the run is small enough for it by
+        # the final reads' counts (an upper bound of the outputs): the harness only waits meanwhile
+        recorded = sum(t.get("records") or 0 for t in read_json(final_path, {}).get("topics") or [])
+        early = Beside(check_run, run, ops) if spec.cross_check and recorded <= spec.cross_check_max_outputs else None
+        results = spark_job.results(spec.timeout_s)
+        reference = early.result() if early is not None else None
         if results.facts.get("topic_source") == "spark-kafka-source":
             differ = reads_disagree(run, json.loads(final_path.read_text()))
             if differ:
                 results.errors.append("the two reads of the topics disagree: " + "; ".join(differ))
         outputs = results.facts.get("outputs_raw") or 0
         if spec.cross_check and results.checks and outputs <= spec.cross_check_max_outputs:
-            reference = check_run(run, ops)
+            reference = check_run(run, ops) if reference is None else reference
             write_results(run, reference, PYTHON_RESULTS_FILE)
             problems = disagreements(results, reference)
             results.cross_check = {"checker": "python", "agrees": not problems, "disagreements": problems}

@@ -75,6 +75,28 @@ def output_records(run: Path, bootstrap: str | None, client: dict[str, str] | No
         return None  # sizing is an optimisation: the job itself reports what is missing
 
 
+#: the line a job started ahead prints when its session is up and it waits for its run
+SESSION_UP = "kchaos: the Spark session is up"
+#: how long a job started ahead waits for its run at most (the drain's and final reads' bounds are
+#: far shorter; past it, the harness that started it is taken as gone)
+WAIT_FOR_RUN_S = 3600.0
+
+
+def released(go: Path, timeout_s: float = WAIT_FOR_RUN_S) -> bool:
+    """Wait for the harness's word in ``go`` (verifier/verify.py ``SparkJob``): True to go on;
+    False when it says stand down, when the harness that started this job is gone (this process's
+    parent changed) or after ``timeout_s``."""
+    parent, deadline = os.getppid(), time.monotonic() + timeout_s
+    while time.monotonic() < deadline and os.getppid() == parent:
+        if go.exists():
+            try:
+                return bool(json.loads(go.read_text()).get("go"))
+            except (OSError, ValueError):
+                pass  # written atomically; a read that failed is asked again
+        time.sleep(0.2)
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kchaos.verifier.spark.job", description=__doc__.split("\n")[0])
     parser.add_argument("run", type=Path)
@@ -84,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="where the ingest writes (a Hadoop-compatible URL the executors reach; the run's name "
                              "is appended); default RUN/topics-spark")
     parser.add_argument("--out", type=Path, default=None, help="write the results here (default RUN/results.spark.json)")
+    parser.add_argument("--wait-for", type=Path, default=None,
+                        help="start the session, then wait for this file: {\"go\": true} to check the run, "
+                             "{\"go\": false} (or the parent's exit) to stop without results")
     args = parser.parse_args(argv)
 
     out = args.out or args.run / "results.spark.json"
@@ -104,6 +129,12 @@ def main(argv: list[str] | None = None) -> int:
                               ship_code_from=args.run / SPARK_DIR, dump_archive_to=dump_to,
                               records=output_records(args.run, args.bootstrap, client))
         timings["session_s"] = round(time.monotonic() - started, 2)
+        if args.wait_for is not None:
+            t = time.monotonic()
+            print(f"{SESSION_UP} ({timings['session_s']}s); waiting for {args.wait_for}", flush=True)
+            if not released(args.wait_for):
+                return 0  # stood down: nothing was checked, so nothing is written
+            timings["waited_for_the_run_s"] = round(time.monotonic() - t, 2)
         if args.bootstrap:
             workload = load_recorded(args.run).workload
             t = time.monotonic()
