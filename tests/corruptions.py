@@ -15,6 +15,8 @@ could not see (issue: "trust only what can be checked"):
   (also under a drain recorded as finished), the leaders at the end never read;
 * missing evidence: the group's offsets unreadable, an empty transaction log, a worker's history
   gone, a dump that stopped early, a faulted run that injected nothing, the observers' reads gone;
+* what was not observed (issue 77): the group's offsets partition never watched, a drain whose own
+  record ran past its bound, a progress sample the group's log contradicts;
 * partial evidence that must not hide an anomaly or pass for complete (issue 42): a lost offset
   commit beside another group's compacted or pinned ``__consumer_offsets`` partition, a lost input
   with a seeder history that stops after its init, an observer that failed mid-run, a commit the
@@ -1158,6 +1160,47 @@ def lose_the_metadata_read_at_the_end(run: Path) -> Expectation:
     _write_final(run, final)
     return "unknown", "leaders at the run's end were not read"
 
+
+# -- evidence rules for the newest facts (issue 77): what was not observed is unknown ----------
+
+def lose_the_watch_of_the_groups_offsets_partition(run: Path) -> Expectation:
+    """The final reads' wait could not find the group's ``__consumer_offsets`` partition (its error
+    recorded, the partition not in the snapshot) while every partition it watched was stable.
+    Before: VALID, with a note (a transaction pinning that partition would not have been seen)."""
+    final = _final(run)
+    final["liveness"].pop("offsets_partition", None)
+    final["liveness"]["offsets_partition_error"] = "topic __consumer_offsets is not known to the cluster"
+    _write_final(run, final)
+    return "unknown", "the group's offsets partition was not watched (topic __consumer_offsets is not known"
+
+
+def overrun_a_drain_recorded_as_finished(run: Path) -> Expectation:
+    """final.json's ``drained`` still says the drain ended in time; the drain's own record has it
+    end twice its bound after its start. Before: VALID, "every committed input was processed
+    within the drain's bound" beside a duration past it."""
+    final = _final(run)
+    drain = final["progress"]["drain"]
+    drain["ended"] = drain["started"] + 2 * drain["timeout_s"] + 60
+    _write_final(run, final)
+    return "unknown", f"past its bound of {drain['timeout_s']:.0f} s"
+
+
+def sample_the_group_past_its_log(run: Path) -> Expectation:
+    """A last progress sample that has the group two offsets past its final committed offset of a
+    partition, where its own log (``__consumer_offsets``) holds no such commit: the samples lift
+    the offsets stalled-pipeline holds the committed inputs against (a stall they hide is the unit
+    tests'). Before: VALID."""
+    final = _final(run)
+    partition, offset = min((int(p), int(o)) for p, o in final["group_offsets"].items())
+    samples = final["progress"]["samples"]
+    samples.append([samples[-1][0] + 0.5, {**samples[-1][1], str(partition): offset + 2}])
+    _write_final(run, final)
+    return "unknown", f"partition {partition} sampled at offset {offset + 2}"
+
+
+#: issue 77: each a corruption both engines judged VALID before, now unknown
+UNOBSERVED_BEFORE: tuple[Callable[[Path], Expectation], ...] = (
+    lose_the_watch_of_the_groups_offsets_partition, overrun_a_drain_recorded_as_finished, sample_the_group_past_its_log)
 
 #: issue 60c: each a corruption both engines judged VALID before, now named or unknown
 MISSED_BEFORE: tuple[Callable[[Path], Expectation], ...] = (

@@ -297,6 +297,8 @@ def check_stalled_pipeline(data: Any) -> CheckResult:
     if final.get("interrupted") and not final["drained"]:
         raise NotApplicable("the run was interrupted and its drain cut short: the campaign's bound was not waited out")
     stalled = liveness.stalled_partitions(data)
+    if not stalled:
+        _no_stall_on_disagreeing_records(data)
     if not stalled and final["drained"]:
         took = (f" ({drain['ended'] - drain['started']:.0f} s of at most {drain['timeout_s']:.0f} s)"
                 if drain["recorded"] and drain.get("started") else "")
@@ -348,6 +350,34 @@ def check_stalled_pipeline(data: Any) -> CheckResult:
                                         if s.partition in (m.get("partitions") or [])] if view else None,
             "drain": drain})
     return result("stalled-pipeline", cases)
+
+
+def _no_stall_on_disagreeing_records(data: Any) -> None:
+    """No stall is valid only on records that agree: NotApplicable where final.json's ``drained``
+    says the drain ended in time and its own record says it ran out (liveness.drain_overran), or
+    where the samples of the group's offsets, which lift the offsets the inputs are held against,
+    contradict the group's log (liveness.samples_against_log; a clock fault, or brokers' clocks
+    not measured, leave the commits' stamps out)."""
+    overran = liveness.drain_overran(data) if data.final["drained"] else []
+    if overran:
+        raise NotApplicable("final.json's drained says every input was processed within the drain's bound, but "
+                            + "; ".join(overran) + ": whether the pipeline resumed within its bound is not known")
+    if data.offset_log is None:
+        return
+    try:
+        shift, tolerance, _ = evidence.broker_clock(data)
+        settle: float | None = data.workload.transaction_timeout_ms + 30_000 + tolerance
+    except NotApplicable:
+        shift, settle = 0.0, None
+    if clock_skew_windows(data.history):
+        settle = None
+    disagree = liveness.samples_against_log((data.final.get("progress") or {}).get("samples") or [], data.offset_log,
+                                            settle, shift)
+    if disagree:
+        raise NotApplicable("the harness's samples of the group's offsets (final.json progress.samples) and the "
+                            "group's own log (__consumer_offsets) disagree: " + "; ".join(disagree[:3])
+                            + (f"; {len(disagree) - 3} more" if len(disagree) > 3 else "")
+                            + ": which one the pipeline's progress is, is not known")
 
 
 @implements("hung-client-call", "python", "spark")

@@ -24,6 +24,7 @@ from typing import Any
 from kchaos.verifier.broker_logs import ClusterRecord
 from kchaos.verifier.late_requests import read_message_events
 from kchaos.verifier.model import NotApplicable, worker_slot
+from kchaos.workloads.group_view import DESCRIBE_TIMEOUT_S
 
 #: at most this many (time, committed offset) points of one partition's progress in a case
 LAG_POINTS = 24
@@ -93,6 +94,68 @@ def drain_of(data: Any) -> dict[str, Any]:
             drain.setdefault("ended", min(ends) - 0.001)
     drain.setdefault("timeout_s", data.workload.drain_timeout_s)
     return drain
+
+
+#: how far past its bound a drain that ended in time may end by its record: its start is stamped
+#: before the group's view at the drain's start (workloads/group_view.py, a process of its own),
+#: and the check that ends it reads the group's offsets (10 s at most, twice with a progress
+#: sample) after its last moment inside the bound
+DRAIN_END_SLACK_S = DESCRIBE_TIMEOUT_S + 2 * 10.0 + 1.0
+
+
+def drain_overran(data: Any) -> list[str]:
+    """What the drain's own record (``final.json`` ``progress.drain``) says of a drain that ran out
+    of its bound: its outcome not drained, or its end later than its start and bound allow
+    (DRAIN_END_SLACK_S); each as a phrase, [] where it says the drain ended in time or was not
+    recorded (the phase marks that stand in for it time no bound)."""
+    drain = drain_of(data)
+    if not drain["recorded"]:
+        return []
+    out = ["the drain's record says it did not drain"] if drain.get("drained") is False else []
+    if drain.get("started") is not None and drain.get("timeout_s") is not None:
+        took = float(drain["ended"]) - float(drain["started"])
+        if took > float(drain["timeout_s"]) + DRAIN_END_SLACK_S:
+            out.append(f"the drain's record has it end {took:.0f} s after its start, past its bound of "
+                       f"{float(drain['timeout_s']):.0f} s")
+    return out
+
+
+def samples_against_log(samples: list[list[Any]], offset_log: list[dict[str, Any]], settle_ms: float | None,
+                        shift_ms: float = 0.0) -> list[str]:
+    """Where the harness's samples of the group's committed offsets (``progress.samples``: time,
+    {partition: offset}) contradict the group's own log (``offset_log``, the decoded committed view
+    of ``__consumer_offsets``): a sampled offset above every commit of its partition the log holds
+    (the cleaner never removes a key's last record), or a commit the log holds above what the last
+    sample read of its partition, stamped ``settle_ms`` before that sample (the latest a commit is
+    visible: its transaction ended, its markers written, the clocks' tolerance; None where the
+    stamps cannot be placed; ``shift_ms``: the brokers' clock ahead of the harness's). Each as a
+    phrase; [] where they agree."""
+    if not samples:
+        return []
+    logged: dict[int, list[dict[str, Any]]] = {}
+    for c in offset_log:
+        logged.setdefault(int(c["partition"]), []).append(c)
+    out = []
+    sampled: dict[int, tuple[float, int]] = {}
+    for t, offsets in samples:
+        for p, o in (offsets or {}).items():
+            if o is not None and int(o) > sampled.get(int(p), (0.0, -1))[1]:
+                sampled[int(p)] = (t, int(o))
+    for p, (t, o) in sorted(sampled.items()):
+        top = max((c["offset"] for c in logged.get(p, [])), default=None)
+        if top is None or o > top:
+            out.append(f"partition {p} sampled at offset {o} (at {t:.3f}), where the log holds "
+                       + ("no commit of it" if top is None else f"no commit past {top}"))
+    last_t, last = samples[-1][0], {int(p): o for p, o in (samples[-1][1] or {}).items() if o is not None}
+    for p, commits in sorted(logged.items()) if settle_ms is not None else ():
+        seen = [c for c in commits if c.get("commit_timestamp") is not None
+                and c["commit_timestamp"] - shift_ms + settle_ms <= last_t * 1000 and c["offset"] > last.get(p, -1)]
+        if seen:
+            c = max(seen, key=lambda c: c["offset"])
+            out.append(f"the log holds a commit of partition {p} at offset {c['offset']}, stamped "
+                       f"{(last_t * 1000 - c['commit_timestamp'] + shift_ms) / 1000:.0f} s before the last sample "
+                       f"(at {last_t:.3f}), which read " + (f"offset {last[p]}" if p in last else "no offset"))
+    return out
 
 
 def partition_progress(data: Any, partition: int) -> list[list[Any]]:

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kchaos.verifier.coordinator_log import Skew, in_skew
-from kchaos.verifier.segments import Replicas
+from kchaos.verifier.segments import Replicas, Segments, as_segments, partial_field
 
 #: the log records after which a COMMIT marker is what the coordinator prepared
 COMMIT_STATES = ("PrepareCommit", "CompleteCommit")
@@ -100,19 +100,22 @@ def unprepared_commit_markers(markers: list[dict[str, Any]], entries: list[dict[
             "no_log_record_before": no_record, "clock_skew_set_aside": skew_aside}
 
 
-def commit_marker_facts(replicas: Replicas | None, entries_of: Callable[[set[int]], list[dict[str, Any]] | None],
+def commit_marker_facts(read: Segments | Replicas | None,
+                        entries_of: Callable[[set[int]], list[dict[str, Any]] | None],
                         skewed: Skew | None = None) -> dict[str, Any] | None:
     """The ``commit_markers`` fact of results.json from the run's merged batches
-    (segments.run_replicas): None when the run holds no broker segments or no transaction log
-    (``entries_of``: the log's records of some producer ids, or None)."""
-    if replicas is None:
+    (segments.run_segments; ``partial``: what of them was not read): None when the run holds no
+    broker segments or no transaction log (``entries_of``: the log's records of some producer
+    ids, or None)."""
+    segments = as_segments(read)
+    if segments is None:
         return None
-    markers = read_commit_markers(replicas)
+    markers = read_commit_markers(segments.replicas)
     entries = entries_of({m["producer_id"] for m in markers}) if markers else []
     if entries is None:
         return None
-    nodes = sorted({n for batches in replicas.values() for _, held in batches for n in held})
-    return {"nodes": nodes, **unprepared_commit_markers(markers, entries, skewed)}
+    nodes = sorted({n for batches in segments.replicas.values() for _, held in batches for n in held})
+    return {"nodes": nodes, **unprepared_commit_markers(markers, entries, skewed), **partial_field(segments)}
 
 
 def covering_marker(unprepared: list[dict[str, Any]], topic: str, partition: int, offset: int,
@@ -149,7 +152,8 @@ def signatures(results: dict[str, Any]) -> list[dict[str, Any]]:
     else how many of the markers made a listed aborted read visible, or that none did, or that it
     was not judged where aborted-read was not checked. (A broker refused registration while it sent
     markers, the rest of F8's window, is in the brokers' logs only: no fact carries it yet.)"""
-    unprepared = ((results.get("facts") or {}).get("commit_markers") or {}).get("unprepared") or []
+    fact = (results.get("facts") or {}).get("commit_markers") or {}
+    unprepared = fact.get("unprepared") or []
     if not unprepared:
         return []
     n = len(unprepared)
@@ -163,7 +167,8 @@ def signatures(results: dict[str, Any]) -> list[dict[str, Any]]:
     else:
         effect = "none made an aborted read visible"
     line = (f"{F8}'s signature seen: {n} COMMIT marker{'' if n == 1 else 's'} from a record that did not "
-            f"survive, {effect}")
+            f"survive, {effect}" + (f" (on partial segments: {len(fact['partial'])} gaps, facts.commit_markers.partial)"
+                                    if fact.get("partial") else ""))
     return [{"finding": F8, "what": "COMMIT markers the coordinator's surviving log never prepared",
              "count": n, "made_visible": len(visible), "line": line}]
 

@@ -513,9 +513,11 @@ def hanging_cases(workload: Any, final: dict[str, Any], open_txns: list[dict[str
             raise NotApplicable("every partition's LSO reached its high watermark, but the brokers' own account of "
                                 "transactions could not be read (" + "; ".join(failed)[:300] + "): a coordinator may "
                                 "still hold one prepared")
+        if liveness.get("offsets_partition_error"):  # the wait never looked at it: unseen is not stable
+            raise NotApplicable("every user partition's LSO reached its high watermark, but the group's offsets "
+                                f"partition was not watched ({liveness['offsets_partition_error']}): a transaction "
+                                "left open there, which stalls the group, would not have been seen")
         return [], (f"every partition's LSO reached its high watermark {liveness.get('waited_s')}s after the drain"
-                    + (f"; the group's offsets partition was not watched ({liveness['offsets_partition_error']})"
-                       if liveness.get("offsets_partition_error") else "")
                     + ("; find-hanging reports none" if "hanging" in broker else "")
                     + ("; no coordinator holds a transaction prepared" if "transactions" in broker else ""))
     still_open = [t for t in broker.get("transactions") or []

@@ -478,10 +478,10 @@ def facts(data: RunData) -> dict[str, Any]:
         "client_transaction_versions": dict(Counter(str(r["entry"].client_transaction_version)
                                                     for r in data.txn_log or [] if r["entry"].producer_id is not None)),
         "late_requests": late_request_facts(data.run, data.txn_log, data.ops),
-        "commit_markers": commit_marker_facts(data.replicas, lambda pids: None if data.txn_log is None else
+        "commit_markers": commit_marker_facts(data.segments, lambda pids: None if data.txn_log is None else
                                               [r for r in data.txn_log if r["entry"].producer_id in pids],
                                               driver_checks.clock_skew_windows(data.history)),
-        "sequence_reuse": sequence_reuse_facts(data.replicas, data.history.ops),
+        "sequence_reuse": sequence_reuse_facts(data.segments, data.history.ops),
         "commits_by_client_tv_per_txid": commits_by_client_tv(
             ((r["entry"].transactional_id, r["entry"].status, r["entry"].client_transaction_version, 1)
              for r in data.txn_log or [] if r["entry"].producer_id is not None), data.txid_prefix),

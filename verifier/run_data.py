@@ -19,7 +19,7 @@ from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.coordinator_log import CoordinatorTxn, coordinator_records, coordinator_transactions
 from kchaos.verifier.internal_topics import decoded_txn_log, offset_commit_batches
 from kchaos.verifier.late_requests import late_requests, read_message_events
-from kchaos.verifier.segments import Replicas, run_replicas
+from kchaos.verifier.segments import Segments, run_segments
 from kchaos.verifier.model import (HistoryIndex, LINEAGE_FIELDS, Output, identity_positions, read_ops, run_seed)
 from kchaos.verifier.observations import ObservedRun, observer_summary
 from kchaos.workloads.lineage import IdLocator
@@ -222,9 +222,9 @@ class RunData:
         return {p: sorted(seqs) for p, seqs in sorted(missing.items())}
 
     @functools.cached_property
-    def replicas(self) -> Replicas | None:
-        """The brokers' own batches, merged across replicas (segments.py), read once."""
-        return run_replicas(self.run)
+    def segments(self) -> Segments | None:
+        """The brokers' own batches, merged across replicas, and what was not read (segments.py), read once."""
+        return run_segments(self.run)
 
     def late_requests(self) -> list[dict[str, Any]] | None:
         """The message proxy's late or duplicated requests, with what the coordinator wrote after them."""

@@ -45,7 +45,7 @@ import json
 from typing import Any
 
 from kchaos.protocol.log_segments import Batch
-from kchaos.verifier.segments import Replicas
+from kchaos.verifier.segments import Replicas, Segments, as_segments, partial_field
 
 #: how a reuse's numbers were given back (the module's docstring)
 PATHS = ("failed-send", "aborted-unanswered")
@@ -141,15 +141,18 @@ def reused_sequences(replicas: Replicas, failed: set[tuple[str, int]],
     return out
 
 
-def sequence_reuse_facts(replicas: Replicas | None, ops: list[dict[str, Any]]) -> dict[str, Any] | None:
+def sequence_reuse_facts(read: Segments | Replicas | None, ops: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The ``sequence_reuse`` fact of results.json; None when the run holds no broker segments.
-    ``by_path``: how many reuses took each path (PATHS)."""
-    if replicas is None:
+    ``by_path``: how many reuses took each path (PATHS); ``partial``: what of the segments was
+    not read (segments.py)."""
+    segments = as_segments(read)
+    if segments is None:
         return None
-    data = [b for batches in replicas.values() for b, _ in batches if b.transactional and not b.control]
-    reused = reused_sequences(replicas, failed_sends(ops), aborts(ops))
+    data = [b for batches in segments.replicas.values() for b, _ in batches if b.transactional and not b.control]
+    reused = reused_sequences(segments.replicas, failed_sends(ops), aborts(ops))
     return {"transactional_batches": len(data), "unread": sum(1 for b in data if b.first_value is None),
-            "reused": reused, "by_path": {p: sum(1 for r in reused if r["path"] == p) for p in PATHS}}
+            "reused": reused, "by_path": {p: sum(1 for r in reused if r["path"] == p) for p in PATHS},
+            **partial_field(segments)}
 
 
 def reuses_for(reused: list[dict[str, Any]], process: str, txn_seq: int) -> list[dict[str, Any]]:

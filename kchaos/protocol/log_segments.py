@@ -82,6 +82,11 @@ def read_segment(data: bytes, values: bool = False) -> Iterator[Batch]:
     """The batches of one segment file's bytes, in order (``values``: with each uncompressed data
     batch's first record value). Stops at a batch cut short (a broker killed mid-write leaves
     one; recovery truncates it on the next start) or at a zero tail."""
+    return (batch for batch, _ in _batches(data, values))
+
+
+def _batches(data: bytes, values: bool) -> Iterator[tuple[Batch, int]]:
+    """read_segment's batches, each with the byte it ends at."""
     at = 0
     while at + HEADER.size <= len(data):
         (base, length, leader_epoch, magic, _crc, attributes, last_delta, _base_ts, max_ts, producer_id,
@@ -97,17 +102,54 @@ def read_segment(data: bytes, values: bool = False) -> Iterator[Batch]:
                 value = _first_record(data[at + HEADER.size:end])[1]
         except DecodeError:
             pass
-        yield Batch(base, base + last_delta, leader_epoch, producer_id, producer_epoch, base_sequence, count, max_ts,
-                    bool(attributes & TRANSACTIONAL), bool(attributes & CONTROL),
-                    marker[0] if marker else None, marker[1] if marker else None, value)
+        yield (Batch(base, base + last_delta, leader_epoch, producer_id, producer_epoch, base_sequence, count, max_ts,
+                     bool(attributes & TRANSACTIONAL), bool(attributes & CONTROL),
+                     marker[0] if marker else None, marker[1] if marker else None, value), end)
         at = end
 
 
 def read_partition(directory: Path, values: bool = False) -> list[Batch]:
     """Every batch of one partition replica's directory, its segments in offset order (a segment's
     file name is its base offset)."""
-    return [batch for segment in sorted(Path(directory).glob("*.log"), key=lambda p: int(p.stem))
-            for batch in read_segment(segment.read_bytes(), values)]
+    return read_replica(directory, values)[0]
+
+
+def read_replica(directory: Path, values: bool = False) -> tuple[list[Batch], list[str]]:
+    """read_partition's batches, and what of the replica they miss, each as a phrase: a segment
+    file that could not be read, or one that stops before its end (bytes past its last whole
+    batch that are no zero tail) with a later segment after it; the last segment's tail is what a
+    killed broker leaves, and only the node's own record of its end can tell (segments.py)."""
+    batches: list[Batch] = []
+    missing: list[str] = []
+    segments = sorted(Path(directory).glob("*.log"), key=lambda p: int(p.stem))
+    for i, segment in enumerate(segments):
+        try:
+            data = segment.read_bytes()
+        except OSError as exc:
+            missing.append(f"segment {segment.name} could not be read ({exc.strerror or exc})")
+            continue
+        end = 0
+        for batch, end in _batches(data, values):
+            batches.append(batch)
+        if i < len(segments) - 1 and data[end:].strip(b"\0"):
+            missing.append(f"segment {segment.name} stops at byte {end} of {len(data)}")
+    return batches, missing
+
+
+def read_checkpoint(path: Path) -> dict[tuple[str, int], int] | None:
+    """A broker's offset checkpoint file (``replication-offset-checkpoint`` and its kin: version,
+    count, then ``topic partition offset`` lines) as (topic, partition) -> offset; None when the
+    file is missing or unreadable."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError:
+        return None
+    out = {}
+    for line in lines[2:]:
+        parts = line.split()
+        if len(parts) == 3 and parts[1].isdigit() and parts[2].lstrip("-").isdigit():
+            out[(parts[0], int(parts[1]))] = int(parts[2])
+    return out
 
 
 def partition_dirs(data_dir: Path) -> Iterator[tuple[str, int, Path]]:

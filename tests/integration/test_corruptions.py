@@ -54,7 +54,7 @@ def _holds(results: dict, expectation: tuple[str, ...]) -> bool:
 
 
 CORRUPTIONS = (corruptions.ANOMALIES + corruptions.GAPS + corruptions.EXCUSED_BEFORE + corruptions.MISSED_BEFORE
-               + corruptions.CONTROLS)
+               + corruptions.UNOBSERVED_BEFORE + corruptions.CONTROLS)
 
 
 @pytest.mark.parametrize("corrupt", CORRUPTIONS, ids=lambda f: f.__name__)

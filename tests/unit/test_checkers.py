@@ -704,13 +704,21 @@ def test_hanging_transaction_when_the_lso_stays_pinned(tmp_path):
     assert case["lso"] == 3 and case["open_transactions"][0]["transactional_id"] == "tx-w0"
 
 
-def test_an_offsets_partition_that_could_not_be_watched_is_said(tmp_path):
+@pytest.mark.parametrize("pinned", [{}, {"a-0": {"lso": 3, "high": 9}}])
+def test_an_offsets_partition_that_could_not_be_watched_is_no_stable_one(tmp_path, pinned):
+    """The final reads' wait could not find the group's __consumer_offsets partition: what it did
+    not watch is unknown, never stable (liveness unknown, with why); a user partition it saw
+    pinned is still a case."""
     b = RunBuilder()
-    b.liveness = {"stable": True, "waited_s": 0.1, "pinned": {},
+    b.liveness = {"stable": not pinned, "waited_s": 0.1 if not pinned else 50.0, "pinned": pinned,
                   "offsets_partition_error": "topic __consumer_offsets is not known to the cluster"}
-    verdict, _, results = _anomalies(b.write(tmp_path / "r"))
-    assert verdict == "valid"
-    assert "offsets partition was not watched (topic __consumer_offsets" in results["checks"]["hanging-transaction"]["note"]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    if pinned:
+        assert (verdict, kinds, results["liveness"]) == ("invalid", ["hanging-transaction"], "invalid")
+        return
+    assert (verdict, results["safety"], results["liveness"]) == ("unknown", "valid", "unknown")
+    assert "offsets partition was not watched (topic __consumer_offsets is not known" in \
+        results["not_checked"]["hanging-transaction"]
 
 
 def test_a_pinned_offsets_partition_is_a_hanging_transaction_that_stalls_the_group(tmp_path):
@@ -2366,6 +2374,55 @@ def test_a_drain_recorded_as_drained_is_held_to_the_final_reads(tmp_path):
                                                      "invalid")
     assert results["anomalies"]["stalled-pipeline"][0]["explanation"].endswith(
         "through the drain's 120 s after the final heal, though the drain's record says every input was processed")
+
+
+@one_engine
+@pytest.mark.parametrize("drain, live", [
+    ({"started": 150.0, "ended": 270.0, "timeout_s": 120.0, "drained": True}, "valid"),
+    ({"started": 150.0, "ended": 450.0, "timeout_s": 120.0, "drained": True}, "unknown"),
+    ({"started": 150.0, "ended": 270.0, "timeout_s": 120.0, "drained": False}, "unknown")])
+def test_a_drain_its_own_record_has_past_its_bound_is_no_drain_in_time(tmp_path, drain, live):
+    """final.json's drained says the drain ended in time and every input is processed by the final
+    reads, while the drain's own record has it run 300 s of a 120 s bound, or end not drained: the
+    records disagree, so whether the pipeline resumed within its bound is not known (liveness
+    unknown, naming both). A drain every record has in time is live."""
+    b = RunBuilder()
+    b.final_extra = {"drained": True, "progress": {"sample_s": 2.0, "drain": drain}}
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (kinds, results["safety"], results["liveness"]) == ([], "valid", live), results["checks"]
+    if live == "unknown":
+        reason = results["required_not_checked"]["stalled-pipeline"]
+        assert reason.startswith("final.json's drained says every input was processed within the drain's bound, but "
+                                 "the drain's record ")
+        assert ("end 300 s after its start, past its bound of 120 s" in reason) == (drain["ended"] == 450.0)
+
+
+@one_engine
+@pytest.mark.parametrize("samples, live, said", [
+    ([[110.0, {"0": 2}], [270.0, {"0": 4}]], "valid", None),
+    # the samples have the group past inputs 4 and 5, where its log holds no commit past 4: a stall hidden
+    ([[110.0, {"0": 4}], [270.0, {"0": 6}]], "unknown", "partition 0 sampled at offset 6 (at 270.000), where the log "
+                                                       "holds no commit past 4"),
+    # the log's commit of 4, 170 s before the last sample, which read 2
+    ([[110.0, {"0": 2}], [270.0, {"0": 2}]], "unknown", "the log holds a commit of partition 0 at offset 4, stamped "
+                                                       "170 s before the last sample (at 270.000), which read offset 2")])
+def test_progress_samples_that_contradict_the_groups_log_leave_liveness_unknown(tmp_path, samples, live, said):
+    """The drain ran out and the final reads show nothing stalled only because the harness's samples
+    of the group's offsets say so: held against the group's own record (__consumer_offsets),
+    samples it contradicts decide nothing (liveness unknown, naming both); agreeing ones are live."""
+    b = RunBuilder()
+    b.final_extra = {"drained": False, "progress": {"sample_s": 2.0, "samples": samples, "drain": {
+        "started": 150.0, "ended": 270.0, "timeout_s": 120.0, "drained": False}}}
+    if said and "sampled at offset 6" in said:
+        b.inputs += [(0, 4), (0, 5)]  # committed by the seeder after transaction 1, never processed
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (results["liveness"], [k for k in kinds if k in LIVENESS_CHECKS]) == (live, []), results["checks"]
+    if said:
+        reason = results["required_not_checked"]["stalled-pipeline"]
+        assert reason.startswith("the harness's samples of the group's offsets (final.json progress.samples) and the "
+                                 "group's own log (__consumer_offsets) disagree: ") and said in reason, reason
+    else:
+        assert "ran out, but by the final reads" in results["checks"]["stalled-pipeline"]["note"]
 
 
 @one_engine

@@ -616,7 +616,7 @@ def facts(d: SparkRun) -> dict[str, Any]:
         "faults": len(d.history.faults),
         "transaction_log_records": d.counts["transaction_log"],
         "client_transaction_versions": dict(sorted(ctv.items())),
-        "sequence_reuse": sequence_reuse_facts(d.replicas, d.history.ops),
+        "sequence_reuse": sequence_reuse_facts(d.segments, d.history.ops),
         "commits_by_client_tv_per_txid": per_txid,
         "liveness": d.final.get("liveness"),
         "topic_source": d.source,
@@ -624,7 +624,7 @@ def facts(d: SparkRun) -> dict[str, Any]:
         # for both engines; only when the run had message faults
         "late_requests": (late_request_facts(d.run, txn_log_entries(d, read_message_events(d.run)), d.history.ops)
                           if events_path(d.run).exists() else None),
-        "commit_markers": commit_marker_facts(d.replicas, lambda pids: txn_log_entries_of_producers(d, pids),
+        "commit_markers": commit_marker_facts(d.segments, lambda pids: txn_log_entries_of_producers(d, pids),
                                               driver_checks.clock_skew_windows(d.history)),
     }
 

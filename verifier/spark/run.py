@@ -22,7 +22,7 @@ from kchaos.verifier import driver_checks
 from kchaos.verifier.coordinator_log import COORDINATOR_TXN_SCHEMA, CoordinatorTxn
 from kchaos.verifier.internal_topics import (OFFSET_COMMIT_SCHEMA, TXN_LOG_SCHEMA, coordinator_transactions_of, offset_commit_batches, transaction_log_batches)
 from kchaos.verifier.late_requests import late_requests, read_message_events
-from kchaos.verifier.segments import Replicas, run_replicas
+from kchaos.verifier.segments import Segments, run_segments
 from kchaos.verifier.model import HistoryIndex, LINEAGE_FIELDS, RECORD_COLUMNS, read_ops, run_seed
 from kchaos.verifier.observations import observer_summary
 from kchaos.verifier.spark.ingest import VIEWS, TopicSource
@@ -377,9 +377,9 @@ class SparkRun:
         return self.shared("unrecorded_output_transactions", build)
 
     @property
-    def replicas(self) -> Replicas | None:
-        """The brokers' own batches, merged across replicas (segments.py), read once."""
-        return self.shared("replicas", lambda: run_replicas(self.run))
+    def segments(self) -> Segments | None:
+        """The brokers' own batches, merged across replicas, and what was not read (segments.py), read once."""
+        return self.shared("segments", lambda: run_segments(self.run))
 
     def late_requests(self) -> list[dict[str, Any]] | None:
         """The message proxy's late or duplicated requests (late_requests.py), built once."""
