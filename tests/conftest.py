@@ -32,19 +32,20 @@ settings.register_profile("kchaos", deadline=None)
 settings.load_profile("kchaos")
 
 #: make test's two workers (``-n 2 --dist loadgroup``): the tests on the shared 3-node cluster
-#: (tests/integration/conftest.py's ``_cluster3_session``) and the unit tests in one, everything
-#: else in the other: the Spark-only checks and the tests that start their own clusters or labs
-#: (the CLI's runs, clock and disk faults, external clusters, releases). Each worker keeps one
-#: shared cluster or none. The unit tests (about 60 s) went to the shared cluster's worker on
-#: 2026-11-28, when its two Spark-verified workload runs went to the Python checker and it became
-#: the shorter half (it was 1605 s against 1692 s before)
+#: (tests/integration/conftest.py's ``_cluster3_session``) in one, everything else in the other:
+#: the unit tests, the Spark-only checks and the tests that start their own clusters or labs (the
+#: CLI's runs, clock and disk faults, external clusters, releases, the mutations). Each worker
+#: keeps one shared cluster or none. The unit tests (about 130 s) went to the shared cluster's
+#: worker on 2026-11-28, when it was the shorter half, and back on 2026-12-02 with the mutations
+#: on a cluster of their own, when it was the longer (2106 s against 1996 s) and most Spark
+#: checker copies had gone to the long tier
 SHARED_CLUSTER = "_cluster3_session"
 
 
 def pytest_itemcollected(item):
     # marked as each test is collected, before any pytest_collection_modifyitems hook: pytest-xdist's
     # own turns the marks into groups, and may run before this project's
-    shared = SHARED_CLUSTER in getattr(item, "fixturenames", ()) or item.nodeid.startswith("tests/unit/")
+    shared = SHARED_CLUSTER in getattr(item, "fixturenames", ())
     item.add_marker(pytest.mark.xdist_group("cluster3" if shared else "standalone"))
 
 

@@ -10,13 +10,32 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from kchaos.clusters.clients import quiet
 from kchaos.waiting import wait_until
 from kchaos.workloads.lineage import Lineage, input_id, input_value
 
+from .conftest import FAST_ISR, restore, start_local
 from .test_workload import Harness, _spec
+
+
+@pytest.fixture(scope="module")
+def _mutations_cluster(tmp_path_factory):
+    """A 3-node cluster of this module's own, so that its tests run in the other pytest worker
+    than the shared cluster's (tests/conftest.py): that worker was the longer half of `make test`
+    (2026-12-02), and a cluster's start costs less than these tests there."""
+    cluster = start_local(tmp_path_factory.mktemp("mutations"), nodes=3, broker=FAST_ISR)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def cluster3(_mutations_cluster):
+    """The module's cluster, healthy at the start of each test (as the shared one is)."""
+    restore(_mutations_cluster)
+    return _mutations_cluster
 
 
 def _clean_run(cluster, tmp_path):

@@ -25,8 +25,11 @@ ENGINE = {}
 #: tests/integration/test_checkers_spark.py; these vary a shared rule's inputs, and the Spark job
 #: would run the same function on them (about 6 s a test there, for nothing new).
 one_engine = pytest.mark.one_engine
-#: a test whose Spark copy runs in the long tier only: a variant of a query (or of a rule fed the
-#: same way) that another Spark copy in `make test` already runs (tests/integration/conftest.py)
+#: a test whose Spark copy runs in the long tier only (tests/integration/conftest.py): a variant of
+#: a query, or a rule the driver runs for both engines (the driver's checks, the evidence, exposure
+#: and liveness rules) on data a Spark copy in `make test` already loads. `make test` keeps one
+#: Spark copy per Spark query (verifier/spark/checks.py) and per source the job reads its own way;
+#: the rest went to the long tier when CI passed 30 minutes (2026-12-02: 86 Spark copies, 1168 s)
 spark_long = pytest.mark.spark_long
 
 
@@ -474,6 +477,7 @@ def test_aborted_read_of_an_aborted_transaction(tmp_path):
     assert results["anomalies"]["aborted-read"][0]["transactions"][0]["outcome"] == "aborted"
 
 
+@spark_long
 def test_aborted_read_of_an_aborted_input(tmp_path):
     b = RunBuilder()
     b.raw_only_inputs.append((0, 4))  # an input from an aborted seeder transaction
@@ -501,6 +505,7 @@ def test_lost_write(tmp_path):
     assert results["anomalies"]["lost-write"][0]["outputs"] == {"expected": 10, "visible": 8, "in_raw_log": 9}
 
 
+@spark_long
 def test_a_lost_write_hidden_by_a_duplicate_is_still_named(tmp_path):
     """KafkaJS's seed-3 shape (docs/findings.md F15 and F12): one output never written, another
     written twice: the transaction holds as many records as it sent, but not every output."""
@@ -567,6 +572,7 @@ def test_offsets_ahead_when_no_operation_processed_the_input(tmp_path):
     pytest.param([("tx-w0", "Ongoing", 0), ("tx-w0", "PrepareEpochFence", 0), ("tx-w0", "CompleteCommit", 0)],
                  "PrepareEpochFence -> CompleteCommit", marks=spark_long),
 ])
+@spark_long
 def test_invalid_transaction_transitions(tmp_path, states, needle):
     b = RunBuilder()
     b.txn_states = [("tx-w9", *state[1:]) for state in states]  # an id of its own: the pipeline's log stays clean
@@ -575,6 +581,7 @@ def test_invalid_transaction_transitions(tmp_path, states, needle):
     assert needle in results["anomalies"]["invalid-txn-transition"][0]["explanation"]
 
 
+@spark_long
 def test_a_begin_the_coordinator_abandoned_is_judged_from_the_state_before_it(tmp_path):
     """The coordinator's append of an Ongoing timed out waiting for replicas; its memory went back
     to CompleteCommit, the record stayed in the log, and an InitProducerId then wrote Empty with the
@@ -619,6 +626,7 @@ def test_an_epoch_bump_the_coordinator_abandoned_is_judged_from_the_state_before
     assert (verdict, kinds) == ("invalid", ["invalid-txn-transition"]), results["checks"]
 
 
+@spark_long
 def test_retried_appends_and_tv2_aborts_are_allowed(tmp_path):
     b = RunBuilder()
     b.txn_states = [("tx-w0", "Empty", 0), ("tx-w0", "Ongoing", 0), ("tx-w0", "Ongoing", 0),
@@ -639,6 +647,7 @@ EXHAUSTED = 32766  # Short.MAX_VALUE - 1
     pytest.param([("tx-w9", "Empty", EXHAUSTED), ("tx-w9", "Empty", 0, ROTATED), ("tx-w9", "Empty", 1, ROTATED)],
                  marks=one_engine),  # the producer-id rules are one module both engines feed
 ], ids=["tv2-end", "init"])
+@spark_long
 def test_a_rotation_at_the_exhausted_epoch_is_legal_and_counted(tmp_path, states):
     b = RunBuilder()
     b.txn_states = states
@@ -705,6 +714,7 @@ def test_hanging_transaction_when_the_lso_stays_pinned(tmp_path):
 
 
 @pytest.mark.parametrize("pinned", [{}, {"a-0": {"lso": 3, "high": 9}}])
+@spark_long
 def test_an_offsets_partition_that_could_not_be_watched_is_no_stable_one(tmp_path, pinned):
     """The final reads' wait could not find the group's __consumer_offsets partition: what it did
     not watch is unknown, never stable (liveness unknown, with why); a user partition it saw
@@ -721,6 +731,7 @@ def test_an_offsets_partition_that_could_not_be_watched_is_no_stable_one(tmp_pat
         results["not_checked"]["hanging-transaction"]
 
 
+@spark_long
 def test_a_pinned_offsets_partition_is_a_hanging_transaction_that_stalls_the_group(tmp_path):
     b = RunBuilder()
     b.liveness = {"stable": False, "waited_s": 50.0, "pinned": {"__consumer_offsets-0": {"lso": 491, "high": 2978}}}
@@ -731,6 +742,7 @@ def test_a_pinned_offsets_partition_is_a_hanging_transaction_that_stalls_the_gro
 
 
 @pytest.mark.parametrize("state, hangs", [("PrepareCommit", True), ("CompleteCommit", False)])
+@spark_long
 def test_a_transaction_its_coordinator_still_holds_prepared_after_the_run_is_hanging(tmp_path, state, hangs):
     """KAFKA-19999's shape: every marker written (no partition pinned), but the coordinator never
     completed the transaction, so its id can begin nothing more."""
@@ -749,6 +761,7 @@ def test_a_transaction_its_coordinator_still_holds_prepared_after_the_run_is_han
 
 @pytest.mark.parametrize("failed", [{"transactions": None, "list_error": "TimeoutException: Timed out waiting"},
                                     {"transactions": [], "hanging_errors": {"find-hanging:2": "NOT_LEADER"}}])
+@spark_long
 def test_a_brokers_query_that_failed_is_no_nothing_prepared(tmp_path, failed):
     """Every LSO at its high watermark, and the brokers' list (or one broker's find-hanging) failed:
     nothing says no coordinator holds a transaction prepared, so the check is not made and the
@@ -786,6 +799,7 @@ def test_nonmonotonic_first_appearance_out_of_input_order(tmp_path):
     assert [r["in_offset"] for r in case["records"]] == [2, 1]
 
 
+@spark_long
 def test_a_re_appearance_is_a_duplicate_not_an_order_violation(tmp_path):
     b = RunBuilder()
     b.committed["a"].append(_out(0, 0, 0))  # input 0 again, after input 3
@@ -801,6 +815,7 @@ def test_order_is_not_checked_under_at_least_once(tmp_path, monkeypatch):
     assert kinds == [] and "not promised" in results["not_checked"]["nonmonotonic"]
 
 
+@spark_long
 def test_a_replacement_after_the_old_commit_is_not_a_zombie_write(tmp_path):
     b = RunBuilder()
     b.ops += [("init", "ok", {}, "w0.2", 1)]  # the successor arrives after w0.1's last commit
@@ -877,6 +892,7 @@ def test_identity_lineage_traces_outputs_by_their_input_id(tmp_path, locator):
     assert "zombie-write" not in results["required"] and results["required_not_checked"] == {}
 
 
+@spark_long
 def test_identity_lineage_names_a_duplicate_a_lost_input_and_a_torn_input(tmp_path):
     b = IdentityRun()
     b.outputs["a"].append("id-0-1")   # input 1 copied twice to a
@@ -890,6 +906,7 @@ def test_identity_lineage_names_a_duplicate_a_lost_input_and_a_torn_input(tmp_pa
     assert results["anomalies"]["lost-input"][0]["input"] == {"partition": 0, "offset": 3, "id": "id-0-3"}
 
 
+@spark_long
 def test_identity_lineage_names_an_output_of_an_aborted_input_copy(tmp_path):
     b = IdentityRun()
     b.raw_ids = [(0, 9, "id-0-1~aborted1")]  # the seeder marks the copies it aborts on purpose
@@ -900,6 +917,7 @@ def test_identity_lineage_names_an_output_of_an_aborted_input_copy(tmp_path):
     assert results["anomalies"]["aborted-read"][0]["input"] == {"partition": 0, "offset": 9, "id": "id-0-1~aborted1"}
 
 
+@spark_long
 def test_identity_lineage_sets_an_id_committed_twice_aside(tmp_path):
     """A seeder batch whose commit outcome was unknown and that committed after all is written
     again: its ids are then committed twice. Which output came from which copy cannot be told,
@@ -935,6 +953,7 @@ def _second_transaction(b: RunBuilder, end: str = "commit", outcome: str = "ok")
               (end, outcome, {"txn_seq": 2, **({"offsets": {"0": 5}} if end == "commit" else {})})]
 
 
+@spark_long
 def test_a_client_transaction_split_across_two_coordinator_transactions(tmp_path):
     """KAFKA-17754's shape: a late abort ends the coordinator transaction holding the outputs
     before the client's offsets open a second one, which the client's own commit commits."""
@@ -1032,6 +1051,7 @@ def test_what_the_cleaner_may_have_removed_ends_at_the_ids_last_record_below_its
     assert superseded_bounds(data(None, {"__transaction_state": {"2": 900}}), coordinator) == {}
 
 
+@spark_long
 def test_clock_skew_windows_span_the_offsets_a_fault_applied():
     from types import SimpleNamespace
 
@@ -1126,6 +1146,7 @@ def test_a_transaction_ended_by_a_request_that_was_not_its_own(tmp_path):
             in results["anomalies"]["split-transaction"][0]["explanation"])
 
 
+@spark_long
 def test_visible_outputs_of_a_transaction_the_coordinator_aborted_while_its_client_waited(tmp_path):
     """F6's shape (docs/findings.md): the client asked to commit and never learned the end (its
     commit is ``info``); the coordinator's log aborted the transaction; its outputs are visible
@@ -1150,6 +1171,7 @@ def test_visible_outputs_of_a_transaction_the_coordinator_aborted_while_its_clie
     # shape (invalid-txn-transition), never when the client was told the commit succeeded
     pytest.param([("PrepareCommit", 41), ("PrepareAbort", 43), ("CompleteAbort", 44)],
                  "prepared to commit it, then aborted it", marks=spark_long)])
+@spark_long
 def test_a_commit_the_client_saw_succeed_that_the_coordinators_log_aborted(tmp_path, records, what):
     """The client saw transaction 1 commit and its outputs are visible, but the coordinator's own
     log ended it with an abort: the client's word, the data and the brokers' record disagree."""
@@ -1166,6 +1188,7 @@ def test_a_commit_the_client_saw_succeed_that_the_coordinators_log_aborted(tmp_p
         "aborted"}
 
 
+@spark_long
 def test_a_commit_its_client_never_asked_for(tmp_path):
     """The client asked to abort transaction 2; the coordinator prepared to commit it after that
     request: nothing but a request of another transaction (or no request at all) commits it."""
@@ -1442,6 +1465,7 @@ def test_an_abort_after_its_client_gave_up_is_its_own_only_while_it_could_send_o
     assert ("split-transaction" in kinds) == split, results["checks"]
 
 
+@spark_long
 def test_an_init_retried_across_a_transaction_is_its_fence_not_a_split():
     """A successor's init_transactions sent before the old instance's transaction began (the
     coordinator answered CONCURRENT_TRANSACTIONS while the previous one completed) and retried
@@ -1538,6 +1562,7 @@ def test_a_zombie_resumed_inside_its_abort_fences_its_successor_it_does_not_spli
             results["anomalies"]["split-transaction"][0]["explanation"]
 
 
+@spark_long
 def test_nothing_matched_is_unknown_not_valid(tmp_path):
     b = RunBuilder()
     b.coordinator[("w0.1", 1)] = b.coordinator[("seeder", 0)] = [
@@ -1547,6 +1572,7 @@ def test_nothing_matched_is_unknown_not_valid(tmp_path):
     assert "nothing was judged" in results["checks"]["split-transaction"]["note"]
 
 
+@spark_long
 def test_a_committed_transactions_offset_commit_missing_from_the_offsets_log(tmp_path):
     b = RunBuilder()
     _second_transaction(b)
@@ -1744,6 +1770,7 @@ def test_an_output_whose_input_reference_names_another_record(tmp_path):
             in results["anomalies"]["input-mismatch"][0]["explanation"])
 
 
+@spark_long
 def test_outputs_of_a_commit_the_client_saw_fail(tmp_path):
     b = RunBuilder()
     b.ops[-1] = ("commit", "fail", {"txn_seq": 1, "offsets": {"0": 4}})
@@ -1767,6 +1794,7 @@ def test_an_input_the_seeder_aborted_visible_and_processed(tmp_path):
                        "(read with read_uncommitted)") == 2
 
 
+@spark_long
 def test_an_earlier_runs_seeder_record_is_checked_by_id(tmp_path):
     """A run recorded before the seeder kept its acknowledgements: each batch's index range names
     its ids (workloads.lineage.input_id with the run's seed). An id gone from the log is lost; an
@@ -1790,6 +1818,7 @@ def test_an_earlier_runs_seeder_record_is_checked_by_id(tmp_path):
     assert [(c["input"]["id"], c["input"]["offset"]) for c in exposed] == [(ids[2], 0)]
 
 
+@spark_long
 def test_every_transactional_id_of_the_pipeline_is_checked(tmp_path):
     """Kafka Streams names its own transactional ids (application.id-based): they go through the
     coordinator's state machine although they do not carry the run's prefix."""
@@ -1824,6 +1853,7 @@ def test_every_transactional_id_of_the_pipeline_is_checked(tmp_path):
     pytest.param("acl-denied-offsets-log", "lost-offset-commit", "__consumer_offsets could not be read: the cluster denies",
                  marks=one_engine),
 ])
+@spark_long
 def test_missing_evidence_makes_the_verdict_unknown(tmp_path, gap, blinded, needle):
     b = RunBuilder()
     if gap == "group-offsets":
@@ -1903,6 +1933,7 @@ def _drop(topic: str, offset: int, observer: int = 0):
     return edit
 
 
+@spark_long
 def test_an_observer_read_a_record_the_final_log_replaced_or_does_not_hold(tmp_path):
     """A record read at a@1 whose bytes differ from what the final log holds there, and one read
     at a@9, past the final log's end (read, then truncated)."""
@@ -1955,6 +1986,7 @@ def test_an_observer_that_skipped_committed_records(tmp_path):
         "observer 0 read a-0@3 (poll 3) right after @1, skipping 1 committed records from @2"]
 
 
+@spark_long
 def test_an_observer_whose_reads_went_back(tmp_path):
     def edit(rows: list) -> None:
         i = next(i for i, r in enumerate(rows) if r[1:4] == ("b", 0, 3))
@@ -1968,6 +2000,7 @@ def test_an_observer_whose_reads_went_back(tmp_path):
         "observer 0 read b-0@2 (poll 7) after @3: its reads of the partition went back"]
 
 
+@spark_long
 def test_a_committed_record_no_observer_read(tmp_path):
     b = RunBuilder()
     b.edit_observations = _drop("b", 3)  # the partition's last record: no later read skips it
@@ -2032,6 +2065,7 @@ def test_a_seeder_history_that_stops_early_is_unknown(tmp_path):
     assert verdict == "unknown" and "lost-acknowledged-input" in results["required_not_checked"]
 
 
+@spark_long
 def test_a_failed_observer_is_judged_on_what_it_read_and_says_so(tmp_path):
     """An observer that failed mid-run: what it read is still judged (a rewritten record is named),
     the read-side checks say they cover its reads before the failure, and unseen (what nobody
@@ -2096,6 +2130,7 @@ def test_fault_coverage_below_what_the_campaign_requires_is_unknown(tmp_path):
     assert verdict == "unknown" and any("kill 1 of 2" in e for e in results["errors"]), results["errors"]
 
 
+@spark_long
 def test_faults_that_hit_less_work_than_the_campaign_requires_make_the_run_unknown(tmp_path):
     """The campaign requires one committed transaction under a kill ([faults.exposure]). A kill
     injected while the run's one transaction was under way (between its send and its commit)
@@ -2115,6 +2150,7 @@ def test_faults_that_hit_less_work_than_the_campaign_requires_make_the_run_unkno
                        for e in results["errors"]), results["errors"]
 
 
+@spark_long
 def test_a_fault_the_recorded_cluster_could_not_run_is_a_record_the_run_cannot_have(tmp_path):
     """A clock fault in the history of a cluster started without libfaketime (cluster.clock_control
     false): no broker's clock can have moved, so its record opens no set-aside; the run is unknown,
@@ -2133,6 +2169,7 @@ def test_a_fault_the_recorded_cluster_could_not_run_is_a_record_the_run_cannot_h
             assert verdict == "unknown"
 
 
+@spark_long
 def test_a_campaign_that_requires_no_exposure_still_has_a_floor_lowered_only_by_saying_so(tmp_path):
     """No [faults.exposure] table, a kill before the run's one transaction began: it hit nothing,
     so the floor (one committed transaction per fault of a kind) makes the run unknown, naming the
@@ -2175,6 +2212,7 @@ def test_on_an_external_cluster_the_coordinators_clock_is_measured_shifted_and_w
     assert "could be matched" in results["checks"]["split-transaction"]["note"]
 
 
+@spark_long
 def test_the_clock_shift_is_the_median_offset_and_the_tolerance_covers_every_broker():
     from kchaos.clusters.clock_probe import shift_and_tolerance
 
@@ -2206,6 +2244,7 @@ def _stalled(client: str = "streams", holds: list[int] | None = None, view: dict
     return b
 
 
+@spark_long
 def test_an_assignment_the_coordinator_holds_and_its_instance_never_runs_is_named(tmp_path):
     """F10's shape: the instance is RUNNING with no task while the group coordinator, STABLE,
     assigns it the input partition; its inputs are never processed. Two liveness anomalies,
@@ -2331,6 +2370,7 @@ def _with_a_second_worker(then: list[tuple]) -> RunBuilder:
     return b
 
 
+@spark_long
 def test_a_worker_stuck_in_a_client_call_is_named_though_the_pipeline_drained(tmp_path):
     """F16 where the pipeline drained without the stuck member (kafka-python default seed 2): its
     commit never returned, for longer than the drain's bound, while the other members took its
@@ -2444,6 +2484,7 @@ def test_leaders_at_the_end_are_never_judged_on_the_heals_watch_of_registration(
         assert [c["broker"] for c in results["anomalies"]["broker-not-rejoined"]] == [2]
 
 
+@spark_long
 def test_a_broker_fenced_at_the_end_is_named(tmp_path):
     """F9's shape: every safety check valid, a broker missing from the metadata at the end."""
     b = RunBuilder()
@@ -2461,6 +2502,7 @@ def test_a_broker_fenced_at_the_end_is_named(tmp_path):
     ([(310.0, 2, "1")], "valid"),                      # fenced after the read (the cluster's stop)
     ([(290.0, 2, "1"), (305.0, 2, "-1")], "valid"),   # unfenced while the read was being answered
 ])
+@spark_long
 def test_every_broker_rejoined_is_held_against_the_controllers_own_record(tmp_path, lines, verdict):
     """The metadata read at the run's end has brokers 1 and 2 registered; the controller's replay
     of its metadata log (a node's server.log) is the second source: a broker it had fenced at the
@@ -2487,6 +2529,7 @@ def test_every_broker_rejoined_is_held_against_the_controllers_own_record(tmp_pa
         assert results["liveness"] == "unknown" and results["safety"] == "valid"
 
 
+@spark_long
 def test_a_coordinator_transaction_right_after_a_history_hole_is_not_a_split(tmp_path):
     """w0.1's history stops after transaction 1, though it ran on: transaction 2's outputs are
     committed, and its coordinator transaction began 1 ms after transaction 1 ended (within the
@@ -2510,6 +2553,7 @@ def test_a_coordinator_transaction_right_after_a_history_hole_is_not_a_split(tmp
     assert split["verdict"] == "unknown" and "history has a hole" in split["note"], split
 
 
+@spark_long
 def test_a_duplicate_read_again_after_an_assignment_during_its_commit_says_so(tmp_path):
     """w0.1 is assigned partition 0 again while transaction 1's offsets are being committed (a
     client that rebalances beside the application: aiokafka), and its transaction 2 reads input 3
