@@ -187,10 +187,6 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
             say("cluster healthy again" if heal["healthy"] else f"cluster NOT healthy after heal: {heal.get('error')}")
         run.set_status("drain")
         history.event("phase", {"phase": "drain"}, outcome="ok")
-        # the verifier's JVM and session come up while the pipeline drains; it checks nothing
-        # before the run is recorded (verify.SparkJob)
-        spark_job = start_spark_job_ahead(run.path, campaign.verifier,
-                                          cluster.bootstrap_servers if campaign.verifier.read_from_kafka else None)
         drain_s = campaign.workload.drain_timeout_s
         if stop.requested:
             drain_s = min(drain_s, INTERRUPTED_DRAIN_S)
@@ -200,6 +196,11 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         drained = workload.drain(drain_s, cancel=lambda: stop.requested is not None and not interrupted_before_drain)
         say("drained" if drained else "drain timed out: some inputs were not processed")
         workload.stop()
+        # the verifier's JVM and session come up during the final reads, once the workers have
+        # stopped (started at the drain, they took the CPU its backlog needed: docs/benchmarks.md);
+        # it checks nothing before the run is recorded (verify.SparkJob)
+        spark_job = start_spark_job_ahead(run.path, campaign.verifier,
+                                          cluster.bootstrap_servers if campaign.verifier.read_from_kafka else None)
         run.set_status("final-reads")
         history.event("phase", {"phase": "final-reads", "drained": drained}, outcome="ok")
         final = workload.final_reads(recover_hanging=campaign.faults.enabled and campaign.faults.recover_hanging)

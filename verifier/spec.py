@@ -27,8 +27,8 @@ class VerifierSpec(BaseModel):
         True, description="also run the Python checker; a disagreement on the anomaly types makes the verdict unknown")
     cross_check_max_outputs: int = Field(5_000_000, ge=0, description="skip the cross-check above this many outputs")
     start_ahead: bool = Field(
-        True, description="kchaos run starts the Spark job's JVM and session at the drain, so that they come up while "
-                          "the pipeline drains and the final reads run; it checks nothing before the run is recorded")
+        True, description="kchaos run starts the Spark job's JVM and session as the workers stop after the drain, so "
+                          "that they come up while the final reads run; it checks nothing before the run is recorded")
     timeout_s: float = Field(1800.0, gt=0)
     require: tuple[str, ...] = Field(
         (), description="checks to claim beyond what the workload claims (verifier/checks.py claimed_checks); a claimed "

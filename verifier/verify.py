@@ -44,8 +44,8 @@ GO_FILE = "go.json"
 class SparkJob:
     """The Spark job in a process of its own (its JVM too), recorded by a pid file so that a
     crashed harness's reaper stops it. Started ``ahead``, it brings its JVM and session up and then
-    waits for :meth:`release` (the harness starts it at the drain, so that the session's start
-    overlaps the drain and the final reads instead of following them: docs/benchmarks.md)."""
+    waits for :meth:`release` (the harness starts it as the workers stop after the drain, so
+    that the session's start overlaps the final reads instead of following them: docs/benchmarks.md)."""
 
     def __init__(self, run: Path, master: str | None, bootstrap: str | None, data_dir: str | None = None,
                  ahead: bool = False):
@@ -98,7 +98,7 @@ class SparkJob:
         job = self.process
         say(f"verifying with Spark ({self.master or 'local[2]'}"
             f"{', reading the topics from Kafka' if self.bootstrap else ''}"
-            f"{', its session started during the drain' if self.ahead else ''})")
+            f"{', its session started during the final reads' if self.ahead else ''})")
         try:
             while job.is_running() and time.monotonic() - started < timeout_s:
                 gone_within(job.is_running, min(VERIFY_PROGRESS_S, timeout_s - (time.monotonic() - started)), 0.5)
