@@ -199,8 +199,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         # the verifier's JVM and session come up during the final reads, once the workers have
         # stopped (started at the drain, they took the CPU its backlog needed: docs/benchmarks.md);
         # it checks nothing before the run is recorded (verify.SparkJob)
-        spark_job = start_spark_job_ahead(run.path, campaign.verifier,
-                                          cluster.bootstrap_servers if campaign.verifier.read_from_kafka else None)
+        spark_job = start_spark_job_ahead(run.path, campaign.verifier, cluster.bootstrap_servers)
         run.set_status("final-reads")
         history.event("phase", {"phase": "final-reads", "drained": drained}, outcome="ok")
         final = workload.final_reads(recover_hanging=campaign.faults.enabled and campaign.faults.recover_hanging)

@@ -36,7 +36,7 @@ from kchaos.waiting import gone_within
 VERIFY_PROGRESS_S = 30.0
 
 
-#: the file a Spark job started ahead (``start_spark_job(..., ahead=True)``) waits for in the run's
+#: the file a Spark job started ahead (``SparkJob(..., ahead=True)``) waits for in the run's
 #: verifier/ directory: ``{"go": true}`` once the run is recorded, ``{"go": false}`` to stand down
 GO_FILE = "go.json"
 
@@ -89,12 +89,12 @@ class SparkJob:
                 self.process.kill()
         self.process.forget_if_exited()
 
-    def results(self, timeout_s: float, started: float | None = None) -> Results:
-        """Its results within ``timeout_s`` of ``started`` (default now), or an ``unknown``
-        naming why there are none."""
+    def results(self, timeout_s: float) -> Results:
+        """Its results within ``timeout_s`` from now (releasing a job started ahead), or an
+        ``unknown`` naming why there are none."""
         if self.ahead and not self.released:
             self.release()
-        started = time.monotonic() if started is None else started
+        started = time.monotonic()
         job = self.process
         say(f"verifying with Spark ({self.master or 'local[2]'}"
             f"{', reading the topics from Kafka' if self.bootstrap else ''}"
@@ -120,17 +120,12 @@ class SparkJob:
 
 def start_spark_job_ahead(run: Path, spec: VerifierSpec, bootstrap: str | None) -> SparkJob | None:
     """The campaign's Spark job started before the run is recorded (see :class:`SparkJob`), or None
-    where the campaign's engine is not Spark."""
+    where the campaign's engine is not Spark or it does not start ahead. ``bootstrap``: the live
+    cluster, read only where the campaign reads the topics from Kafka."""
     if spec.engine != "spark" or not spec.start_ahead:
         return None
     return SparkJob(run, spec.spark_master, bootstrap if spec.read_from_kafka else None, spec.data_dir,
                     ahead=True).start()
-
-
-def run_spark_job(run: Path, master: str | None, bootstrap: str | None, timeout_s: float,
-                  data_dir: str | None = None) -> Results:
-    """The Spark job started now and waited for: its results, or an ``unknown`` naming why there are none."""
-    return SparkJob(run, master, bootstrap, data_dir).start().results(timeout_s)
 
 
 class Beside:
@@ -241,17 +236,18 @@ def verify_run(run: Path, spec: VerifierSpec, bootstrap: str | None = None, ops:
         results = check_unfinished_run(run, ops or [], stopped_in)
         results.interruption = {"phase": stopped_in, "final_reads": False}
         return results
+    final = json.loads(final_path.read_text())
     if spec.engine == "spark":
         if spark_job is None:
             spark_job = SparkJob(run, spec.spark_master, bootstrap, spec.data_dir).start()
         # the reference checks while the Spark job does, where the run is small enough for it by
         # the final reads' counts (an upper bound of the outputs): the harness only waits meanwhile
-        recorded = sum(t.get("records") or 0 for t in read_json(final_path, {}).get("topics") or [])
+        recorded = sum(t.get("records") or 0 for t in final.get("topics") or [])
         early = Beside(check_run, run, ops) if spec.cross_check and recorded <= spec.cross_check_max_outputs else None
         results = spark_job.results(spec.timeout_s)
         reference = early.result() if early is not None else None
         if results.facts.get("topic_source") == "spark-kafka-source":
-            differ = reads_disagree(run, json.loads(final_path.read_text()))
+            differ = reads_disagree(run, final)
             if differ:
                 results.errors.append("the two reads of the topics disagree: " + "; ".join(differ))
         outputs = results.facts.get("outputs_raw") or 0
@@ -264,7 +260,7 @@ def verify_run(run: Path, spec: VerifierSpec, bootstrap: str | None = None, ops:
                 results.errors.append("the Spark and Python checkers disagree: " + "; ".join(problems))
     else:
         results = check_run(run, ops)
-    apply_run_conditions(results, json.loads(final_path.read_text()))
+    apply_run_conditions(results, final)
     return results
 
 

@@ -293,7 +293,7 @@ def test_run_default_campaign_end_to_end_then_analyze(tmp_path, browser, spark):
     # analyze re-checks the stored run without a cluster and reaches the same verdict, with
     # either engine. Both read the client dumps in topics/ (the run's record; TopicSource): the
     # Python engine through the command, the Spark queries in this worker's session. The job's
-    # own JVM, started by the one function the run and analyze share (verify.run_spark_job), is
+    # own JVM, started by the one class the run and analyze share (verify.SparkJob), is
     # the run's above: a second start of it here cost 60 to 90 s and proved nothing more.
     (run_dir / "results.json").unlink()
     again = kchaos("analyze", str(run_dir), "--engine", "python")

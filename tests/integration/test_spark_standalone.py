@@ -15,7 +15,7 @@ import kchaos.verifier
 from kchaos.runtime.processes import processes_with_marker
 from kchaos.verifier.results import Results
 from kchaos.verifier.standalone import StandaloneSpark, can_hide_paths
-from kchaos.verifier.verify import disagreements, run_spark_job
+from kchaos.verifier.verify import SparkJob, disagreements
 
 from .test_workload import Harness, _spec
 
@@ -33,8 +33,8 @@ def test_verifier_on_two_workers_that_cannot_read_the_run_directory(cluster3, tm
     spark_dir = tmp_path / "spark"
     hidden = [run, Path(kchaos.verifier.__file__).parent]  # the run, and the verifier's source
     with StandaloneSpark(spark_dir, worker_cores=1, worker_memory="1g", workers=2, hidden=hidden) as standalone:
-        remote = run_spark_job(run, standalone.master_url, cluster3.bootstrap_servers, 600,
-                               data_dir=f"file://{shared}")
+        remote = SparkJob(run, standalone.master_url, cluster3.bootstrap_servers,
+                          data_dir=f"file://{shared}").start().results(600)
         executors = {i: list(standalone.work_dir(i).glob("app-*/*/stderr")) for i in range(2)}
     assert not remote.errors, remote.errors
     assert remote.spark["master"] == standalone.master_url
