@@ -44,13 +44,14 @@ from __future__ import annotations
 
 import time
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from kchaos.errors import ConfigError, KchaosError
 from kchaos.faults.schedule import read_schedule
 from kchaos.harness.run import execute_run, replay_run
+from kchaos.reports.findings_index import claims_table
 from kchaos.rundir import RunDir
 from kchaos.verifier.campaign import Campaign, load_recorded
 from kchaos.verifier.outcome import Outcome
@@ -269,25 +270,9 @@ def listing_table(claims: list[Claim]) -> str:
 def claims_markdown(evidence: Path, claims: list[Claim]) -> str:
     """The claims as docs/findings.md shows them ("Faithfulness, claim by claim"): each claim, the
     replays `kchaos findings verify` makes of it and what they must show, and its trigger. Made
-    from the registry, so that the page and the registry cannot disagree (tests/unit/test_findings.py)."""
-    lines = ["| finding | bundle | claim | replays (`kchaos findings verify`) | trigger: real, or kchaos' construction |",
-             "| --- | --- | --- | --- | --- |"]
-    for c in claims:
-        claim = c.verdict.upper() + (f" ({', '.join(c.any_of)})" if c.any_of else "") \
-            + (f', because "{c.because}"' if c.because else "") + ("; one sighting" if c.sighting else "")
-        bundle_seed = (evidence / c.bundle / "seed").read_text().strip()
-        others = ", ".join(map(str, c.seeds))
-        if c.sighting:
-            replays = f"the bundle (seed {bundle_seed}): reported, not claimed to reproduce"
-        elif c.at_least:
-            replays = (f"the bundle (seed {bundle_seed}) and seeds {others}, always: at least {c.at_least} of "
-                       f"{1 + len(c.seeds)}")
-        elif c.seeds:
-            replays = f"the bundle (seed {bundle_seed}); with `--every-seed` seeds {others} too: every one"
-        else:
-            replays = f"the bundle (seed {bundle_seed})"
-        lines.append(f"| {c.finding} | `{c.bundle}` | {claim} | {replays} | {c.trigger} |")
-    return "\n".join(lines)
+    from the registry by the index's own renderer (reports/findings_index.py), so that the page and
+    the registry cannot disagree (tests/unit/test_findings.py)."""
+    return claims_table(evidence, [asdict(c) for c in claims])
 
 
 def verify_table(checks: list[Check]) -> str:
