@@ -16,7 +16,8 @@ could not see (issue: "trust only what can be checked"):
 * missing evidence: the group's offsets unreadable, an empty transaction log, a worker's history
   gone, a dump that stopped early, a faulted run that injected nothing, the observers' reads gone;
 * what was not observed (issue 77): the group's offsets partition never watched, a drain whose own
-  record ran past its bound, a progress sample the group's log contradicts;
+  record ran past its bound, a progress sample the group's log contradicts, a latency under which
+  the clients' calls took no longer;
 * partial evidence that must not hide an anomaly or pass for complete (issue 42): a lost offset
   commit beside another group's compacted or pinned ``__consumer_offsets`` partition, a lost input
   with a seeder history that stops after its init, an observer that failed mid-run, a commit the
@@ -1198,9 +1199,38 @@ def sample_the_group_past_its_log(run: Path) -> Expectation:
     return "unknown", f"partition {partition} sampled at offset {offset + 2}"
 
 
+def delay_nothing_under_a_recorded_latency(run: Path) -> Expectation:
+    """A campaign that requires its latency to hit a committed transaction; the history records a
+    2000 ms latency on every client link (the toxic the harness asked Toxiproxy for, as a real run
+    records it) over the middle third of the workers' commits, done and healed, while their calls
+    took what those around it took, as when the clients' connections bypass the proxies. The
+    clients' own times deny the latency (verifier/fault_effects.py): it counts toward no exposure.
+    Before: VALID, the latency counted ("no rule for this kind yet")."""
+    campaign = json.loads((run / "campaign.json").read_text())
+    campaign["faults"] = {**campaign.get("faults", {}), "exposure": {"committed": {"latency": 1}}}
+    (run / "campaign.json").write_text(json.dumps(campaign))
+    lines = [x for x in _history(run) if not x["f"].startswith("fault:")]
+    commits = sorted(x["time"] for x in lines
+                     if x["f"] == "commit" and x["type"] == "invoke" and x["process"].startswith("w"))
+    start, end = commits[len(commits) // 3] - 0.001, commits[2 * len(commits) // 3]
+    (run / "schedule.json").write_text(json.dumps({"seed": 1, "faults": [
+        {"index": 0, "at_s": 1.0, "kind": "latency", "target": "all-clients", "hold_s": end - start, "seed": 1,
+         "params": {"latency_ms": 2000, "jitter_ms": 0}}]}))
+    toxic = {"type": "latency", "stream": "downstream", "toxicity": 1.0, "attributes": {"latency": 2000, "jitter": 0},
+             "name": "kchaos-0"}
+    lines += [{"time": start, "process": "harness", "op": 10**6, "type": "invoke", "f": "fault:latency",
+               "value": {"index": 0, "kind": "latency", "target": "all-clients", "hold_s": end - start}},
+              {"time": end, "process": "harness", "op": 10**6, "type": "ok", "f": "fault:latency",
+               "value": {"index": 0, "resolved": {"nodes": [1, 2, 3], "role": "every client link", "detail": {
+                   "proxies": ["client-n1", "client-n2", "client-n3"], "toxic": toxic}}, "heal": {}}}]
+    _write_history(run, sorted(lines, key=lambda x: x["time"]))
+    return "unknown", "1 more latency without its effect in the cluster's record: fault 0; commit: median"
+
+
 #: issue 77: each a corruption both engines judged VALID before, now unknown
 UNOBSERVED_BEFORE: tuple[Callable[[Path], Expectation], ...] = (
-    lose_the_watch_of_the_groups_offsets_partition, overrun_a_drain_recorded_as_finished, sample_the_group_past_its_log)
+    lose_the_watch_of_the_groups_offsets_partition, overrun_a_drain_recorded_as_finished, sample_the_group_past_its_log,
+    delay_nothing_under_a_recorded_latency)
 
 #: issue 60c: each a corruption both engines judged VALID before, now named or unknown
 MISSED_BEFORE: tuple[Callable[[Path], Expectation], ...] = (

@@ -291,7 +291,7 @@ def run_fault_effects(data: Any) -> dict[int, dict[str, Any]]:
     if cached is None:
         ops = data.history.ops
         end = max((op["complete_time"] or op["invoke_time"] for op in ops), default=None)
-        cached = fault_effects.run_effects(data.run, data.history.faults, data.campaign.cluster, end)
+        cached = fault_effects.run_effects(data.run, data.history.faults, data.campaign.cluster, end, ops)
         data._fault_effects = cached
     return cached
 

@@ -9,8 +9,9 @@ with no commit for longer than the campaign's bound, with what each worker was d
 A transaction's life runs from its first operation (the send of its outputs) to the completion of
 its last (its commit or abort; a transaction that never ended lives until its process's last
 recorded moment). A fault the cluster's own record shows did nothing (verifier/fault_effects.py:
-a kill with no new incarnation, a cut no broker noticed, a message rule that matched no request)
-is listed per kind (``without_effect``) and counted nowhere. Both engines report these facts from
+a kill with no new incarnation, a cut no broker noticed, a message rule that matched no request, a
+latency under which the clients' calls took no longer) is listed per kind (``without_effect``) and
+counted nowhere. Both engines report these facts from
 the same function (verifier/evidence.py), and a campaign's required exposure
 (``[faults.exposure]``) makes a run that fell short ``unknown``.
 """
@@ -228,7 +229,8 @@ def exposure(history: Any, stall_bound_s: float = 10.0, drained: bool = True,
     win = effective(executed, effects)
     ineffective = [w for w in executed if w not in win]
     started, _ = _phase_times(history)
-    origin = started if started is not None else min((w.start for w in win), default=0.0)
+    # a run without a steady phase counts from its first fault (one without its effect too)
+    origin = started if started is not None else min((w.start for w in executed), default=0.0)
     client_ops = [op for op in history.ops if op["process"] not in ("harness", "seeder")]
     per_fault = [{"index": w.index, "kind": w.kind, "target": w.target, "role": w.role,
                   "from_s": round(w.start - origin, 1), "window_s": round(w.end - w.start, 1),

@@ -50,6 +50,8 @@ RESTARTS_BROKER = "restarts-broker"
 CUTS_BROKER_OFF = "cuts-broker-off"
 #: its effect: the stopped broker fenced, when it was stopped past its session
 STOPS_BROKER = "stops-broker"
+#: its effect: the clients' calls through its links slower by its toxic's latency (the clients' history)
+DELAYS_CLIENT_LINKS = "delays-client-links"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from kchaos.clusters.base import Capability
 from kchaos.clusters.proxy.toxiproxy import Toxic
 from kchaos.errors import ConfigError
 from kchaos.faults.base import Fault, resolve_node_target
-from kchaos.faults.kinds import CUTS_BROKER_OFF, ClusterNeeds, FaultKind, NoParams, register
+from kchaos.faults.kinds import CUTS_BROKER_OFF, DELAYS_CLIENT_LINKS, ClusterNeeds, FaultKind, NoParams, register
 
 
 #: the isolations whose role more than one node can hold, so the active controller can be spared
@@ -175,7 +175,7 @@ register(
               ("random", "share-coordinator", "txn-coordinator", "group-coordinator", "leader-input", "leader-output"),
               ClientLinkFault, needs=CLIENT_LINK_NEEDS),
     FaultKind("latency", "latency with jitter on client links", Capability.NETWORK, ("all-clients", *CLIENT_TARGETS),
-              ClientLinkFault, Latency, needs=CLIENT_LINK_NEEDS),
+              ClientLinkFault, Latency, needs=CLIENT_LINK_NEEDS, evidence=frozenset({DELAYS_CLIENT_LINKS})),
     FaultKind("timeout", "client link stops passing data; connections close after the timeout", Capability.NETWORK,
               CLIENT_TARGETS, ClientLinkFault, Timeout, needs=CLIENT_LINK_NEEDS),
     FaultKind("reset-peer", "client connections reset (TCP RST) after a delay", Capability.NETWORK, CLIENT_TARGETS,

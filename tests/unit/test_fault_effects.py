@@ -1,5 +1,6 @@
 """A fault's effect from the cluster's own record (verifier/fault_effects.py), on hand-made log lines
-and histories; and exposure counting only faults whose record does not deny them."""
+and histories (a latency's from the clients' timed calls); and exposure counting only faults whose
+record does not deny them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 
 from kchaos.faults.spec import ExposureSpec
 from kchaos.verifier import exposure
-from kchaos.verifier.fault_effects import ClusterRecord, effects, judge
+from kchaos.verifier.fault_effects import ClusterRecord, effects, judge, judge_latency
 
 from .test_exposure import History
 
@@ -78,10 +79,12 @@ def test_a_partition_is_seen_by_a_fence_or_an_isr_left_without_the_cut_broker():
 def test_message_faults_are_judged_from_the_proxys_record_and_other_kinds_are_not_judged():
     events = [{"rule": "kchaos-fault-4", "time": T0 + 5}, {"rule": "kchaos-fault-4", "time": T0 + 6}]
     out = effects([fault("message-hold", 4, 1, 9, []), fault("message-delay", 5, 10, 19, []),
-                   fault("latency", 6, 20, 29, [1, 2, 3])], ClusterRecord(BOOT), message_events=events)
+                   fault("latency", 6, 20, 29, [1, 2, 3]), fault("clock-bump", 7, 30, 39, [1])], ClusterRecord(BOOT),
+                  message_events=events)
     assert out[4] == {"seen": True, "evidence": "the message proxy acted on 2 requests"}
     assert out[5]["seen"] is False
-    assert out[6] == {"seen": None, "evidence": "no rule for this kind yet"}
+    assert out[6] == {"seen": None, "evidence": "no client history to time the calls on"}
+    assert out[7] == {"seen": None, "evidence": "no rule for this kind yet"}
 
 
 def test_without_a_record_every_fault_is_unjudged_with_the_reason():
@@ -136,3 +139,159 @@ def test_a_cut_shorter_than_the_clusters_notice_is_not_judged_and_a_rings_ends_a
 def test_a_controller_only_node_and_a_log_without_registrations_are_not_judged():
     assert judge("kill", [9], T0, T0 + 5, ClusterRecord(BOOT))["seen"] is None
     assert judge("kill", [1], T0, T0 + 5, ClusterRecord([fence(3, 1)]))["seen"] is None
+
+
+# -- latency: the clients' own times (the history) ------------------------------------------------
+
+def latency_history(slow_ms: float = 0.0, window: tuple[float, float] = (100.0, 130.0), latency: int = 200,
+                    jitter: int = 100, target: str = "all-clients", detail: dict | None = None,
+                    workers: tuple[str, ...] = ("w0.1", "w1.1"), slow: tuple[str, ...] | None = None,
+                    span: tuple[float, float] = (40.0, 190.0), work: tuple[float, float] = (0.08, 0.03)) -> History:
+    """Each worker commits a transaction a second over ``span`` (send_offsets ``work[0]`` s, commit
+    ``work[1]`` s); a latency fault (index 0, its toxic as the harness records it) over ``window``,
+    in which the calls of the workers in ``slow`` (default: all) take ``slow_ms`` longer."""
+    h = History().phase("steady", 0.0)
+    start, end = window
+    seq = 0
+    for process in workers:
+        t = span[0] + (0.5 if process.startswith("w1") else 0.0)
+        while t < span[1]:
+            seq += 1
+            extra = slow_ms / 1000 if start <= t and t + 1 <= end and process in (slow or workers) else 0.0
+            h.op(process, "send", t, t + 0.005, txn_seq=seq, inputs=[[0, seq]])
+            h.op(process, "send_offsets", t + 0.01, t + 0.01 + work[0] + extra, txn_seq=seq)
+            done = t + 0.02 + work[0] + extra
+            h.op(process, "commit", done, done + work[1] + extra, txn_seq=seq)
+            t += 1.0
+    toxic = {"type": "latency", "stream": "downstream", "toxicity": 1.0,
+             "attributes": {"latency": latency, "jitter": jitter}, "name": "kchaos-0"}
+    h.op("harness", "fault:latency", start, end, index=0, kind="latency", target=target, hold_s=end - start,
+         resolved={"nodes": [1, 2, 3], "role": "every client link", "detail": {**(detail or {}), "toxic": toxic}})
+    return h
+
+
+def latency_effect(h: History) -> dict:
+    history = h.index()
+    return effects(history.faults, None, "the brokers' logs are not read here", ops=history.ops)[0]
+
+
+def test_a_latency_whose_window_holds_calls_slower_by_about_it_is_seen():
+    seen = latency_effect(latency_history(slow_ms=250))
+    assert seen["seen"] is True, seen
+    assert "commit: median 280 ms over 60 calls in the window against 30 ms over 110 around it (+250 ms)" in seen["evidence"]
+    assert "commit, send_offsets slower by at least 100 ms, half the latency of the 200±100 ms toxic" in seen["evidence"]
+
+
+def test_a_latency_under_which_the_calls_took_no_longer_is_denied_and_counts_toward_no_exposure():
+    h = latency_history(slow_ms=0)
+    denied = latency_effect(h)
+    assert denied["seen"] is False, denied
+    assert "the clients' calls in the window were no slower" in denied["evidence"]
+    history = h.index()
+    counted = exposure.exposure(history, stall_bound_s=100)["kinds"]["latency"]
+    assert counted["faults"] == 1 and counted["committed"] > 0
+    verdicts = {0: denied}
+    measured = exposure.exposure(history, stall_bound_s=100, effects=verdicts)
+    latency = measured["kinds"]["latency"]
+    assert (latency["faults"], latency["committed"], latency["without_effect"]) == (0, 0, [0])
+    short = exposure.shortfall(measured, ExposureSpec(committed={"latency": 1}), history, None, verdicts)
+    assert short[0].startswith("latency: 0 committed transactions overlapped its 0 windows, 1 required (1 more latency "
+                               "without its effect in the cluster's record: fault 0; commit: median 30 ms")
+
+
+def test_a_latency_over_too_few_calls_is_not_judged():
+    # the workers stop 2 s into the window: two commits each in it
+    out = latency_effect(latency_history(slow_ms=0, span=(40.0, 102.0)))
+    assert out["seen"] is None and "too few to judge" in out["evidence"], out
+
+
+def test_a_slowdown_below_half_the_latency_or_under_a_jitter_as_large_is_not_judged_and_slow_calls_are_no_excuse():
+    # 40 ms slower under a 200 ms latency: neither its effect nor none
+    out = latency_effect(latency_history(slow_ms=40))
+    assert out["seen"] is None and "neither slower by 100 ms" in out["evidence"], out
+    # a jitter as large as the latency: an answer may wait no longer, so calls no slower deny nothing
+    out = latency_effect(latency_history(slow_ms=0, latency=100, jitter=150))
+    assert out["seen"] is None, out
+    # calls of 150 ms, no slower under a 200±100 ms toxic: each would take its 150 ms and 100 ms more
+    assert latency_effect(latency_history(slow_ms=0, work=(0.15, 0.15)))["seen"] is False
+
+
+def test_a_latency_on_one_coordinators_links_is_judged_on_the_calls_that_cross_them():
+    detail = {"transactional_id": "tx-w1"}
+    # only w1's calls slower: seen; w0's calls (another coordinator) do not count
+    out = latency_effect(latency_history(slow_ms=250, target="txn-coordinator", detail=detail, slow=("w1.1",)))
+    assert out["seen"] is True and "over 30 calls in the window" in out["evidence"], out
+    # w0's calls slower, w1's not: denied, w0's do not count
+    out = latency_effect(latency_history(slow_ms=250, target="txn-coordinator", detail=detail, slow=("w0.1",)))
+    assert out["seen"] is False and "tx-w1's calls in the window were no slower" in out["evidence"], out
+    # one broker's links: which calls crossed them cannot be told, so no slowdown denies nothing
+    out = latency_effect(latency_history(slow_ms=0, target="random"))
+    assert out["seen"] is None and "cannot be told" in out["evidence"], out
+    assert latency_effect(latency_history(slow_ms=250, target="leader-output"))["seen"] is True
+
+
+def test_calls_under_another_fault_and_just_after_its_heal_are_in_neither_the_window_nor_the_baseline():
+    h = latency_history(slow_ms=250)
+    # a kill before the latency, its heal 2 s into it; its calls (and those 5 s after) took 3 s longer
+    h.op("harness", "fault:kill", 60.0, 102.0, index=1, kind="kill", target="t")
+    for line in h.lines:
+        if line["process"] != "harness" and line["type"] != "invoke" and 60.0 <= line["time"] <= 107.0:
+            line["time"] += 3.0
+    out = latency_effect(h)
+    assert out["seen"] is True and "over 46 calls in the window against 30 ms over 50 around it (+250 ms)" in out["evidence"], out
+    # back to back: no call around the window outside a fault, the baseline is the run's calls outside them
+    h = latency_history(slow_ms=250)
+    h.op("harness", "fault:kill", 60.0, 99.0, index=1, kind="kill", target="t")
+    h.op("harness", "fault:kill", 131.0, 170.0, index=2, kind="kill", target="t")
+    out = latency_effect(h)
+    assert out["seen"] is True and "against 30 ms over 70 elsewhere in the run (+250 ms)" in out["evidence"], out
+
+
+def test_a_latency_the_record_names_no_toxic_of_is_not_judged():
+    out = judge_latency({"f": "fault:latency", "invoke_time": 0.0, "complete_time": 5.0,
+                         "value": {"index": 0, "target": "all-clients", "resolved": {"nodes": [1]}}}, 5.0, [], [])
+    assert out == {"seen": None, "evidence": "the fault's record names no latency toxic"}
+
+
+DURATIONS_MS = st.lists(st.integers(1, 2000), min_size=5, max_size=20)
+
+
+def calls_around(window_start: float, baseline: list[int], inside: list[int]) -> list[dict]:
+    """Commits of one worker: ``baseline`` (ms) in the 30 s before ``window_start``, ``inside`` in the
+    window (30 s from it)."""
+    ops = []
+    for k, ms in enumerate(baseline):
+        ops.append({"process": "w0.1", "op": k, "f": "commit", "invoke_time": window_start - 29 + k,
+                    "complete_time": window_start - 29 + k + ms / 1000, "outcome": "ok", "value": {}})
+    for k, ms in enumerate(inside):
+        ops.append({"process": "w0.1", "op": 100 + k, "f": "commit", "invoke_time": window_start + 1 + k,
+                    "complete_time": window_start + 1 + k + ms / 1000, "outcome": "ok", "value": {}})
+    return ops
+
+
+def latency_op(start: float, latency: int, jitter: int) -> dict:
+    return {"f": "fault:latency", "invoke_time": start, "complete_time": start + 30, "outcome": "ok",
+            "value": {"index": 0, "target": "all-clients", "hold_s": 30.0, "resolved": {"nodes": [1], "detail": {
+                "toxic": {"attributes": {"latency": latency, "jitter": jitter}}}}}}
+
+
+@given(DURATIONS_MS, st.integers(10, 1000), st.integers(0, 500), st.data())
+def test_a_latency_that_delayed_every_call_is_never_denied_and_by_half_its_latency_always_seen(baseline, latency,
+                                                                                                jitter, data):
+    """Any baseline; the same calls in the window, each delayed as the toxic delays an answer (by at
+    least latency - jitter): never denied; each delayed by half the latency or more: always seen."""
+    least = max(0, latency - jitter)
+    delays = data.draw(st.lists(st.integers(least, latency + jitter), min_size=len(baseline), max_size=len(baseline)))
+    op = latency_op(1000.0, latency, jitter)
+    out = judge_latency(op, 1030.0, calls_around(1000.0, baseline, [b + d for b, d in zip(baseline, delays)]), [])
+    assert out["seen"] is not False, out
+    if min(delays) >= latency / 2 + 1:
+        assert out["seen"] is True, out
+
+
+@given(DURATIONS_MS, st.integers(0, 500))
+def test_calls_no_slower_and_faster_than_one_answer_through_the_toxic_always_deny_it(baseline, jitter):
+    latency = max(baseline) + jitter + 1
+    op = latency_op(1000.0, latency, jitter)
+    out = judge_latency(op, 1030.0, calls_around(1000.0, baseline, list(baseline)), [])
+    assert out["seen"] is False, out
