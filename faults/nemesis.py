@@ -67,7 +67,9 @@ class Nemesis(ScheduledRunner[ScheduledFault]):
                                outcome="ok")
             if decision.get("why") or decision.get("waited_s", 0) >= 1:
                 self.on_event(f"pacing fault {sf.index} {sf.kind}: waited {decision.get('waited_s', 0):g}s for the "
-                              f"pipeline ({decision.get('rate')} commits/s, baseline {decision.get('baseline')})"
+                              f"pipeline ({decision.get('rate')} "
+                              f"{'input offsets' if decision.get('signal') == 'group offsets' else 'commits'}/s, "
+                              f"baseline {decision.get('baseline')})"
                               + (f"; {decision['why']}" if decision.get("why") else ""))
         if self.stopping.is_set():
             return

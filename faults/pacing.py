@@ -54,7 +54,7 @@ class Pacer:
         baseline rate over the last ``window_s``; the decision, as recorded."""
         if self.spec.mode != "recovery":
             return {}
-        if self.work is None or not self.work.has_history:
+        if self.work is None or self.work.signal is None:
             return {"recovered": None, "waited_s": 0.0,
                     "why": "no progress signal: the pipeline keeps no client history, the fault starts on its schedule"}
         started = time.time()
@@ -68,7 +68,8 @@ class Pacer:
             if recovered or now >= deadline or self.stopping.is_set():
                 decision = {"recovered": recovered, "waited_s": round(now - started, 2), "rate": round(rate, 1),
                             "baseline": None if self.baseline is None else round(self.baseline, 1),
-                            "share": self.spec.recovery_share, "window_s": self.spec.window_s}
+                            "share": self.spec.recovery_share, "window_s": self.spec.window_s,
+                            "signal": self.work.signal}
                 if recovered:
                     # the yardstick is the best rate seen before a fault that started on a working
                     # pipeline: a slower one would let the next fault start on a pipeline that has
@@ -88,6 +89,8 @@ class Pacer:
             return None
         if self.work is None or self.coordinators is None:
             return {"aimed": False, "why": "no progress signal to aim by"}
+        if not self.work.has_history:  # the group's offsets say what committed, not what is under way
+            return {"aimed": False, "why": "the pipeline keeps no client history: no commit under way can be seen"}
         try:
             nodes = self.coordinators(sf.target)
         except Exception as exc:  # the coordinators could not be looked up now: the fault picks its own

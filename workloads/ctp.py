@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
@@ -54,6 +55,8 @@ class CtpWorkload:
         #: the workers' progress as their histories record it (faults/pacing.py reads it)
         self.work: WorkMonitor | None = None
         self._offset_reader: Any = None
+        #: the progress printer and the pacer (a pipeline without a history) both read the offsets
+        self._offset_lock = threading.Lock()
         #: (time, {partition: committed offset}) every PROGRESS_SAMPLE_S at most, as read
         self.progress_samples: list[tuple[float, dict[int, int]]] = []
         #: the group coordinator's view of the group, when the drain began and when it ended
@@ -101,7 +104,10 @@ class CtpWorkload:
                       **{t: self.spec.output_partitions for t in self.spec.output_topics}}
             self.observers = Observers(self.observer_spec, self.client, topics, self.run.path / "observers")
             self.observers.start()  # first, so they see the topics from their first record
-        self.work = WorkMonitor(history_dir, own_workers=self.spec.own_workers)
+        # a pipeline without a history (Streams, a user's app) is paced by its group's offsets
+        self.work = WorkMonitor(history_dir, own_workers=self.spec.own_workers,
+                                offsets_reader=None if self.spec.own_workers or self.spec.kind == "share"
+                                else self.committed_offsets)
         self.seeder.start()
         self.pool.start()
 
@@ -115,11 +121,12 @@ class CtpWorkload:
         """
         from confluent_kafka import Consumer, TopicPartition
 
-        if self._offset_reader is None:
-            self._offset_reader = Consumer(client_log({**self.client, "log_level": 3, "group.id": self.spec.group_id,
-                                                        "enable.auto.commit": False}))
         parts = [TopicPartition(self.spec.input_topic, p) for p in range(self.spec.input_partitions)]
-        result = self._offset_reader.committed(parts, timeout=10)
+        with self._offset_lock:
+            if self._offset_reader is None:
+                self._offset_reader = Consumer(client_log({**self.client, "log_level": 3,
+                                                            "group.id": self.spec.group_id, "enable.auto.commit": False}))
+            result = self._offset_reader.committed(parts, timeout=10)
         offsets = {tp.partition: tp.offset for tp in result if tp.offset >= 0}
         now = time.time()
         if not self.progress_samples or now - self.progress_samples[-1][0] >= PROGRESS_SAMPLE_S:
@@ -275,9 +282,10 @@ class CtpWorkload:
         self.stop()
         if self.observers is not None and any(o._thread.is_alive() for o in self.observers.observers):
             self.observers.stop(catch_up_s=0.1)  # an aborted run: what they saw is kept, not judged
-        if self._offset_reader is not None:
-            self._offset_reader.close()
-            self._offset_reader = None
+        with self._offset_lock:
+            if self._offset_reader is not None:
+                self._offset_reader.close()
+                self._offset_reader = None
 
     def wait_stable(self, timeout_s: float) -> dict[str, Any]:
         """Liveness after heal: every user partition's LSO, and that of the ``__consumer_offsets``

@@ -77,6 +77,41 @@ def test_a_scheduled_pacing_or_a_pipeline_without_history_starts_on_time(tmp_pat
     assert decision["recovered"] is None and "no client history" in decision["why"]
 
 
+def test_a_pipeline_without_history_is_paced_by_its_groups_offsets_and_never_aimed(tmp_path):
+    """A user's app or Kafka Streams keeps no history: the group's committed offsets say whether it
+    commits again (their rate), and nothing says what is under way (no aim)."""
+    group = {"offsets": {0: 100, 1: 50}, "readable": True}
+
+    def read() -> dict[int, int]:
+        if not group["readable"]:
+            raise RuntimeError("the group coordinator is down")
+        return dict(group["offsets"])
+
+    monitor = WorkMonitor(tmp_path, offsets_reader=read)
+    assert not monitor.has_history and monitor.signal == "group offsets"
+    pacer = Pacer(PacingSpec(mode="recovery", window_s=2.0, max_wait_s=3.0, aim=True), monitor, threading.Event(),
+                  lambda role: {"tx-w0": 2, "group": 3})
+
+    def advance() -> None:  # the app commits 20 input offsets a second
+        for _ in range(30):
+            time.sleep(0.1)
+            group["offsets"][0] += 2
+
+    mover = threading.Thread(target=advance)
+    mover.start()
+    first = pacer.wait_for_recovery(FAULT)
+    mover.join()
+    assert first["recovered"] and first["signal"] == "group offsets" and 0 < first["rate"] <= 40
+    assert pacer.aim(FAULT) == {"aimed": False,
+                                "why": "the pipeline keeps no client history: no commit under way can be seen"}
+    # offsets that stand still, or cannot be read at all, are no recovery: it waits out max_wait_s
+    group["readable"] = False
+    second = pacer.wait_for_recovery(FAULT)
+    assert second["recovered"] is False and "starts anyway" in second["why"]
+    # without a reader either, there is no signal: on schedule, as before
+    assert WorkMonitor(tmp_path).signal is None
+
+
 def test_a_coordinator_kill_is_aimed_at_a_commit_under_way_and_takes_its_coordinator(tmp_path):
     pacer = _pacer(tmp_path, mode="recovery", aim=True, aim_wait_s=1.0)
     path = tmp_path / "w0.1.jsonl"
