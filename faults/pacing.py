@@ -70,7 +70,12 @@ class Pacer:
                             "baseline": None if self.baseline is None else round(self.baseline, 1),
                             "share": self.spec.recovery_share, "window_s": self.spec.window_s,
                             "signal": self.work.signal}
-                if recovered:
+                if recovered and self.work.signal == "group offsets":
+                    # a group's offsets run far past the input's rate while a backlog drains (a
+                    # catch-up after a fault, 227 against 27 offsets/s): the yardstick is the rate
+                    # before the first fault, never a catch-up's, which the steady pipeline cannot meet
+                    self.baseline = self.baseline or rate
+                elif recovered:
                     # the yardstick is the best rate seen before a fault that started on a working
                     # pipeline: a slower one would let the next fault start on a pipeline that has
                     # not recovered, and the yardstick would sink fault by fault

@@ -92,16 +92,25 @@ def test_a_pipeline_without_history_is_paced_by_its_groups_offsets_and_never_aim
     pacer = Pacer(PacingSpec(mode="recovery", window_s=2.0, max_wait_s=3.0, aim=True), monitor, threading.Event(),
                   lambda role: {"tx-w0": 2, "group": 3})
 
-    def advance() -> None:  # the app commits 20 input offsets a second
-        for _ in range(30):
-            time.sleep(0.1)
-            group["offsets"][0] += 2
+    def paced(step: int) -> dict:
+        """The pacer's decision while the app commits ``step`` input offsets every 100 ms."""
+        def advance() -> None:
+            for _ in range(30):
+                time.sleep(0.1)
+                group["offsets"][0] += step
 
-    mover = threading.Thread(target=advance)
-    mover.start()
-    first = pacer.wait_for_recovery(FAULT)
-    mover.join()
+        mover = threading.Thread(target=advance)
+        mover.start()
+        decision = pacer.wait_for_recovery(FAULT)
+        mover.join()
+        return decision
+
+    first = paced(2)  # 20 input offsets a second
     assert first["recovered"] and first["signal"] == "group offsets" and 0 < first["rate"] <= 40
+    baseline = pacer.baseline
+    # a catch-up after a fault (offsets far past the input's rate) does not raise the yardstick
+    again = paced(50)
+    assert again["recovered"] and again["rate"] > 5 * baseline and pacer.baseline == baseline
     assert pacer.aim(FAULT) == {"aimed": False,
                                 "why": "the pipeline keeps no client history: no commit under way can be seen"}
     # offsets that stand still, or cannot be read at all, are no recovery: it waits out max_wait_s
