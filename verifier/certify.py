@@ -105,20 +105,29 @@ def build_phases(ops: list[dict[str, Any]], kafka_version: str = "") -> tuple[li
     for i, op in enumerate(steps):
         value = op["value"]
         describe = value.get("describe", op["f"])
-        phases.append(Phase(label, cursor, op["invoke_time"], current_tv, kafka, kind=kind))
+        start = op["invoke_time"]
+        if i and start - cursor < INSTANT_STEP_S:
+            # back-to-back steps (the campaign ran one right after the other, as Kafka's upgrade test
+            # raises metadata.version right after the binaries): no phase between them, it would
+            # certify nothing; the next phase starts where the last one ended
+            start = cursor
+        else:
+            phases.append(Phase(label, cursor, start, current_tv, kafka, kind=kind))
         finished = op["complete_time"] if op["complete_time"] is not None else end
         upgraded_to = value.get("version") if op["f"] == "step:rolling-upgrade" and op["outcome"] == "ok" else None
         after_tv = tv(value.get("features_after"))
-        if finished - op["invoke_time"] >= INSTANT_STEP_S:
+        held = finished - op["invoke_time"] >= INSTANT_STEP_S
+        if held:
             during = f"{kafka} -> {value.get('version')} (mixed)" if op["f"] == "step:rolling-upgrade" else kafka
             # a flip's seconds certify nothing by themselves (not required), unless the step held a
             # fault over the change: then that fault's exposure is asked of it ([certification] exposure_during)
-            phases.append(Phase(f"during step {i}: {describe}", op["invoke_time"], finished, current_tv, during,
+            phases.append(Phase(f"during step {i}: {describe}", start, finished, current_tv, during,
                                 required=op["f"] != "step:feature" or bool(value.get("fault")), kind="during",
                                 transaction_version_to=after_tv if after_tv != current_tv else None))
         kafka = upgraded_to or kafka
         current_tv = after_tv if after_tv is not None else current_tv
-        cursor, label, kind = finished, f"after step {i}: {describe}", "after"
+        # an instant step is a boundary: the phase after it starts where it started (no gap)
+        cursor, label, kind = finished if held else start, f"after step {i}: {describe}", "after"
     phases.append(Phase(label, cursor, end, current_tv, kafka, kind=kind))
     return [p for p in phases if p.end > p.start], [
         {"index": op["value"].get("index"), "action": op["f"].split(":", 1)[1], "describe": op["value"].get("describe"),
@@ -272,7 +281,7 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
     clients = fleet.clients or [Client("confluent", "confluent", None)]
     # a fault the cluster's record shows did nothing covers no row (verifier/fault_effects.py)
     end = max((op["complete_time"] or op["invoke_time"] for op in ops), default=None)
-    wins = effective(windows(history)[0], run_effects(run_path, history.faults, campaign.cluster, end))
+    wins = effective(windows(history)[0], run_effects(run_path, history.faults, campaign.cluster, end, ops))
 
     def phase_of(t: float | None) -> Phase | None:
         if t is None:

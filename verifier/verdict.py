@@ -135,7 +135,7 @@ def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
         + (f": {', '.join(results['anomaly_types'])}" if results["anomaly_types"] else "")
         + (f"; {seen}" if seen else "")
         + f"; inputs {facts.get('inputs_committed')}, committed outputs {facts.get('outputs_committed')}, "
-          f"transactions: {counts(facts.get('transactions'))}")
+          + transactions_said(facts))
     for name, reason in results.get("not_checked", {}).items():
         required = name in results.get("required_not_checked", {})
         say(f"not checked{' (required: the verdict cannot be valid)' if required else ''}: {name} ({reason})")
@@ -173,3 +173,12 @@ def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
     outcome = outcome_of(run.path, written, cert, run.replay_command())
     assert outcome.exit_code == code, (outcome, code)  # one exit code, whoever reads the outcome
     return outcome
+
+
+def transactions_said(facts: dict[str, Any]) -> str:
+    """The verdict line's transactions: the client history's counts, or, for a pipeline that keeps
+    none (a user's app, Streams), what the coordinator's log committed."""
+    exposure = facts.get("exposure") or {}
+    if not facts.get("transactions") and exposure.get("evidence") == "coordinator log":
+        return f"transactions (the coordinator's log): committed {exposure.get('committed', 0)}"
+    return f"transactions: {counts(facts.get('transactions'))}"

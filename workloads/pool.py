@@ -118,6 +118,8 @@ class WorkerPool:
             "KCHAOS_TRANSACTIONAL_ID": f"{self.txid_prefix}-{slot.name}",
             "KCHAOS_WORKER": slot.name, "KCHAOS_INCARNATION": str(inc),
             "KCHAOS_WORKER_CONFIG": str(config_path),
+            # the harness's own interpreter (confluent-kafka installed): a Python app needs no venv of its own
+            "KCHAOS_PYTHON": sys.executable,
         })
         jars = self.spec.external_jars()  # resolved before the cluster started (harness prepare_artifacts)
         if jars is not None:

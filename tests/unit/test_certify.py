@@ -101,6 +101,28 @@ def test_phases_are_cut_at_steps_and_carry_the_feature_level():
     assert steps[0]["outcome"] == "ok" and steps[0]["features_after"]["transaction.version"] == 2
 
 
+def test_back_to_back_steps_leave_no_phase_between_them():
+    """A rolling upgrade and a metadata.version raised right after it (as Kafka's upgrade test
+    does): no "after the upgrade" phase of a fraction of a second that nobody could commit in;
+    the phases stay contiguous."""
+    mv = {**FEATURES, "metadata.version": 27}
+    ops = [{"process": "harness", "f": f, "invoke_time": t0, "complete_time": t1, "value": v, "outcome": "ok"}
+           for f, t0, t1, v in [
+               ("phase", 1, 1, {"phase": "steady"}),
+               ("step:rolling-upgrade", 10, 60, {"index": 0, "describe": "rolling upgrade to 4.2.1", "version": "4.2.1",
+                                                 "features_before": FEATURES, "features_after": FEATURES}),
+               ("step:feature", 60.4, 63, {"index": 1, "describe": "metadata.version -> latest",
+                                           "features_before": FEATURES, "features_after": mv}),
+               ("step:feature", 80, 81, {"index": 2, "describe": "transaction.version -> 2",
+                                         "features_before": mv, "features_after": {**mv, "transaction.version": 2}}),
+               ("phase", 99, 99, {"phase": "final-reads"})]]
+    phases, _ = build_phases(ops, "3.9.1")
+    assert [(p.name.split(":")[0], p.start, p.kafka_versions) for p in phases] == [
+        ("before any step", 1, "3.9.1"), ("during step 0", 10, "3.9.1 -> 4.2.1 (mixed)"),
+        ("during step 1", 60, "4.2.1"), ("after step 1", 63, "4.2.1"), ("after step 2", 80, "4.2.1")]
+    assert all(a.end == b.start for a, b in zip(phases[1:], phases[2:])) and phases[-1].transaction_version == 2
+
+
 def test_a_clean_flip_passes_from_the_coordinators_record(tmp_path):
     cert = _certify(tmp_path, *_flip_history())
     assert cert["overall"] == "pass" and cert["exit_code"] == 0, cert["reasons"]
@@ -282,10 +304,22 @@ def test_certification_table_needs_steps(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["certify-tv-flip.toml", "certify-tv-flip-exposed.toml",
-                                  "certify-rolling-upgrade.toml"])
+                                  "certify-rolling-upgrade.toml", "certify-upgrade-from-3x.toml"])
 def test_shipped_certification_campaigns_load(name):
     campaign = load_campaign(CAMPAIGNS_DIR / name)
     assert campaign.steps and campaign.workload.client in ("mixed", "fleet")
+
+
+def test_the_app_certification_swaps_only_the_apps_mode():
+    """The worked example of a team's app (tests/apps): the unsafe campaign is the safe one with
+    the app's mode changed, so the two verdicts differ by the app alone."""
+    apps = Path(__file__).resolve().parents[1] / "apps"
+    safe, unsafe = (load_campaign(apps / f"certify-tv-flip-app{s}.toml") for s in ("", "-unsafe"))
+    assert safe.steps == unsafe.steps and safe.faults == unsafe.faults and safe.certification == unsafe.certification
+    assert safe.workload.external_command[-2].endswith("outside_pipeline.py safe 10")
+    assert unsafe.workload.external_command[-2].endswith("outside_pipeline.py unsafe 10")
+    assert safe.workload.model_copy(update={"external_command": None}) == \
+        unsafe.workload.model_copy(update={"external_command": None})
 
 
 def test_the_exposed_fleet_extends_the_shipped_certification_and_keeps_its_gate():
@@ -563,3 +597,14 @@ def test_the_phase_of_a_step_that_held_a_fault_is_required_and_its_exposure_aske
     # confluent committed under the kill (11-12 s); java committed nothing during the change
     assert during["confluent"]["verdict"] == "valid" and during["confluent"]["exposure"]["committed_by_kind"] == {"kill": 1}
     assert during["java 4.2.1"]["verdict"] == "unknown" and cert["overall"] == "unknown"
+
+
+def test_the_verdict_line_counts_an_apps_transactions_from_the_coordinators_log():
+    """A user's app keeps no client history: the verdict line says what the coordinator's log
+    committed, not "transactions: none"; kchaos' own workers keep their history's counts."""
+    from kchaos.verifier.verdict import transactions_said
+
+    app = {"transactions": {}, "exposure": {"evidence": "coordinator log", "committed": 283}}
+    assert transactions_said(app) == "transactions (the coordinator's log): committed 283"
+    ours = {"transactions": {"committed": 7, "aborted": 1}, "exposure": {"evidence": "history", "committed": 7}}
+    assert transactions_said(ours).startswith("transactions: ") and "committed 7" in transactions_said(ours)
