@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from kchaos.files import atomic_target
 from kchaos.protocol.wire import END_OF_LOG_FETCH_WAIT_MS
@@ -111,13 +111,33 @@ def stable_offsets(client: dict[str, Any], admin: Any, topics: list[str],
             out[topic] = {}
             for p in partitions:
                 tp = TopicPartition(topic, p)
-                _, high = readers["read_uncommitted"].get_watermark_offsets(tp, timeout=15, cached=False)
-                _, lso = readers["read_committed"].get_watermark_offsets(tp, timeout=15, cached=False)
+                _, high = watermark_offsets(readers["read_uncommitted"], tp)
+                _, lso = watermark_offsets(readers["read_committed"], tp)
                 out[topic][str(p)] = {"high": high, "lso": lso}
     finally:
         for reader in readers.values():
             reader.close()
     return out
+
+
+#: a leader moving (a restarted broker's leaders going back to it) answers a ListOffsets with
+#: these for a moment; the query is asked again until its own timeout
+MOVING_LEADER = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                 KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT)
+
+
+def watermark_offsets(consumer: Any, tp: Any, timeout_s: float = 15.0) -> tuple[int, int]:
+    """``consumer.get_watermark_offsets(tp)`` asked again while its leader moves (at most ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=max(1.0, left), cached=False)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if time.monotonic() >= deadline or not (error.retriable() or error.code() in MOVING_LEADER):
+                raise
+            time.sleep(0.2)
 
 
 def watermarks(client: dict[str, Any], admin: Any, topics: list[str]) -> dict[str, dict[str, dict[str, int]]]:
@@ -129,7 +149,7 @@ def watermarks(client: dict[str, Any], admin: Any, topics: list[str]) -> dict[st
         for topic in topics:
             out[topic] = {}
             for p in _partitions(admin, topic):
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15, cached=False)
+                low, high = watermark_offsets(consumer, TopicPartition(topic, p))
                 out[topic][str(p)] = {"low": low, "high": high}
     finally:
         consumer.close()

@@ -119,10 +119,12 @@ class Observer:
         """Read until every partition's position reaches the high watermark read now."""
         from confluent_kafka import TopicPartition
 
+        from kchaos.workloads.dump import watermark_offsets
+
         parts = [TopicPartition(t, p) for t, n in self.topics.items() for p in range(n)]
         ends = {}
         for tp in parts:
-            _, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+            _, high = watermark_offsets(consumer, tp, 10.0)  # asked again while its leader moves
             ends[(tp.topic, tp.partition)] = high
         deadline = time.monotonic() + self._catch_up_s
         while True:

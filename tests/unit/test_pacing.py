@@ -139,3 +139,4 @@ def test_a_coordinator_kill_is_aimed_at_a_commit_under_way_and_takes_its_coordin
     assert pacer.aim(ScheduledFault(0, 5.0, "latency", "all-clients", 4.0, 1, {})) is None
     missed = pacer.aim(ScheduledFault(0, 5.0, "kill", "group-coordinator", 4.0, 1, {}))
     assert missed == {"aimed": False, "why": "no send_offsets under way within 1s"}
+
