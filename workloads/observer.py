@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.log import client_log
+from kchaos.workloads.dump import watermark_offsets
 from kchaos.workloads.spec import ObserverSpec
 
 POLL_RECORDS = 500
@@ -118,8 +119,6 @@ class Observer:
     def _catch_up(self, consumer: Any, out: Any, index: dict[str, int]) -> bool:
         """Read until every partition's position reaches the high watermark read now."""
         from confluent_kafka import TopicPartition
-
-        from kchaos.workloads.dump import watermark_offsets
 
         parts = [TopicPartition(t, p) for t, n in self.topics.items() for p in range(n)]
         ends = {}
