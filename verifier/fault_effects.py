@@ -83,7 +83,6 @@ from kchaos.clusters.node_config import SMALL_MACHINE_DEFAULTS
 from kchaos.faults.kinds import CUTS_BROKER_OFF, DELAYS_CLIENT_LINKS, KINDS, RESTARTS_BROKER, STOPS_BROKER, kinds_with
 from kchaos.verifier.broker_logs import ClusterRecord
 from kchaos.verifier.late_requests import events_path, read_message_events
-from kchaos.verifier.model import read_ops
 
 #: a restarted broker registers within this many seconds of its heal (JVM start on a loaded machine)
 RESTART_GRACE_S = 120.0
@@ -333,17 +332,15 @@ def effects(faults: list[dict[str, Any]], record: ClusterRecord | None, why_not:
     return out
 
 
-def run_effects(run: Path, faults: list[dict[str, Any]], cluster: Any,
-                end_of_history: float | None = None, ops: list[dict[str, Any]] | None = None) -> dict[int, dict[str, Any]]:
+def run_effects(run: Path, faults: list[dict[str, Any]], cluster: Any, end_of_history: float | None,
+                ops: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     """The effects of a run's faults from its directory (see the module's docstring); ``cluster``:
     the recorded campaign's [cluster] (its backend, clock control and broker settings); ``ops``:
-    the run's paired history (read from the directory when a latency fault needs it and none is given)."""
+    the run's paired history, as its caller already read it (the latency rule times its calls)."""
     backend, clock_control = cluster.backend, bool(cluster.clock_control)
     if not faults:
         return {}
     events = read_message_events(Path(run)) if events_path(Path(run)).exists() else None
-    if ops is None and any(op["f"].removeprefix("fault:") in kinds_with(DELAYS_CLIENT_LINKS) for op in faults):
-        ops = read_ops(Path(run))
     why_not = None
     if backend != "local":
         why_not = f"the {backend} backend's broker logs are not judged (their clock and place differ)"
