@@ -36,8 +36,7 @@ from kchaos.ci.nightly import DEFAULT_MATRIX, resolve_night, run_nightly
 from kchaos.ci.shards import ShardSpec, check_night_id, default_night_id, plan_night, render_plan_night
 from kchaos.errors import EXIT_HARNESS_ERROR, ClusterError, ConfigError, KchaosError
 from kchaos.cli.plan import as_json, listing, plan, render_listing, render_plan
-from kchaos.faults.schedule import generate_schedule
-from kchaos.harness.campaign import load_campaign, resolve_campaign_path
+from kchaos.harness.campaign import load_campaign, planned_schedule, resolve_campaign_path
 from kchaos.harness.prune import apply_prune, plan_prune
 from kchaos.harness import findings
 from kchaos.harness.run import render_report, replay_run
@@ -188,8 +187,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     campaign = load_campaign(path, validated, seed=seed)
     seed = campaign.run.seed if campaign.run.seed is not None else seed
-    planned = plan(campaign, seed, fresh and campaign.run.seed is None, generate_schedule(
-        campaign.faults, campaign.run.duration_s, seed))
+    planned = plan(campaign, seed, fresh and campaign.run.seed is None, planned_schedule(campaign, seed))
     print(as_json(planned) if args.json else render_plan(planned))
     return 0
 
@@ -288,7 +286,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 def run_estimate(campaign: Any, seed: int) -> tuple[float, float]:
     """One matrix run's estimate, as `kchaos plan` prints it: (about, at most) in seconds."""
-    est = plan(campaign, seed, False, generate_schedule(campaign.faults, campaign.run.duration_s, seed))["estimate_s"]
+    est = plan(campaign, seed, False, planned_schedule(campaign, seed))["estimate_s"]
     return float(sum(v for k, v in est.items() if k != "at_most")), float(est["at_most"])
 
 

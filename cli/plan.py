@@ -124,7 +124,7 @@ def render_plan(p: dict[str, Any]) -> str:
         pacing, exposure = fa["pacing"], fa["exposure"]
         if pacing["mode"] == "recovery":
             lines.append(f"  paced by the work: each fault also waits (at most {pacing['max_wait_s']:g}s) until the "
-                         f"pipeline commits at {pacing['recovery_share']:.0%} of its best rate before an earlier fault; "
+                         f"pipeline commits at {pacing['recovery_share']:.0%} of its rate before the first fault; "
                          "later faults slide by what it waited"
                          + (f"; coordinator kills wait (at most {pacing['aim_wait_s']:g}s) for a commit or offset "
                             "commit under way and take its coordinator" if pacing["aim"] else ""))
@@ -138,8 +138,15 @@ def render_plan(p: dict[str, Any]) -> str:
                          f"{exposure['floor']:g} committed transaction per fault of each kind under its windows")
         else:
             lines.append("  required exposure: none, and the floor lowered to 0 by the campaign")
+        if fa.get("per_phase") and c["steps"]:
+            lines.append("  planned per phase: from each step's time the order starts over at its first entry; a "
+                         "phase's faults not started when the next step begins are dropped")
         lines.append(f"  {'at':>8}  {'hold':>6}  {'kind':<22} {'target':<26} parameters")
+        phase = None
         for f in p["schedule"]:
+            if f.get("phase") is not None and f["phase"] != phase and phase is not None:
+                lines.append(f"  {'':>8}  -- after step {f['phase'] - 1} begins --")
+            phase = f.get("phase")
             params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in f["params"].items())
             lines.append(f"  {f['at_s']:>7.1f}s {f['hold_s']:>6.1f}s  {f['kind']:<22} {f['target']:<26} {params}")
     else:

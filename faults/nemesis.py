@@ -43,6 +43,9 @@ class Nemesis(ScheduledRunner[ScheduledFault]):
         #: faults struck outside the schedule (held over a planned step): healed by stop() too
         self.struck: list[Fault] = []
         self.executed: list[dict[str, Any]] = []
+        #: how many planned steps have begun: a fault planned for an earlier phase is dropped
+        self.steps_begun = 0
+        self.per_phase = any(sf.phase is not None for sf in schedule)
         self._lock = threading.Lock()
         work = ctx.workload.work if ctx.workload is not None else None
         self.pacer = Pacer(pacing or PacingSpec(), work, self.stopping, self._coordinators)
@@ -56,7 +59,29 @@ class Nemesis(ScheduledRunner[ScheduledFault]):
         assert self.ctx.workload is not None
         return {"group": cluster.group_coordinator(self.ctx.workload.spec.group_id)}
 
+    def begin_phase(self, planned_at_s: float) -> None:
+        """A planned step begins (faults/steps.py): the faults planned for the phase before it that
+        have not started are dropped, and the next phase's, planned from the step's own time,
+        slide by how late the step began (not by what pacing waited in the phase before)."""
+        with self._lock:
+            self.steps_begun += 1
+            if self.per_phase and self.started_at is not None:
+                self.shift_s = max(0.0, time.monotonic() - self.started_at - planned_at_s)
+
+    def _phase_over(self, sf: ScheduledFault) -> bool:
+        """True (and recorded) when ``sf`` was planned for a phase that a step has since ended."""
+        if sf.phase is None or sf.phase >= self.steps_begun:
+            return False
+        self.history.event("fault-dropped", {"index": sf.index, "kind": sf.kind, "target": sf.target,
+                                             "phase": sf.phase, "steps_begun": self.steps_begun,
+                                             "why": "its phase ended before it started: the next phase's "
+                                                    "faults start over from the first of the order"}, outcome="info")
+        self.executed.append({"index": sf.index, "kind": sf.kind, "target": sf.target, "outcome": "dropped"})
+        return True
+
     def execute(self, index: int, sf: ScheduledFault) -> None:
+        if self._phase_over(sf):
+            return
         # pacing waits outside the cluster lock: a planned step may act meanwhile
         decision = self.pacer.wait_for_recovery(sf)
         aim = self.pacer.aim(sf)
@@ -74,6 +99,8 @@ class Nemesis(ScheduledRunner[ScheduledFault]):
         if self.stopping.is_set():
             return
         with self.cluster_lock:
+            if self._phase_over(sf):  # a step began while it paced, or held the lock meanwhile
+                return
             self._execute(sf, aim if isinstance(aim, Aim) else None)
 
     def strike(self, sf: ScheduledFault, during: str, injected: threading.Event | None = None) -> None:

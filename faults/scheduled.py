@@ -19,6 +19,9 @@ class ScheduledFault:
     hold_s: float
     seed: int            # drives the choices made at injection (random node, worker...)
     params: dict[str, Any] = field(default_factory=dict)  # numbers; message faults also names (apis, error)
+    #: planned per phase ([faults] per_phase): how many planned steps start at or before its time;
+    #: the nemesis drops it once a later step has begun. None: planned for the whole run
+    phase: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

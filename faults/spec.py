@@ -121,7 +121,7 @@ class ExposureSpec(BaseModel):
 class PacingSpec(BaseModel):
     """``[faults.pacing]``: when a fault may start besides its scheduled time. ``schedule``: at its
     time (a fault still waits for the one before it to heal). ``recovery``: also not before the
-    pipeline commits again at ``recovery_share`` of its rate before the previous fault, measured over
+    pipeline commits again at ``recovery_share`` of its rate before the first fault, measured over
     ``window_s``, waiting at most ``max_wait_s`` (then it starts anyway, and says so); the schedule
     slides by what it waited, so faults keep their spacing. ``aim``: a fault aimed at a transactional
     id's coordinator waits (at most ``aim_wait_s``) for a commit of one of the ids to be under way,
@@ -145,6 +145,11 @@ class FaultsSpec(BaseModel):
     order: Literal["weighted", "round-robin"] = Field(
         "weighted", description="weighted: each fault drawn by weight; round-robin: every entry in turn, "
                                 "in a seeded order, so each appears once the schedule is long enough")
+    per_phase: bool = Field(
+        False, description="with [[steps]]: plan each stretch between two steps on its own, from the step's planned "
+                           "start and from the first entry of the order, and drop a stretch's faults that had not "
+                           "started when the next step began; so every phase between steps (the certification's rows) "
+                           "gets every entry in turn, however long the previous phase ran")
     packages: tuple[str, ...] = ()
     mix: tuple[FaultEntry, ...] = ()
     start_after_s: float = Field(5.0, ge=0)

@@ -195,6 +195,8 @@ class Stepper(ScheduledRunner[StepSpec]):
         self.current = step
         value = {"index": index, **step.model_dump(mode="json", exclude_none=True), "describe": step.describe()}
         op = self.history.invoke(f, value)
+        if self.nemesis is not None:
+            self.nemesis.begin_phase(step.at_s)
         self.on_event(f"step {index}: {step.describe()}")
         before = self._features()
         # a step with a fault of its own holds the cluster lock from the strike to the fault's heal:

@@ -38,9 +38,10 @@ class ScheduledRunner(Generic[T]):
     def _run(self) -> None:
         assert self.started_at is not None
         for index, item in enumerate(self.items):
-            delay = self.started_at + self._at_s(item) + self.shift_s - time.monotonic()
-            if delay > 0 and self.stopping.wait(delay):
-                return
+            # woken every second: the shift may change meanwhile (a step began, faults/nemesis.py)
+            while (delay := self.started_at + self._at_s(item) + self.shift_s - time.monotonic()) > 0:
+                if self.stopping.wait(min(delay, 1.0)):
+                    return
             if self.stopping.is_set():
                 return
             self.execute(index, item)

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from kchaos.clusters.spec import apply_overrides, describe_validation_error
 from kchaos.errors import ConfigError
 from kchaos.faults.schedule import generate_schedule
+from kchaos.faults.scheduled import ScheduledFault
 from kchaos.faults.spec import FaultsSpec, check_capabilities
 from kchaos.faults.steps import check_feature_consent
 from kchaos.verifier.campaign import Campaign
@@ -107,6 +108,12 @@ def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def planned_schedule(campaign: Campaign, seed: int) -> list[ScheduledFault]:
+    """The campaign's fault schedule for ``seed``, planned around its steps' times (a campaign
+    with ``[faults] per_phase`` plans each phase between steps on its own)."""
+    return generate_schedule(campaign.faults, campaign.run.duration_s, seed, [step.at_s for step in campaign.steps])
+
+
 def check_chaos(campaign: Campaign, declared: dict[str, Any], seed: int | None) -> None:
     """A run without chaos is asked for, never fallen into: a campaign without a [faults] table, or
     whose schedule (run.duration_s, faults.start_after_s, interval_s and the holds) has no room
@@ -116,7 +123,7 @@ def check_chaos(campaign: Campaign, declared: dict[str, Any], seed: int | None) 
     if "faults" not in campaign.model_fields_set and not declared:
         raise ConfigError("the campaign declares no faults ([faults] is missing)",
                           "add a [faults] table, or say faults.enabled = false for a run without faults")
-    if not generate_schedule(campaign.faults, campaign.run.duration_s, seed or 0):
+    if not planned_schedule(campaign, seed or 0):
         entries = campaign.faults.entries()
         hold = max((e.duration_s or campaign.faults.duration_s for e in entries), default=campaign.faults.duration_s)
         raise ConfigError(

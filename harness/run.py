@@ -29,9 +29,9 @@ from kchaos.clusters.clock_probe import measure_broker_clocks
 from kchaos.clusters.node_config import SMALL_MACHINE_DEFAULTS
 from kchaos.faults.base import FaultContext
 from kchaos.faults.nemesis import Nemesis
-from kchaos.faults.schedule import generate_schedule, read_schedule, write_schedule
+from kchaos.faults.schedule import read_schedule, write_schedule
 from kchaos.faults.steps import Stepper
-from kchaos.harness.campaign import campaign_argument
+from kchaos.harness.campaign import campaign_argument, planned_schedule
 from kchaos.harness.progress import Progress
 from kchaos import log
 from kchaos.errors import ConfigError
@@ -103,7 +103,7 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         seed = random.SystemRandom().randrange(2**31)
     prepare_artifacts(campaign)  # jars, the Java driver, client properties: a failure creates and starts nothing
     if schedule is None:
-        schedule = generate_schedule(campaign.faults, campaign.run.duration_s, seed)
+        schedule = planned_schedule(campaign, seed)
     check_out_root(out_root)
     run = RunDir.create(out_root, campaign.name, seed)
     campaign = own_topics(campaign, run)

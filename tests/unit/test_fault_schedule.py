@@ -1,6 +1,7 @@
 import pytest
 
 from kchaos.faults.schedule import generate_schedule, read_schedule, write_schedule
+from kchaos.faults.scheduled import ScheduledFault
 from kchaos.clusters.spec import ClusterSpec
 from kchaos.faults.kinds import KINDS
 from kchaos.faults.spec import PACKAGES, FaultsSpec, check_capabilities
@@ -169,3 +170,22 @@ def test_a_share_coordinator_target_between_brokers_prefers_a_leader_on_another_
         assert (resolved["detail"]["partition"], resolved["nodes"], resolved["detail"]["leader"]) == (2, [1], 3)
     seen = {resolve_node_target(ctx, "share-coordinator", random.Random(s))["detail"]["partition"] for s in range(20)}
     assert seen == {0, 1, 2}  # without it, any partition
+
+
+def test_per_phase_plans_each_stretch_between_steps_from_the_first_entry_of_the_order():
+    """With steps at 30 s and 70 s (two at 30: back to back), each stretch starts over at the step's
+    time and at the order's first entry, and knows how many steps come before it."""
+    spec = _spec(order="round-robin", per_phase=True, gap_s=1, start_after_s=2)
+    schedule = generate_schedule(spec, 100, seed=9, step_starts=[70, 30, 30])
+    by_phase = {p: [f for f in schedule if f.phase == p] for p in (0, 2, 3)}
+    assert [f.index for f in schedule] == list(range(len(schedule))) and {f.phase for f in schedule} == {0, 2, 3}
+    assert [f.at_s for f in by_phase[2]][0] == 30 and [f.at_s for f in by_phase[3]][0] == 70
+    cycle = [(f.kind, f.target) for f in by_phase[0][:3]]
+    for phase, planned in by_phase.items():
+        assert [(f.kind, f.target) for f in planned[:3]] == cycle, phase  # each stretch: the order from the top
+        assert all(f.at_s < {0: 30, 2: 70, 3: 100}[phase] and f.at_s + f.hold_s <= 100 for f in planned)
+    # without per_phase (or without steps) the schedule is the whole-run one, as before: seeds replay
+    whole = generate_schedule(_spec(order="round-robin", gap_s=1, start_after_s=2), 100, seed=9, step_starts=[30, 70])
+    assert whole == generate_schedule(_spec(order="round-robin", gap_s=1, start_after_s=2), 100, seed=9)
+    assert {f.phase for f in whole} == {None} and generate_schedule(spec, 100, seed=9) == [
+        ScheduledFault(**{**f.to_json(), "phase": None}) for f in whole]

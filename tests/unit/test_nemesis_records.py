@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from types import SimpleNamespace
 
 from kchaos.faults.base import FaultContext
@@ -36,3 +37,32 @@ def test_a_fault_that_failed_part_way_keeps_what_it_resolved(tmp_path):
     assert nemesis.executed[0]["outcome"] == "fail"
     # an error kchaos did not word itself says where it was raised, innermost frame last
     assert failed[0]["value"]["raised_at"][-1] == f"test_nemesis_records.py:{_Unreachable.admin.__code__.co_firstlineno + 1} admin"
+
+
+def test_a_fault_planned_for_a_phase_a_step_ended_is_dropped_and_recorded(tmp_path):
+    """A per-phase schedule (faults/schedule.py): once step 1 began, a fault planned before it is
+    dropped (an event says why), one planned after it is not, and the next phase's faults slide
+    by how late the step began, not by what pacing waited before it."""
+    spec = WorkloadSpec()
+    ctx = FaultContext(_Unreachable(), SimpleNamespace(spec=spec, txid_prefix="tx", work=None))
+    history = HistoryWriter(tmp_path / "harness.jsonl", "harness")
+    before = ScheduledFault(0, 20.0, "epoch-jump", "random-worker", 5.0, 1, {}, phase=0)
+    after = ScheduledFault(1, 30.0, "epoch-jump", "random-worker", 5.0, 2, {}, phase=1)
+    nemesis = Nemesis(ctx, [before, after], history, cluster_lock=threading.Lock())
+    nemesis.started_at = time.monotonic() - 34.0  # the step planned at 30 s begins 4 s late
+    nemesis.shift_s = 12.0  # what pacing waited in the phase before
+    nemesis.begin_phase(30.0)
+    assert 3.5 < nemesis.shift_s < 5.0
+    nemesis.execute(0, before)
+    assert not nemesis._phase_over(after)  # planned after the step: it runs
+    history.close()
+    ops = [json.loads(line) for line in (tmp_path / "harness.jsonl").read_text().splitlines()]
+    (dropped,) = [op for op in ops if op["f"] == "fault-dropped" and op["type"] == "info"]
+    assert dropped["value"]["index"] == 0 and dropped["value"]["steps_begun"] == 1
+    assert not [op for op in ops if op["f"].startswith("fault:")]  # never injected
+    assert [e["outcome"] for e in nemesis.executed] == ["dropped"]
+    # a schedule planned for the whole run (phase None, as every stored schedule before) drops nothing
+    whole = Nemesis(ctx, [ScheduledFault(0, 20.0, "epoch-jump", "random-worker", 5.0, 1, {})],
+                    HistoryWriter(tmp_path / "whole.jsonl", "harness"), cluster_lock=threading.Lock())
+    whole.begin_phase(30.0)
+    assert not whole._phase_over(whole.schedule[0]) and whole.shift_s == 0.0

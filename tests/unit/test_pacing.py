@@ -69,6 +69,27 @@ def test_recovery_waits_for_the_pipeline_to_commit_at_a_share_of_its_rate_before
     assert second["baseline"] == round(baseline, 1) and pacer.baseline == baseline  # a stalled start sets no yardstick
 
 
+def test_a_catch_up_after_a_fault_does_not_raise_the_yardstick_of_commits(tmp_path):
+    """After a fault the pipeline drains its backlog: a commit rate three times the steady one
+    (certify-tv-flip seed 27: 37 against 11-13 a second) must not become the yardstick, or every
+    later fault waits out max_wait_s on a pipeline back at its steady rate."""
+    pacer = _pacer(tmp_path, mode="recovery", window_s=1.0, max_wait_s=0.5)
+    path = tmp_path / "w0.1.jsonl"
+    now = time.time()
+    _commits(path, [now - 0.9 + i * 0.1 for i in range(9)])  # steady: 9 a second
+    assert pacer.wait_for_recovery(FAULT)["recovered"]
+    steady = pacer.baseline
+    now = time.time()
+    _commits(path, [now - 0.95 + i * 0.03 for i in range(30)], first_op=100)  # a catch-up: 30 a second
+    catch_up = pacer.wait_for_recovery(FAULT)
+    assert catch_up["recovered"] and catch_up["rate"] >= 3 * steady and pacer.baseline == steady
+    time.sleep(1.0)
+    now = time.time()
+    _commits(path, [now - 0.9 + i * 0.1 for i in range(9)], first_op=200)  # steady again: no wait
+    again = pacer.wait_for_recovery(FAULT)
+    assert again["recovered"] and again["waited_s"] < 0.2 and "why" not in again
+
+
 def test_a_scheduled_pacing_or_a_pipeline_without_history_starts_on_time(tmp_path):
     pacer = _pacer(tmp_path)  # mode "schedule"
     assert pacer.wait_for_recovery(FAULT) == {}
