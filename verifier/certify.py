@@ -44,6 +44,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
 from kchaos.errors import VERDICT_EXIT
 from kchaos.rundir import CERTIFICATION_JUDGEMENT, RunDir
 from kchaos.verifier.campaign import Campaign, load_recorded
@@ -306,25 +310,32 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
     def protocol_of(key: tuple[str, str]) -> Counter:
         return Counter(str(t.client_tv) for t in in_row.get(key, []) if t.committed)
 
-    # the anomaly cases, per row
+    # the anomaly cases, per row; a case without a history time (a user's app keeps no history)
+    # is placed by the brokers' own timestamps of the records it names
     cases_in: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     unplaced: list[dict[str, Any]] = []
-    for anomaly, cases in (results.get("anomalies") or {}).items():
-        for case in cases:
-            times, slots, txids = case_names(case)
-            t = min(times) if times else None
-            phase = phase_of(t)
-            named = {fleet.by_slot[s].label for s in slots if s in fleet.by_slot}
-            named |= {c.label for txid in txids if (c := fleet.of_txid(txid)) is not None}
-            summary = {"anomaly": anomaly, "explanation": str(case.get("explanation", ""))[:300], "time": t}
-            if phase is None or not named:
-                known = covering(spec, None, phase, "none", anomaly)
-                gating = phase is None or phase.kind != "before" or spec.gate == "all"
-                unplaced.append({**summary, "phase": phase.name if phase else None, "clients": sorted(named),
-                                 "gating": gating, "known_exposure": known.reason if known else None})
-                continue
-            for label in sorted(named):
-                cases_in[(phase.name, label)].append(summary)
+    all_cases = [(anomaly, case) for anomaly, cases in (results.get("anomalies") or {}).items() for case in cases]
+    stamped = record_times(run_path, {ref for _, case in all_cases if not case_names(case)[0]
+                                      for ref in record_refs(case)})
+    for anomaly, case in all_cases:
+        times, slots, txids = case_names(case)
+        placed_by = "history" if times else "record timestamps"
+        if not times:
+            times = [stamped[ref] for ref in record_refs(case) if ref in stamped]
+        t = min(times) if times else None
+        phase = phase_of(t)
+        named = {fleet.by_slot[s].label for s in slots if s in fleet.by_slot}
+        named |= {c.label for txid in txids if (c := fleet.of_txid(txid)) is not None}
+        summary = {"anomaly": anomaly, "explanation": str(case.get("explanation", ""))[:300], "time": t,
+                   "placed_by": placed_by if t is not None else None}
+        if phase is None or not named:
+            known = covering(spec, None, phase, "none", anomaly)
+            gating = phase is None or phase.kind != "before" or spec.gate == "all"
+            unplaced.append({**summary, "phase": phase.name if phase else None, "clients": sorted(named),
+                             "gating": gating, "known_exposure": known.reason if known else None})
+            continue
+        for label in sorted(named):
+            cases_in[(phase.name, label)].append(summary)
 
     rows = []
     reasons: list[str] = []
@@ -439,6 +450,42 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
                                                  and t.txid in fleet.seeder_txids and p.contains(t.ended)))
                             for p in phases},
     }
+
+
+def record_refs(case: dict[str, Any]) -> set[tuple[str, int, int]]:
+    """The records an anomaly case names, wherever nested: (topic, partition, offset)."""
+    refs: set[tuple[str, int, int]] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            topic, partition, offset = value.get("topic"), value.get("partition"), value.get("offset")
+            if isinstance(topic, str) and isinstance(partition, int) and isinstance(offset, int):
+                refs.add((topic, partition, offset))
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    walk(case)
+    return refs
+
+
+def record_times(run_path: Path, refs: set[tuple[str, int, int]]) -> dict[tuple[str, int, int], float]:
+    """The broker's timestamp (seconds) of each record in ``refs``, from the run's dump of the
+    committed records (``topics/<topic>.committed.parquet``); a record or topic not dumped is left out."""
+    out: dict[tuple[str, int, int], float] = {}
+    for topic in sorted({ref[0] for ref in refs}):
+        path = Path(run_path) / "topics" / f"{topic}.committed.parquet"
+        if not path.exists():
+            continue
+        wanted = {(p, o) for t, p, o in refs if t == topic}
+        table = pq.read_table(path, columns=["partition", "offset", "timestamp"])
+        table = table.filter(pc.is_in(table["offset"], value_set=pa.array(sorted({o for _, o in wanted}), pa.int64())))
+        for row in table.to_pylist():
+            if (row["partition"], row["offset"]) in wanted and row["timestamp"] is not None:
+                out[(topic, row["partition"], row["offset"])] = row["timestamp"] / 1000.0
+    return out
 
 
 def gate_line(overall: str, reasons: list[str], risks: list[str]) -> str:

@@ -8,6 +8,8 @@ import json
 import threading
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from kchaos.harness.campaign import CAMPAIGNS_DIR, load_campaign
@@ -265,6 +267,40 @@ def test_a_user_app_is_certified_from_the_coordinators_log_alone(tmp_path):
     cert = _certify(tmp_path, events, log, campaign=campaign, verdict="invalid", name="bad",
                     anomalies={"duplicate": [{"explanation": "twice", "txid": "copier-0", "invoke_time": 20.2}]})
     assert cert["overall"] == "fail" and cert["rows"][-1]["verdict"] == "invalid"
+
+
+def test_an_apps_case_without_a_history_time_is_placed_by_its_records_broker_timestamps(tmp_path):
+    """A user's app keeps no history: its duplicate names output records (topic, partition,
+    offset, its transactional id). The dump of the committed records gives their broker
+    timestamps, which place the case in its phase and row; a record the dump lacks places nothing."""
+    flip_after = {**FEATURES, "transaction.version": 2}
+    events = [_op("harness", "setup", 0, 0, {"txid_prefix": PREFIX}), _op("harness", "phase", 1, 1, {"phase": "steady"}),
+              _op("harness", "step:feature", 10, 14, {"index": 0, "describe": "transaction.version -> 2",
+                                                      "features_before": FEATURES, "features_after": flip_after}),
+              _op("harness", "phase", 40, 40, {"phase": "final-reads"})]
+    log = [_txn("copier-0", t, t + 0.5, prefix=None) for t in (2, 3, 20, 21)]
+    campaign = load_campaign_data({"cluster": {"kafka_version": "4.2.1"},
+                                   "workload": {"external_command": ["my-app"], "lineage": "id",
+                                                "outputs_per_input": 2}})
+
+    def record(offset):
+        return {"topic": "out", "partition": 1, "offset": offset, "txid": "copier-0", "worker": "copier"}
+
+    case = {"explanation": "input 0@5 is visible 2 times", "records": [record(7), record(9)]}
+    lost = {"explanation": "input 0@6 is visible 2 times", "records": [record(99)]}
+    (tmp_path / "run").mkdir()
+    run = _run(tmp_path / "run", events, verdict="invalid", anomalies={"duplicate": [case, lost]})
+    (run / "topics").mkdir()
+    pq.write_table(pa.table({"partition": pa.array([1, 1, 1, 0], pa.int32()), "offset": pa.array([7, 8, 9, 7]),
+                             "timestamp": pa.array([21_500, 21_600, 20_400, 2_000])}),
+                   run / "topics" / "out.committed.parquet")
+    cert = certify(run, campaign, coordinator=log)
+    after = next(r for r in cert["rows"] if r["phase"].startswith("after"))
+    assert after["verdict"] == "invalid" and after["case_count"] == 1
+    assert after["cases"][0]["time"] == 20.4 and after["cases"][0]["placed_by"] == "record timestamps"
+    (unplaced,) = cert["unattributed_cases"]
+    assert unplaced["time"] is None and unplaced["explanation"].startswith("input 0@6")
+    assert cert["overall"] == "fail"
 
 
 def test_no_row_is_valid_when_the_verifier_could_not_judge_the_run(tmp_path):
