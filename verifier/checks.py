@@ -693,7 +693,7 @@ def result(name: str, cases: list[dict[str, Any]], total: int | None = None, not
     total = len(cases) if total is None else total
     return CheckResult(name, INVALID if total else VALID, cases[:MAX_CASES],
                        note=note or (NOTES["cases"].format(n=total) if total else None),
-                       digest=case_digest(cases) if cases and len(cases) == total else None)
+                       digest=case_digest(cases) if cases and len(cases) == total else None, total=total)
 
 
 def case_digest(cases: list[dict[str, Any]]) -> str:

@@ -30,6 +30,9 @@ class CheckResult:
     note: str | None = None
     #: the digest of every case's explanation (checks.case_digest), when the engine built them all
     digest: str | None = None
+    #: how many cases the check found, when more than it keeps (MAX_CASES): what a reader of the
+    #: kept cases alone (the certification's rows) cannot place
+    total: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"verdict": self.verdict, "cases": len(self.cases)}
@@ -37,6 +40,8 @@ class CheckResult:
             out["note"] = self.note
         if self.digest:
             out["digest"] = self.digest
+        if self.total is not None and self.total > len(self.cases):
+            out["total"] = self.total
         return out
 
 
@@ -127,7 +132,7 @@ class Results:
         verdict is recomputed from the checks and errors, never taken from the file."""
         anomalies = data.get("anomalies") or {}
         checks = [CheckResult(name, c["verdict"], list(anomalies.get(name, [])) if c["verdict"] == INVALID else [],
-                              note=c.get("note"), digest=c.get("digest"))
+                              note=c.get("note"), digest=c.get("digest"), total=c.get("total"))
                   for name, c in (data.get("checks") or {}).items()]
         liveness_errors = list(data.get("liveness_errors") or [])
         return cls(checker=data.get("checker", "unknown"), checks=checks, facts=dict(data.get("facts") or {}),

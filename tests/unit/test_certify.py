@@ -303,6 +303,35 @@ def test_an_apps_case_without_a_history_time_is_placed_by_its_records_broker_tim
     assert cert["overall"] == "fail"
 
 
+def test_a_row_is_not_clean_of_cases_the_checker_did_not_keep(tmp_path):
+    """The checker keeps 50 cases per anomaly and counts them all: with 60 duplicates of which one
+    is kept (java's, after the flip), every other row could hold the other 59, so none of them is
+    valid; a known exposure that covers the anomaly in a row still covers the ones not kept."""
+    ev, log = _flip_history()
+    (tmp_path / "run").mkdir()
+    run = _run(tmp_path / "run", ev, verdict="invalid", anomalies={"duplicate": [_case(20.5, "w1")]})
+    results = json.loads((run / "results.json").read_text())
+    results["checks"] = {"duplicate": {"verdict": "invalid", "cases": 1, "total": 60}}
+    (run / "results.json").write_text(json.dumps(results))
+    cert = certify(run, None, coordinator=log)
+    rows = {(r["phase"].split(":")[0], r["client"]): r for r in cert["rows"]}
+    assert rows[("after step 0", "java 4.2.1")]["verdict"] == "invalid"
+    other = rows[("after step 0", "confluent")]
+    assert other["verdict"] == "unknown" and "duplicate: 59 of 60 not kept" in other["note"]
+    assert cert["overall"] == "fail"
+    # a known exposure of duplicates covers the cases not kept too
+    cert = certify(run, _campaign(known_exposure=[{"anomalies": ["duplicate"], "reason": "KAFKA-0"}]),
+                   coordinator=log)
+    committed = [r for r in cert["rows"] if r["committed_transactions"]]
+    assert {r["verdict"] for r in committed} == {"known-exposure", "valid"} and cert["overall"] == "pass"
+    assert all("each under a known exposure: duplicate: 59 of 60" in r["note"] for r in committed
+               if r["verdict"] == "valid")
+    # results written before the checks carried their total: the note's count says it
+    results["checks"] = {"duplicate": {"verdict": "invalid", "cases": 1, "note": "60 cases"}}
+    (run / "results.json").write_text(json.dumps(results))
+    assert certify(run, None, coordinator=log)["rows"][0]["verdict"] == "unknown"
+
+
 def test_no_row_is_valid_when_the_verifier_could_not_judge_the_run(tmp_path):
     cert = _certify(tmp_path, *_flip_history(), verdict="unknown")
     assert cert["overall"] == "unknown" and cert["exit_code"] == 2
