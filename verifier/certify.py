@@ -57,7 +57,7 @@ from kchaos.verifier.coordinator_log import CoordinatorTxn, coordinator_records,
 from kchaos.verifier.exposure import Transaction, effective, logged_transactions, windows
 from kchaos.verifier.fault_effects import run_effects
 from kchaos.verifier.internal_topics import decoded_txn_log
-from kchaos.verifier.model import HistoryIndex, case_names, read_ops, worker_slot
+from kchaos.verifier.model import HistoryIndex, case_place, read_ops, worker_slot
 from kchaos.verifier.results import LIVENESS_CHECKS
 from kchaos.verifier.spec import CertificationSpec, KnownExposure
 from kchaos.workloads.registry import speaks_tv2
@@ -312,36 +312,51 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
     def protocol_of(key: tuple[str, str]) -> Counter:
         return Counter(str(t.client_tv) for t in in_row.get(key, []) if t.committed)
 
-    # the anomaly cases, per row; a case without a history time (a user's app keeps no history)
-    # is placed by the brokers' own timestamps of the records it names
-    cases_in: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    # the anomaly cases, per row. A check that found more cases than the checker keeps (50)
+    # carries every case's place (results' case_places): all of them are counted where they fall,
+    # and the kept ones are the row's examples. A case without a history time (a user's app keeps
+    # none) is placed by the brokers' timestamps of the records it names.
+    anomalies = results.get("anomalies") or {}
+    full = {a: places for a, places in (results.get("case_places") or {}).items() if places}
+    kept = [(a, case, case_place(case)) for a, cases in anomalies.items() for case in cases]
+    placing = [(a, place, None) for a, places in full.items() for place in places] + \
+        [(a, place, case) for a, case, place in kept if a not in full]
+    stamped = record_times(run_path, {tuple(ref) for place in [*(pl for _, pl, _ in placing), *(pl for _, _, pl in kept)]
+                                      if place["t"] is None for ref in place.get("refs", [])})
+
+    def locate(place: dict[str, Any]) -> tuple[Phase | None, list[str], dict[str, Any]]:
+        t, placed_by = place["t"], "history"
+        if t is None:
+            stamps = [stamped[tuple(ref)] for ref in place.get("refs", []) if tuple(ref) in stamped]
+            t, placed_by = (min(stamps), "record timestamps") if stamps else (None, None)
+        named = {fleet.by_slot[s].label for s in place["slots"] if s in fleet.by_slot}
+        named |= {c.label for txid in place["txids"] if (c := fleet.of_txid(txid)) is not None}
+        return phase_of(t), sorted(named), {"time": t, "placed_by": placed_by}
+
+    # per row: how many cases of each anomaly fell there, and up to 20 examples (kept cases)
+    counted: dict[tuple[str, str], Counter] = defaultdict(Counter)
+    examples: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     unplaced: list[dict[str, Any]] = []
-    all_cases = [(anomaly, case) for anomaly, cases in (results.get("anomalies") or {}).items() for case in cases]
-    stamped = record_times(run_path, {ref for _, case in all_cases if not case_names(case)[0]
-                                      for ref in record_refs(case)})
-    for anomaly, case in all_cases:
-        times, slots, txids = case_names(case)
-        placed_by = "history" if times else "record timestamps"
-        if not times:
-            times = [stamped[ref] for ref in record_refs(case) if ref in stamped]
-        t = min(times) if times else None
-        phase = phase_of(t)
-        named = {fleet.by_slot[s].label for s in slots if s in fleet.by_slot}
-        named |= {c.label for txid in txids if (c := fleet.of_txid(txid)) is not None}
-        summary = {"anomaly": anomaly, "explanation": str(case.get("explanation", ""))[:300], "time": t,
-                   "placed_by": placed_by if t is not None else None}
+    for anomaly, place, case in placing:
+        phase, named, when = locate(place)
         if phase is None or not named:
             known = covering(spec, None, phase, "none", anomaly)
             gating = phase is None or phase.kind != "before" or spec.gate == "all"
-            unplaced.append({**summary, "phase": phase.name if phase else None, "clients": sorted(named),
-                             "gating": gating, "known_exposure": known.reason if known else None})
+            unplaced.append({"anomaly": anomaly, "explanation": str(case.get("explanation", ""))[:300] if case else
+                             "(a case the checker did not keep)", **when, "phase": phase.name if phase else None,
+                             "clients": named, "gating": gating, "known_exposure": known.reason if known else None})
             continue
-        for label in sorted(named):
-            cases_in[(phase.name, label)].append(summary)
+        for label in named:
+            counted[(phase.name, label)][anomaly] += 1
+    for anomaly, case, place in kept:
+        phase, named, when = locate(place)
+        for label in named if phase is not None else []:
+            examples[(phase.name, label)].append({"anomaly": anomaly,
+                                                  "explanation": str(case.get("explanation", ""))[:300], **when})
 
-    # cases the checker found but did not keep (it keeps MAX_CASES per anomaly): no row can be
-    # said clean of an anomaly some of whose cases were never placed
-    not_kept = cases_not_kept(results)
+    # cases the checker found but did not keep and whose places it did not record (results written
+    # before case_places, or a check that does not build every case): no row can be said clean of them
+    not_kept = {a: n for a, n in cases_not_kept(results).items() if a not in full}
 
     rows = []
     reasons: list[str] = []
@@ -353,19 +368,19 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
             mine = in_row.get(key, [])
             tvs = protocol_of(key)
             protocol = protocol_word(tvs)
-            found = cases_in.get(key, [])
+            found = counted.get(key, Counter())
             n = sum(1 for t in mine if t.committed) if coordinator is not None else said.get(key, 0)
             exposure = _exposure(mine, wins, required if gating and phase.required else {})
-            known = [covering(spec, client, phase, protocol, c["anomaly"]) for c in found]
+            known = {a: covering(spec, client, phase, protocol, a) for a in found}
             notes: list[str] = []
             reasons_known = None
-            if found and all(known):
+            if found and all(known.values()):
                 verdict = "known-exposure"
-                reasons_known = "; ".join(sorted({k.reason for k in known if k}))
+                reasons_known = "; ".join(sorted({k.reason for k in known.values() if k}))
                 notes.append(f"known exposure: {reasons_known}")
             elif found:
                 verdict = "invalid"
-                uncovered = sorted({c["anomaly"] for c, k in zip(found, known) if k is None})
+                uncovered = sorted(a for a, k in known.items() if k is None)
                 notes.append(f"{', '.join(uncovered)} not covered by a known exposure")
             elif n == 0 and not phase.required:
                 verdict = "not-exercised"
@@ -417,7 +432,8 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
                          "client_transaction_versions": dict(sorted(tvs.items())),
                          "protocol": {"seen": protocol, "kip890_expected": bool(tv2_expected)},
                          "exposure": exposure, "known_exposure": reasons_known if verdict == "known-exposure" else None,
-                         "cases": found[:20], "case_count": len(found), "note": "; ".join(notes) or None})
+                         "cases": examples.get(key, [])[:20], "case_count": sum(found.values()),
+                         "case_counts": dict(sorted(found.items())), "note": "; ".join(notes) or None})
     for s in steps:
         if s["outcome"] != "ok":
             reasons.append(f"step {s['index']} ({s['describe']}) {s['outcome'] or 'did not finish'}: {s['error']}")
@@ -442,7 +458,7 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
         overall = "pass"
     risks = [f"{r['phase']} / {r['client']}: {r['known_exposure']}" for r in rows if r["verdict"] == "known-exposure"]
     risks += [f"{r['phase']} / {r['client']} (baseline, not gating): invalid: "
-              f"{', '.join(sorted({c['anomaly'] for c in r['cases']}))}" for r in rows
+              f"{', '.join(sorted(r['case_counts']))}" for r in rows
               if not r["gating"] and r["verdict"] == "invalid"]
     return {
         "overall": overall,
@@ -477,25 +493,6 @@ def cases_not_kept(results: dict[str, Any]) -> dict[str, tuple[int, int]]:
         if isinstance(total, int) and total > kept:
             out[name] = (total - kept, total)
     return out
-
-
-def record_refs(case: dict[str, Any]) -> set[tuple[str, int, int]]:
-    """The records an anomaly case names, wherever nested: (topic, partition, offset)."""
-    refs: set[tuple[str, int, int]] = set()
-
-    def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            topic, partition, offset = value.get("topic"), value.get("partition"), value.get("offset")
-            if isinstance(topic, str) and isinstance(partition, int) and isinstance(offset, int):
-                refs.add((topic, partition, offset))
-            for v in value.values():
-                walk(v)
-        elif isinstance(value, list):
-            for v in value:
-                walk(v)
-
-    walk(case)
-    return refs
 
 
 def record_times(run_path: Path, refs: set[tuple[str, int, int]]) -> dict[tuple[str, int, int], float]:

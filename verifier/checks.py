@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, TypeVar
 
 from kchaos.verifier import evidence
-from kchaos.verifier.model import MAX_CASES, ORDER_PROMISED_DELIVERY, NotApplicable
+from kchaos.verifier.model import MAX_CASES, ORDER_PROMISED_DELIVERY, NotApplicable, case_place
 from kchaos.verifier.results import INVALID, LIVENESS_CHECKS, UNKNOWN, VALID, CheckResult
 
 #: Notes on a check's result that are not cases.
@@ -691,9 +691,11 @@ def result(name: str, cases: list[dict[str, Any]], total: int | None = None, not
     all up to DIGEST_MAX_CASES), the digest of their explanations lets the cross-check compare
     every case, not only the ones kept."""
     total = len(cases) if total is None else total
+    every = bool(cases) and len(cases) == total
     return CheckResult(name, INVALID if total else VALID, cases[:MAX_CASES],
                        note=note or (NOTES["cases"].format(n=total) if total else None),
-                       digest=case_digest(cases) if cases and len(cases) == total else None, total=total)
+                       digest=case_digest(cases) if every else None, total=total,
+                       places=[case_place(c) for c in cases] if every and total > MAX_CASES else None)
 
 
 def case_digest(cases: list[dict[str, Any]]) -> str:

@@ -425,6 +425,40 @@ def case_names(case: dict[str, Any]) -> tuple[list[float], set[str], set[str]]:
     return times, slots, txids
 
 
+def record_refs(case: dict[str, Any]) -> set[tuple[str, int, int]]:
+    """The records an anomaly case names, wherever nested: (topic, partition, offset)."""
+    refs: set[tuple[str, int, int]] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            topic, partition, offset = value.get("topic"), value.get("partition"), value.get("offset")
+            if isinstance(topic, str) and isinstance(partition, int) and isinstance(offset, int):
+                refs.add((topic, partition, offset))
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    walk(case)
+    return refs
+
+
+#: a case's place keeps at most this many of the records it names (enough to stamp it in time)
+PLACE_REFS = 4
+
+
+def case_place(case: dict[str, Any]) -> dict[str, Any]:
+    """What places an anomaly case in a phase and client, compactly: the earliest history time
+    it names, the worker slots and transactional ids, and (for a case with no history time) a
+    few of the records it names. Kept for every case of a check that found more than it keeps."""
+    times, slots, txids = case_names(case)
+    place: dict[str, Any] = {"t": min(times) if times else None, "slots": sorted(slots), "txids": sorted(txids)}
+    if not times:
+        place["refs"] = [list(ref) for ref in sorted(record_refs(case))[:PLACE_REFS]]
+    return place
+
+
 def case_time_and_slots(case: dict[str, Any]) -> tuple[float | None, set[str]]:
     """When an anomaly case happened (the earliest history time its evidence names) and the
     worker slots it names: how the report finds broker log lines and certification a phase."""

@@ -33,6 +33,9 @@ class CheckResult:
     #: how many cases the check found, when more than it keeps (MAX_CASES): what a reader of the
     #: kept cases alone (the certification's rows) cannot place
     total: int | None = None
+    #: where every case falls (model.case_place), when the check found more than it keeps and
+    #: built them all: the certification places each, not only the kept ones
+    places: list[dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"verdict": self.verdict, "cases": len(self.cases)}
@@ -110,6 +113,7 @@ class Results:
             "anomaly_types": sorted(anomalies),
             "anomalies": anomalies,
             "checks": {c.name: c.to_json() for c in self.checks},
+            "case_places": {c.name: c.places for c in self.checks if c.places},
             "not_checked": self.not_checked,
             "required": self.required,
             "required_not_checked": self.required_not_checked,
@@ -130,9 +134,9 @@ class Results:
     def from_json(cls, data: dict[str, Any]) -> "Results":
         """The typed results back from ``to_json``'s form (the Spark job's output file). The
         verdict is recomputed from the checks and errors, never taken from the file."""
-        anomalies = data.get("anomalies") or {}
+        anomalies, places = data.get("anomalies") or {}, data.get("case_places") or {}
         checks = [CheckResult(name, c["verdict"], list(anomalies.get(name, [])) if c["verdict"] == INVALID else [],
-                              note=c.get("note"), digest=c.get("digest"), total=c.get("total"))
+                              note=c.get("note"), digest=c.get("digest"), total=c.get("total"), places=places.get(name))
                   for name, c in (data.get("checks") or {}).items()]
         liveness_errors = list(data.get("liveness_errors") or [])
         return cls(checker=data.get("checker", "unknown"), checks=checks, facts=dict(data.get("facts") or {}),

@@ -326,6 +326,16 @@ def test_a_row_is_not_clean_of_cases_the_checker_did_not_keep(tmp_path):
     assert {r["verdict"] for r in committed} == {"known-exposure", "valid"} and cert["overall"] == "pass"
     assert all("each under a known exposure: duplicate: 59 of 60" in r["note"] for r in committed
                if r["verdict"] == "valid")
+    # with every case's place recorded (case_places), each is counted in its own row: 59 more
+    # java duplicates after the flip, none elsewhere; no row is unknown for them
+    results["case_places"] = {"duplicate": [{"t": 20.5 + i / 100, "slots": ["w1"], "txids": []} for i in range(60)]}
+    (run / "results.json").write_text(json.dumps(results))
+    cert = certify(run, None, coordinator=log)
+    rows = {(r["phase"].split(":")[0], r["client"]): r for r in cert["rows"]}
+    java_after = rows[("after step 0", "java 4.2.1")]
+    assert java_after["case_counts"] == {"duplicate": 60} and len(java_after["cases"]) == 1
+    assert rows[("after step 0", "confluent")]["verdict"] == "valid"
+    del results["case_places"]
     # results written before the checks carried their total: the note's count says it
     results["checks"] = {"duplicate": {"verdict": "invalid", "cases": 1, "note": "60 cases"}}
     (run / "results.json").write_text(json.dumps(results))

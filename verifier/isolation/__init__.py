@@ -1,0 +1,6 @@
+"""Isolation anomalies of transactions that both poll and send shared partitions (issue 77, item
+2): Elle's dependency graph over a Kafka transactional history, its cycles named as Elle names them
+(G0, G1c, G-single, G2, with -process and -realtime), the direct checks G1a and G1b, and each name
+judged against what Kafka documents (cycles.py). The version order is read exactly from the final
+raw log, which Jepsen has to infer; the workload that produces such histories and the Spark engine's
+copy of the query are not here yet, so this is the reference the other engine must agree with."""
