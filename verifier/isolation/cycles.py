@@ -50,9 +50,9 @@ witness; the counts are those components, exact, and the cases kept are capped.
 
 **The direct checks.** ``G1a``: a poll read a send of a transaction that aborted (the client's abort
 returned, or the outcome is unknown and the log holds none of its sends committed) and that the log
-does not hold committed. ``G1b``: a poll read a send of a committed transaction that the final log
-holds only uncommitted: a value that was never part of its writer's committed state (an attempt the
-producer's epoch bump aborted, say). Elle's literal G1b, a read of a value that is not its writer's
+does not hold committed. ``G1b``: a poll read a send of a committed transaction from a record the final
+log holds uncommitted: a value that was never part of its writer's committed state (a copy from an
+attempt the producer's epoch bump aborted, say; the offset read tells the copies apart). Elle's literal G1b, a read of a value that is not its writer's
 last write to the key, is not drawn: a Kafka poll returns records, not a state, and one that stops
 inside a transaction's sends is an ordinary batch boundary. Both look at every poll, whatever its own
 transaction's outcome: what read_committed returns does not depend on the reader committing later.
