@@ -140,7 +140,7 @@ def render_plan(p: dict[str, Any]) -> str:
             lines.append("  required exposure: none, and the floor lowered to 0 by the campaign")
         if fa.get("per_phase") and c["steps"]:
             lines.append("  planned per phase: from each step's time the order starts over at its first entry; a "
-                         "phase's faults not started when the next step begins are dropped")
+                         "phase's faults start once its step is done and are dropped if the next step begins first")
         lines.append(f"  {'at':>8}  {'hold':>6}  {'kind':<22} {'target':<26} parameters")
         phase = None
         for f in p["schedule"]:

@@ -46,6 +46,9 @@ class Nemesis(ScheduledRunner[ScheduledFault]):
         #: how many planned steps have begun: a fault planned for an earlier phase is dropped
         self.steps_begun = 0
         self.per_phase = any(sf.phase is not None for sf in schedule)
+        #: clear while a step runs (per-phase schedules: the next phase's faults wait for it)
+        self._step_done = threading.Event()
+        self._step_done.set()
         self._lock = threading.Lock()
         work = ctx.workload.work if ctx.workload is not None else None
         self.pacer = Pacer(pacing or PacingSpec(), work, self.stopping, self._coordinators)
@@ -61,12 +64,22 @@ class Nemesis(ScheduledRunner[ScheduledFault]):
 
     def begin_phase(self, planned_at_s: float) -> None:
         """A planned step begins (faults/steps.py): the faults planned for the phase before it that
-        have not started are dropped, and the next phase's, planned from the step's own time,
-        slide by how late the step began (not by what pacing waited in the phase before)."""
+        have not started are dropped, and (a per-phase schedule) the next phase's wait for the step
+        to be done (end_phase): they are the phase after it, and one that took the cluster lock
+        before the step's own fault did would run inside the change instead."""
         with self._lock:
             self.steps_begun += 1
+            if self.per_phase:
+                self._step_done.clear()
+
+    def end_phase(self, planned_at_s: float) -> None:
+        """The step begun last is done: the next phase's faults, planned from the step's time,
+        slide by how long after it the step ended (not by what pacing waited in the phase before),
+        so they keep their gaps from its end."""
+        with self._lock:
             if self.per_phase and self.started_at is not None:
                 self.shift_s = max(0.0, time.monotonic() - self.started_at - planned_at_s)
+            self._step_done.set()
 
     def _phase_over(self, sf: ScheduledFault) -> bool:
         """True (and recorded) when ``sf`` was planned for a phase that a step has since ended."""
@@ -81,6 +94,11 @@ class Nemesis(ScheduledRunner[ScheduledFault]):
 
     def execute(self, index: int, sf: ScheduledFault) -> None:
         if self._phase_over(sf):
+            return
+        while not self._step_done.wait(0.5):  # a per-phase schedule: the phase begins once its step is done
+            if self.stopping.is_set():
+                return
+        if self._phase_over(sf):  # a later step began meanwhile
             return
         # pacing waits outside the cluster lock: a planned step may act meanwhile
         decision = self.pacer.wait_for_recovery(sf)

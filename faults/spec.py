@@ -148,8 +148,9 @@ class FaultsSpec(BaseModel):
     per_phase: bool = Field(
         False, description="with [[steps]]: plan each stretch between two steps on its own, from the step's planned "
                            "start and from the first entry of the order, and drop a stretch's faults that had not "
-                           "started when the next step began; so every phase between steps (the certification's rows) "
-                           "gets every entry in turn, however long the previous phase ran")
+                           "started when the next step began; a phase's faults wait for its step to be done; so every "
+                           "phase between steps (the certification's rows) gets every entry in turn, however long the "
+                           "previous phase ran")
     packages: tuple[str, ...] = ()
     mix: tuple[FaultEntry, ...] = ()
     start_after_s: float = Field(5.0, ge=0)

@@ -229,6 +229,8 @@ class Stepper(ScheduledRunner[StepSpec]):
             self.on_event(f"step {index} done: {step.describe()}")
         finally:
             self.current = None
+            if self.nemesis is not None:
+                self.nemesis.end_phase(step.at_s)
 
     #: a fault held over step i has index STRIKE_INDEX + i, past any schedule's
     STRIKE_INDEX = 10_000

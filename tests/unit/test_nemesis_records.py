@@ -41,8 +41,8 @@ def test_a_fault_that_failed_part_way_keeps_what_it_resolved(tmp_path):
 
 def test_a_fault_planned_for_a_phase_a_step_ended_is_dropped_and_recorded(tmp_path):
     """A per-phase schedule (faults/schedule.py): once step 1 began, a fault planned before it is
-    dropped (an event says why), one planned after it is not, and the next phase's faults slide
-    by how late the step began, not by what pacing waited before it."""
+    dropped (an event says why), one planned after it waits for the step to be done, and the next phase's faults slide
+    by how late the step ended, not by what pacing waited before it."""
     spec = WorkloadSpec()
     ctx = FaultContext(_Unreachable(), SimpleNamespace(spec=spec, txid_prefix="tx", work=None))
     history = HistoryWriter(tmp_path / "harness.jsonl", "harness")
@@ -52,9 +52,18 @@ def test_a_fault_planned_for_a_phase_a_step_ended_is_dropped_and_recorded(tmp_pa
     nemesis.started_at = time.monotonic() - 34.0  # the step planned at 30 s begins 4 s late
     nemesis.shift_s = 12.0  # what pacing waited in the phase before
     nemesis.begin_phase(30.0)
-    assert 3.5 < nemesis.shift_s < 5.0
     nemesis.execute(0, before)
-    assert not nemesis._phase_over(after)  # planned after the step: it runs
+    assert not nemesis._phase_over(after)  # planned after the step: it runs, once the step is done
+    waiting = threading.Thread(target=nemesis.execute, args=(1, after))
+    waiting.start()
+    waiting.join(0.8)
+    assert waiting.is_alive()  # the step runs on: the next phase's first fault waits for it
+    nemesis.stopping.set()
+    waiting.join(2.0)
+    assert not waiting.is_alive()  # and a stop ends the wait without injecting anything
+    nemesis.started_at = time.monotonic() - 44.0  # the step planned at 30 s is done 14 s after it
+    nemesis.end_phase(30.0)
+    assert 13.5 < nemesis.shift_s < 15.0 and nemesis._step_done.is_set()
     history.close()
     ops = [json.loads(line) for line in (tmp_path / "harness.jsonl").read_text().splitlines()]
     (dropped,) = [op for op in ops if op["f"] == "fault-dropped" and op["type"] == "info"]
@@ -65,4 +74,6 @@ def test_a_fault_planned_for_a_phase_a_step_ended_is_dropped_and_recorded(tmp_pa
     whole = Nemesis(ctx, [ScheduledFault(0, 20.0, "epoch-jump", "random-worker", 5.0, 1, {})],
                     HistoryWriter(tmp_path / "whole.jsonl", "harness"), cluster_lock=threading.Lock())
     whole.begin_phase(30.0)
-    assert not whole._phase_over(whole.schedule[0]) and whole.shift_s == 0.0
+    assert not whole._phase_over(whole.schedule[0]) and whole._step_done.is_set()  # faults go on during steps
+    whole.end_phase(30.0)
+    assert whole.shift_s == 0.0
