@@ -180,8 +180,9 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
             run.set_status("heal")
             nemesis.stop()
             say("healing: every node, link and worker back; waiting for a healthy cluster")
-            heal = {**nemesis.final_heal(campaign.faults.heal_timeout_s), "faults": len(nemesis.executed),
-                    "executed": nemesis.executed}
+            dropped = sum(1 for e in nemesis.executed if e["outcome"] == "dropped")
+            heal = {**nemesis.final_heal(campaign.faults.heal_timeout_s), "faults": len(nemesis.executed) - dropped,
+                    "dropped": dropped, "executed": nemesis.executed}
             healed_at = time.monotonic()
             run.write_json("heal.json", heal)
             say("cluster healthy again" if heal["healthy"] else f"cluster NOT healthy after heal: {heal.get('error')}")
