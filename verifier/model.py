@@ -399,9 +399,15 @@ def worker_slot(process: str | None) -> str | None:
 CASE_TIME_KEYS = ("invoke_time", "commit_invoked", "observed_at")
 
 
+#: evidence keys that describe the case's surroundings, not its own transactions: the faults
+#: active over its life name every client their messages touched (a held EndTxn of all four
+#: workers put one worker's case in every client's row: certify-tv-flip seed 30, 2026-12-02)
+CASE_CONTEXT_KEYS = ("faults_active",)
+
+
 def case_names(case: dict[str, Any]) -> tuple[list[float], set[str], set[str]]:
-    """What an anomaly case's evidence names, wherever it is nested: the history times, the
-    worker slots and the transactional ids."""
+    """What an anomaly case's evidence names, wherever it is nested (its context aside: the
+    faults active over it): the history times, the worker slots and the transactional ids."""
     times: list[float] = []
     slots: set[str] = set()
     txids: set[str] = set()
@@ -409,6 +415,8 @@ def case_names(case: dict[str, Any]) -> tuple[list[float], set[str], set[str]]:
     def walk(value: Any) -> None:
         if isinstance(value, dict):
             for k, v in value.items():
+                if k in CASE_CONTEXT_KEYS:
+                    continue
                 if k in CASE_TIME_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool):
                     times.append(float(v))
                 elif k in ("process", "worker") and isinstance(v, str) and worker_slot(v):

@@ -81,11 +81,15 @@ class KnownExposure(BaseModel):
     protocol: Literal["classic", "tv2"] | None = Field(
         None, description="only where the coordinator's log shows the row's committed transactions on this protocol "
                           "(classic: some ran the classic protocol; tv2: all ran KIP-890's)")
+    # observed-aborted-read is the reader's side of the same shapes: a late EndTxn(COMMIT) ends
+    # the producer's next transaction early, and an observer reads its outputs before its client
+    # asked to commit them (certify-tv-flip seed 30, 2026-12-02: 4 such reads at TV1, each under a
+    # held EndTxn the broker answered as committed)
     anomalies: tuple[str, ...] = Field(
-        ("aborted-read", "duplicate", "lost-input", "lost-write", "split-transaction", "stray-offset-commit",
-         "torn-transaction", "zombie-write"),
-        description="the anomaly types it covers (default: the shapes a late EndTxn makes, KAFKA-17754); liveness "
-                    "anomalies are never covered")
+        ("aborted-read", "duplicate", "lost-input", "lost-write", "observed-aborted-read", "split-transaction",
+         "stray-offset-commit", "torn-transaction", "zombie-write"),
+        description="the anomaly types it covers (default: the shapes a late EndTxn makes, KAFKA-17754, as the "
+                    "pipeline's outputs and as an observer read them); liveness anomalies are never covered")
 
     @field_validator("anomalies")
     @classmethod

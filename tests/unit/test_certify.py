@@ -187,6 +187,18 @@ def test_anomaly_cases_land_in_their_phase_and_client(tmp_path):
     offsets = {"commit_invoked": 31.0, "worker": "w0.1", "transactions": [{"history_op": {"invoke_time": 33.0}}]}
     assert case_time_and_slots(offsets) == (31.0, {"w0"})
     assert case_time_and_slots(timeless) == (None, set())
+    # the faults active over a case are its context: the clients their messages name (a held
+    # EndTxn of every worker), and their own times, are not the case's
+    held = {"fault": "fault:message-hold", "value": {"invoke_time": 5.0, "heal": {"messages": [
+        {"transactional_id": f"{PREFIX}-w{i}", "process": f"w{i}.1"} for i in range(2)]}}}
+    read = {"explanation": "observer 0 read an output of transaction 3 of w1.2 before its commit",
+            "transactions": [{"process": "w1.2", "history_op": {"invoke_time": 20.5}, "faults_active": [held]}],
+            "faults_active": [held]}
+    assert case_time_and_slots(read) == (20.5, {"w1"})
+    cert = _certify(tmp_path, *_flip_history(), verdict="invalid", anomalies={"observed-aborted-read": [read]},
+                    name="context")
+    assert [(r["phase"].split(":")[0], r["client"]) for r in cert["rows"] if r["verdict"] == "invalid"] == [
+        ("after step 0", "java 4.2.1")]
 
 
 def _case(t, slot, txid=None):
@@ -210,6 +222,17 @@ def test_the_baseline_is_reported_and_does_not_gate_unless_the_campaign_says_so(
     cert = _certify(tmp_path, *_flip_history(), verdict="invalid", anomalies=anomalies, campaign=_campaign(gate="all"),
                     name="all")
     assert cert["overall"] == "fail" and "before any step / confluent: invalid" in cert["reasons"][0]
+
+
+def test_kafka_17754s_shapes_include_an_observers_read_of_a_commit_ended_early():
+    """A late EndTxn(COMMIT) ends the producer's next transaction early: an observer reads its
+    outputs before its client asked to commit (observed-aborted-read), the read side of the same
+    shape the pipeline's own checks name; liveness anomalies are never a known exposure."""
+    from kchaos.verifier.spec import KnownExposure
+
+    shapes = KnownExposure(reason="KAFKA-17754").anomalies
+    assert {"observed-aborted-read", "aborted-read", "split-transaction"} <= set(shapes)
+    assert not {"stalled-pipeline", "hanging-transaction"} & set(shapes)
 
 
 def test_a_named_known_exposure_passes_the_gate_and_an_unnamed_anomaly_fails_it(tmp_path):
