@@ -270,6 +270,12 @@ def test_required_exposure_per_row_makes_a_row_that_hit_nothing_unknown(tmp_path
     # the baseline is not gating: no exposure is asked of it
     assert rows[("before any step", "java 4.2.1")]["exposure"]["required"] == {}
     assert cert["overall"] == "unknown"
+    # a row whose cases a known exposure covers is still unknown when a kind hit too little of its work
+    cert = _certify(tmp_path, events, log, campaign=_campaign(exposure={"kill": 2}, known_exposure=[
+        {"anomalies": ["duplicate"], "reason": "KAFKA-0"}]), verdict="invalid", name="known-short",
+        anomalies={"duplicate": [_case(20.5, "w0")]})
+    confluent = next(r for r in cert["rows"] if r["phase"].startswith("after") and r["client"] == "confluent")
+    assert confluent["verdict"] == "unknown" and confluent["note"].startswith("exposure short: kill")
 
 
 def test_a_user_app_is_certified_from_the_coordinators_log_alone(tmp_path):
