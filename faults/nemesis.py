@@ -62,7 +62,7 @@ class Nemesis(ScheduledRunner[ScheduledFault]):
         assert self.ctx.workload is not None
         return {"group": cluster.group_coordinator(self.ctx.workload.spec.group_id)}
 
-    def begin_phase(self, planned_at_s: float) -> None:
+    def begin_phase(self) -> None:
         """A planned step begins (faults/steps.py): the faults planned for the phase before it that
         have not started are dropped, and (a per-phase schedule) the next phase's wait for the step
         to be done (end_phase): they are the phase after it, and one that took the cluster lock
@@ -93,7 +93,7 @@ class Nemesis(ScheduledRunner[ScheduledFault]):
         return True
 
     def execute(self, index: int, sf: ScheduledFault) -> None:
-        if self._phase_over(sf):
+        if self._phase_over(sf):  # dropped at once, not after the step that ended its phase
             return
         while not self._step_done.wait(0.5):  # a per-phase schedule: the phase begins once its step is done
             if self.stopping.is_set():

@@ -196,7 +196,7 @@ class Stepper(ScheduledRunner[StepSpec]):
         value = {"index": index, **step.model_dump(mode="json", exclude_none=True), "describe": step.describe()}
         op = self.history.invoke(f, value)
         if self.nemesis is not None:
-            self.nemesis.begin_phase(step.at_s)
+            self.nemesis.begin_phase()
         self.on_event(f"step {index}: {step.describe()}")
         before = self._features()
         # a step with a fault of its own holds the cluster lock from the strike to the fault's heal:

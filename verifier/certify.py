@@ -319,10 +319,9 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
     anomalies = results.get("anomalies") or {}
     full = {a: places for a, places in (results.get("case_places") or {}).items() if places}
     kept = [(a, case, case_place(case)) for a, cases in anomalies.items() for case in cases]
-    placing = [(a, place, None) for a, places in full.items() for place in places] + \
-        [(a, place, case) for a, case, place in kept if a not in full]
-    stamped = record_times(run_path, {tuple(ref) for place in [*(pl for _, pl, _ in placing), *(pl for _, _, pl in kept)]
-                                      if place["t"] is None for ref in place.get("refs", [])})
+    every_place = [place for places in full.values() for place in places] + [place for _, _, place in kept]
+    stamped = record_times(run_path, {tuple(ref) for place in every_place if place["t"] is None
+                                      for ref in place.get("refs", [])})
 
     def locate(place: dict[str, Any]) -> tuple[Phase | None, list[str], dict[str, Any]]:
         t, placed_by = place["t"], "history"
@@ -333,26 +332,35 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
         named |= {c.label for txid in place["txids"] if (c := fleet.of_txid(txid)) is not None}
         return phase_of(t), sorted(named), {"time": t, "placed_by": placed_by}
 
-    # per row: how many cases of each anomaly fell there, and up to 20 examples (kept cases)
+    # per row: how many cases of each anomaly fell there (every place where the check recorded
+    # them all, else its kept cases), and up to 20 examples (kept cases)
     counted: dict[tuple[str, str], Counter] = defaultdict(Counter)
     examples: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     unplaced: list[dict[str, Any]] = []
-    for anomaly, place, case in placing:
-        phase, named, when = locate(place)
+
+    def count(anomaly: str, located: tuple[Phase | None, list[str], dict[str, Any]], explanation: str) -> None:
+        phase, named, when = located
         if phase is None or not named:
             known = covering(spec, None, phase, "none", anomaly)
             gating = phase is None or phase.kind != "before" or spec.gate == "all"
-            unplaced.append({"anomaly": anomaly, "explanation": str(case.get("explanation", ""))[:300] if case else
-                             "(a case the checker did not keep)", **when, "phase": phase.name if phase else None,
-                             "clients": named, "gating": gating, "known_exposure": known.reason if known else None})
-            continue
+            unplaced.append({"anomaly": anomaly, "explanation": explanation, **when,
+                             "phase": phase.name if phase else None, "clients": named, "gating": gating,
+                             "known_exposure": known.reason if known else None})
+            return
         for label in named:
             counted[(phase.name, label)][anomaly] += 1
+
+    for anomaly, places in full.items():
+        for place in places:
+            count(anomaly, locate(place), "(a case the checker did not keep)")
     for anomaly, case, place in kept:
-        phase, named, when = locate(place)
+        located = locate(place)
+        explanation = str(case.get("explanation", ""))[:300]
+        if anomaly not in full:
+            count(anomaly, located, explanation)
+        phase, named, when = located
         for label in named if phase is not None else []:
-            examples[(phase.name, label)].append({"anomaly": anomaly,
-                                                  "explanation": str(case.get("explanation", ""))[:300], **when})
+            examples[(phase.name, label)].append({"anomaly": anomaly, "explanation": explanation, **when})
 
     # cases the checker found but did not keep and whose places it did not record (results written
     # before case_places, or a check that does not build every case): no row can be said clean of them
@@ -400,7 +408,7 @@ def certify(run_path: Path, campaign: Campaign | None = None, results: dict[str,
                 # would have shown there is not known either (certify-tv-flip-exposed seed 33)
                 verdict = "unknown"
                 notes.insert(0, "exposure short: " + "; ".join(exposure["short"]))
-            hidden = {a: n for a, n in not_kept.items() if covering(spec, client, phase, protocol, a) is None}
+            hidden = {a: counts for a, counts in not_kept.items() if covering(spec, client, phase, protocol, a) is None}
             if hidden and verdict in ("valid", "known-exposure"):
                 verdict = "unknown"
                 notes.insert(0, "cases the checker did not keep may fall here: " + ", ".join(

@@ -278,8 +278,9 @@ def test_required_exposure_per_row_makes_a_row_that_hit_nothing_unknown(tmp_path
     assert confluent["verdict"] == "unknown" and confluent["note"].startswith("exposure short: kill")
 
 
-def test_a_user_app_is_certified_from_the_coordinators_log_alone(tmp_path):
-    """No worker history at all: the app's transactions, protocol and exposure are the log's."""
+def _app_flip():
+    """A user's app (no worker history) across a flip to TV2 at 10-14 s: the harness history, the
+    coordinator's log of its one transactional id (two commits each side) and its campaign."""
     flip_after = {**FEATURES, "transaction.version": 2}
     events = [_op("harness", "setup", 0, 0, {"txid_prefix": PREFIX}), _op("harness", "phase", 1, 1, {"phase": "steady"}),
               _op("harness", "step:feature", 10, 14, {"index": 0, "describe": "transaction.version -> 2",
@@ -289,6 +290,12 @@ def test_a_user_app_is_certified_from_the_coordinators_log_alone(tmp_path):
     campaign = load_campaign_data({"cluster": {"kafka_version": "4.2.1"},
                                    "workload": {"external_command": ["my-app"], "lineage": "id",
                                                 "outputs_per_input": 2}})
+    return events, log, campaign
+
+
+def test_a_user_app_is_certified_from_the_coordinators_log_alone(tmp_path):
+    """No worker history at all: the app's transactions, protocol and exposure are the log's."""
+    events, log, campaign = _app_flip()
     cert = _certify(tmp_path, events, log, campaign=campaign)
     assert cert["clients"] == ["app"] and cert["overall"] == "pass", cert["reasons"]
     after = next(r for r in cert["rows"] if r["phase"].startswith("after"))
@@ -302,15 +309,7 @@ def test_an_apps_case_without_a_history_time_is_placed_by_its_records_broker_tim
     """A user's app keeps no history: its duplicate names output records (topic, partition,
     offset, its transactional id). The dump of the committed records gives their broker
     timestamps, which place the case in its phase and row; a record the dump lacks places nothing."""
-    flip_after = {**FEATURES, "transaction.version": 2}
-    events = [_op("harness", "setup", 0, 0, {"txid_prefix": PREFIX}), _op("harness", "phase", 1, 1, {"phase": "steady"}),
-              _op("harness", "step:feature", 10, 14, {"index": 0, "describe": "transaction.version -> 2",
-                                                      "features_before": FEATURES, "features_after": flip_after}),
-              _op("harness", "phase", 40, 40, {"phase": "final-reads"})]
-    log = [_txn("copier-0", t, t + 0.5, prefix=None) for t in (2, 3, 20, 21)]
-    campaign = load_campaign_data({"cluster": {"kafka_version": "4.2.1"},
-                                   "workload": {"external_command": ["my-app"], "lineage": "id",
-                                                "outputs_per_input": 2}})
+    events, log, campaign = _app_flip()
 
     def record(offset):
         return {"topic": "out", "partition": 1, "offset": offset, "txid": "copier-0", "worker": "copier"}

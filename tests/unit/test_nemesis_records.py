@@ -51,7 +51,7 @@ def test_a_fault_planned_for_a_phase_a_step_ended_is_dropped_and_recorded(tmp_pa
     nemesis = Nemesis(ctx, [before, after], history, cluster_lock=threading.Lock())
     nemesis.started_at = time.monotonic() - 34.0  # the step planned at 30 s begins 4 s late
     nemesis.shift_s = 12.0  # what pacing waited in the phase before
-    nemesis.begin_phase(30.0)
+    nemesis.begin_phase()
     nemesis.execute(0, before)
     assert not nemesis._phase_over(after)  # planned after the step: it runs, once the step is done
     waiting = threading.Thread(target=nemesis.execute, args=(1, after))
@@ -73,7 +73,7 @@ def test_a_fault_planned_for_a_phase_a_step_ended_is_dropped_and_recorded(tmp_pa
     # a schedule planned for the whole run (phase None, as every stored schedule before) drops nothing
     whole = Nemesis(ctx, [ScheduledFault(0, 20.0, "epoch-jump", "random-worker", 5.0, 1, {})],
                     HistoryWriter(tmp_path / "whole.jsonl", "harness"), cluster_lock=threading.Lock())
-    whole.begin_phase(30.0)
+    whole.begin_phase()
     assert not whole._phase_over(whole.schedule[0]) and whole._step_done.is_set()  # faults go on during steps
     whole.end_phase(30.0)
     assert whole.shift_s == 0.0
