@@ -525,6 +525,20 @@ def record_times(run_path: Path, refs: set[tuple[str, int, int]]) -> dict[tuple[
     return out
 
 
+def switch_lines(found: list[dict[str, Any]]) -> list[str]:
+    """One line per flip to TV2: when each worker slot's first TV2 commit came (the coordinator's
+    log), and whether it needed a restart; the answer the no-restart path is run for."""
+    by_step: dict[int, list[str]] = defaultdict(list)
+    for s in found:
+        if s["first_tv2_s"] is None:
+            said = "no TV2 commit"
+        else:
+            said = f"TV2 from {s['first_tv2_s']}s, " + ("without a restart" if s["switched_without_restart"]
+                                                         else "after its restart")
+        by_step[s["step"]].append(f"{s['slot']} ({s['client']}) {said}")
+    return [f"switch to KIP-890 after step {step}: " + "; ".join(parts) for step, parts in sorted(by_step.items())]
+
+
 def gate_line(overall: str, reasons: list[str], risks: list[str]) -> str:
     """One line: the gate's verdict, what failed or was not judged, and the risks it passed with."""
     line = overall

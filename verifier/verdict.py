@@ -24,7 +24,7 @@ from kchaos.text import by_version, counts
 from kchaos.rundir import CLUSTER_FILE, ENVIRONMENT_FILE, FINAL_FILE, HISTORY_FILE, METRICS_FILE, RunDir
 from kchaos.verifier.attribution import attribute
 from kchaos.verifier.campaign import Campaign
-from kchaos.verifier.certify import certify
+from kchaos.verifier.certify import certify, switch_lines
 from kchaos.verifier.exposure import summary_line
 from kchaos.verifier.markers import signatures, signatures_line
 from kchaos.verifier.spec import VerifierSpec
@@ -163,6 +163,8 @@ def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
             f"{len(cert['phases'])} phases, clients {', '.join(cert['clients'])})")
         for row in cert["rows"]:
             say("  " + row_line(row))
+        for line in switch_lines(cert.get("switches") or []):
+            say(f"  {line}")
         for reason in cert["reasons"]:
             say(f"  why not pass: {reason}")
         for risk in cert.get("known_risks") or []:

@@ -15,7 +15,7 @@ import pytest
 from kchaos.harness.campaign import CAMPAIGNS_DIR, load_campaign
 from kchaos.verifier.coordinator_log import CoordinatorTxn, coordinator_transactions
 from kchaos.verifier.campaign import Campaign
-from kchaos.verifier.certify import build_phases, certify
+from kchaos.verifier.certify import build_phases, certify, switch_lines
 from kchaos.verifier.exposure import logged_transactions
 from kchaos.verifier.model import case_time_and_slots, commits_by_client_tv
 from kchaos.errors import ConfigError
@@ -147,12 +147,16 @@ def test_a_clean_flip_passes_from_the_coordinators_record(tmp_path):
          "switched_without_restart": False},
         {"slot": "w1", "client": "java 4.2.1", "step": 0, "first_tv2_s": 11.0, "restarted_before": True,
          "switched_without_restart": False}]
+    assert switch_lines(cert["switches"]) == [
+        "switch to KIP-890 after step 0: w0 (confluent) no TV2 commit; w1 (java 4.2.1) TV2 from 11.0s, after its restart"]
 
 
 def test_a_switch_without_restart_is_seen_in_the_log(tmp_path):
     cert = _certify(tmp_path, *_flip_history(restart=False))
     java = next(s for s in cert["switches"] if s["slot"] == "w1")
     assert java["switched_without_restart"] and java["restarted_before"] is False
+    assert "w1 (java 4.2.1) TV2 from" in switch_lines(cert["switches"])[0]
+    assert switch_lines(cert["switches"])[0].endswith("without a restart")
 
 
 def test_the_log_not_the_workers_word_decides_what_committed(tmp_path):
