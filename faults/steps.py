@@ -85,8 +85,10 @@ class StepSpec(BaseModel):
         return f"rolling upgrade to {self.version}"
 
 
-def check_steps(steps: tuple[StepSpec, ...], backend: str, kafka_version: str, duration_s: float) -> None:
-    """Raise ValueError for steps this campaign cannot run (before anything starts)."""
+def check_steps(steps: tuple[StepSpec, ...], backend: str, kafka_version: str, duration_s: float,
+                docker_image: str | None = None) -> None:
+    """Raise ValueError for steps this campaign cannot run (before anything starts);
+    ``docker_image``: the Docker backend's ``cluster.docker.image``, when the campaign fixes one."""
     version = kafka_version
     last_at = -1.0
     for i, step in enumerate(steps):
@@ -97,9 +99,12 @@ def check_steps(steps: tuple[StepSpec, ...], backend: str, kafka_version: str, d
         if step.at_s >= duration_s:
             raise ValueError(f"{where}: at_s {step.at_s} is not within run.duration_s = {duration_s}")
         if step.action == "rolling-upgrade":
-            if backend != "local":
-                raise ValueError(f"{where}: a rolling upgrade needs the local backend (cluster.backend = 'local'), "
-                                 f"not {backend!r}")
+            if backend not in ("local", "docker"):
+                raise ValueError(f"{where}: a rolling upgrade needs a cluster kchaos starts (cluster.backend = 'local' "
+                                 f"or 'docker'), not {backend!r}")
+            if backend == "docker" and docker_image and not docker_image.startswith("kchaos/kafka"):
+                raise ValueError(f"{where}: cluster.docker.image = {docker_image!r} is one release; a rolling upgrade "
+                                 "runs each release's own image (leave cluster.docker.image unset)")
             assert step.version is not None
             if version_tuple(step.version) <= version_tuple(version):
                 raise ValueError(f"{where}: {step.version} is not newer than {version}, which the cluster runs then")

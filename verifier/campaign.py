@@ -107,7 +107,8 @@ class Campaign(BaseModel):
 
     @model_validator(mode="after")
     def _steps_fit(self) -> "Campaign":
-        check_steps(self.steps, self.cluster.backend, self.cluster.kafka_version, self.run.duration_s)
+        check_steps(self.steps, self.cluster.backend, self.cluster.kafka_version, self.run.duration_s,
+                    self.cluster.docker.image if self.cluster.backend == "docker" else None)
         held = [s.describe() for s in self.steps if s.fault is not None]
         if held and not self.faults.enabled:
             raise ValueError(f"steps ({', '.join(held)}) hold a fault over the change: that needs [faults] (the nemesis "
@@ -145,6 +146,33 @@ class Campaign(BaseModel):
                                  "worker-pause (past the record lock) or worker-crash")
             if "transactional" in KINDS[entry.kind].workload and not self.workload.transactional:
                 raise ValueError(f"faults: {entry.kind} needs a transactional workload (workload.delivery = 'exactly-once')")
+        return self
+
+    @model_validator(mode="after")
+    def _txn_fits(self) -> "Campaign":
+        """``workload.kind = 'txn'`` (workloads/txn.py) has no consumer group, no input or output
+        topics and no seeder: what needs them is refused on load, with the reason, not run blind."""
+        if self.workload.kind != "txn":
+            return self
+        if self.observers.count:
+            raise ValueError("observers read the consume-transform-produce topics; under workload.kind = 'txn' the "
+                             "workers' own polls are the reads (set observers.count = 0)")
+        if self.steps:
+            raise ValueError("[[steps]] are judged by the certification, which reads consume-transform-produce "
+                             "results: not wired for workload.kind = 'txn'")
+        if not self.faults.enabled:
+            return self
+        for entry in self.faults.entries():
+            target = entry.resolved_target
+            role = next((r for r in ("group-coordinator", "leader-input", "leader-output") if r in target), None)
+            if role is not None:
+                raise ValueError(f"faults: {entry.kind} targets {target}, but workload.kind = 'txn' has "
+                                 + ("no consumer group" if role == "group-coordinator" else
+                                    f"no {role.split('-')[1]} topic (its one topic is workload.txn_topic)")
+                                 + "; use txn-coordinator, random, controller or minority")
+            if "consumer-group" in KINDS[entry.kind].workload:
+                raise ValueError(f"faults: {entry.kind} is for the consumer-group pipeline; workload.kind = 'txn' "
+                                 "joins no group (use worker-crash or worker-pause)")
         return self
 
 

@@ -17,7 +17,8 @@ import os
 import subprocess
 import sys
 import tarfile
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,8 @@ class DockerNode(Node):
         self.node_id = spec.node_id
         self.roles = roles
         self.logs_dir = cluster.work_dir / f"node-{spec.node_id}" / "logs"
+        #: set when the node was upgraded to another release than the cluster's (rolling upgrade)
+        self.version: str | None = None
 
     def _container(self) -> Any:
         return self.cluster.client.containers.get(self.spec.name)
@@ -184,6 +187,18 @@ class DockerNode(Node):
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         (self.logs_dir / "stdout.log").write_bytes(text)
 
+    def keep_logs(self) -> Path | None:
+        """The container's output so far, kept apart before it is replaced (a rolling upgrade):
+        ``stdout.<n>.log``, numbered in the order the containers ran, before ``stdout.log`` (the
+        running one's) when the log readers sort them."""
+        self.save_logs()
+        current = self.logs_dir / "stdout.log"
+        if not current.exists():
+            return None
+        kept = self.logs_dir / f"stdout.{len(list(self.logs_dir.glob('stdout.[0-9]*.log')))}.log"
+        current.rename(kept)
+        return kept
+
     def read_file(self, path: str) -> str | None:
         """A file of the container's file system (running or not), or None where it has none."""
         import docker
@@ -225,6 +240,20 @@ def cluster_prefix(work_dir: Path) -> str:
     """Names of a cluster's containers and network: unique per work directory (a run's is always
     ``<run>/cluster``, so its name alone would repeat)."""
     return "kchaos-" + hashlib.sha1(str(Path(work_dir).resolve()).encode()).hexdigest()[:10]
+
+
+def relocated_archive(archive: bytes, path: str) -> bytes:
+    """A tar of ``path`` as ``get_archive`` returns it (its members named from the directory's own
+    name) renamed to ``path`` from the root, for ``put_archive("/", ...)`` into a container where
+    the directory's parents may not exist yet."""
+    parent = path.rstrip("/").rsplit("/", 1)[0].lstrip("/")
+    out = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(archive)) as src, tarfile.open(fileobj=out, mode="w") as dst:
+        for member in src.getmembers():
+            body = src.extractfile(member) if member.isfile() else None
+            member.name = f"{parent}/{member.name}"
+            dst.addfile(member, body)
+    return out.getvalue()
 
 
 class DockerNetwork(ProxyNetwork):
@@ -287,7 +316,7 @@ class DockerCluster(Cluster):
 
     @classmethod
     def capabilities_for(cls, spec: ClusterSpec) -> frozenset[Capability]:
-        caps = {Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.RESTART}
+        caps = {Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.RESTART, Capability.UPGRADE}
         if spec.proxy_clients:  # Toxiproxy on the client links; the cuts between nodes heal with it
             caps |= {Capability.NETWORK, Capability.PARTITION}
             if spec.proxy_messages:  # the message proxy behind them (the spec refuses it without them)
@@ -409,20 +438,26 @@ class DockerCluster(Cluster):
                 texts.append(text)
         return merge_cleaner_checkpoints(texts) if self._nodes else None
 
-    def _image(self) -> str:
-        """The spec's image; by default ``apache/kafka`` on an engine that has it, else kchaos' own build."""
+    def _image(self, version: str | None = None) -> str:
+        """The spec's image; by default ``apache/kafka`` on an engine that has it, else kchaos' own
+        build; of ``version`` (a rolling upgrade's release) where given, the spec's release if not."""
+        version = version or self.spec.kafka_version
         if self.spec.docker.image and not self.spec.docker.image.startswith("kchaos/kafka"):
+            if version != self.spec.kafka_version:
+                raise ConfigError(f"cluster.docker.image = {self.spec.docker.image!r} is one release: a rolling "
+                                  f"upgrade to {version} needs kchaos' image or apache/kafka",
+                                  "leave cluster.docker.image unset")
             return self.spec.docker.image
-        official = f"apache/kafka:{self.spec.kafka_version}"
+        official = f"apache/kafka:{version}"
         if not self.spec.docker.image and not self.private_engine:
             for fetch in (lambda: self.client.images.get(official),
-                          lambda: self.client.images.pull("apache/kafka", tag=self.spec.kafka_version)):
+                          lambda: self.client.images.pull("apache/kafka", tag=version)):
                 try:
                     fetch()
                     return official
                 except Exception:
                     continue  # not here, no registry: kchaos' own build below
-        return ensure_kafka_image(self.client, self.spec.kafka_version, say=say)
+        return ensure_kafka_image(self.client, version, say=say)
 
     def plan(self, image: str | None = None) -> list[ContainerSpec]:
         ctl = self.spec.dedicated_controllers
@@ -439,6 +474,61 @@ class DockerCluster(Cluster):
                 features["streams.version"] = self.spec.streams_version
         return container_specs(self.spec, self.prefix, published, new_cluster_id(), image=image,
                                advertised_ports=self._proxy_ports or None, format_features=features)
+
+    # -- rolling binary upgrade -----------------------------------------------------------
+    def node_versions(self) -> dict[int, str]:
+        return {n.node_id: n.version or self.kafka_version for n in self._nodes}
+
+    def upgrade_node(self, node_id: int, version: str, timeout_s: float = 120.0) -> dict[str, Any]:
+        """Stop ``node_id``'s container gracefully and start a new one of the same name, hostname,
+        network, published port and environment on ``version``'s image, with the old one's data
+        directory copied across while both are stopped (kchaos' image keeps it in the container's
+        own layer): one step of a rolling upgrade, as the local backend's restart on other jars.
+        The storage is not formatted again (its ``meta.properties`` is there). The old container is
+        kept, renamed, until the new one started, so a failed start loses nothing."""
+        node = self.node(node_id)
+        assert isinstance(node, DockerNode)
+        image = self._image(version)  # found or built before the node stops
+        before = node.version or self.kafka_version
+        old = node._container()
+        started = time.monotonic()
+        old.stop(timeout=60)
+        node.keep_logs()
+        stream, _ = old.get_archive(DATA_DIR)
+        data = relocated_archive(b"".join(stream), DATA_DIR)
+        old.rename(f"{node.spec.name}-{before}")
+        spec = replace(node.spec, image=image)
+        kwargs = spec.run_kwargs(self.network_name)
+        kwargs.pop("detach")
+        new = self.client.containers.create(**kwargs)
+        if not new.put_archive("/", data):
+            raise ClusterError(f"node {node_id}'s data could not be copied into its {version} container",
+                               f"the old container is kept as {node.spec.name}-{before}")
+        node.spec, node.version = spec, version
+        new.start()
+        self.record_pids(node)
+
+        def up() -> bool:
+            if node._status() not in ("running", "created"):
+                node.save_logs()
+                raise ClusterError(f"node {node_id} exited when started on Kafka {version}", "read its log",
+                                   detail="".join(self._tail(node)))
+            return b"Kafka Server started" in new.logs()
+
+        wait_until(up, timeout_s, 0.5, f"node {node_id} did not start on Kafka {version} within {timeout_s:.0f}s",
+                   give_up_on=(ClusterError,))
+        old.remove(v=True)
+        return {"node": node_id, "from": before, "to": version, "restart_s": round(time.monotonic() - started, 1),
+                "image": image}
+
+    def finish_upgrade(self, version: str) -> None:
+        """Every node runs ``version``: it becomes the cluster's version (its tools too)."""
+        if any(v != version for v in self.node_versions().values()):
+            raise ClusterError(f"not every node runs {version}: {self.node_versions()}")
+        self.kafka_version = version
+        self.image = next((n.spec.image for n in self._nodes), self.image)
+        for node in self._nodes:
+            node.version = None
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:

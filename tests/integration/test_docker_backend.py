@@ -175,6 +175,54 @@ class TestOneClusterOnDocker:
         cluster.wait_healthy(180)
         assert cluster.under_replicated_partitions() == []
 
+    def test_a_rolling_upgrade_moves_every_container_to_the_next_release_with_its_data(self, docker_cluster, tmp_path):
+        """Last in the class (the cluster ends on 4.3.1): the stepper's rolling upgrade as a run makes
+        it, each node's container replaced by one on kchaos/kafka:4.3.1 with the same data; committed
+        records and the finalized features survive, each old container's output is kept."""
+        import threading
+
+        from confluent_kafka import Consumer, Producer, TopicPartition
+        from confluent_kafka.admin import NewTopic
+
+        from kchaos.faults.steps import Stepper, StepSpec
+        from kchaos.workloads.history import HistoryWriter
+
+        cluster = docker_cluster
+        cluster.admin().create_topics([NewTopic("kchaos-upgrade", 1, 3)])["kchaos-upgrade"].result(30)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+        for i in range(20):
+            producer.produce("kchaos-upgrade", str(i).encode())
+        assert producer.flush(30) == 0
+        history = HistoryWriter(tmp_path / "harness.jsonl", "harness")
+        stepper = Stepper(cluster, (StepSpec(at_s=0, action="rolling-upgrade", version="4.3.1", settle_s=0),),
+                          history, threading.Lock())
+        try:
+            stepper.start()
+            wait_until(lambda: stepper.done, 900, 1.0, "the rolling upgrade")
+        finally:
+            stepper.stop()
+            history.close()
+        assert [s["outcome"] for s in stepper.executed] == ["ok"], stepper.executed
+        nodes = stepper.executed[0]["nodes"]
+        assert [(n["from"], n["to"]) for n in nodes] == [("4.2.1", "4.3.1")] * 3
+        assert cluster.kafka_version == "4.3.1" and cluster.node_versions() == {1: "4.3.1", 2: "4.3.1", 3: "4.3.1"}
+        assert {cluster.client.containers.get(n.spec.name).image.tags[0] for n in cluster.nodes} == {  # type: ignore[attr-defined]
+            "kchaos/kafka:4.3.1"}
+        assert describe_features(cluster)["transaction.version"] == 1  # the metadata log came across
+        cluster.wait_healthy(180)
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "kchaos-upgrade-check",
+                             "enable.auto.commit": False})
+        try:
+            consumer.assign([TopicPartition("kchaos-upgrade", 0, 0)])
+            seen: list[bytes] = []
+            wait_until(lambda: seen.extend(m.value() for m in consumer.consume(20, 1.0) if not m.error()) or
+                       len(seen) >= 20, 60, 0.1, "the records written before the upgrade")
+        finally:
+            consumer.close()
+        assert seen == [str(i).encode() for i in range(20)]
+        for nid in (1, 2, 3):  # the 4.2.1 container's output, kept apart from the running one's
+            assert "Kafka Server started" in (cluster.work_dir / f"node-{nid}" / "logs" / "stdout.0.log").read_text()
+
 
 def test_default_campaign_on_docker_is_valid(engine_installed, tmp_path):
     """`kchaos run --set cluster.backend=docker --seed 5`: the whole default campaign's faults

@@ -62,7 +62,7 @@ def test_capabilities_are_stated_before_start():
 
     caps = backend_capabilities(ClusterSpec.load({"backend": "docker"}))
     assert caps == {Capability.KILL, Capability.TERMINATE, Capability.PAUSE, Capability.RESTART, Capability.NETWORK,
-                    Capability.PARTITION}
+                    Capability.PARTITION, Capability.UPGRADE}
     assert Capability.NETWORK not in backend_capabilities(ClusterSpec.load({"backend": "docker", "proxy_clients": False}))
     # message faults on the client path: the message proxy behind the client proxies
     assert Capability.MESSAGES in backend_capabilities(ClusterSpec.load({"backend": "docker", "proxy_messages": True}))
@@ -83,3 +83,26 @@ def test_a_machine_without_an_engine_gets_the_fix_named_before_anything_starts(m
         DockerCluster.preflight(spec)
     assert "dockerd, containerd not installed" in caught.value.cause and "kchaos setup --docker" in caught.value.fix
     DockerCluster.preflight(ClusterSpec.load({"backend": "docker", "docker": {"docker_host": "tcp://10.0.0.1:2375"}}))
+
+
+def test_a_data_directory_archive_is_renamed_to_its_path_from_the_root():
+    """What get_archive gives of /var/lib/kafka/data (members under "data/") goes back in with
+    put_archive("/") into a new container where /var/lib/kafka may not exist."""
+    import io
+    import tarfile
+
+    from kchaos.clusters.docker.cluster import DATA_DIR, relocated_archive
+
+    src = io.BytesIO()
+    with tarfile.open(fileobj=src, mode="w") as tar:
+        directory = tarfile.TarInfo("data")
+        directory.type = tarfile.DIRTYPE
+        tar.addfile(directory)
+        body = b"cluster.id=abc\n"
+        meta = tarfile.TarInfo("data/meta.properties")
+        meta.size = len(body)
+        tar.addfile(meta, io.BytesIO(body))
+    out = relocated_archive(src.getvalue(), DATA_DIR)
+    with tarfile.open(fileobj=io.BytesIO(out)) as tar:
+        assert tar.getnames() == ["var/lib/kafka/data", "var/lib/kafka/data/meta.properties"]
+        assert tar.extractfile("var/lib/kafka/data/meta.properties").read() == body  # type: ignore[union-attr]

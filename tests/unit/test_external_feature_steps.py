@@ -72,10 +72,14 @@ def test_what_kchaos_could_not_undo_is_refused_on_an_external_cluster(tmp_path):
     assert "kchaos does not change metadata.version on a cluster it did not start" in line
     upgrade = '[[steps]]\nat_s = 20\naction = "rolling-upgrade"\nversion = "4.3.1"\n'
     line = refusal(external_campaign(tmp_path, consent, steps=upgrade))
-    assert "a rolling upgrade needs the local backend" in line and "'external'" in line
+    assert "a rolling upgrade needs a cluster kchaos starts" in line and "'external'" in line
     docker = tmp_path / "docker.toml"
     docker.write_text('[run]\nduration_s = 60\n[cluster]\nbackend = "docker"\n[faults]\nenabled = false\n' + upgrade)
-    assert "a rolling upgrade needs the local backend" in refusal(docker)
+    assert [s.version for s in load_campaign(docker).steps] == ["4.3.1"]  # each release's own image
+    pinned = tmp_path / "pinned.toml"
+    pinned.write_text('[run]\nduration_s = 60\n[cluster]\nbackend = "docker"\ndocker = { image = "apache/kafka:4.2.1" }\n'
+                      '[faults]\nenabled = false\n' + upgrade)
+    assert "is one release; a rolling upgrade runs each release's own image" in refusal(pinned)
 
 
 def test_transaction_version_on_an_external_cluster_is_a_requirement_the_plan_says_is_checked(tmp_path):
