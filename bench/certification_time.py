@@ -51,8 +51,8 @@ def timeline(run: Path) -> dict[str, float] | None:
 def summarise(run: Path) -> dict[str, Any]:
     record = RunDir(run)
     results = record.results_data({})
-    campaign = read_json(run / "campaign.json", {})
-    cert = read_json(run / "certification.json", {})
+    campaign = record.campaign_data({})
+    cert = record.certification_data() or {}
     final = read_json(run / "final.json", {})  # the load average at the final reads
     return {"run": str(run), "campaign": campaign.get("name"), "seed": (results.get("run") or {}).get("seed"),
             "planned_workload_s": (campaign.get("run") or {}).get("duration_s"),

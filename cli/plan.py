@@ -46,13 +46,15 @@ def estimate(campaign: Campaign, schedule: list[ScheduledFault]) -> dict[str, fl
     workload = max(campaign.run.duration_s, faults_end)
     # unset records: inputs arrive for the whole workload phase, and stop with it
     seeding = workload if campaign.workload.records is None else campaign.workload.records / campaign.workload.rate
+    txn = campaign.workload.kind == "txn"  # no inputs: its drain returns at once; its check is the Python engine's
     paced = campaign.faults.pacing.mode == "recovery"
     backlog = (DRAIN_BACKLOG_PACED_S if paced else DRAIN_BACKLOG_S) if schedule else 10.0
-    drain = min(max(seeding - workload, 0.0) + backlog, campaign.workload.drain_timeout_s)
+    drain = 0.0 if txn else min(max(seeding - workload, 0.0) + backlog, campaign.workload.drain_timeout_s)
     steps = sum(1 for _ in campaign.steps) * 30.0
     setup = SETUP_S + round(ageing_s(campaign))
     return {"setup": setup, "workload": workload + steps, "heal": HEAL_S if schedule else 0.0, "drain": drain,
-            "final_reads": FINAL_READS_S, "verify": VERIFY_S if campaign.verifier.engine == "spark" else 15.0,
+            "final_reads": FINAL_READS_S,
+            "verify": 5.0 if txn else VERIFY_S if campaign.verifier.engine == "spark" else 15.0,
             "at_most": setup + 2 * workload + steps + HEAL_S + campaign.workload.drain_timeout_s + FINAL_READS_S
             + VERIFY_S}
 
@@ -90,9 +92,10 @@ def render_plan(p: dict[str, Any]) -> str:
              f"seed      {p['seed']}" + (" (fresh: pass --seed to plan and run this one)" if p["fresh_seed"] else ""),
              cluster_line(cl),
              f"workload  {workload_line(workload)}"
-             + (f" (about {round(wl['rate'] * est['workload'])} inputs)" if wl["records"] is None else "") + (
+             + ("" if workload.kind == "txn" else  # no inputs: its line says its transactions
+                (f" (about {round(wl['rate'] * est['workload'])} inputs)" if wl["records"] is None else "") + (
                  f"; at most {wl['max_batch']} inputs per transaction, {wl['abort_fraction']:.0%} aborted on purpose"
-                 if workload.own_workers else ""),
+                 if workload.own_workers else "")),
              f"client    {workers_client(workload, CONFLUENT)}",
              *[f"          {'' if wl['client'] != 'fleet' else slot.label + ' (' + ', '.join(slots) + '): '}without "
                f"{name}: {why}" for slot, slots, missing in workload.not_honoured_by_client()
@@ -104,8 +107,10 @@ def render_plan(p: dict[str, Any]) -> str:
              f"observers {c['observers']['count']}" + (f" ({c['observers']['isolation']}, reading every user topic "
                                                         "throughout)" if c["observers"]["count"] else
                                                         " (the read-side checks are not made)"),
-             f"verifier  {ve['engine']}" + (" with the Python cross-check" if ve["engine"] == "spark" and ve["cross_check"]
-                                            else ""),
+             ("verifier  the isolation-cycle check (Elle's classes at read_committed) with no-progress and "
+              "hanging-transaction, by the Python engine (no Spark engine for it yet)" if workload.kind == "txn" else
+              f"verifier  {ve['engine']}" + (" with the Python cross-check" if ve["engine"] == "spark" and ve["cross_check"]
+                                             else "")),
              ""]
     if c["steps"]:
         lines.append("steps")

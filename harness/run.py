@@ -160,8 +160,8 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         _wait_with_progress(workload, campaign.run.duration_s, campaign.run.progress_interval_s,
                             "faults" if schedule else "steady", nemesis, stepper, stop,
                             pacing_slack_s=pacing_slack_s(campaign, schedule))
-        if campaign.workload.records is None and not stop.requested:
-            # inputs followed the workload phase; the drain waits for what was seeded
+        if campaign.workload.records is None and campaign.workload.kind != "txn" and not stop.requested:
+            # inputs followed the workload phase; the drain waits for what was seeded (kind txn seeds nothing)
             workload.halt_seeding()
             history.event("seeding-stopped", {"reason": "the workload phase ended", "seeded": workload.snapshot()["seeded"]},
                           outcome="ok")
@@ -200,7 +200,9 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         # the verifier's JVM and session come up during the final reads, once the workers have
         # stopped (started at the drain, they took the CPU its backlog needed: docs/benchmarks.md);
         # it checks nothing before the run is recorded (verify.SparkJob)
-        spark_job = start_spark_job_ahead(run.path, campaign.verifier, cluster.bootstrap_servers)
+        # (none for kind txn: its check is the Python engine's, verifier/verify.py txn_run_results)
+        spark_job = (start_spark_job_ahead(run.path, campaign.verifier, cluster.bootstrap_servers)
+                     if campaign.workload.kind != "txn" else None)
         run.set_status("final-reads")
         history.event("phase", {"phase": "final-reads", "drained": drained}, outcome="ok")
         final = workload.final_reads(recover_hanging=campaign.faults.enabled and campaign.faults.recover_hanging)
@@ -263,7 +265,8 @@ def own_topics(campaign: Campaign, run: RunDir) -> Campaign:
     workload = campaign.workload.model_copy(update={
         "input_topic": own(campaign.workload.input_topic),
         "output_topics": tuple(own(t) for t in campaign.workload.output_topics),
-        "group_id": own(campaign.workload.group_id)})
+        "group_id": own(campaign.workload.group_id),
+        **({"txn_topic": own(campaign.workload.txn_topic)} if campaign.workload.kind == "txn" else {})})
     return campaign.model_copy(update={"workload": workload})
 
 
@@ -430,7 +433,9 @@ def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, pha
                 return
             if progress.due():
                 snap = workload.snapshot()
-                processed = progress.processed_text(workload.processed_inputs())
+                # a workload without inputs (kind txn) says its own progress
+                work = snap.get("progress") or (f"seeded {snap['seeded']} inputs, "
+                                                f"{progress.processed_text(workload.processed_inputs())}")
                 active = nemesis.active.name if nemesis is not None and nemesis.active is not None else "none"
                 faults = f", faults done {len(nemesis.executed)}/{len(nemesis.schedule)}" if nemesis is not None else ""
                 if stepper is not None:
@@ -438,7 +443,7 @@ def _wait_with_progress(workload: Any, duration_s: float, interval_s: float, pha
                     faults += (f", steps done {len(stepper.executed)}/{len(stepper.steps)}"
                                + (f" (now: {current.describe()})" if current is not None else ""))
                 progress.show(f"{phase}: {now - started:.0f}s elapsed, {max(0.0, duration_s - (now - started)):.0f}s left; "
-                              f"seeded {snap['seeded']} inputs, {processed}; active fault {active}{faults}; "
+                              f"{work}; active fault {active}{faults}; "
                               f"worker restarts {snap['restarts']}")
             time.sleep(0.25)
     finally:

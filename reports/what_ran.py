@@ -66,6 +66,12 @@ def workers_client(workload: WorkloadSpec, confluent: str) -> str:
 
 def workload_line(workload: WorkloadSpec) -> str:
     """The pipeline, its size and its guarantees, as whoever ran it sets them."""
+    if workload.kind == "txn":  # no inputs, outputs or group: its transactions send to and poll shared keys
+        return (f"txn, transactions of 1 to {workload.txn_max_ops} sends and polls ({workload.txn_poll_fraction:g} "
+                f"polls) on the {workload.txn_partitions} partitions of {workload.txn_topic}, shared by "
+                f"{workload.workers} kchaos workers (confluent-kafka), at most {workload.txn_rate:g} transactions/s "
+                f"each; consumers assigned, isolation {workload.isolation}; {workload.abort_fraction:g} aborted on "
+                "purpose")
     group = {"classic": "consumer group", "consumer": "consumer group (KIP-848)",
              "streams": "streams group (KIP-1071)"}[workload.group_protocol]
     kind = {"ctp": f"consume-transform-produce on a {group}", "share": "a share-group (KIP-932) pipeline"}[workload.kind]

@@ -535,6 +535,30 @@ NOT_FOR_SHARE = {
     "unprocessed-assignment": "a share group assigns no partitions to one member",
 }
 
+#: What a ``workload.kind = "txn"`` run (workloads/txn.py: transactions that send to and poll
+#: shared partitions, no inputs, no outputs, no group) does not check, by check: the registry's
+#: checks read the consume-transform-produce pipeline's lineage, group and observers. Its own check
+#: is the isolation cycles (verifier/isolation/judge.py, ``TXN_ISOLATION_CHECK``), made by the
+#: Python engine only. Those that could apply to it read the run through the verifier's run data,
+#: which is built from the pipeline's topics: each says it is not wired yet.
+_TXN_REASONS = {
+    "lineage": "kind txn writes no inputs, and no outputs carrying the lineage contract: nothing for this check",
+    "offsets": "kind txn commits no consumer offsets (its consumers are assigned, no group)",
+    "observers": "kind txn has no observers (refused on load): its workers' polls are its reads",
+    "group": "kind txn has no input to process and no consumer group to assign it",
+    "not-wired": ("it could apply to kind txn, but the verifier's run data is built from the consume-transform-"
+                  "produce topics: not wired for this kind yet"),
+}
+_TXN_GROUP = {
+    **{name: "offsets" for name in _OFFSETS_LOG_CHECKS}, **{name: "observers" for name in OBSERVATION_CHECKS},
+    "stalled-pipeline": "group", "unprocessed-assignment": "group",
+    **{name: "not-wired" for name in ("invalid-txn-transition", "split-transaction", "no-progress",
+                                       "hung-client-call", "broker-not-rejoined", "hanging-transaction")},
+}
+#: the isolation-cycle check's name in a txn run's results (its only required check)
+TXN_ISOLATION_CHECK = "isolation-cycles"
+NOT_FOR_TXN = {name: _TXN_REASONS[_TXN_GROUP.get(name, "lineage")] for name in CHECK_NAMES}
+
 #: What identity lineage (an unmodified app: outputs carry only their input's id) cannot check,
 #: beside what its lack of client history already rules out (lost-write, zombie-write).
 IDENTITY_NOT_CHECKED = {

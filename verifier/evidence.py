@@ -207,7 +207,24 @@ def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
         if failed:
             out.append(Gap(failed + ": what no reader got cannot be told", ("unseen",), fatal=False))
 
-    coverage = fault_coverage(Path(data.run), history.faults, data.campaign.faults.coverage)
+    measurable = history.has_history or data.txn_log is not None
+    out += fault_gaps(Path(data.run), data.campaign, history, final, measurable,
+                      lambda: run_exposure(data), lambda: logged_pipeline_transactions(data),
+                      lambda: run_fault_effects(data))
+    return out
+
+
+def fault_gaps(run: Path, campaign: Any, history: Any, final: dict[str, Any], measurable: bool,
+               exposure_of: Any, logged_of: Any, effects_of: Any) -> list[Gap]:
+    """What keeps a run's faults from counting (every workload kind): a schedule none of whose
+    faults ran, fewer faults executed than required, faults the recorded cluster could not have
+    run, and faults that hit less work than the campaign's ``[faults.exposure]`` (or, without one,
+    its floor). ``measurable``: the pipeline's work can be measured (a client history or the
+    coordinator's log); ``exposure_of``, ``logged_of``, ``effects_of``: the run's exposure, its
+    transactions from the coordinator's log (None with a client history) and its faults' effects,
+    computed only when needed."""
+    out: list[Gap] = []
+    coverage = fault_coverage(run, history.faults, campaign.faults.coverage)
     if coverage["planned"] and not sum(coverage["executed"].values()):
         out.append(Gap(f"the schedule planned {sum(coverage['planned'].values())} faults and the history shows none "
                        "injected: the run says nothing about faults"))
@@ -220,25 +237,23 @@ def gaps(data: Any, groups: CheckGroups) -> list[Gap]:
                        + (f" ({'; '.join(errors[:3])})" if errors else "")
                        + ": the run says nothing about them"))
 
-    impossible = impossible_faults(data.campaign, history)
+    impossible = impossible_faults(campaign, history)
     if impossible:
         out.append(Gap("the history records faults the recorded cluster could not have run: " + "; ".join(impossible)
                        + ": a record the run cannot have, so nothing it would set aside or count is taken"))
 
-    required = data.campaign.faults.exposure
-    measurable = history.has_history or data.txn_log is not None
+    required = campaign.faults.exposure
     if required.required and coverage["planned"] and not final.get("interrupted"):
         if not measurable:
             out.append(Gap("the campaign requires its faults to hit work, but the pipeline recorded no client history "
                            "and the coordinator's log could not be read: what they overlapped cannot be measured"))
         else:
-            short = exposure.shortfall(run_exposure(data), required, history, logged_pipeline_transactions(data),
-                                       run_fault_effects(data))
+            short = exposure.shortfall(exposure_of(), required, history, logged_of(), effects_of())
             if short:
                 out.append(Gap("the faults hit less work than the campaign requires ([faults.exposure]): "
                                + "; ".join(short) + ": the run says little about those faults"))
     if not required.committed and required.floor and coverage["planned"] and not final.get("interrupted") and measurable:
-        short = exposure.floor_shortfall(run_exposure(data), required.floor)
+        short = exposure.floor_shortfall(exposure_of(), required.floor)
         if short:
             out.append(Gap(f"the faults hit next to no work (the campaign requires no kind's, so the floor holds: "
                            f"{required.floor:g} committed transaction per fault of each kind; [faults.exposure] "

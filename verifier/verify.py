@@ -25,7 +25,8 @@ from kchaos.files import atomic_write, read_json
 from kchaos.log import say
 from kchaos.rundir import PYTHON_RESULTS_FILE, SPARK_RESULTS_FILE, RunDir
 from kchaos.runtime.processes import ManagedProcess
-from kchaos.verifier.checks import case_keys
+from kchaos.verifier.checks import NOT_FOR_TXN, TXN_ISOLATION_CHECK, case_keys
+from kchaos.verifier.isolation.judge import txn_fault_evidence, txn_run_checks
 from kchaos.verifier.model import MAX_CASES
 from kchaos.verifier.pychecker import check_run, check_unfinished_run
 from kchaos.verifier.results import INVALID, UNKNOWN, Results
@@ -229,6 +230,8 @@ def verify_run(run: Path, spec: VerifierSpec, bootstrap: str | None = None, ops:
     stopped before its final reads); ``spark_job``: the campaign's Spark job, started ahead."""
 
     final_path = run / "final.json"
+    if _workload_kind(run) == "txn":
+        return txn_run_results(run, spark_job, stopped_in)
     if not final_path.exists():
         # stopped before its final reads: what it recorded is kept, nothing is passed
         if spark_job is not None:
@@ -260,6 +263,46 @@ def verify_run(run: Path, spec: VerifierSpec, bootstrap: str | None = None, ops:
                 results.errors.append("the Spark and Python checkers disagree: " + "; ".join(problems))
     else:
         results = check_run(run, ops)
+    apply_run_conditions(results, final)
+    return results
+
+
+def _workload_kind(run: Path) -> str | None:
+    """The recorded campaign's ``workload.kind``, read without validating it (None without one)."""
+    data = RunDir(run).campaign_data(None)
+    workload = data.get("workload") if isinstance(data, dict) else None
+    return workload.get("kind", "ctp") if isinstance(workload, dict) else None
+
+
+def txn_run_results(run: Path, spark_job: SparkJob | None = None, stopped_in: str | None = None) -> Results:
+    """A ``workload.kind = "txn"`` run's results: the isolation-cycle check (verifier/isolation/
+    judge.py), its one required check, by the Python engine (the Spark engine has no such check
+    yet: said in the facts); the registry's checks do not apply to it and are ``not_checked`` with
+    the reason (checks.NOT_FOR_TXN). The run's end still speaks (a heal that failed, an
+    interruption). A Spark job started ahead stands down (it would ingest topics the run lacks)."""
+    if spark_job is not None:
+        spark_job.cancel()
+    results = Results(checker="python", not_checked=dict(NOT_FOR_TXN), required=[TXN_ISOLATION_CHECK],
+                      facts={"workload_kind": "txn", "engines": {
+                          "python": "judged", "spark": "no Spark engine for the isolation-cycle check yet (issue 77)"}})
+    final_path = run / "final.json"
+    if not final_path.exists():
+        results.not_checked[TXN_ISOLATION_CHECK] = "the run stopped before its final reads: no final log to judge by"
+        results.interruption = {"phase": stopped_in, "final_reads": False}
+        return results
+    final = json.loads(final_path.read_text())
+    try:
+        checks, facts = txn_run_checks(run, final)
+    except (OSError, ValueError, KeyError) as exc:
+        results.not_checked[TXN_ISOLATION_CHECK] = f"the run's history or final log could not be read: {exc!r}"[:400]
+    else:
+        results.checks.extend(checks)
+        results.facts.update(facts)
+        for check in checks:
+            results.not_checked.pop(check.name, None)
+        errors, measured = txn_fault_evidence(run)
+        results.errors.extend(errors)
+        results.facts.update(measured)
     apply_run_conditions(results, final)
     return results
 

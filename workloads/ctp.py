@@ -299,6 +299,12 @@ class CtpWorkload:
             watched: dict[str, Any] = {"offsets_partition": f"__consumer_offsets-{offsets['__consumer_offsets'][0]}"}
         except ClusterError as exc:  # e.g. an external cluster that hides its internal topics: said, not guessed
             offsets, watched = {}, {"offsets_partition_error": exc.one_line()}
+        return self._stable_within(timeout_s, offsets, watched)
+
+    def _stable_within(self, timeout_s: float, offsets: dict[str, list[int]] | None = None,
+                       watched: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Every partition of the user topics (and ``offsets``' partitions of other topics) stable,
+        or ``timeout_s`` over: the last snapshot, how long it took, what was pinned."""
         from confluent_kafka import KafkaException
 
         started = time.monotonic()
@@ -316,7 +322,8 @@ class CtpWorkload:
                           if v["lso"] < v["high"]}
                 if not pinned or elapsed >= timeout_s:
                     return {"stable": not pinned, "waited_s": round(elapsed, 1), "pinned": pinned,
-                            "timeout_s": timeout_s, **watched, **({"failed_reads": failed_reads} if failed_reads else {})}
+                            "timeout_s": timeout_s, **(watched or {}),
+                            **({"failed_reads": failed_reads} if failed_reads else {})}
             elif elapsed >= timeout_s:
                 raise ClusterError(f"the partitions' last stable offsets could not be read in {timeout_s:.0f}s after "
                                    f"the heal ({failed_reads} tries): {last_error}",

@@ -84,7 +84,8 @@ class WorkerPool:
             return java_argv(java_classpath(client, version), props, driver)
         if client in CLIENTS:  # a worker on another client (built before the cluster started)
             return native_argv(worker_command(client, version), config_path, config)
-        module = "kchaos.workloads.share_worker" if self.spec.kind == "share" else "kchaos.workloads.ctp_worker"
+        module = {"share": "kchaos.workloads.share_worker", "txn": "kchaos.workloads.txn_worker"}.get(
+            self.spec.kind, "kchaos.workloads.ctp_worker")
         return [sys.executable, "-m", module, str(config_path)]
 
     def slot_info(self, name: str) -> dict[str, Any]:

@@ -68,8 +68,10 @@ class WorkloadSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["ctp", "share"] = Field(
-        "ctp", description="ctp: consumer-group consume-transform-produce; share: share-group (KIP-932) pipeline")
+    kind: Literal["ctp", "share", "txn"] = Field(
+        "ctp", description="ctp: consumer-group consume-transform-produce; share: share-group (KIP-932) pipeline; "
+                           "txn: transactions that send to and poll shared partitions (Jepsen's :txn? shape, "
+                           "workloads/txn_worker.py), for the isolation-cycle checker (verifier/isolation)")
     input_topic: str = "kchaos-input"
     output_topics: tuple[str, ...] = ("kchaos-invoices", "kchaos-shipments")
     input_partitions: int = Field(6, ge=1, le=1000)
@@ -179,6 +181,17 @@ class WorkloadSpec(BaseModel):
         "key", description="lineage = 'id': where an output carries its input's id: key, value, json:/pointer, "
                            "regex:PATTERN (group 1, else the match)")
 
+    txn_topic: str = Field("kchaos-txn", description="txn: the one topic whose partitions are the keys")
+    txn_partitions: int = Field(6, ge=1, le=64, description=(
+        "txn: the keys: partitions of txn_topic, every worker sends to and polls all of them"))
+    txn_max_ops: int = Field(4, ge=1, le=16, description="txn: most micro-operations (sends and polls) per transaction")
+    txn_poll_fraction: float = Field(0.5, ge=0.0, le=1.0, description=(
+        "txn: share of micro-operations that are polls (the rest are sends); each transaction draws its own"))
+    txn_rate: float = Field(10.0, gt=0, le=1000, description=(
+        "txn: transactions begun per second by each worker at most (a worker waits between transactions)"))
+    txn_poll_max_records: int = Field(100, ge=1, le=10_000, description=(
+        "txn: most records one poll micro-operation returns (librdkafka's consume(n))"))
+
     @model_validator(mode="before")
     @classmethod
     def _fleet_defaults(cls, data: Any) -> Any:
@@ -203,6 +216,8 @@ class WorkloadSpec(BaseModel):
                                      or self.transactional_id_strategy != "per-worker"):
             raise ValueError("kind = 'share' runs kchaos' own share worker with transactional outputs: it needs "
                              "delivery = 'exactly-once', transactional_id_strategy = 'per-worker' and no external_command")
+        if self.kind == "txn":
+            self._check_txn()
         if self.client == "streams":
             if (self.kind != "ctp" or self.delivery == "at-least-once-no-idempotence"
                     or self.transactional_id_strategy != "per-worker" or self.external_command
@@ -262,6 +277,36 @@ class WorkloadSpec(BaseModel):
         if self.external_command is not None and not self.external_command:
             raise ValueError("external_command must name a program")
         return self
+
+    def _check_txn(self) -> None:
+        """What kind = 'txn' can run: kchaos' own librdkafka worker (workloads/txn_worker.py), a
+        transactional producer per worker slot and a consumer assigned to the keys (read_committed;
+        read_uncommitted is the negative control, judged at read_committed all the same),
+        no consumer group and no seeder. Whatever the campaign sets that it would silently ignore,
+        or could not run, is refused here, before a cluster starts."""
+        refused = []
+        if self.client != "confluent":
+            refused.append(f"client = {self.client!r} (its worker exists on confluent, librdkafka, only)")
+        if self.external_command:
+            refused.append("external_command (the histories it checks are kchaos' own worker's)")
+        if self.delivery != "exactly-once":
+            refused.append(f"delivery = {self.delivery!r} (every micro-operation runs inside a transaction)")
+        if self.transactional_id_strategy != "per-worker":
+            refused.append(f"transactional_id_strategy = {self.transactional_id_strategy!r} (one transactional.id "
+                           "per worker slot)")
+        if self.records is not None:
+            refused.append("workload.records (there is no seeder: the workers write their own values)")
+        if self.static_membership or self.group_protocol != "classic":
+            refused.append("static_membership / group_protocol (its consumers are assigned, they join no group)")
+        if self.after_failed_transaction != "rewind":
+            refused.append("after_failed_transaction = 'carry-on' (a consume-transform-produce negative control)")
+        if self.epochs_before_rollover is not None:
+            refused.append("epochs_before_rollover (the ageing is wired for kind = 'ctp' only)")
+        if self.txn_topic in (self.input_topic, *self.output_topics):
+            refused.append(f"txn_topic {self.txn_topic!r} equal to the input or an output topic name")
+        if refused:
+            raise ValueError("kind = 'txn' runs kchaos' own librdkafka worker on the shared partitions of txn_topic; "
+                             "it cannot run with " + "; ".join(refused))
 
     def _check_fleet(self) -> None:
         """kchaos' own workers on one client, on mixed, or on a fleet: each slot's client (and

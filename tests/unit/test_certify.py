@@ -464,11 +464,11 @@ def test_bad_steps_are_refused_on_load(tmp_path, steps, needle):
     assert needle in str(err.value)
 
 
-def test_rolling_upgrade_needs_the_local_backend(tmp_path):
+def test_rolling_upgrade_needs_a_cluster_kchaos_starts(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text('[cluster]\nbackend = "external"\n[cluster.external]\nbootstrap_servers = "h:9092"\n'
                     '[[steps]]\nat_s = 5\naction = "rolling-upgrade"\nversion = "4.3.1"\n')
-    with pytest.raises(ConfigError, match="local backend"):
+    with pytest.raises(ConfigError, match="a rolling upgrade needs a cluster kchaos starts"):
         load_campaign(path)
 
 

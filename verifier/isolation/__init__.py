@@ -2,5 +2,7 @@
 2): Elle's dependency graph over a Kafka transactional history, its cycles named as Elle names them
 (G0, G1c, G-single, G2, with -process and -realtime), the direct checks G1a and G1b, and each name
 judged against what Kafka documents (cycles.py). The version order is read exactly from the final
-raw log, which Jepsen has to infer; the workload that produces such histories and the Spark engine's
-copy of the query are not here yet, so this is the reference the other engine must agree with."""
+raw log, which Jepsen has to infer. The workload that produces such histories is ``workload.kind =
+"txn"`` (workloads/txn_worker.py), and history.py reads its run directory into this checker's
+inputs; the check is not registered in the verifier yet, and the Spark engine's copy of the query
+is not here, so this is the reference the other engine must agree with."""

@@ -1,0 +1,107 @@
+"""The isolation-cycle check of a stored ``txn`` run (workloads/txn_worker.py) as the verifier's
+results: its history and final log read by history.py, judged by cycles.py at read_committed.
+
+The level judged is always read_committed, whatever the workers' consumers were set to: that is
+what a transactional pipeline is promised, and a run whose workers poll at read_uncommitted is the
+negative control (campaigns/negative-txn-read-uncommitted.toml): its reads of open transactions'
+sends must be named as wr-only cycles and G1a, never allowed because the workers asked for them.
+
+One check, ``isolation-cycles``, whose cases are the anomalies Kafka forbids (each case names its
+class: ``wr-only``, ``wr-only-process``, ``G1a``, ``G1b``, ...); what Kafka allows (G0, G1c that
+needs a ww edge) and what it does not promise (G-single, G2) are counted in the facts, never
+cases. What the history did not let the checker see (a key the dumps did not read whole, records
+still undecided at the final reads, an ambiguous value) is the check's ``not_checked``: with no
+anomaly, the check is ``unknown`` when any of it could hide one, never ``valid``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kchaos.rundir import FINAL_FILE, RunDir
+from kchaos.verifier import exposure, fault_effects
+from kchaos.verifier.campaign import load_recorded
+from kchaos.verifier.checks import TXN_ISOLATION_CHECK as ISOLATION_CHECK
+from kchaos.verifier.evidence import fault_gaps
+from kchaos.verifier.isolation.cycles import check
+from kchaos.verifier.isolation.history import read_txn_run
+from kchaos.verifier.model import HistoryIndex, read_ops
+from kchaos.verifier.results import INVALID, UNKNOWN, VALID, CheckResult
+
+#: the level a txn run is judged at (the module's docstring)
+JUDGED_AT = "read_committed"
+
+
+def isolation_check(run: Path) -> tuple[CheckResult, dict[str, Any]]:
+    """The check's result and its facts (counts per class, edges, what was looked at and not)."""
+    txns, dumped = read_txn_run(run)
+    out = check(txns, dumped.log, isolation=JUDGED_AT)
+    cases = [{"class": name, **case} for name in out["anomaly_types"] for case in out["anomalies"][name]]
+    unseen = list(out["not_checked"])
+    if dumped.undecided:
+        unseen.append({"reason": "undecided-at-final-reads", "count": sum(len(v) for v in dumped.undecided.values()),
+                       "explanation": "records past the committed view's end when the topic was read (a transaction "
+                                      "still open): left out of the log",
+                       "keys": [list(k) for k in dumped.undecided]})
+    verdict = out["valid"]
+    if verdict == "valid" and dumped.undecided:
+        verdict = "unknown"  # a left-out record could be the version a read names
+    counts = out["counts"]
+    note = (f"{len(txns)} transactions; " + (", ".join(f"{name} {n}" for name, n in counts.items()) or "no cycle")
+            + f"; judged at {JUDGED_AT}")
+    facts = {"isolation": {"judged_at": JUDGED_AT, "counts": counts, "judgements": out["judgements"],
+                           "allowed": {k: len(v) for k, v in out["allowed"].items()},
+                           "not_judged": {k: len(v) for k, v in out["not_judged"].items()},
+                           "edges": out["edges"], "searched": out["searched"], "checked": out["checked"],
+                           "not_checked": unseen[:50], "log_from": dumped.end_from,
+                           "incomplete_keys": [list(k) for k in dumped.incomplete]}}
+    total = sum(counts.get(name, 0) for name in out["anomaly_types"])
+    return CheckResult(ISOLATION_CHECK, verdict, cases, note=note, total=total if total > len(cases) else None), facts
+
+
+def txn_run_checks(run: Path, final: dict[str, Any]) -> tuple[list[CheckResult], dict[str, Any]]:
+    """Every check a txn run gets: the isolation cycles; ``no-progress`` (a run whose committed
+    transactions read nothing of each other proves nothing about isolation: unknown, never valid);
+    ``hanging-transaction`` from the final reads' stability wait (a partition of the txn topic whose
+    last stable offset stayed behind its high watermark: the registry's meaning, read from the
+    workload's own record since the verifier's run data is the pipeline's)."""
+    isolation, facts = isolation_check(run)
+    edges, checked = facts["isolation"]["edges"], facts["isolation"]["checked"]
+    committed = int(checked.get("committed", 0))
+    if committed and edges.get("wr", 0):
+        progress = CheckResult("no-progress", VALID, note=f"{committed} committed transactions, {edges['wr']} of their "
+                                                          "reads of each other's sends (wr edges)")
+    else:
+        progress = CheckResult("no-progress", UNKNOWN, note=f"vacuous: {committed} committed transactions, "
+                                                            f"{edges.get('wr', 0)} reads of each other's sends")
+    liveness = final.get("liveness") or {}
+    if "stable" not in liveness:
+        hanging = CheckResult("hanging-transaction", UNKNOWN, note="no stability wait after heal in final.json")
+    elif liveness["stable"]:
+        hanging = CheckResult("hanging-transaction", VALID,
+                              note=f"every partition stable {liveness.get('waited_s')} s after the heal")
+    else:
+        cases = [{"partition": name, **value, "explanation": (
+            f"{name}: last stable offset {value.get('lso')} behind the high watermark {value.get('high')} "
+            f"{liveness.get('timeout_s')} s after the heal: a transaction left open")}
+            for name, value in sorted((liveness.get("pinned") or {}).items())]
+        hanging = CheckResult("hanging-transaction", INVALID, cases)
+    return [isolation, progress, hanging], facts
+
+
+def txn_fault_evidence(run: Path) -> tuple[list[str], dict[str, Any]]:
+    """What the run's faults hit (verifier/exposure.py, on the workers' own history: each txn
+    transaction's commit and abort are history operations, as the ctp worker's) and what keeps them
+    from counting (evidence.fault_gaps: none ran, fewer than required, below the exposure bar or its
+    floor): the errors that keep the verdict from valid, and the ``exposure`` fact."""
+    campaign = load_recorded(run)
+    ops = read_ops(run)
+    history = HistoryIndex(ops)
+    end = max((op["complete_time"] or op["invoke_time"] for op in ops), default=None)
+    effects = fault_effects.run_effects(run, history.faults, campaign.cluster, end, ops)
+    final = RunDir(run).read(FINAL_FILE, {})
+    measured = exposure.exposure(history, campaign.faults.exposure.stall_s, drained=True, effects=effects)
+    found = fault_gaps(run, campaign, history, final, history.has_history, lambda: measured, lambda: None,
+                       lambda: effects)
+    return [gap.reason for gap in found if gap.fatal], ({"exposure": measured} if history.faults else {})
