@@ -192,7 +192,8 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         if stop.requested:
             drain_s = min(drain_s, INTERRUPTED_DRAIN_S)
         interrupted_before_drain = stop.requested is not None
-        say(f"draining: waiting up to {drain_s:.0f}s for every input to be processed")
+        say(f"draining: waiting up to {drain_s:.0f}s for every input to be processed" if campaign.workload.kind != "txn"
+            else "draining: nothing to wait for (kind txn has no inputs)")
         # a signal during the drain ends it (the final reads and the verdict follow)
         drained = workload.drain(drain_s, cancel=lambda: stop.requested is not None and not interrupted_before_drain)
         say("drained" if drained else "drain timed out: some inputs were not processed")

@@ -134,8 +134,9 @@ def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
     say(f"verdict: {results['verdict'].upper()} (safety {results['safety']}, liveness {results['liveness']})"
         + (f": {', '.join(results['anomaly_types'])}" if results["anomaly_types"] else "")
         + (f"; {seen}" if seen else "")
-        + f"; inputs {facts.get('inputs_committed')}, committed outputs {facts.get('outputs_committed')}, "
-          + transactions_said(facts))
+        + "; " + (isolation_said(facts) if facts.get("workload_kind") == "txn" else
+                  f"inputs {facts.get('inputs_committed')}, committed outputs {facts.get('outputs_committed')}, "
+                  + transactions_said(facts)))
     for name, reason in results.get("not_checked", {}).items():
         required = name in results.get("required_not_checked", {})
         say(f"not checked{' (required: the verdict cannot be valid)' if required else ''}: {name} ({reason})")
@@ -175,6 +176,18 @@ def judge_run(run: RunDir, campaign: Campaign, bootstrap: str | None = None,
     outcome = outcome_of(run.path, written, cert, run.replay_command())
     assert outcome.exit_code == code, (outcome, code)  # one exit code, whoever reads the outcome
     return outcome
+
+
+def isolation_said(facts: dict[str, Any]) -> str:
+    """The verdict line's figures for a txn run: its committed transactions, their reads of each
+    other (wr edges) and the cycle classes found that Kafka allows or does not promise to prevent."""
+    iso = facts.get("isolation") or {}
+    checked, edges = iso.get("checked") or {}, iso.get("edges") or {}
+    allowed = ", ".join(f"{k} {v}" for k, v in sorted((iso.get("allowed") or {}).items()))
+    unjudged = ", ".join(f"{k} {v}" for k, v in sorted((iso.get("not_judged") or {}).items()))
+    return (f"transactions committed {checked.get('committed', 0)}, {edges.get('wr', 0)} reads of each other's "
+            f"sends; allowed (writes are not isolated): {allowed or 'none'}; not judged (no serializability "
+            f"promised): {unjudged or 'none'}")
 
 
 def transactions_said(facts: dict[str, Any]) -> str:

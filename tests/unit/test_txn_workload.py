@@ -439,3 +439,12 @@ def test_a_txn_runs_fault_that_hit_no_committed_transaction_keeps_the_verdict_un
     assert results.verdict == "unknown", results.to_json()
     assert any("the faults hit next to no work" in e and "kill" in e for e in results.errors), results.errors
     assert results.facts["exposure"]["kinds"]["kill"]["committed"] == 0
+
+
+def test_the_verdict_line_of_a_txn_run_says_its_transactions_and_the_classes_kafka_allows():
+    from kchaos.verifier.verdict import isolation_said
+
+    facts = {"isolation": {"checked": {"committed": 12}, "edges": {"wr": 30}, "allowed": {"G0": 2, "G1c": 1},
+                           "not_judged": {"G2": 4}}}
+    assert isolation_said(facts) == ("transactions committed 12, 30 reads of each other's sends; allowed (writes are "
+                                     "not isolated): G0 2, G1c 1; not judged (no serializability promised): G2 4")

@@ -51,8 +51,8 @@ def isolation_check(run: Path) -> tuple[CheckResult, dict[str, Any]]:
     note = (f"{len(txns)} transactions; " + (", ".join(f"{name} {n}" for name, n in counts.items()) or "no cycle")
             + f"; judged at {JUDGED_AT}")
     facts = {"isolation": {"judged_at": JUDGED_AT, "counts": counts, "judgements": out["judgements"],
-                           "allowed": {k: len(v) for k, v in out["allowed"].items()},
-                           "not_judged": {k: len(v) for k, v in out["not_judged"].items()},
+                           "allowed": {k: counts[k] for k in out["allowed"]},  # exact counts, not the kept cases
+                           "not_judged": {k: counts[k] for k in out["not_judged"]},
                            "edges": out["edges"], "searched": out["searched"], "checked": out["checked"],
                            "not_checked": unseen[:50], "log_from": dumped.end_from,
                            "incomplete_keys": [list(k) for k in dumped.incomplete]}}
