@@ -16,6 +16,7 @@ import pytest
 
 import kchaos.verifier.pychecker as pychecker
 from kchaos.verifier.checks import OBSERVATION_CHECKS
+from kchaos.verifier.model import MAX_CASES
 from kchaos.verifier.results import LIVENESS_CHECKS
 
 ENGINE = {}
@@ -423,6 +424,20 @@ def test_duplicate(tmp_path):
     case = results["anomalies"]["duplicate"][0]
     assert len(case["records"]) == 2 and case["transactions"][0]["txid"] == "tx-w0"
     assert case["transactions"][0]["producer_id"] == 7
+
+
+def test_every_case_of_a_check_beyond_the_ones_it_keeps_is_placed_by_its_own_evidence(tmp_path):
+    """A check that finds more cases than it keeps records each one's place (case_places), and in
+    both engines each place names the case's transactional id and worker: the certification counts
+    every case in its row by it (the Spark engine once fetched records for the kept 50 only, and
+    placed none of the others: certify-tv-flip-app-unsafe seed 45, 2026-12-02)."""
+    b = RunBuilder(n=MAX_CASES + 10)
+    b.committed["a"] += [_out(0, o, 0) for o in range(MAX_CASES + 10)]
+    verdict, kinds, results = _anomalies(b.write(tmp_path / "r"))
+    assert (verdict, kinds) == ("invalid", ["duplicate"])
+    places = results["case_places"]["duplicate"]
+    assert len(places) == MAX_CASES + 10 and results["checks"]["duplicate"]["total"] == MAX_CASES + 10
+    assert all(p["txids"] == ["tx-w0"] and p["slots"] == ["w0"] for p in places), places[-1]
 
 
 def test_slots_beyond_a_64_bit_mask_are_still_counted_exactly(tmp_path):
