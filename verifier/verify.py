@@ -30,6 +30,7 @@ from kchaos.verifier.isolation.judge import txn_fault_evidence, txn_run_checks
 from kchaos.verifier.model import MAX_CASES
 from kchaos.verifier.pychecker import check_run, check_unfinished_run
 from kchaos.verifier.results import INVALID, UNKNOWN, Results
+from kchaos.verifier.spark.isolation import isolation_cross_check
 from kchaos.verifier.spec import VerifierSpec
 from kchaos.waiting import gone_within
 
@@ -231,7 +232,7 @@ def verify_run(run: Path, spec: VerifierSpec, bootstrap: str | None = None, ops:
 
     final_path = run / "final.json"
     if _workload_kind(run) == "txn":
-        return txn_run_results(run, spark_job, stopped_in)
+        return txn_run_results(run, spark_job, stopped_in, spec)
     if not final_path.exists():
         # stopped before its final reads: what it recorded is kept, nothing is passed
         if spark_job is not None:
@@ -274,17 +275,22 @@ def _workload_kind(run: Path) -> str | None:
     return workload.get("kind", "ctp") if isinstance(workload, dict) else None
 
 
-def txn_run_results(run: Path, spark_job: SparkJob | None = None, stopped_in: str | None = None) -> Results:
+def txn_run_results(run: Path, spark_job: SparkJob | None = None, stopped_in: str | None = None,
+                    spec: VerifierSpec | None = None) -> Results:
     """A ``workload.kind = "txn"`` run's results: the isolation-cycle check (verifier/isolation/
-    judge.py), its one required check, by the Python engine (the Spark engine has no such check
-    yet: said in the facts); the registry's checks do not apply to it and are ``not_checked`` with
-    the reason (checks.NOT_FOR_TXN). The run's end still speaks (a heal that failed, an
-    interruption). A Spark job started ahead stands down (it would ingest topics the run lacks)."""
+    judge.py), its one required check, judged by the Python reference and, with the Spark engine
+    (``spec.engine``, the default), computed again by Spark's queries (verifier/spark/isolation.py,
+    in a session of this process) and compared: a disagreement is an error, so the verdict is never
+    valid on one engine's word when both ran. The registry's checks do not apply to it and are
+    ``not_checked`` with the reason (checks.NOT_FOR_TXN). The run's end still speaks (a heal that
+    failed, an interruption). A Spark job started ahead stands down (it would ingest the pipeline's
+    topics, which the run lacks)."""
     if spark_job is not None:
         spark_job.cancel()
+    spark = spec is None or spec.engine == "spark"
     results = Results(checker="python", not_checked=dict(NOT_FOR_TXN), required=[TXN_ISOLATION_CHECK],
                       facts={"workload_kind": "txn", "engines": {
-                          "python": "judged", "spark": "no Spark engine for the isolation-cycle check yet (issue 77)"}})
+                          "python": "judged", "spark": "cross-check" if spark else "not run (verifier.engine = python)"}})
     final_path = run / "final.json"
     if not final_path.exists():
         results.not_checked[TXN_ISOLATION_CHECK] = "the run stopped before its final reads: no final log to judge by"
@@ -303,6 +309,16 @@ def txn_run_results(run: Path, spark_job: SparkJob | None = None, stopped_in: st
         errors, measured = txn_fault_evidence(run)
         results.errors.extend(errors)
         results.facts.update(measured)
+        if spark:
+            say("verifying with Spark: the isolation-cycle check again, compared with the reference")
+            try:
+                problems = isolation_cross_check(run, (checks[0], facts), master=spec.spark_master if spec else None)
+            except Exception as exc:  # a checker that crashes leaves the verdict unknown, said
+                problems = [f"the Spark isolation check failed: {exc!r}"[:400]]
+            results.cross_check = {"checker": "spark", "agrees": not problems, "disagreements": problems[:20]}
+            results.facts["engines"]["spark"] = "agrees" if not problems else "disagrees"
+            if problems:
+                results.errors.append("the Spark and Python isolation checks disagree: " + "; ".join(problems)[:600])
     apply_run_conditions(results, final)
     return results
 

@@ -11,8 +11,6 @@ import random
 from pathlib import Path
 from types import SimpleNamespace
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 from hypothesis import given, settings
@@ -23,7 +21,6 @@ from kchaos.cli.plan import estimate
 from kchaos.errors import ConfigError
 from kchaos.harness.campaign import load_campaign
 from kchaos.reports.what_ran import workload_line
-from kchaos.verifier.campaign import Campaign
 from kchaos.verifier.checks import CHECK_NAMES, NOT_FOR_TXN, TXN_ISOLATION_CHECK
 from kchaos.verifier.isolation.cycles import LogRecord, Poll, Send, check
 from kchaos.verifier.isolation.history import (log_from_dump, read_dumped_log, read_txn_run, txn_id,
@@ -31,15 +28,15 @@ from kchaos.verifier.isolation.history import (log_from_dump, read_dumped_log, r
 from kchaos.verifier.spec import VerifierSpec
 from kchaos.verifier.verify import verify_run
 from kchaos.workloads import make_workload
-from kchaos.workloads.history import HistoryWriter, merge_history, pair_operations, read_history
+from kchaos.workloads.history import HistoryWriter, pair_operations, read_history
 from kchaos.workloads.pool import WorkerPool
 from kchaos.workloads.spec import WorkloadSpec
 from kchaos.workloads.txn import TxnWorkload
 from kchaos.workloads.txn_worker import (ABORT, FATAL, FENCED, OUTCOME_OF_ENDING, RETRY, UNKNOWN, ErrorFacts,
                                          PlannedPoll, PlannedSend, after_abort_error, after_commit_error,
                                          after_step_error, ending_after_abort_failure, plan_transaction, value_name)
-
-TOPIC = "kchaos-txn"
+from tests.txn_runs import TOPIC, complete, invoke, poll, send, txn_run, write_final, write_view
+from tests.txn_runs import stable as _stable
 
 
 # --- the spec --------------------------------------------------------------------------------------
@@ -131,11 +128,12 @@ def test_the_pool_starts_the_txn_worker_and_the_driver_is_the_txn_one(tmp_path):
     assert "partitions of kchaos-txn" in workload_line(spec)
 
 
-def test_the_plan_of_a_txn_campaign_has_no_drain_and_no_verifier_to_wait_for(tmp_path):
+def test_the_plan_of_a_txn_campaign_has_no_drain_and_the_verifier_its_engines_take(tmp_path):
     path = tmp_path / "txn.toml"
     path.write_text(CAMPAIGN)
     phases = estimate(load_campaign(path), [])
-    assert phases["drain"] == 0.0 and phases["verify"] == 5.0 and phases["workload"] == 60
+    assert phases["drain"] == 0.0 and phases["verify"] == 60.0 and phases["workload"] == 60  # the reference, then Spark
+    assert estimate(load_campaign(path, ["verifier.engine=python"]), [])["verify"] == 5.0
 
 
 # --- the worker's decisions (pure) -----------------------------------------------------------------
@@ -203,23 +201,6 @@ def test_a_plan_has_one_to_max_ops_steps_on_the_keys_with_fresh_values(seed, par
 # --- the history, as the worker writes it ---------------------------------------------------------
 
 
-def invoke(w: HistoryWriter, seq: int, plan: list[dict], at: float) -> int:
-    return w.invoke("txn", {"txn_seq": seq, "topic": TOPIC, "plan": plan}, worker=w.process.split(".")[0],
-                    incarnation=1, txid=f"kchaos-x-{w.process.split('.')[0]}", pid=1000, epoch=0)
-
-
-def complete(w: HistoryWriter, op: int, seq: int, outcome: str, end: str, ops: list[dict], **extra) -> None:
-    w.complete(op, "txn", outcome, {"txn_seq": seq, "end": end, "ops": ops, **extra}, error=extra.get("abort_reason"))
-
-
-def send(p: int, value: str, offset: int | None = None) -> dict:
-    return {"f": "send", "partition": p, "value": value, "offset": offset}
-
-
-def poll(*records: tuple[int, int, str]) -> dict:
-    return {"f": "poll", "records": [list(r) for r in records]}
-
-
 def paired(tmp_path: Path) -> list[dict]:
     return pair_operations(read_history(tmp_path / "history"))
 
@@ -261,23 +242,6 @@ def test_operations_that_are_not_transactions_are_left_out_and_a_topic_is_needed
 # --- the dumps ------------------------------------------------------------------------------------
 
 
-def write_view(run: Path, view: str, rows: list[tuple[int, int, str | None]], topic: str = TOPIC) -> None:
-    (run / "topics").mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({
-        "partition": pa.array([r[0] for r in rows], pa.int32()), "offset": pa.array([r[1] for r in rows], pa.int64()),
-        "timestamp": pa.array([0] * len(rows), pa.int64()), "key": pa.array([b"k"] * len(rows), pa.binary()),
-        "value": pa.array([None if r[2] is None else r[2].encode() for r in rows], pa.binary())}),
-        run / "topics" / f"{topic}.{view}.parquet")
-
-
-def write_final(run: Path, ends: dict[int, int], partitions: int, incomplete: tuple[int, ...] = ()) -> None:
-    topics = [{"topic": TOPIC, "view": "raw", "partitions": partitions, "records": 0, "incomplete_partitions": [],
-               "end_offsets": {}},
-              {"topic": TOPIC, "view": "committed", "partitions": partitions, "records": 0,
-               "incomplete_partitions": list(incomplete), "end_offsets": {str(p): o for p, o in ends.items()}}]
-    (run / "final.json").write_text(json.dumps({"topics": topics, "drained": True}))
-
-
 def test_the_raw_dump_against_the_committed_one_gives_each_records_fate(tmp_path):
     # p0: a committed record, an aborted one, its marker's gap, a committed one, an undecided one past the LSO
     raw = [(0, 0, "a"), (0, 1, "b"), (0, 3, "c"), (0, 5, "open"), (1, 0, "x"), (2, 0, "half")]
@@ -307,28 +271,6 @@ def test_without_the_final_reads_record_the_lso_file_bounds_the_committed_view(t
 
 
 # --- end to end: a run directory, the reader, the checker -----------------------------------------
-
-
-def txn_run(tmp_path: Path, name: str, history: list[tuple[str, int, float, float, str, list[dict]]],
-            raw: list[tuple[int, int, str]], committed: list[tuple[int, int, str]]) -> Path:
-    """A run directory of a txn run: its campaign, each worker's history, the merged history, the dumps."""
-    run = tmp_path / name
-    (run / "history").mkdir(parents=True)
-    campaign = Campaign.model_validate({"name": name, "workload": {"kind": "txn", "workers": 2,
-                                                                  "txn_partitions": 2}})
-    (run / "campaign.json").write_text(json.dumps(campaign.model_dump(mode="json")))
-    writers: dict[str, HistoryWriter] = {}
-    for process, seq, _, _, outcome, ops in history:
-        w = writers.setdefault(process, HistoryWriter(run / "history" / f"{process}.jsonl", process))
-        op = invoke(w, seq, [o for o in ops if o["f"] == "send"], 0)
-        complete(w, op, seq, outcome, {"ok": "committed", "fail": "aborted", "info": "commit-unknown"}[outcome], ops)
-    for w in writers.values():
-        w.close()
-    merge_history(run / "history", run)
-    write_view(run, "raw", raw)
-    write_view(run, "committed", committed)
-    write_final(run, {0: 10, 1: 10}, partitions=2)
-    return run
 
 
 def test_a_run_whose_transactions_read_each_others_writes_is_a_wr_only_cycle(tmp_path):
@@ -363,12 +305,6 @@ def test_a_clean_run_with_an_aborted_and_an_unknown_transaction_has_no_anomaly(t
     assert result["edges"]["wr"] == 3
 
 
-def _stable(run: Path, pinned: dict | None = None) -> None:
-    final = json.loads((run / "final.json").read_text())
-    final["liveness"] = {"stable": not pinned, "waited_s": 0.4, "pinned": pinned or {}, "timeout_s": 60}
-    (run / "final.json").write_text(json.dumps(final))
-
-
 def test_the_verifier_judges_a_txn_run_by_its_isolation_cycles_progress_and_stability(tmp_path):
     # w1 read w0's committed send: a run that exercised a read, no cycle, every partition stable
     run = txn_run(tmp_path, "verified", [("w0.1", 1, 0, 0, "ok", [send(0, "w0.1-0", 0)]),
@@ -380,7 +316,8 @@ def test_the_verifier_judges_a_txn_run_by_its_isolation_cycles_progress_and_stab
     assert verdicts == {TXN_ISOLATION_CHECK: "valid", "no-progress": "valid", "hanging-transaction": "valid"}
     assert results.verdict == "valid" and results.required == [TXN_ISOLATION_CHECK]
     assert set(results.not_checked) == set(NOT_FOR_TXN) - {"no-progress", "hanging-transaction"}
-    assert results.facts["isolation"]["edges"]["wr"] == 1 and "no Spark engine" in results.facts["engines"]["spark"]
+    assert results.facts["isolation"]["edges"]["wr"] == 1
+    assert results.facts["engines"] == {"python": "judged", "spark": "not run (verifier.engine = python)"}
 
 
 def test_a_txn_run_that_read_nothing_of_each_other_is_unknown_and_a_pinned_partition_invalid(tmp_path):

@@ -4,5 +4,7 @@
 judged against what Kafka documents (cycles.py). The version order is read exactly from the final
 raw log, which Jepsen has to infer. The workload that produces such histories is ``workload.kind =
 "txn"`` (workloads/txn_worker.py), and history.py reads its run directory into this checker's
-inputs; the check is not registered in the verifier yet, and the Spark engine's copy of the query
-is not here, so this is the reference the other engine must agree with."""
+inputs; this is the reference the other engine must agree with. The Spark engine's query is
+verifier/spark/isolation.py: it computes the same graph, direct cases and gaps in Spark and is judged
+here (cycles.judge, judge.isolation_result), so classes and verdicts have one definition;
+judge.isolation_disagreements compares the two engines' results."""

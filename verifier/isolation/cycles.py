@@ -266,9 +266,15 @@ class _Gaps:
             self.examples[key].extend(entry["examples"][:max(room, 0)])
 
     def as_list(self) -> list[dict[str, Any]]:
-        return [{"reason": reason, **({"class": cls} if cls else {}), "count": self.count[(reason, cls)],
-                 "explanation": REASONS[reason], "examples": self.examples[(reason, cls)]}
+        return [not_checked_entry(reason, self.count[(reason, cls)], self.examples[(reason, cls)], cls)
                 for reason, cls in sorted(self.count)]
+
+
+def not_checked_entry(reason: str, count: int, examples: list[dict[str, Any]], cls: str = "") -> dict[str, Any]:
+    """One ``not_checked`` entry: a reason (and, for the search, a class), its exact count, its
+    explanation and its first examples (both engines report gaps in this shape)."""
+    return {"reason": reason, **({"class": cls} if cls else {}), "count": count, "explanation": REASONS[reason],
+            "examples": examples}
 
 
 def _key(key: Any) -> Key:
@@ -278,6 +284,73 @@ def _key(key: Any) -> Key:
 
 def _where(key: Key) -> list[Any]:
     return [key[0], key[1]]
+
+
+# --- the evidence of each edge and direct case, built alike by both engines (verifier/spark/isolation.py) ---
+
+
+def ww_edge(source: str, target: str, key: Key, value: Any, offset: int, next_value: Any, next_offset: int) -> Edge:
+    """``source`` wrote the committed version (``value`` at ``offset``) just before ``target``'s."""
+    return Edge(source, target, "ww", key, (("value", value), ("offset", offset), ("next_value", next_value),
+                                            ("next_offset", next_offset)))
+
+
+def wr_edge(source: str, target: str, key: Key, value: Any, offset: int) -> Edge:
+    """``target`` polled the committed ``value`` (at ``offset``) that ``source`` sent."""
+    return Edge(source, target, "wr", key, (("value", value), ("offset", offset)))
+
+
+def rw_edge(source: str, target: str, key: Key, value: Any, offset: int, next_value: Any, next_offset: int) -> Edge:
+    """``source``'s highest read of ``key`` was ``value`` (at ``offset``), and ``target`` wrote the next version."""
+    return Edge(source, target, "rw", key, (("value", value), ("offset", offset), ("next_value", next_value),
+                                            ("next_offset", next_offset)))
+
+
+def process_edge(source: str, target: str, process: str, completed: float, invoked: float) -> Edge:
+    return Edge(source, target, "process", None, (("process", process), ("completed", completed), ("invoked", invoked)))
+
+
+def realtime_edge(source: str, target: str, completed: float, invoked: float) -> Edge:
+    return Edge(source, target, "realtime", None, (("completed", completed), ("invoked", invoked)))
+
+
+def graph_of(nodes: Iterable[str], edges: Iterable[Edge]) -> Graph:
+    """The graph of ``nodes`` (sorted) and ``edges``, one per (source, target, kind), the first
+    given kept, in a fixed order (source, target, kind)."""
+    kept: dict[tuple[str, str, str], Edge] = {}
+    for edge in edges:
+        kept.setdefault((edge.source, edge.target, edge.kind), edge)
+    return Graph(tuple(sorted(nodes)), dict(sorted(kept.items(), key=lambda kv: (kv[0][0], kv[0][1],
+                                                                              EDGE_KINDS.index(kv[0][2])))))
+
+
+def _read_evidence(reader: str, writer: str, key: Key, offset: int, value: Any, reader_outcome: str,
+                   writer_outcome: str) -> dict[str, Any]:
+    return {"reader": reader, "writer": writer, "key": _where(key), "offset": offset, "value": value,
+            "reader_outcome": reader_outcome, "writer_outcome": writer_outcome}
+
+
+def g1a_case(reader: str, writer: str, key: Key, offset: int, value: Any, reader_outcome: str, writer_outcome: str,
+             abort_returned: bool, held: bool) -> dict[str, Any]:
+    """A G1a case: ``reader`` polled a send of ``writer``, which aborted (``abort_returned``: the
+    client's abort returned; else its outcome is unknown and the log holds none of its sends
+    committed); ``held``: the final log holds the value (uncommitted), else not at all."""
+    why = ("its abort returned" if abort_returned else
+           "its outcome is unknown and the final log holds none of its sends committed")
+    held_as = "uncommitted" if held else "not at all"
+    return {**_read_evidence(reader, writer, key, offset, value, reader_outcome, writer_outcome), "log": held_as,
+            "explanation": (f"{reader} polled {value!r} from {key[0]}/{key[1]} (offset {offset}), which {writer} "
+                            f"sent; {writer} aborted ({why}), and the final log holds the value {held_as}")}
+
+
+def g1b_case(reader: str, writer: str, key: Key, offset: int, value: Any, reader_outcome: str,
+             writer_outcome: str) -> dict[str, Any]:
+    """A G1b case: ``reader`` polled a send of the committed ``writer`` from a record the final log
+    holds uncommitted."""
+    return {**_read_evidence(reader, writer, key, offset, value, reader_outcome, writer_outcome), "log": "uncommitted",
+            "explanation": (f"{reader} polled {value!r} from {key[0]}/{key[1]} (offset {offset}), which {writer} "
+                            f"sent; {writer} committed, but the final log holds the record it read uncommitted: it "
+                            f"was never part of {writer}'s committed state")}
 
 
 def _order_edges(members: Sequence[Txn], definite: set[str]) -> list[tuple[str, str]]:
@@ -396,8 +469,7 @@ def analyse(txns: Iterable[Txn], log: Mapping[Any, Sequence[LogRecord | tuple[in
                 continue
             wa, wb = owner(k, a.value), owner(k, b.value)
             if wa is not None and wb is not None and wa != wb:
-                link(Edge(wa, wb, "ww", k, (("value", a.value), ("offset", a.offset), ("next_value", b.value),
-                                             ("next_offset", b.offset))))
+                link(ww_edge(wa, wb, k, a.value, a.offset, b.value, b.offset))
 
     # polls: wr edges into committed readers, the direct checks on every poll
     direct: dict[str, list[dict[str, Any]]] = {"G1a": [], "G1b": []}
@@ -440,31 +512,21 @@ def analyse(txns: Iterable[Txn], log: Mapping[Any, Sequence[LogRecord | tuple[in
                 copy = at[k].get(offset)
                 copy = copy if copy is not None and copy.value == value else None
                 committed_here = copy.committed if copy is not None else bool(position[k].get(value))
-                evidence = {"reader": tid, "writer": w, "key": _where(k), "offset": offset, "value": value,
-                            "reader_outcome": by_id[tid].outcome, "writer_outcome": by_id[w].outcome}
                 if fate[w] == "contradiction":
                     continue  # outcome-contradicts-log, counted once per transaction above
                 if fate[w] == "aborted" or (fate[w] == "not-committed" and held):
-                    why = ("its abort returned" if fate[w] == "aborted" else
-                           "its outcome is unknown and the final log holds none of its sends committed")
-                    held_as = "uncommitted" if held else "not at all"
-                    direct["G1a"].append({**evidence, "log": held_as, "explanation": (
-                        f"{tid} polled {value!r} from {k[0]}/{k[1]} (offset {offset}), which {w} sent; {w} aborted "
-                        f"({why}), and the final log holds the value {held_as}")})
+                    direct["G1a"].append(g1a_case(tid, w, k, offset, value, by_id[tid].outcome, by_id[w].outcome,
+                                                  abort_returned=fate[w] == "aborted", held=bool(held)))
                     continue
                 if not held:
                     gaps.add("value-absent-from-log", txn=tid, key=_where(k), offset=offset, value=value)
                     continue
                 if not committed_here:
-                    direct["G1b"].append({**evidence, "log": "uncommitted", "explanation": (
-                        f"{tid} polled {value!r} from {k[0]}/{k[1]} (offset {offset}), which {w} sent; {w} committed, "
-                        "but the final log holds the record it read uncommitted: it was never part of "
-                        f"{w}'s committed state")})
+                    direct["G1b"].append(g1b_case(tid, w, k, offset, value, by_id[tid].outcome, by_id[w].outcome))
                     continue
                 if not reader_is_node:
                     continue
-                link(Edge(w, tid, "wr", k, (("value", value), ("offset", offset if copy is not None else
-                                                                order[k][position[k][value][0]].offset))))
+                link(wr_edge(w, tid, k, value, offset if copy is not None else order[k][position[k][value][0]].offset))
                 if value not in duplicated[k]:
                     place = position[k][value][0]
                     highest[(tid, k)] = max(highest.get((tid, k), place), place)
@@ -476,8 +538,7 @@ def analyse(txns: Iterable[Txn], log: Mapping[Any, Sequence[LogRecord | tuple[in
             nxt = versions[place + 1]
             w = owner(k, nxt.value)
             if w is not None and w != tid:
-                link(Edge(tid, w, "rw", k, (("value", versions[place].value), ("offset", versions[place].offset),
-                                             ("next_value", nxt.value), ("next_offset", nxt.offset))))
+                link(rw_edge(tid, w, k, versions[place].value, versions[place].offset, nxt.value, nxt.offset))
 
     # process and realtime: only a transaction the client saw commit has a known completion
     definite = {tid for tid in nodes if by_id[tid].outcome == "committed"}
@@ -486,14 +547,11 @@ def analyse(txns: Iterable[Txn], log: Mapping[Any, Sequence[LogRecord | tuple[in
         by_process[by_id[tid].process].append(by_id[tid])
     for process in sorted(by_process):
         for a, b in _order_edges(by_process[process], definite):
-            link(Edge(a, b, "process", None, (("process", process), ("completed", by_id[a].complete),
-                                               ("invoked", by_id[b].invoke))))
+            link(process_edge(a, b, process, by_id[a].complete, by_id[b].invoke))
     for a, b in _order_edges([by_id[tid] for tid in nodes], definite):
-        link(Edge(a, b, "realtime", None, (("completed", by_id[a].complete), ("invoked", by_id[b].invoke))))
+        link(realtime_edge(a, b, by_id[a].complete, by_id[b].invoke))
 
-    return Analysis(Graph(nodes, dict(sorted(edges.items(), key=lambda kv: (kv[0][0], kv[0][1],
-                                                                         EDGE_KINDS.index(kv[0][2]))))),
-                    direct, checked, gaps.as_list())
+    return Analysis(graph_of(nodes, edges.values()), direct, checked, gaps.as_list())
 
 
 def strongly_connected(adjacency: Mapping[str, Iterable[str]]) -> list[tuple[str, ...]]:
@@ -736,23 +794,35 @@ def classify(name: str, isolation: str = "read_committed") -> tuple[str, str]:
 def check(txns: Iterable[Txn], log: Mapping[Any, Sequence[LogRecord | tuple[int, Hashable, bool]]],
           isolation: str = "read_committed", kinds: Iterable[str] = EDGE_KINDS,
           max_cases: int = MAX_CASES) -> dict[str, Any]:
-    """The isolation check of a history (the module's docstring), as data, Elle's way: ``valid``,
-    the cases per name in ``anomalies`` (``anomaly_types``: their names), ``allowed`` or
-    ``not_judged`` as :func:`classify` judges them at ``isolation`` (at most ``max_cases`` each;
-    ``counts`` exact; ``judgements``: each name's verdict and why), the edges per kind (all computed;
-    ``searched``: the kinds the cycle search used; Jepsen's default is without rw), what was looked
-    at (``checked``) and what was not (``not_checked``, with reasons).
+    """The isolation check of a history (the module's docstring), as data, Elle's way:
+    :func:`judge` of :func:`analyse`'s graph, direct cases and gaps."""
+    searched = _searched(isolation, kinds)
+    return judge(analyse(txns, log), isolation, searched, max_cases)
 
-    ``valid`` is ``invalid`` when an anomaly Kafka forbids was found, else ``unknown`` when something
-    not judged could hide one (any gap in the history's evidence; a search that stopped on a class
-    judged invalid), else ``valid``: what was not observed is never valid."""
+
+def _searched(isolation: str, kinds: Iterable[str]) -> list[str]:
     if isolation not in ISOLATIONS:
         raise ValueError(f"isolation {isolation!r} is not one of {', '.join(ISOLATIONS)}")
     wanted = set(kinds)
     if wanted - set(EDGE_KINDS):
         raise ValueError(f"edge kinds {sorted(wanted - set(EDGE_KINDS))} are not among {', '.join(EDGE_KINDS)}")
-    searched = [k for k in EDGE_KINDS if k in wanted]
-    analysis = analyse(txns, log)
+    return [k for k in EDGE_KINDS if k in wanted]
+
+
+def judge(analysis: Analysis, isolation: str = "read_committed", kinds: Iterable[str] = EDGE_KINDS,
+          max_cases: int = MAX_CASES) -> dict[str, Any]:
+    """The judgement of an :class:`Analysis`, whichever engine built it (:func:`analyse`, or the
+    Spark engine's query, verifier/spark/isolation.py): ``valid``, the cases per name in
+    ``anomalies`` (``anomaly_types``: their names), ``allowed`` or ``not_judged`` as :func:`classify`
+    judges them at ``isolation`` (at most ``max_cases`` each; ``counts`` exact; ``judgements``: each
+    name's verdict and why), the edges per kind (all computed; ``searched``: the kinds the cycle
+    search used; Jepsen's default is without rw), what was looked at (``checked``) and what was not
+    (``not_checked``, with reasons).
+
+    ``valid`` is ``invalid`` when an anomaly Kafka forbids was found, else ``unknown`` when something
+    not judged could hide one (any gap in the history's evidence; a search that stopped on a class
+    judged invalid), else ``valid``: what was not observed is never valid."""
+    searched = _searched(isolation, kinds)
     cycles, undecided = find_cycles(analysis.graph, searched)
     buckets: dict[str, dict[str, list[dict[str, Any]]]] = {INVALID: {}, ALLOWED: {}, NOT_JUDGED: {}}
     counts: dict[str, int] = {}

@@ -109,9 +109,7 @@ class DumpedLog:
 
 
 def _read_view(run: Path, topic: str, view: str) -> list[tuple[int, int, Hashable]]:
-    path = run / "topics" / f"{topic}.{view}.parquet"
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: the {view} dump of {topic} is not in the run directory")
+    path = dump_path(run, topic, view)
     table = pq.read_table(path, columns=["partition", "offset", "value"]).to_pydict()
     return [(int(p), int(o), None if v is None else bytes(v).decode(errors="replace"))
             for p, o, v in zip(table["partition"], table["offset"], table["value"])]
@@ -147,13 +145,41 @@ def _partitions(run: Path, topic: str, summaries: Mapping[str, Mapping[str, Any]
     return out
 
 
+@dataclass(frozen=True)
+class LogBounds:
+    """What the run's small records say about ``topic``'s dumps (both engines read them so): the
+    committed view's end per partition and where it was known, the partitions a dump did not read
+    to their end, and every partition the dumps read (records or not)."""
+
+    ends: dict[int, int]
+    end_from: str | None
+    incomplete: frozenset[int]
+    partitions: frozenset[int]
+
+
+def log_bounds(run_path: Path | str, topic: str) -> LogBounds:
+    """``topic``'s :class:`LogBounds`, from ``final.json`` and the topics' JSON files."""
+    run = Path(run_path)
+    summaries = _summaries(run, topic)
+    ends, end_from = _committed_ends(run, topic, summaries)
+    incomplete = {int(p) for view in (RAW, COMMITTED) for p in (summaries.get(view) or {}).get("incomplete_partitions") or ()}
+    return LogBounds(ends, end_from, frozenset(incomplete), frozenset(_partitions(run, topic, summaries)))
+
+
+def dump_path(run_path: Path | str, topic: str, view: str) -> Path:
+    """Where the run directory keeps ``topic``'s ``view`` dump (an error saying so when it does not)."""
+    path = Path(run_path) / "topics" / f"{topic}.{view}.parquet"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: the {view} dump of {topic} is not in the run directory")
+    return path
+
+
 def read_dumped_log(run_path: Path | str, topic: str) -> DumpedLog:
     """``topic``'s final raw log with each record's fate (the module's docstring)."""
     run = Path(run_path)
     raw, committed = _read_view(run, topic, RAW), _read_view(run, topic, COMMITTED)
-    summaries = _summaries(run, topic)
-    ends, end_from = _committed_ends(run, topic, summaries)
-    incomplete = {int(p) for view in (RAW, COMMITTED) for p in (summaries.get(view) or {}).get("incomplete_partitions") or ()}
+    bounds = log_bounds(run, topic)
+    ends, end_from, incomplete = bounds.ends, bounds.end_from, bounds.incomplete
     visible = {(p, o): v for p, o, v in committed}
     records: dict[int, dict[int, LogRecord]] = defaultdict(dict)
     undecided: dict[int, list[int]] = defaultdict(list)
@@ -166,7 +192,7 @@ def read_dumped_log(run_path: Path | str, topic: str) -> DumpedLog:
             records[p][o] = LogRecord(o, v, False)
     for (p, o), v in visible.items():
         records[p].setdefault(o, LogRecord(o, v, True))
-    partitions = (_partitions(run, topic, summaries) | set(records) | set(undecided)) - incomplete
+    partitions = (bounds.partitions | set(records) | set(undecided)) - incomplete
     log = {(topic, p): [records[p][o] for o in sorted(records[p])] for p in sorted(partitions)}
     return DumpedLog(topic, log, {(topic, p): sorted(os) for p, os in sorted(undecided.items()) if p not in incomplete},
                      tuple((topic, p) for p in sorted(incomplete)), end_from)
@@ -177,13 +203,19 @@ def log_from_dump(run_path: Path | str, topic: str) -> dict[Key, list[LogRecord]
     return read_dumped_log(run_path, topic).log
 
 
-def read_txn_run(run_path: Path | str) -> tuple[list[Txn], DumpedLog]:
-    """A stored txn run's transactions and final log: ``history.jsonl`` paired, the topic the
-    recorded campaign names (``workload.txn_topic``)."""
+def read_txns(run_path: Path | str) -> tuple[str, list[Txn]]:
+    """A stored txn run's topic (``workload.txn_topic``, as the recorded campaign names it) and its
+    transactions (``history.jsonl`` paired): what both engines read of the history."""
     run = Path(run_path)
     campaign = RunDir(run).campaign_data()
     topic = (campaign.get("workload") or {}).get("txn_topic")
     if not topic:
         raise ValueError(f"{run}: the recorded campaign names no workload.txn_topic (not a txn run)")
     ops = pair_operations(list(read_lines(run / HISTORY_FILE)))
-    return txns_from_history(ops, topic), read_dumped_log(run, topic)
+    return topic, txns_from_history(ops, topic)
+
+
+def read_txn_run(run_path: Path | str) -> tuple[list[Txn], DumpedLog]:
+    """A stored txn run's transactions and final log (:func:`read_txns`, :func:`read_dumped_log`)."""
+    topic, txns = read_txns(run_path)
+    return txns, read_dumped_log(run_path, topic)

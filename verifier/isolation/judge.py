@@ -17,47 +17,93 @@ anomaly, the check is ``unknown`` when any of it could hide one, never ``valid``
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from kchaos.rundir import FINAL_FILE, RunDir
 from kchaos.verifier import exposure, fault_effects
 from kchaos.verifier.campaign import load_recorded
 from kchaos.verifier.checks import TXN_ISOLATION_CHECK as ISOLATION_CHECK
 from kchaos.verifier.evidence import fault_gaps
-from kchaos.verifier.isolation.cycles import check
+from kchaos.verifier.isolation.cycles import Key, check
 from kchaos.verifier.isolation.history import read_txn_run
 from kchaos.verifier.model import HistoryIndex, read_ops
 from kchaos.verifier.results import INVALID, UNKNOWN, VALID, CheckResult
 
 #: the level a txn run is judged at (the module's docstring)
 JUDGED_AT = "read_committed"
+#: the not_checked reason of records left out of the log because their transactions were open
+UNDECIDED = "undecided-at-final-reads"
 
 
 def isolation_check(run: Path) -> tuple[CheckResult, dict[str, Any]]:
     """The check's result and its facts (counts per class, edges, what was looked at and not)."""
     txns, dumped = read_txn_run(run)
     out = check(txns, dumped.log, isolation=JUDGED_AT)
+    return isolation_result(out, len(txns), dumped.undecided, dumped.incomplete, dumped.end_from)
+
+
+def isolation_result(out: dict[str, Any], transactions: int, undecided: Mapping[Key, Sequence[int]],
+                     incomplete: Sequence[Key], end_from: str | None) -> tuple[CheckResult, dict[str, Any]]:
+    """The check's result and facts from a judgement (cycles.judge's ``out``) and what the log
+    left out (records still undecided at the final reads, keys a dump did not read whole, where
+    the committed view's end was known): one definition for both engines."""
     cases = [{"class": name, **case} for name in out["anomaly_types"] for case in out["anomalies"][name]]
     unseen = list(out["not_checked"])
-    if dumped.undecided:
-        unseen.append({"reason": "undecided-at-final-reads", "count": sum(len(v) for v in dumped.undecided.values()),
+    if undecided:
+        unseen.append({"reason": UNDECIDED, "count": sum(len(v) for v in undecided.values()),
                        "explanation": "records past the committed view's end when the topic was read (a transaction "
                                       "still open): left out of the log",
-                       "keys": [list(k) for k in dumped.undecided]})
+                       "keys": [list(k) for k in undecided]})
     verdict = out["valid"]
-    if verdict == "valid" and dumped.undecided:
+    if verdict == "valid" and undecided:
         verdict = "unknown"  # a left-out record could be the version a read names
     counts = out["counts"]
-    note = (f"{len(txns)} transactions; " + (", ".join(f"{name} {n}" for name, n in counts.items()) or "no cycle")
+    note = (f"{transactions} transactions; " + (", ".join(f"{name} {n}" for name, n in counts.items()) or "no cycle")
             + f"; judged at {JUDGED_AT}")
     facts = {"isolation": {"judged_at": JUDGED_AT, "counts": counts, "judgements": out["judgements"],
                            "allowed": {k: counts[k] for k in out["allowed"]},  # exact counts, not the kept cases
                            "not_judged": {k: counts[k] for k in out["not_judged"]},
                            "edges": out["edges"], "searched": out["searched"], "checked": out["checked"],
-                           "not_checked": unseen[:50], "log_from": dumped.end_from,
-                           "incomplete_keys": [list(k) for k in dumped.incomplete]}}
+                           "not_checked": unseen[:50], "log_from": end_from,
+                           "incomplete_keys": [list(k) for k in incomplete]}}
     total = sum(counts.get(name, 0) for name in out["anomaly_types"])
     return CheckResult(ISOLATION_CHECK, verdict, cases, note=note, total=total if total > len(cases) else None), facts
+
+
+def _case_key(case: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What names a case: its class and cycle, or the read a direct case is."""
+    if "cycle" in case:
+        return (case.get("class"), tuple(case["cycle"]))
+    return (case.get("class"), case.get("reader"), case.get("writer"), tuple(case.get("key") or ()),
+            case.get("offset"), case.get("value"))
+
+
+def isolation_disagreements(a: tuple[CheckResult, dict[str, Any]], b: tuple[CheckResult, dict[str, Any]],
+                            names: tuple[str, str] = ("spark", "python")) -> list[str]:
+    """Where two engines' isolation checks of one run differ (each: :func:`isolation_result`'s
+    pair): the verdict and note, the cases kept (class and cycle, or the read), the edges per kind,
+    the counts per class, what was looked at, the not_checked reasons (reason, class, count), the
+    keys left out. Empty when they agree."""
+    (ra, fa), (rb, fb) = a, b
+    ia, ib = fa.get("isolation") or {}, fb.get("isolation") or {}
+    x, y = names
+    problems = []
+    if (ra.verdict, ra.note) != (rb.verdict, rb.note):
+        problems.append(f"{ISOLATION_CHECK}: {x} {(ra.verdict, ra.note)} vs {y} {(rb.verdict, rb.note)}")
+    ca, cb = sorted(map(_case_key, ra.cases), key=repr), sorted(map(_case_key, rb.cases), key=repr)
+    if ca != cb:
+        problems.append(f"{ISOLATION_CHECK} cases: only {x}: {[c for c in ca if c not in cb][:3]}; "
+                        f"only {y}: {[c for c in cb if c not in ca][:3]}")
+
+    def gaps(facts: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        return sorted((e["reason"], e.get("class", ""), e["count"]) for e in facts.get("not_checked") or ())
+
+    for label, get in (("edges per kind", lambda f: f.get("edges")), ("counts per class", lambda f: f.get("counts")),
+                       ("checked", lambda f: f.get("checked")), ("not checked", gaps),
+                       ("incomplete keys", lambda f: f.get("incomplete_keys"))):
+        if get(ia) != get(ib):
+            problems.append(f"isolation {label}: {x} {get(ia)} vs {y} {get(ib)}")
+    return problems
 
 
 def txn_run_checks(run: Path, final: dict[str, Any]) -> tuple[list[CheckResult], dict[str, Any]]:
