@@ -416,6 +416,7 @@ def test_clean_run_is_valid_with_facts(tmp_path):
     assert results["facts"]["commits_by_client_tv_per_txid"] == {"tx-seeder": {"0": 1}, "tx-w0": {"0": 1}}
 
 
+@spark_long  # its Spark copy: the duplicate query runs in make test through the test below (more cases than kept)
 def test_duplicate(tmp_path):
     b = RunBuilder()
     b.committed["a"].append(_out(0, 2, 0))
