@@ -201,7 +201,8 @@ def execute_run(campaign: Campaign, out_root: Path, seed: int | None = None,
         # the verifier's JVM and session come up during the final reads, once the workers have
         # stopped (started at the drain, they took the CPU its backlog needed: docs/benchmarks.md);
         # it checks nothing before the run is recorded (verify.SparkJob)
-        # (none for kind txn: its check is the Python engine's, verifier/verify.py txn_run_results)
+        # (none for kind txn: the job ingests the pipeline's topics; verify.py's txn_run_results runs
+        # the isolation check's Spark side itself)
         spark_job = (start_spark_job_ahead(run.path, campaign.verifier, cluster.bootstrap_servers)
                      if campaign.workload.kind != "txn" else None)
         run.set_status("final-reads")
