@@ -232,7 +232,7 @@ def verify_run(run: Path, spec: VerifierSpec, bootstrap: str | None = None, ops:
 
     final_path = run / "final.json"
     if _workload_kind(run) == "txn":
-        return txn_run_results(run, spark_job, stopped_in, spec)
+        return txn_run_results(run, spark_job, stopped_in, spec, ops)  # ops: the history judge_run read
     if not final_path.exists():
         # stopped before its final reads: what it recorded is kept, nothing is passed
         if spark_job is not None:
@@ -276,7 +276,7 @@ def _workload_kind(run: Path) -> str | None:
 
 
 def txn_run_results(run: Path, spark_job: SparkJob | None = None, stopped_in: str | None = None,
-                    spec: VerifierSpec | None = None) -> Results:
+                    spec: VerifierSpec | None = None, ops: list[dict[str, Any]] | None = None) -> Results:
     """A ``workload.kind = "txn"`` run's results: the isolation-cycle check (verifier/isolation/
     judge.py), its one required check, judged by the Python reference and, with the Spark engine
     (``spec.engine``, the default), computed again by Spark's queries (verifier/spark/isolation.py,
@@ -298,7 +298,7 @@ def txn_run_results(run: Path, spark_job: SparkJob | None = None, stopped_in: st
         return results
     final = json.loads(final_path.read_text())
     try:
-        checks, facts = txn_run_checks(run, final)
+        checks, facts = txn_run_checks(run, final, ops)
     except (OSError, ValueError, KeyError) as exc:
         results.not_checked[TXN_ISOLATION_CHECK] = f"the run's history or final log could not be read: {exc!r}"[:400]
     else:
@@ -306,7 +306,7 @@ def txn_run_results(run: Path, spark_job: SparkJob | None = None, stopped_in: st
         results.facts.update(facts)
         for check in checks:
             results.not_checked.pop(check.name, None)
-        errors, measured = txn_fault_evidence(run)
+        errors, measured = txn_fault_evidence(run, ops)
         results.errors.extend(errors)
         results.facts.update(measured)
         if spark:

@@ -330,17 +330,23 @@ class CtpWorkload:
                                    "see the brokers' logs in the run directory (cluster/node-*/logs)")
             time.sleep(1.0)
 
-    def final_reads(self, liveness_timeout_s: float | None = None, recover_hanging: bool = False) -> dict[str, Any]:
+    def _stable_then_recovered(self, liveness_timeout_s: float | None, recover_hanging: bool,
+                               what: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The final reads' first step (every workload kind): wait for ``what`` to be stable
+        (wait_stable), then, when asked and something stayed pinned, recover it (_recover)."""
         # An open transaction must end within its timeout (the coordinator aborts it); allow twice
         # the workload's transaction timeout plus 30 s before calling a pinned LSO hanging.
         if liveness_timeout_s is None:
             liveness_timeout_s = self.spec.transaction_timeout_ms / 1000 * 2 + 30
-        say(f"final reads: waiting for every partition's last stable offset to reach its high watermark "
-            f"(at most {liveness_timeout_s:.0f}s)")
+        say(f"final reads: waiting for {what} (at most {liveness_timeout_s:.0f}s)")
         liveness = self.wait_stable(liveness_timeout_s)
         say(f"final reads: {'every partition stable' if liveness['stable'] else 'partitions still pinned'} after "
             f"{liveness['waited_s']}s")
-        recovery = self._recover(liveness) if recover_hanging and not liveness["stable"] else None
+        return liveness, self._recover(liveness) if recover_hanging and not liveness["stable"] else None
+
+    def final_reads(self, liveness_timeout_s: float | None = None, recover_hanging: bool = False) -> dict[str, Any]:
+        liveness, recovery = self._stable_then_recovered(
+            liveness_timeout_s, recover_hanging, "every partition's last stable offset to reach its high watermark")
         with ThreadPoolExecutor(1, thread_name_prefix="kchaos-observers") as beside:
             observed = None
             if self.observers is not None:

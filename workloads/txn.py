@@ -95,12 +95,8 @@ class TxnWorkload(CtpWorkload):
 
     def final_reads(self, liveness_timeout_s: float | None = None, recover_hanging: bool = False) -> dict[str, Any]:
         """Stable partitions, both views of the topic dumped, the brokers' own transaction state."""
-        if liveness_timeout_s is None:
-            liveness_timeout_s = self.spec.transaction_timeout_ms / 1000 * 2 + 30
-        say(f"final reads: waiting for every partition of {self.spec.txn_topic} to be stable "
-            f"(at most {liveness_timeout_s:.0f}s)")
-        liveness = self.wait_stable(liveness_timeout_s)
-        recovery = self._recover(liveness) if recover_hanging and not liveness["stable"] else None
+        liveness, recovery = self._stable_then_recovered(liveness_timeout_s, recover_hanging,
+                                                         f"every partition of {self.spec.txn_topic} to be stable")
         say("final reads: reading the txn topic in both views")
         summary = dump_all(self.client, self.cluster.admin(), self.user_topics, self.run.path / "topics")
         summary["liveness"] = liveness

@@ -203,19 +203,21 @@ def log_from_dump(run_path: Path | str, topic: str) -> dict[Key, list[LogRecord]
     return read_dumped_log(run_path, topic).log
 
 
-def read_txns(run_path: Path | str) -> tuple[str, list[Txn]]:
+def read_txns(run_path: Path | str, ops: list[dict[str, Any]] | None = None) -> tuple[str, list[Txn]]:
     """A stored txn run's topic (``workload.txn_topic``, as the recorded campaign names it) and its
-    transactions (``history.jsonl`` paired): what both engines read of the history."""
+    transactions (``history.jsonl`` paired, or ``ops`` where the caller has read it): what both
+    engines read of the history."""
     run = Path(run_path)
     campaign = RunDir(run).campaign_data()
     topic = (campaign.get("workload") or {}).get("txn_topic")
     if not topic:
         raise ValueError(f"{run}: the recorded campaign names no workload.txn_topic (not a txn run)")
-    ops = pair_operations(list(read_lines(run / HISTORY_FILE)))
+    if ops is None:
+        ops = pair_operations(list(read_lines(run / HISTORY_FILE)))
     return topic, txns_from_history(ops, topic)
 
 
-def read_txn_run(run_path: Path | str) -> tuple[list[Txn], DumpedLog]:
+def read_txn_run(run_path: Path | str, ops: list[dict[str, Any]] | None = None) -> tuple[list[Txn], DumpedLog]:
     """A stored txn run's transactions and final log (:func:`read_txns`, :func:`read_dumped_log`)."""
-    topic, txns = read_txns(run_path)
+    topic, txns = read_txns(run_path, ops)
     return txns, read_dumped_log(run_path, topic)

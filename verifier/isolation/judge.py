@@ -35,9 +35,9 @@ JUDGED_AT = "read_committed"
 UNDECIDED = "undecided-at-final-reads"
 
 
-def isolation_check(run: Path) -> tuple[CheckResult, dict[str, Any]]:
+def isolation_check(run: Path, ops: list[dict[str, Any]] | None = None) -> tuple[CheckResult, dict[str, Any]]:
     """The check's result and its facts (counts per class, edges, what was looked at and not)."""
-    txns, dumped = read_txn_run(run)
+    txns, dumped = read_txn_run(run, ops)
     out = check(txns, dumped.log, isolation=JUDGED_AT)
     return isolation_result(out, len(txns), dumped.undecided, dumped.incomplete, dumped.end_from)
 
@@ -106,13 +106,14 @@ def isolation_disagreements(a: tuple[CheckResult, dict[str, Any]], b: tuple[Chec
     return problems
 
 
-def txn_run_checks(run: Path, final: dict[str, Any]) -> tuple[list[CheckResult], dict[str, Any]]:
+def txn_run_checks(run: Path, final: dict[str, Any],
+                   ops: list[dict[str, Any]] | None = None) -> tuple[list[CheckResult], dict[str, Any]]:
     """Every check a txn run gets: the isolation cycles; ``no-progress`` (a run whose committed
     transactions read nothing of each other proves nothing about isolation: unknown, never valid);
     ``hanging-transaction`` from the final reads' stability wait (a partition of the txn topic whose
     last stable offset stayed behind its high watermark: the registry's meaning, read from the
     workload's own record since the verifier's run data is the pipeline's)."""
-    isolation, facts = isolation_check(run)
+    isolation, facts = isolation_check(run, ops)
     edges, checked = facts["isolation"]["edges"], facts["isolation"]["checked"]
     committed = int(checked.get("committed", 0))
     if committed and edges.get("wr", 0):
@@ -136,13 +137,13 @@ def txn_run_checks(run: Path, final: dict[str, Any]) -> tuple[list[CheckResult],
     return [isolation, progress, hanging], facts
 
 
-def txn_fault_evidence(run: Path) -> tuple[list[str], dict[str, Any]]:
+def txn_fault_evidence(run: Path, ops: list[dict[str, Any]] | None = None) -> tuple[list[str], dict[str, Any]]:
     """What the run's faults hit (verifier/exposure.py, on the workers' own history: each txn
     transaction's commit and abort are history operations, as the ctp worker's) and what keeps them
     from counting (evidence.fault_gaps: none ran, fewer than required, below the exposure bar or its
     floor): the errors that keep the verdict from valid, and the ``exposure`` fact."""
     campaign = load_recorded(run)
-    ops = read_ops(run)
+    ops = read_ops(run) if ops is None else ops
     history = HistoryIndex(ops)
     end = max((op["complete_time"] or op["invoke_time"] for op in ops), default=None)
     effects = fault_effects.run_effects(run, history.faults, campaign.cluster, end, ops)
